@@ -1,0 +1,193 @@
+"""The ``zoo`` command: list | info | config | train | eval | export | predict | release | results.
+
+``python train.py ARGS`` is ``zoo train ARGS``. Heavy imports (torch, lightning, method code) happen
+inside the subcommands that need them, so ``zoo list`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+USAGE = """usage: zoo train recipe=NAME [overlay=FILE ...] [key=value | +key=value | ~key ...]
+       zoo config recipe=NAME [overrides ...]      print the resolved recipe
+       zoo list                                    methods and zoo weights
+       zoo info NAME|ID                            a method's arguments or a zoo weight's manifest entry
+       zoo eval RUN_DIR|ID [--out FILE] [--which best|last]
+       zoo export RUN_DIR|ID [--formats package,hf,onnx,torch_export] [--out DIR]
+       zoo predict RUN_DIR|ID INPUT ... [--out-dir DIR]
+       zoo release RUN_DIR --id METHOD.TAG [--which best|last]
+       zoo results                                 regenerate docs/results.md from results/"""
+
+
+def _split_train_args(argv: list[str]) -> tuple[str, list[str], list[str]]:
+    from zoo.core.recipe import RecipeError
+
+    recipe, overlays, overrides = None, [], []
+    for a in argv:
+        if a.startswith("recipe="):
+            recipe = a.split("=", 1)[1]
+        elif a.startswith("overlay="):
+            overlays.append(a.split("=", 1)[1])
+        elif a.startswith("-"):
+            raise RecipeError(f"unexpected option {a!r}; train takes recipe=NAME and key=value overrides\n{USAGE}")
+        else:
+            overrides.append(a)
+    if not recipe:
+        raise RecipeError(f"no recipe given; write recipe=NAME (see recipes/)\n{USAGE}")
+    return recipe, overlays, overrides
+
+
+def compose_and_validate(argv: list[str], check_files: bool = True) -> dict:
+    """Resolve ``recipe=``, ``overlay=`` and overrides into a validated plain-dict recipe."""
+    from zoo.core.recipe import load_recipe, validate
+
+    recipe, overlays, overrides = _split_train_args(argv)
+    cfg = load_recipe(recipe, overrides, overlays)
+    validate(cfg, check_files=check_files)
+    return cfg
+
+
+def cmd_train(argv: list[str]) -> Path:
+    import logging
+
+    from zoo.core.build import train
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    cfg = compose_and_validate(argv)
+    run_dir = train(cfg)
+    print(f"run: {run_dir}")
+    return run_dir
+
+
+def cmd_list(_args) -> None:
+    import zoo
+
+    print("methods:")
+    for m in zoo.list_methods():
+        print(f"  {m}")
+    print("zoo weights:")
+    for i in zoo.list_pretrained():
+        print(f"  {i}")
+
+
+def cmd_info(args) -> None:
+    import inspect
+
+    from zoo.core import hub
+    from zoo.core.registry import get_method
+
+    if "." in args.name:
+        entry = hub.read_manifest().get(args.name)
+        if entry is None:
+            raise hub.HubError(f"unknown zoo id {args.name!r}; see `zoo list`")
+        import yaml
+
+        print(yaml.safe_dump({args.name: entry}, sort_keys=False))
+        return
+    e = get_method(args.name)
+    print(f"{e.name}: {e.module_cls.__module__}.{e.module_cls.__name__}")
+    print((inspect.getdoc(e.module_cls) or "").split("\n\n")[0])
+    for title, cls in (("model", e.module_cls), ("data", e.datamodule_cls)):
+        if cls is not None:
+            print(f"{title}: {inspect.signature(cls.__init__)}")
+    print(f"export formats: {', '.join(e.module_cls.export_formats)}; head keys: {e.module_cls.head_keys}")
+
+
+def cmd_eval(args) -> dict:
+    from zoo.core.build import evaluate, load_module
+
+    module, cfg = load_module(args.ref, args.which)
+    metrics = evaluate(module, cfg)
+    out = Path(args.out) if args.out else (Path(args.ref) / "metrics.json" if Path(args.ref).is_dir()
+                                           and (Path(args.ref) / "checkpoints").is_dir() else None)
+    doc = {"ref": args.ref, "method": cfg["method"], "metrics": metrics}
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=2))
+    print(json.dumps(doc, indent=2))
+    return doc
+
+
+def cmd_export(args) -> None:
+    from zoo.core.build import load_module
+    from zoo.core.export import export_module
+
+    module, cfg = load_module(args.ref, args.which)
+    formats = args.formats.split(",") if args.formats else (cfg.get("export") or {}).get("formats") or ["package"]
+    out = Path(args.out) if args.out else (Path(args.ref) / "export" if Path(args.ref).is_dir() else Path("export"))
+    for fmt, path in export_module(module, cfg, formats, out).items():
+        print(f"{fmt}: {path}")
+
+
+def cmd_predict(args) -> None:
+    from zoo.core.build import load_module
+
+    module, _ = load_module(args.ref, args.which)
+    print(module.predict_cli(args.inputs, args.out_dir))
+
+
+def cmd_release(args) -> None:
+    from zoo.core.export import release
+
+    print(f"released {args.id} -> {release(Path(args.run_dir), args.id, args.which)}")
+
+
+def cmd_results(_args) -> None:
+    from zoo.core.results import write_results
+
+    print(f"wrote {write_results()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``zoo`` and ``train.py``; returns the exit code (2 for a user error, with its message)."""
+    from zoo.core.errors import USER_ERRORS
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    try:
+        if cmd == "train":
+            cmd_train(rest)
+            return 0
+        if cmd == "config":
+            import yaml
+
+            print(yaml.safe_dump(compose_and_validate(rest, check_files=False), sort_keys=False))
+            return 0
+        p = argparse.ArgumentParser(prog=f"zoo {cmd}", usage=USAGE)
+        if cmd in ("eval", "export", "predict"):
+            p.add_argument("ref")
+            p.add_argument("--which", default="best", choices=["best", "last"])
+        if cmd == "info":
+            p.add_argument("name")
+        elif cmd == "eval":
+            p.add_argument("--out")
+        elif cmd == "export":
+            p.add_argument("--formats")
+            p.add_argument("--out")
+        elif cmd == "predict":
+            p.add_argument("inputs", nargs="*")
+            p.add_argument("--out-dir")
+        elif cmd == "release":
+            p.add_argument("run_dir")
+            p.add_argument("--id", required=True)
+            p.add_argument("--which", default="best", choices=["best", "last"])
+        elif cmd not in ("list", "results"):
+            print(f"zoo: unknown command {cmd!r}\n{USAGE}", file=sys.stderr)
+            return 2
+        args = p.parse_args(rest)
+        {"list": cmd_list, "info": cmd_info, "eval": cmd_eval, "export": cmd_export, "predict": cmd_predict,
+         "release": cmd_release, "results": cmd_results}[cmd](args)
+        return 0
+    except USER_ERRORS as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def console() -> None:
+    """``zoo`` console script."""
+    sys.exit(main())

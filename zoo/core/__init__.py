@@ -1,0 +1,1 @@
+"""zoo's machinery: registry, recipes, runs, zoo weights, export, data helpers."""

@@ -1,0 +1,174 @@
+"""Recipe -> LightningModule, LightningDataModule, Trainer; and the train / evaluate / load flows on top."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+from zoo.core import hub, run
+from zoo.core.data import set_seed
+from zoo.core.registry import get_method
+
+log = logging.getLogger("zoo")
+
+
+def build_module(cfg: dict):
+    """Construct the method's LightningModule from ``cfg["model"]`` and apply ``init_from`` (weights only)."""
+    entry = get_method(cfg["method"])
+    module = entry.module_cls(**(cfg.get("model") or {}))
+    if cfg.get("init_from"):
+        state, source = hub.load_weights(str(cfg["init_from"]))
+        report = hub.adapt_and_load(module, state, source)
+        if report["dropped"] or report["missing_heads"]:
+            log.warning("init_from %s: re-initialised head keys %s", cfg["init_from"],
+                        sorted(set(report["dropped"]) | set(report["missing_heads"])))
+    return module
+
+
+def build_datamodule(cfg: dict):
+    """Construct the method's LightningDataModule from ``cfg["data"]`` (None when the method has none)."""
+    entry = get_method(cfg["method"])
+    return entry.datamodule_cls(**(cfg.get("data") or {})) if entry.datamodule_cls else None
+
+
+def _loggers(cfg: dict, run_dir: Path):
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+
+    lg = cfg.get("logger") or {}
+    kind = lg.get("kind", "csv")
+    if kind == "none":
+        return False
+    if kind == "tensorboard":
+        return TensorBoardLogger(save_dir=str(run_dir), name="logs", version="")
+    if kind == "wandb":
+        mode = os.environ.get("WANDB_MODE") or lg.get("mode", "offline")
+        os.environ["WANDB_MODE"] = mode
+        return WandbLogger(save_dir=str(run_dir), project=lg.get("project", "zoo"), name=cfg["name"],
+                           id=run.wandb_run_id(run_dir), resume="allow", offline=mode == "offline",
+                           config={k: v for k, v in cfg.items() if not k.startswith("_")})
+    return CSVLogger(save_dir=str(run_dir), name="logs", version="")
+
+
+def build_trainer(cfg: dict, run_dir: Path) -> L.Trainer:
+    """A Trainer with zoo's checkpointing (best-k + an always-fresh ``last.ckpt``) and logger.
+
+    The ``last`` callback is unmonitored and separate from the best-k one: Lightning 2.6 refreshes
+    ``save_last`` only when a top-k checkpoint is written in the same step.
+    """
+    from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+
+    ck = cfg.get("checkpoint") or {}
+    every_steps = ck.get("every_n_train_steps")
+    callbacks = [ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), filename="last", monitor=None, save_top_k=1,
+                                 every_n_train_steps=every_steps, every_n_epochs=ck.get("every_n_epochs"),
+                                 enable_version_counter=False, save_on_train_epoch_end=True)]
+    if ck.get("monitor"):
+        callbacks.append(ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), monitor=ck["monitor"],
+                                         mode=ck.get("mode", "min"), save_top_k=ck.get("save_top_k", 1),
+                                         filename="best-{epoch:03d}-{step:07d}", auto_insert_metric_name=False))
+    tr = dict(cfg.get("trainer") or {})
+    if tr.get("enable_progress_bar", True) and sys.stdout.isatty():
+        callbacks.append(RichProgressBar())
+    else:
+        tr.setdefault("enable_progress_bar", False)
+    tr.setdefault("enable_model_summary", False)
+    return L.Trainer(**tr, default_root_dir=str(run_dir), callbacks=callbacks, logger=_loggers(cfg, run_dir))
+
+
+def _plain(metrics: dict) -> dict[str, float]:
+    out = {}
+    for k, v in metrics.items():
+        v = v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v
+        if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
+            out[k] = float(v)
+    return out
+
+
+def train(cfg: dict) -> Path:
+    """Train a validated recipe: open the run dir, build everything, fit, then write metrics and exports.
+
+    Returns:
+        The run directory.
+    """
+    run_dir, resume_ckpt = run.open_run_dir(cfg)
+    if not run._is_child_rank():
+        changed = run.write_config(run_dir, cfg, resuming=bool(resume_ckpt))
+        for line in changed:
+            log.warning("resume: recipe differs from the saved config.yaml at %s", line)
+    set_seed(int(cfg.get("seed", 0)))
+    module = build_module(cfg)
+    datamodule = build_datamodule(cfg)
+    trainer = build_trainer(cfg, run_dir)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
+    if trainer.is_global_zero:
+        metrics = _plain(trainer.callback_metrics)
+        metrics["global_step"] = float(trainer.global_step)
+        (run_dir / "metrics.json").write_text(json.dumps({"run": str(run_dir), "metrics": metrics}, indent=2))
+        formats = (cfg.get("export") or {}).get("formats") or []
+        if formats:
+            from zoo.core.export import export_module
+
+            export_module(module, cfg, formats, run_dir / "export")
+    return run_dir
+
+
+def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
+    """The run's best checkpoint (``which="best"``, falling back to last) or its ``last.ckpt``.
+
+    Raises:
+        run.RunError: the run has no checkpoint.
+    """
+    ckdir = Path(run_dir) / "checkpoints"
+    best = sorted(ckdir.glob("best-*.ckpt"), key=lambda p: p.stat().st_mtime)
+    if which == "best" and best:
+        return best[-1]
+    if (ckdir / "last.ckpt").is_file():
+        return ckdir / "last.ckpt"
+    raise run.RunError(f"{run_dir}: no checkpoint in {ckdir}")
+
+
+def load_module(ref: str, which: str = "best") -> tuple[Any, dict]:
+    """A trained LightningModule and its resolved recipe from a zoo id, a package folder or a run directory.
+
+    Raises:
+        hub.HubError / run.RunError: nothing loadable at ``ref``.
+    """
+    import yaml
+
+    p = Path(ref)
+    if p.is_dir() and (p / "checkpoints").is_dir():
+        cfg = yaml.safe_load((p / "config.yaml").read_text())
+        state = hub.load_ckpt_state(find_checkpoint(p, which))
+    else:
+        cfg, state = hub.load_package(ref)
+    entry = get_method(cfg["method"])
+    module = entry.module_cls(**(cfg.get("model") or {}))
+    module.load_state_dict(hub.clean_state_dict(state), strict=True)
+    module.eval()
+    return module, cfg
+
+
+def evaluate(module, cfg: dict, overrides_data: dict | None = None) -> dict[str, float]:
+    """Metrics of a trained module on its recipe's data: ``module.evaluate(datamodule)`` if the method
+    defines it, else ``trainer.validate`` (and ``trainer.test`` when the module has a ``test_step``)."""
+    data_cfg = dict(cfg.get("data") or {}, **(overrides_data or {}))
+    datamodule = build_datamodule(dict(cfg, data=data_cfg))
+    if hasattr(module, "evaluate"):
+        return _plain(module.evaluate(datamodule))
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    metrics: dict = {}
+    if type(module).validation_step is not L.LightningModule.validation_step:
+        for m in trainer.validate(module, datamodule=datamodule, verbose=False):
+            metrics.update(m)
+    if type(module).test_step is not L.LightningModule.test_step:
+        for m in trainer.test(module, datamodule=datamodule, verbose=False):
+            metrics.update(m)
+    return _plain(metrics)

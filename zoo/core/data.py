@@ -1,0 +1,124 @@
+"""Shared data helpers: line-numbered readers, seeded splits, seeding."""
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+
+class DataError(ValueError):
+    """Bad input data; the message starts with ``file:line:`` so the row can be found."""
+
+
+def _open(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+
+
+def read_jsonl(path: str | os.PathLike, required: Sequence[str] = (), types: dict[str, type | tuple] | None = None
+               ) -> list[dict[str, Any]]:
+    """Read a JSON-lines file (``.gz`` allowed), one object per non-blank line.
+
+    Args:
+        path: the file.
+        required: keys every row must have.
+        types: optional ``key -> type`` checks (e.g. ``{"prompt": str}``).
+
+    Returns:
+        The rows, in file order.
+
+    Raises:
+        DataError: ``path:line: ...`` for a missing file, invalid JSON, a non-object line, a missing key or a
+            wrongly typed value.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    rows = []
+    with _open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            _check_row(row, required, types, f"{path}:{lineno}")
+            rows.append(row)
+    return rows
+
+
+def read_csv_rows(path: str | os.PathLike, required: Sequence[str] = (), delimiter: str = ","
+                  ) -> tuple[list[str], list[dict[str, str]]]:
+    """Read a CSV with a header row.
+
+    Returns:
+        ``(header, rows)`` where each row maps column name to its raw string.
+
+    Raises:
+        DataError: ``path:line: ...`` for a missing file or column, or a row with the wrong number of fields.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    with _open(path) as f:
+        reader = csv.reader(f, delimiter=delimiter)
+        try:
+            header = [h.strip() for h in next(reader)]
+        except StopIteration:
+            raise DataError(f"{path}:1: empty file, expected a header row") from None
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise DataError(f"{path}:1: missing column(s) {missing}; header is {header}")
+        rows = []
+        for lineno, rec in enumerate(reader, 2):
+            if not rec or all(not x.strip() for x in rec):
+                continue
+            if len(rec) != len(header):
+                raise DataError(f"{path}:{lineno}: {len(rec)} fields, header has {len(header)}")
+            rows.append(dict(zip(header, rec)))
+    return header, rows
+
+
+def _check_row(row: dict, required: Iterable[str], types: dict | None, where: str) -> None:
+    for key in required:
+        if key not in row:
+            raise DataError(f"{where}: missing key {key!r} (has {sorted(row)})")
+    for key, typ in (types or {}).items():
+        if key in row and not isinstance(row[key], typ):
+            raise DataError(f"{where}: {key!r} should be {typ}, got {type(row[key]).__name__}")
+
+
+def seeded_split(n: int, fractions: Sequence[float], seed: int) -> list[list[int]]:
+    """Shuffle ``range(n)`` with ``seed`` and cut it into parts of the given fractions (the last takes the rest).
+
+    Raises:
+        ValueError: fractions that are negative or sum above 1.
+    """
+    if any(f < 0 for f in fractions) or sum(fractions) > 1 + 1e-9:
+        raise ValueError(f"split fractions {list(fractions)} must be >= 0 and sum to <= 1")
+    idx = list(range(n))
+    random.Random(seed).shuffle(idx)
+    parts, start = [], 0
+    for i, frac in enumerate(fractions):
+        stop = n if i == len(fractions) - 1 else start + int(round(frac * n))
+        parts.append(sorted(idx[start:stop]))
+        start = stop
+    return parts
+
+
+def set_seed(seed: int) -> None:
+    """Seed python, numpy and torch (all ranks the same)."""
+    import lightning as L
+
+    L.seed_everything(seed, workers=True, verbose=False)
+
+
+def repo_root() -> Path:
+    """The repository root (where ``recipes/`` and ``data/`` live)."""
+    return Path(__file__).resolve().parents[2]

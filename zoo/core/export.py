@@ -1,0 +1,168 @@
+"""Export a trained module: ``package`` (safetensors + config + card), ``hf``, ``onnx`` and ``torch_export``.
+
+Each method lists the formats it supports in ``export_formats``; asking for another fails with the list.
+No TorchScript: Lightning deprecated ``to_torchscript`` and PyTorch moved to ``torch.export``.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+
+import torch
+import yaml
+
+from zoo.core import hub
+
+
+class ExportError(ValueError):
+    """An export format the method does not support, or an export whose parity check failed."""
+
+
+def _tensor_outputs(out) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        return [t for v in out.values() for t in _tensor_outputs(v)]
+    if isinstance(out, (list, tuple)):
+        return [t for v in out for t in _tensor_outputs(v)]
+    if hasattr(out, "to_tuple"):
+        return _tensor_outputs(out.to_tuple())
+    return []
+
+
+def model_card(cfg: dict, metrics: dict | None, zoo_id: str | None) -> str:
+    """A model card: YAML front matter (license, method, data, metrics) and how to load the weights."""
+    card = cfg.get("card") or {}
+    front = {"zoo_id": zoo_id, "method": cfg["method"], "license": card.get("license", "see data licences"),
+             "data": card.get("data", cfg.get("data")), "metrics": metrics or {},
+             "recipe": Path(cfg.get("_recipe", "")).name or None}
+    lines = ["---", yaml.safe_dump(front, sort_keys=False).rstrip(), "---", "",
+             f"# {zoo_id or cfg['method']}", "", card.get("description", f"Weights of the `{cfg['method']}` method."),
+             "", "## Use", "", "```python", "import zoo", f"model = zoo.load({(zoo_id or 'PATH')!r})  # verifies sha256",
+             "```", "", f"Reproduce: `python train.py recipe={front['recipe']}` (the resolved recipe is config.yaml).",
+             "", f"Method card: zoo/methods/{cfg['method'].replace('-', '_')}/README.md", ""]
+    return "\n".join(lines)
+
+
+def write_package(module, cfg: dict, out_dir: Path, metrics: dict | None = None, zoo_id: str | None = None) -> dict:
+    """Write ``model.safetensors``, ``config.yaml``, ``README.md`` and the method's extra files.
+
+    Returns:
+        ``{file name: {sha256, size}}`` of everything written.
+    """
+    from safetensors.torch import save_file
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
+    save_file(state, str(out_dir / "model.safetensors"),
+              metadata={"zoo_method": cfg["method"], "zoo_id": zoo_id or "", "format": "full"})
+    clean = {k: v for k, v in cfg.items() if k not in ("resume", "init_from")}
+    (out_dir / "config.yaml").write_text(yaml.safe_dump(clean, sort_keys=False))
+    (out_dir / "README.md").write_text(model_card(cfg, metrics, zoo_id))
+    for name, src in module.package_extras().items():
+        dst = out_dir / name
+        if Path(src).is_dir():
+            shutil.copytree(src, dst, dirs_exist_ok=True)
+        else:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    return {str(p.relative_to(out_dir)): hub.file_entry(p) for p in sorted(out_dir.rglob("*")) if p.is_file()}
+
+
+def _check_close(ref: list[torch.Tensor], got: list, atol: float, what: str) -> float:
+    if len(ref) != len(got):
+        raise ExportError(f"{what}: {len(got)} outputs, eager model gives {len(ref)}")
+    worst = 0.0
+    for a, b in zip(ref, got):
+        b = torch.as_tensor(b)
+        worst = max(worst, (a.float() - b.float()).abs().max().item() if a.numel() else 0.0)
+    if worst > atol:
+        raise ExportError(f"{what}: outputs differ from the eager model by {worst:.3g} > atol {atol}")
+    return worst
+
+
+def export_module(module, cfg: dict, formats: list[str], out_dir: Path) -> dict[str, str]:
+    """Export ``module`` in each of ``formats`` under ``out_dir`` and check each round trip.
+
+    Returns:
+        ``{format: path written}``.
+
+    Raises:
+        ExportError: a format the method does not support, or a parity check that fails.
+    """
+    out_dir = Path(out_dir)
+    supported = tuple(module.export_formats)
+    for fmt in formats:
+        if fmt not in supported:
+            raise ExportError(f"{cfg['method']} cannot export {fmt!r}; it supports {', '.join(supported)}")
+    module = module.eval().cpu()
+    atol = float((cfg.get("export") or {}).get("onnx_atol", 1e-4))
+    written = {}
+    for fmt in formats:
+        if fmt == "package":
+            metrics_file = out_dir.parent / "metrics.json"
+            metrics = yaml.safe_load(metrics_file.read_text()).get("metrics") if metrics_file.is_file() else None
+            write_package(module, cfg, out_dir / "package", metrics)
+            written[fmt] = str(out_dir / "package")
+        elif fmt == "hf":
+            module.export_hf(str(out_dir / "hf"))
+            written[fmt] = str(out_dir / "hf")
+        elif fmt in ("onnx", "torch_export"):
+            args = tuple(module.example_input())
+            with torch.no_grad():
+                ref = _tensor_outputs(module(*args))
+            if fmt == "torch_export":
+                path = out_dir / "model.pt2"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                torch.export.save(torch.export.export(module, args), str(path))
+                with torch.no_grad():
+                    got = _tensor_outputs(torch.export.load(str(path)).module()(*args))
+                _check_close(ref, got, atol, "torch_export")
+            else:
+                import onnxruntime as ort
+
+                path = out_dir / "model.onnx"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                torch.onnx.export(module, args, str(path), dynamo=True, external_data=False)
+                sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+                feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
+                _check_close(ref, sess.run(None, feeds), atol, "onnx (onnxruntime)")
+            written[fmt] = str(path)
+    return written
+
+
+def release(run_dir: Path, zoo_id: str, which: str = "best") -> Path:
+    """Turn a finished run into a zoo package ``checkpoints/<zoo_id>/`` and its manifest entry.
+
+    Raises:
+        hub.HubError: a malformed id, or an id whose method differs from the run's.
+    """
+    from zoo.core.build import load_module
+
+    if not hub.ID_RE.match(zoo_id):
+        raise hub.HubError(f"zoo id {zoo_id!r} must look like <method>.<tag>")
+    module, cfg = load_module(str(run_dir), which)
+    if zoo_id.split(".")[0] != cfg["method"]:
+        raise hub.HubError(f"zoo id {zoo_id!r} must start with the run's method {cfg['method']!r}")
+    metrics_file = Path(run_dir) / "metrics.json"
+    metrics = yaml.safe_load(metrics_file.read_text()).get("metrics", {}) if metrics_file.is_file() else {}
+    folder = hub.checkpoints_dir() / zoo_id
+    if folder.exists():
+        shutil.rmtree(folder)
+    files = write_package(module, cfg, folder, metrics, zoo_id)
+    card = cfg.get("card") or {}
+    recipe = Path(cfg.get("_recipe", ""))
+    try:
+        from zoo.core.data import repo_root
+
+        recipe = recipe.resolve().relative_to(repo_root())
+    except ValueError:
+        pass
+    hub.write_manifest_entry(zoo_id, {
+        "method": cfg["method"], "path": zoo_id, "files": files, "recipe": str(recipe),
+        "data": card.get("data", cfg.get("data")), "metrics": metrics,
+        "license": card.get("license", "unspecified"),
+        "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    })
+    return folder

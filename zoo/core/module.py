@@ -1,0 +1,37 @@
+"""``ZooModule``: the LightningModule contract every method implements (see docs/adding-a-method.md)."""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import lightning as L
+
+
+class ZooModule(L.LightningModule):
+    """Base class of every method's LightningModule.
+
+    Class attributes:
+        method_name: set by ``@register_method``.
+        head_keys: state-dict key prefixes that ``init_from`` may drop when their shapes differ
+            (a classifier whose number of classes changed). Any other mismatch is an error.
+        export_formats: which of ``package``, ``hf``, ``onnx``, ``torch_export`` the method supports.
+    """
+
+    method_name: ClassVar[str] = ""
+    head_keys: ClassVar[tuple[str, ...]] = ()
+    export_formats: ClassVar[tuple[str, ...]] = ("package",)
+
+    def example_input(self) -> tuple:
+        """Inputs for ONNX / torch.export; ``self(*self.example_input())`` must run."""
+        raise TypeError(f"{type(self).__name__} defines no example_input(); it cannot be exported as a graph")
+
+    def remap_init_state(self, state: dict[str, Any], source_method: str) -> dict[str, Any]:
+        """Map a state dict saved by ``source_method`` onto this module's keys (default: unchanged)."""
+        return state
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """What ``zoo predict <id> INPUTS...`` prints."""
+        raise TypeError(f"method {self.method_name!r} has no predict_cli(); `zoo predict` is not available for it")
+
+    def package_extras(self) -> dict[str, str]:
+        """Extra files (name in the package -> local path) copied into a release package."""
+        return {}

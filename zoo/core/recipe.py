@@ -1,0 +1,365 @@
+"""Recipes: YAML files composed with ``base:`` inheritance and command-line overrides, validated before training.
+
+Grammar of the command line (``python train.py recipe=NAME [overlay=FILE] TOKEN ...``):
+
+=================  ==============================================================
+``k.j=v``          set an existing key (``v`` parsed as YAML: ``1e-4`` is a float)
+``+k.j=v``         add a key (or overwrite it)
+``~k.j``           delete a key
+=================  ==============================================================
+
+A bare recipe name is looked up in ``recipes/``; ``.yaml`` may be omitted. Every error is a
+``RecipeError`` whose message starts with the recipe file or the full key path, and, for a typo,
+ends with a "did you mean".
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from zoo.core.registry import suggest
+
+TOP_KEYS = ("method", "base", "name", "seed", "init_from", "resume", "out_dir", "model", "data", "trainer",
+            "checkpoint", "logger", "export", "card")
+BLOCK_SCHEMA: dict[str, dict[str, Any]] = {
+    # key -> (type or tuple of types, check or None)
+    "checkpoint": {"monitor": (str, type(None)), "mode": ("min", "max"), "save_top_k": int,
+                   "every_n_train_steps": (int, type(None)), "every_n_epochs": (int, type(None))},
+    "logger": {"kind": ("csv", "wandb", "tensorboard", "none"), "project": str,
+               "mode": ("offline", "online", "disabled")},
+    "export": {"formats": list, "onnx_atol": float},
+    "card": {"license": str, "data": (str, list), "description": str},
+}
+EXPORT_FORMATS = ("package", "hf", "onnx", "torch_export")
+PATH_KEY_SUFFIXES = ("path", "_file", "_dir", "_paths", "_files")
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be loaded or does not validate; raised before any training starts."""
+
+
+def recipes_dir() -> Path:
+    """``recipes/`` at the repository root."""
+    from zoo.core.data import repo_root
+
+    return repo_root() / "recipes"
+
+
+def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
+    """Resolve a recipe reference to a file.
+
+    Looks at ``ref`` as given (relative to ``relative_to`` or the working directory), then in ``recipes/``,
+    each with and without an added ``.yaml``.
+
+    Raises:
+        RecipeError: nothing found; the message lists the closest recipe names.
+    """
+    cands = []
+    for base in ([relative_to] if relative_to else []) + [Path.cwd(), recipes_dir()]:
+        cands += [base / ref, base / f"{ref}.yaml"]
+    for c in cands:
+        if c.is_file():
+            return c.resolve()
+    known = [str(p.relative_to(recipes_dir())) for p in recipes_dir().rglob("*.yaml")]
+    raise RecipeError(f"recipe {ref!r} not found (looked in {relative_to or Path.cwd()} and {recipes_dir()})"
+                      f"{suggest(ref, known) or suggest(ref + '.yaml', known)}")
+
+
+def read_yaml(path: Path) -> dict:
+    """Parse one YAML file with OmegaConf's loader (``1e-4`` is a float, duplicate keys are refused).
+
+    Raises:
+        RecipeError: ``path:line: problem`` for bad YAML, or a top level that is not a mapping.
+    """
+    from omegaconf import OmegaConf
+
+    try:
+        cfg = OmegaConf.load(path)
+    except Exception as e:  # yaml.YAMLError and OmegaConf's own errors
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise RecipeError(f"{where}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+    if not isinstance(OmegaConf.to_container(cfg), dict):
+        raise RecipeError(f"{path}: a recipe must be a mapping of keys, got {type(cfg).__name__}")
+    return OmegaConf.to_container(cfg)
+
+
+def _merge(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def compose(path: Path, _seen: tuple[Path, ...] = ()) -> dict:
+    """Load ``path`` and its ``base:`` chain (the base underneath, this file's keys winning).
+
+    Raises:
+        RecipeError: a cycle in the chain, or a missing or bad base file.
+    """
+    if path in _seen:
+        raise RecipeError(f"{path}: base chain loops: {' -> '.join(map(str, _seen + (path,)))}")
+    cfg = read_yaml(path)
+    base = cfg.pop("base", None)
+    if base is None:
+        return cfg
+    if not isinstance(base, str):
+        raise RecipeError(f"{path}: base: must be a recipe file name, got {base!r}")
+    try:
+        base_path = find_recipe(base, relative_to=path.parent)
+    except RecipeError as e:
+        raise RecipeError(f"{path}: base: {e}") from None
+    return _merge(compose(base_path, _seen + (path,)), cfg)
+
+
+def _parse_value(raw: str) -> Any:
+    from omegaconf import OmegaConf
+
+    try:
+        return OmegaConf.to_container(OmegaConf.from_dotlist([f"v={raw}"]))["v"]
+    except Exception as e:
+        raise RecipeError(f"cannot parse value {raw!r}: {e}") from None
+
+
+def _all_paths(cfg: dict, prefix: str = "") -> list[str]:
+    out = []
+    for k, v in cfg.items():
+        out.append(prefix + str(k))
+        if isinstance(v, dict):
+            out += _all_paths(v, prefix + str(k) + ".")
+    return out
+
+
+def apply_override(cfg: dict, token: str) -> None:
+    """Apply one ``k=v``, ``+k=v`` or ``~k`` token to ``cfg`` in place.
+
+    Raises:
+        RecipeError: malformed token; ``k=v`` or ``~k`` on a key that does not exist (with the full key path
+            and the closest existing path); a path through a non-mapping value.
+    """
+    if token.startswith("~"):
+        op, body = "del", token[1:]
+        if "=" in body:
+            raise RecipeError(f"override {token!r}: delete takes no value; write ~{body.split('=')[0]}")
+        key, value = body, None
+    else:
+        op = "add" if token.startswith("+") else "set"
+        body = token[1:] if op == "add" else token
+        if "=" not in body:
+            raise RecipeError(f"override {token!r}: expected key=value, +key=value or ~key")
+        key, raw = body.split("=", 1)
+        value = _parse_value(raw)
+    parts = key.split(".")
+    if not key or any(not p for p in parts):
+        raise RecipeError(f"override {token!r}: empty key")
+    node = cfg
+    for i, p in enumerate(parts[:-1]):
+        if p not in node:
+            if op == "add":
+                node[p] = {}
+            else:
+                path = ".".join(parts[: i + 1])
+                raise RecipeError(f"{path}: no such key{suggest(key, _all_paths(cfg))}; use +{key}=... to add one")
+        node = node[p]
+        if not isinstance(node, dict):
+            raise RecipeError(f"{'.'.join(parts[: i + 1])}: is {node!r}, not a mapping; cannot set {key}")
+    last = parts[-1]
+    if op != "add" and last not in node:
+        hint = suggest(key, _all_paths(cfg))
+        raise RecipeError(f"{key}: no such key{hint}" + ("; use +" + key + "=... to add one" if op == "set" else ""))
+    if op == "del":
+        del node[last]
+    else:
+        node[last] = value
+
+
+def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -> dict:
+    """Compose a recipe, apply overlays (YAML files merged on top) and overrides, and resolve interpolations.
+
+    Returns:
+        A plain ``dict`` (no OmegaConf objects), with ``name`` defaulting to the recipe's file stem.
+
+    Raises:
+        RecipeError: see :func:`compose` and :func:`apply_override`; an unknown top-level key.
+    """
+    from omegaconf import OmegaConf
+
+    path = find_recipe(ref)
+    cfg = compose(path)
+    for ov in overlays:
+        ov_path = find_recipe(ov)
+        top = compose(ov_path)
+        for k in _all_paths(top):
+            if k.split(".")[0] not in TOP_KEYS:
+                raise RecipeError(f"{ov_path}: {k}: unknown top-level key{suggest(k.split('.')[0], TOP_KEYS)}")
+        cfg = _merge(cfg, top)
+    for token in overrides:
+        apply_override(cfg, token)
+    cfg.setdefault("name", path.stem)
+    try:
+        cfg = OmegaConf.to_container(OmegaConf.create(cfg), resolve=True, throw_on_missing=True)
+    except Exception as e:
+        raise RecipeError(f"{path}: {e}") from None
+    for k in cfg:
+        if k not in TOP_KEYS:
+            raise RecipeError(f"{k}: unknown top-level key{suggest(k, TOP_KEYS)}; allowed: {', '.join(TOP_KEYS)}")
+    from zoo.core.data import repo_root
+
+    cfg["_recipe"] = str(path.relative_to(repo_root())) if path.is_relative_to(repo_root()) else str(path)
+    return cfg
+
+
+# ----------------------------------------------------------------------------------------------- validation
+
+
+def _type_ok(value: Any, ann: Any) -> bool:
+    """Whether ``value`` fits the annotation ``ann``; annotations we cannot judge accept anything."""
+    if ann is inspect.Parameter.empty or ann is Any:
+        return True
+    origin = typing.get_origin(ann)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, a) for a in typing.get_args(ann))
+    if origin is typing.Literal:
+        return value in typing.get_args(ann)
+    if ann is type(None) or ann is None:
+        return value is None
+    if ann is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ann is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if ann in (str, bool, dict, list):
+        return isinstance(value, ann)
+    if origin in (list, tuple, typing.Sequence, __import__("collections.abc").abc.Sequence):
+        return isinstance(value, (list, tuple))
+    if origin in (dict, typing.Mapping, __import__("collections.abc").abc.Mapping):
+        return isinstance(value, dict)
+    return True
+
+
+def check_types(fn, kwargs: dict, where: str) -> None:
+    """Check ``kwargs`` against the annotations of ``fn`` (a class's ``__init__``).
+
+    Raises:
+        RecipeError: ``where.key: expected <annotation>, got <value>``.
+    """
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {n: p.annotation for n, p in inspect.signature(fn).parameters.items()}
+    for k, v in kwargs.items():
+        ann = hints.get(k, inspect.Parameter.empty)
+        if isinstance(ann, str) or not _type_ok(v, ann):
+            if isinstance(ann, str):
+                continue
+            raise RecipeError(f"{where}.{k}: expected {getattr(ann, '__name__', ann)}, got {v!r}")
+
+
+def _check_block(cfg: dict, block: str) -> None:
+    schema = BLOCK_SCHEMA[block]
+    val = cfg.get(block) or {}
+    if not isinstance(val, dict):
+        raise RecipeError(f"{block}: must be a mapping, got {val!r}")
+    for k, v in val.items():
+        if k not in schema:
+            raise RecipeError(f"{block}.{k}: unknown key{suggest(k, schema)}; allowed: {', '.join(schema)}")
+        want = schema[k]
+        if isinstance(want, tuple) and all(isinstance(w, str) for w in want):
+            if v not in want:
+                raise RecipeError(f"{block}.{k}: {v!r} is not one of {', '.join(want)}")
+        elif not isinstance(v, want) or isinstance(v, bool) and want in (int, float):
+            if not (want is float and isinstance(v, int)):
+                raise RecipeError(f"{block}.{k}: expected {want}, got {v!r}")
+
+
+def _check_paths(block: dict, where: str) -> None:
+    for k, v in block.items():
+        if isinstance(v, dict):
+            _check_paths(v, f"{where}.{k}")
+        elif k.endswith(PATH_KEY_SUFFIXES) and v is not None:
+            for p in v if isinstance(v, list) else [v]:
+                if isinstance(p, str) and not Path(p).exists():
+                    raise RecipeError(f"{where}.{k}: no such file or directory: {p} (cwd {os.getcwd()})")
+
+
+def validate(cfg: dict, check_files: bool = True) -> None:
+    """Check a composed recipe before anything is built or trained.
+
+    Checks: ``method`` is registered; ``model`` / ``data`` keys and value types against the method's
+    LightningModule / LightningDataModule constructors; ``trainer`` keys against ``lightning.Trainer``;
+    the ``checkpoint``, ``logger``, ``export`` and ``card`` blocks against their schemas; ``seed`` is a
+    non-negative int; ``init_from`` and ``resume`` are not both set; and, with ``check_files``, that data
+    paths (keys ending in ``path``, ``_file``, ``_dir``), ``init_from`` and ``resume`` exist.
+
+    Raises:
+        RecipeError: the first problem found, naming its full key path.
+    """
+    import lightning as L
+
+    from zoo.core.registry import RegistryError, check_kwargs, get_method
+
+    if "method" not in cfg or not isinstance(cfg["method"], str):
+        raise RecipeError("method: missing; a recipe names its method (see `zoo list`)")
+    try:
+        entry = get_method(cfg["method"])
+    except RegistryError as e:
+        raise RecipeError(f"method: {e}") from None
+    seed = cfg.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise RecipeError(f"seed: expected a non-negative integer, got {seed!r}")
+    if not isinstance(cfg.get("name"), str) or not cfg["name"] or "/" in cfg["name"]:
+        raise RecipeError(f"name: expected a run name without '/', got {cfg.get('name')!r}")
+    for block, cls in (("model", entry.module_cls), ("data", entry.datamodule_cls), ("trainer", L.Trainer)):
+        val = cfg.get(block) or {}
+        if not isinstance(val, dict):
+            raise RecipeError(f"{block}: must be a mapping, got {val!r}")
+        if cls is None:
+            if val:
+                raise RecipeError(f"data: method {cfg['method']!r} has no DataModule, so data: must be empty")
+            continue
+        try:
+            check_kwargs(cls, val, block)
+        except RegistryError as e:
+            raise RecipeError(str(e)) from None
+        check_types(cls.__init__, val, block)
+        if block == "trainer":
+            for k in ("callbacks", "logger", "default_root_dir", "enable_checkpointing"):
+                if k in val:
+                    raise RecipeError(f"trainer.{k}: set by zoo (see the checkpoint:, logger: and out_dir keys)")
+            for k in ("max_epochs", "max_steps"):
+                if isinstance(val.get(k), int) and val[k] < -1:
+                    raise RecipeError(f"trainer.{k}: must be >= -1, got {val[k]}")
+    for block in BLOCK_SCHEMA:
+        _check_block(cfg, block)
+    ck = cfg.get("checkpoint") or {}
+    if ck.get("save_top_k", 1) < -1:
+        raise RecipeError(f"checkpoint.save_top_k: must be >= -1, got {ck['save_top_k']}")
+    for k in ("every_n_train_steps", "every_n_epochs"):
+        if ck.get(k) is not None and ck[k] < 1:
+            raise RecipeError(f"checkpoint.{k}: must be >= 1, got {ck[k]}")
+    for fmt in (cfg.get("export") or {}).get("formats", []):
+        if fmt not in EXPORT_FORMATS:
+            raise RecipeError(f"export.formats: unknown format {fmt!r}{suggest(fmt, EXPORT_FORMATS)}; "
+                              f"choose from {', '.join(EXPORT_FORMATS)}")
+        if fmt not in entry.module_cls.export_formats:
+            raise RecipeError(f"export.formats: {cfg['method']} cannot export {fmt!r}; it supports "
+                              f"{', '.join(entry.module_cls.export_formats)}")
+    if cfg.get("init_from") and cfg.get("resume"):
+        raise RecipeError("init_from and resume are exclusive: init_from loads weights only into a new run, "
+                          "resume continues a run's training state")
+    if check_files:
+        _check_paths(cfg.get("data") or {}, "data")
+        _check_paths({k: v for k, v in (cfg.get("model") or {}).items()}, "model")
+        res = cfg.get("resume")
+        if res not in (None, "auto") and not Path(str(res)).is_file():
+            raise RecipeError(f"resume: no such checkpoint file: {res} (use resume=auto or a .ckpt path)")
+        if cfg.get("init_from"):
+            from zoo.core.hub import HubError, describe_ref
+
+            try:
+                describe_ref(str(cfg["init_from"]))
+            except HubError as e:
+                raise RecipeError(f"init_from: {e}") from None

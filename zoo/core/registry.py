@@ -1,0 +1,134 @@
+"""Method registry: ``@register_method`` on a LightningModule, lazy lookup by name.
+
+``zoo.methods.METHODS`` maps every registry name to the module that registers it, so listing methods
+never imports method code; the first ``get_method(name)`` imports that module, whose decorator fills
+``_METHODS``.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+class RegistryError(KeyError):
+    """An unknown or duplicate method name, or a constructor argument the class does not take."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class MethodEntry:
+    """One registered method: its LightningModule class and its LightningDataModule class."""
+
+    name: str
+    module_cls: type
+    datamodule_cls: type | None
+
+
+_METHODS: dict[str, MethodEntry] = {}
+
+
+def register_method(name: str, *, datamodule: type | None = None) -> Callable[[type], type]:
+    """Class decorator registering a LightningModule under ``name``.
+
+    Args:
+        name: registry name (``zoo-lm``, ``praxis``); must be unique.
+        datamodule: the LightningDataModule class recipes build for this method.
+
+    Raises:
+        RegistryError: ``name`` is already registered to another class.
+    """
+
+    def deco(cls: type) -> type:
+        old = _METHODS.get(name)
+        if old is not None and old.module_cls.__qualname__ != cls.__qualname__:
+            raise RegistryError(f"method name {name!r} is registered twice: {old.module_cls} and {cls}")
+        _METHODS[name] = MethodEntry(name, cls, datamodule)
+        cls.method_name = name
+        return cls
+
+    return deco
+
+
+def _known() -> dict[str, str]:
+    """Built-in methods plus plug-ins named in ``$ZOO_PLUGINS`` (``name=package.module,...``)."""
+    import os
+
+    from zoo.methods import METHODS
+
+    known = dict(METHODS)
+    for item in filter(None, os.environ.get("ZOO_PLUGINS", "").split(",")):
+        name, _, mod = item.partition("=")
+        if not mod:
+            raise RegistryError(f"ZOO_PLUGINS: {item!r} should be name=package.module")
+        known[name.strip()] = mod.strip()
+    return known
+
+
+def list_methods(pattern: str = "*") -> list[str]:
+    """Sorted registry names matching the fnmatch ``pattern``; imports no method code."""
+    import fnmatch
+
+    return sorted(n for n in set(_known()) | set(_METHODS) if fnmatch.fnmatch(n, pattern))
+
+
+def suggest(word: str, choices) -> str:
+    """A ' (did you mean X?)' hint, or '' when nothing is close."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def get_method(name: str) -> MethodEntry:
+    """The registered entry for ``name``, importing its module on first use.
+
+    Raises:
+        RegistryError: no such method (the message lists the known names and the closest one).
+    """
+    if name not in _METHODS:
+        known = _known()
+        if name not in known:
+            raise RegistryError(
+                f"unknown method {name!r}{suggest(name, known)}; known methods: {', '.join(sorted(known))}"
+            )
+        importlib.import_module(known[name])
+        if name not in _METHODS:
+            raise RegistryError(f"module {known[name]} did not register method {name!r}")
+    return _METHODS[name]
+
+
+def check_kwargs(cls: type, kwargs: dict[str, Any], where: str) -> None:
+    """Refuse keyword arguments ``cls.__init__`` does not take.
+
+    Args:
+        cls: the class about to be constructed.
+        kwargs: the arguments from a recipe block or a ``create`` call.
+        where: the recipe key path of the block (``model``, ``data``) for the message.
+
+    Raises:
+        RegistryError: naming the unknown key path, the closest allowed key and all allowed keys.
+    """
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    allowed = [n for n, p in params.items() if n != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    for key in kwargs:
+        if key not in allowed:
+            raise RegistryError(
+                f"{where}.{key}: {cls.__name__} takes no argument {key!r}{suggest(key, allowed)}; "
+                f"allowed: {', '.join(allowed)}"
+            )
+
+
+def create(name: str, **kwargs: Any):
+    """Construct the LightningModule registered as ``name`` with checked keyword arguments.
+
+    Raises:
+        RegistryError: unknown method, or a keyword the constructor does not take.
+    """
+    entry = get_method(name)
+    check_kwargs(entry.module_cls, kwargs, "model")
+    return entry.module_cls(**kwargs)

@@ -1,0 +1,3 @@
+"""Every method's registry name and the module whose import registers it (kept static so listing is cheap)."""
+
+METHODS: dict[str, str] = {}
