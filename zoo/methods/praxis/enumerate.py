@@ -266,3 +266,8 @@ def _hist_without(node: OrNode, j: int, memo: dict) -> dict:
 def log10_count(count: int) -> float:
     """``log10`` of a (possibly huge) tree count; ``-inf`` for 0."""
     return math.log10(count) if count > 0 else float("-inf")
+
+
+def objective(tree, Xb: np.ndarray, y: np.ndarray, gamma: int) -> int:
+    """``Obj(t) = gamma * leaves(t) + #{i : t(x_i) != y_i}`` (§3), computed directly from the rows."""
+    return int(gamma * tree_leaves(tree) + np.count_nonzero(predict_tree(tree, Xb) != np.asarray(y)))
