@@ -19,10 +19,21 @@ from zoo.core.registry import get_method
 log = logging.getLogger("zoo")
 
 
+def _construct(cls, kwargs: dict, block: str):
+    """``cls(**kwargs)``; a ValueError/TypeError from the constructor becomes a RecipeError naming ``block``."""
+    from zoo.core.recipe import RecipeError
+
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as e:
+        msg = str(e)
+        raise RecipeError(msg if msg.startswith(block + ".") else f"{block}: {msg}") from e
+
+
 def build_module(cfg: dict):
     """Construct the method's LightningModule from ``cfg["model"]`` and apply ``init_from`` (weights only)."""
     entry = get_method(cfg["method"])
-    module = entry.module_cls(**(cfg.get("model") or {}))
+    module = _construct(entry.module_cls, cfg.get("model") or {}, "model")
     if cfg.get("init_from"):
         state, source = hub.load_weights(str(cfg["init_from"]))
         report = hub.adapt_and_load(module, state, source)
@@ -35,7 +46,7 @@ def build_module(cfg: dict):
 def build_datamodule(cfg: dict):
     """Construct the method's LightningDataModule from ``cfg["data"]`` (None when the method has none)."""
     entry = get_method(cfg["method"])
-    return entry.datamodule_cls(**(cfg.get("data") or {})) if entry.datamodule_cls else None
+    return _construct(entry.datamodule_cls, cfg.get("data") or {}, "data") if entry.datamodule_cls else None
 
 
 def _loggers(cfg: dict, run_dir: Path):
@@ -97,14 +108,14 @@ def train(cfg: dict) -> Path:
     Returns:
         The run directory.
     """
+    set_seed(int(cfg.get("seed", 0)))
+    module = build_module(cfg)  # bad values fail here, before a run directory exists
+    datamodule = build_datamodule(cfg)
     run_dir, resume_ckpt = run.open_run_dir(cfg)
     if not run._is_child_rank():
         changed = run.write_config(run_dir, cfg, resuming=bool(resume_ckpt))
         for line in changed:
             log.warning("resume: recipe differs from the saved config.yaml at %s", line)
-    set_seed(int(cfg.get("seed", 0)))
-    module = build_module(cfg)
-    datamodule = build_datamodule(cfg)
     trainer = build_trainer(cfg, run_dir)
     trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
     if trainer.is_global_zero:

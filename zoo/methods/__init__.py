@@ -1,3 +1,6 @@
 """Every method's registry name and the module whose import registers it (kept static so listing is cheap)."""
 
-METHODS: dict[str, str] = {}
+METHODS: dict[str, str] = {
+    "zoo-lm": "zoo.methods.zoo_lm.module",
+    "st-tgexplainer": "zoo.methods.st_tgexplainer.module",
+}

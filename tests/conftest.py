@@ -1,0 +1,39 @@
+"""Offline, deterministic test setup shared by every test: run from the repository root, no network."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PLATFORM = ROOT / "tests" / "platform"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ["WANDB_MODE"] = "offline"
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ["ZOO_PLUGINS"] = "digits-mlp=toy_digits"
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLATFORM), os.environ.get("PYTHONPATH")]))
+sys.path.insert(0, str(PLATFORM))
+os.chdir(ROOT)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    """Each test starts without a pinned run directory and at the repository root."""
+    monkeypatch.delenv("ZOO_RUN_DIR", raising=False)
+    monkeypatch.chdir(ROOT)
+    yield
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+@pytest.fixture
+def zoo_home(tmp_path, monkeypatch):
+    """An empty checkpoints/ folder for tests that release or tamper with zoo weights."""
+    home = tmp_path / "checkpoints"
+    home.mkdir()
+    monkeypatch.setenv("ZOO_CHECKPOINTS", str(home))
+    return home

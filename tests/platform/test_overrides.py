@@ -1,0 +1,56 @@
+"""The override grammar as a table: k=v sets, +k=v adds, ~k deletes; typos fail with a did-you-mean."""
+import pytest
+
+from zoo.core.recipe import RecipeError, apply_override
+
+BASE = {"model": {"lr": 0.1, "hidden": 32, "opt": {"name": "adamw"}}, "seed": 0, "data": {"path": "x"}}
+
+CASES = [
+    # token, expected value at path (or exception substring)
+    ("model.lr=1e-4", ("model.lr", 1e-4)),
+    ("model.hidden=64", ("model.hidden", 64)),
+    ("model.opt.name=sgd", ("model.opt.name", "sgd")),
+    ("seed=3", ("seed", 3)),
+    ("model.lr=null", ("model.lr", None)),
+    ("data.path='a b.jsonl'", ("data.path", "a b.jsonl")),
+    ("+model.dropout=0.5", ("model.dropout", 0.5)),
+    ("+model.new.deep=[1,2]", ("model.new.deep", [1, 2])),
+    ("+model.lr=0.3", ("model.lr", 0.3)),
+    ("model.opt={name: sgd, momentum: 0.9}", ("model.opt", {"name": "sgd", "momentum": 0.9})),
+    ("~model.hidden", ("model.hidden", KeyError)),
+    ("model.lrr=1", "model.lrr: no such key (did you mean 'model.lr'?)"),
+    ("modle.lr=1", "modle: no such key"),
+    ("~model.nope", "model.nope: no such key"),
+    ("model.lr", "expected key=value"),
+    ("~model.lr=1", "delete takes no value"),
+    ("=3", "empty key"),
+    ("model..lr=3", "empty key"),
+    ("seed.x=1", "seed: is 0, not a mapping"),
+    ("model.lr=[1,", "cannot parse value"),
+]
+
+
+def _get(cfg, path):
+    for p in path.split("."):
+        cfg = cfg[p]
+    return cfg
+
+
+@pytest.mark.parametrize("token,want", CASES, ids=[c[0] for c in CASES])
+def test_override_grammar(token, want):
+    import copy
+
+    cfg = copy.deepcopy(BASE)
+    if isinstance(want, str):
+        with pytest.raises(RecipeError, match=None) as e:
+            apply_override(cfg, token)
+        assert want in str(e.value)
+        return
+    apply_override(cfg, token)
+    path, value = want
+    if value is KeyError:
+        with pytest.raises(KeyError):
+            _get(cfg, path)
+    else:
+        got = _get(cfg, path)
+        assert got == value and type(got) is type(value)

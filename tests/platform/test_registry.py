@@ -1,0 +1,54 @@
+"""Registry: lazy listing, checked kwargs, duplicate names, light `import zoo`."""
+import subprocess
+import sys
+
+import pytest
+
+import zoo
+from zoo.core.registry import RegistryError, register_method
+
+
+def test_list_methods_includes_plugins_and_builtins():
+    from zoo.methods import METHODS
+
+    names = zoo.list_methods()
+    assert "digits-mlp" in names and set(METHODS) <= set(names)
+    assert zoo.list_methods("digits-*") == ["digits-mlp"]
+
+
+def test_create_checks_kwargs():
+    m = zoo.create("digits-mlp", hidden=4)
+    assert m.hparams.hidden == 4
+    with pytest.raises(RegistryError, match=r"model.hiden: DigitsMLP takes no argument 'hiden' \(did you mean 'hidden'\?\); "
+                                            r"allowed: hidden, num_classes, optimizer"):
+        zoo.create("digits-mlp", hiden=4)
+    with pytest.raises(RegistryError, match="unknown method 'digits-mpl' \\(did you mean 'digits-mlp'\\?\\)"):
+        zoo.create("digits-mpl")
+
+
+def test_duplicate_names_raise():
+    zoo.create("digits-mlp")
+
+    class Other:
+        pass
+
+    with pytest.raises(RegistryError, match="registered twice"):
+        register_method("digits-mlp")(Other)
+
+
+def test_import_zoo_is_light():
+    code = "import sys, zoo; zoo.list_methods(); zoo.list_pretrained(); print(sorted(m for m in ('torch', 'lightning', 'transformers') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_builtin_method_declares_the_contract():
+    from zoo.core.module import ZooModule
+    from zoo.core.registry import get_method
+    from zoo.methods import METHODS
+
+    for name in METHODS:
+        entry = get_method(name)
+        assert issubclass(entry.module_cls, ZooModule), name
+        assert entry.module_cls.__doc__, f"{name}: module class needs a docstring"
+        assert set(entry.module_cls.export_formats) <= {"package", "hf", "onnx", "torch_export"}

@@ -1,0 +1,72 @@
+"""Runs end to end: train.py in a subprocess, DDP on CPU, resume at the exact step, run directory layout."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+import yaml
+
+from zoo.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = "tests/platform/recipes/digits.yaml"
+
+
+def _env():
+    env = dict(os.environ)
+    env.pop("ZOO_RUN_DIR", None)
+    return env
+
+
+def test_train_py_subprocess_end_to_end(tmp_path):
+    out = subprocess.run([sys.executable, "train.py", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.max_steps=5",
+                          "trainer.limit_train_batches=5"],
+                         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = tmp_path / "digits" / "version_0"
+    assert {p.name for p in run.iterdir()} >= {"config.yaml", "checkpoints", "logs", "metrics.json", "export"}
+    assert {p.name for p in (run / "checkpoints").iterdir()} >= {"last.ckpt"}
+    assert any(p.name.startswith("best-") for p in (run / "checkpoints").iterdir())
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    assert cfg["trainer"]["max_steps"] == 5 and cfg["method"] == "digits-mlp"
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)  # plain containers only
+    assert ckpt["global_step"] == 5 and ckpt["hyper_parameters"]["hidden"] == 32
+    assert json.loads((run / "metrics.json").read_text())["metrics"]["global_step"] == 5
+
+
+def test_ddp_two_processes_share_one_run_dir(tmp_path):
+    out = subprocess.run([sys.executable, "train.py", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.devices=2",
+                          "trainer.strategy=ddp", "trainer.max_steps=3", "logger.kind=csv"],
+                         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert [p.name for p in (tmp_path / "digits").iterdir()] == ["version_0"], "each rank made its own run dir"
+    run = tmp_path / "digits" / "version_0"
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["global_step"] == 3
+    assert "world_size=2" in out.stderr or "distributed_backend=gloo" in out.stderr
+
+
+def test_resume_continues_at_exact_step_with_same_wandb_id(tmp_path):
+    common = [f"recipe={RECIPE}", f"out_dir={tmp_path}", "logger.kind=wandb", "checkpoint.every_n_train_steps=2",
+              "trainer.max_epochs=-1", "data.batch_size=8"]
+    assert main(["train", *common, "trainer.max_steps=4"]) == 0
+    run = tmp_path / "digits" / "version_0"
+    first_id = (run / "wandb_id.txt").read_text().strip()
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
+    os.environ.pop("ZOO_RUN_DIR", None)
+    assert main(["train", *common, "trainer.max_steps=6", "resume=auto"]) == 0
+    assert sorted(p.name for p in (tmp_path / "digits").iterdir()) == ["version_0"]
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 6
+    assert (run / "wandb_id.txt").read_text().strip() == first_id
+    offline_runs = list((run / "wandb").glob("offline-run-*"))
+    assert offline_runs and all(p.name.endswith(first_id) for p in offline_runs)
+
+
+def test_new_run_gets_next_version(tmp_path):
+    for _ in range(2):
+        os.environ.pop("ZOO_RUN_DIR", None)
+        assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.max_steps=1",
+                     "logger.kind=none", "export.formats=[]"]) == 0
+    assert sorted(p.name for p in (tmp_path / "digits").iterdir()) == ["version_0", "version_1"]

@@ -1,0 +1,301 @@
+"""Preference pairs (prompt, chosen, rejected) for ShaPO, DPO and the ShaPO cost model.
+
+Input schema (JSON lines, one pair per line; other keys are ignored):
+    prompt   str  the conversation so far. HH-RLHF style text ("\\n\\nHuman: ...\\n\\nAssistant: ...", ending in
+                  "Assistant:") is split into turns; any other text is one user turn.
+    chosen   str  the preferred (safer) reply.
+    rejected str  the other reply.
+A missing key, a non-string value, an empty reply or invalid JSON raises ``DataError("file:line: ...")``.
+
+Default data: ``data/hh-rlhf-harmless/harmless_base_test_pairs.jsonl`` with ``split.json``, whose
+``preference_train`` indices are the training pairs and ``preference_eval`` the held-out pairs (the ``sft``
+indices, used to fine-tune zoo-lm.chat, are never read here). A user file without a split gets a seeded
+90/10 split, or pass ``val_path``.
+
+``flip_rate`` swaps chosen and rejected for a seeded fraction of the *training* pairs only (the noisy-preference
+setting of the paper); held-out pairs are never flipped.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from zoo.core.data import DataError, read_jsonl, repo_root, seeded_split
+
+DEFAULT_PAIRS = "data/hh-rlhf-harmless/harmless_base_test_pairs.jsonl"
+DEFAULT_SPLIT = "data/hh-rlhf-harmless/split.json"
+DEFAULT_REDTEAM = "data/redteam-prompts/problem.json"
+_TURN = re.compile(r"\n\n(Human|Assistant):[ ]?")
+
+
+def hh_to_messages(prompt: str) -> list[dict[str, str]]:
+    """Split an HH-RLHF transcript prefix into chat messages (roles ``user`` / ``assistant``).
+
+    The trailing empty ``Assistant:`` turn (the one to be answered) is dropped. Text without HH markers is
+    one user message.
+
+    Raises:
+        ValueError: the transcript has no user turn.
+    """
+    parts = _TURN.split(prompt)
+    if len(parts) == 1:
+        return [{"role": "user", "content": prompt.strip()}]
+    messages = []
+    for role, text in zip(parts[1::2], parts[2::2]):
+        messages.append({"role": "user" if role == "Human" else "assistant", "content": text.strip()})
+    if messages and messages[-1]["role"] == "assistant" and not messages[-1]["content"]:
+        messages.pop()
+    if not any(m["role"] == "user" for m in messages):
+        raise ValueError("HH transcript has no Human turn")
+    return messages
+
+
+def format_prompt(tokenizer, prompt: str) -> str:
+    """The prompt text the LM sees: the chat template with a generation prompt when the tokenizer has one
+    (zoo-lm), else the raw HH text (base models such as the paper's Llama-3.2-3B)."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(hh_to_messages(prompt), add_generation_prompt=True, tokenize=False)
+    return prompt
+
+
+def encode_pair(tokenizer, prompt: str, chosen: str, rejected: str, max_length: int,
+                max_prompt_length: int) -> dict[str, list[int]]:
+    """Token ids of one pair: prompt ids (left-truncated to ``max_prompt_length``, keeping the end) and each
+    reply's ids followed by EOS (right-truncated so prompt + reply fits in ``max_length``); the Mitchell et al.
+    DPO truncation rule, which the authors' code inherits."""
+    p = tokenizer(format_prompt(tokenizer, prompt), add_special_tokens=False)["input_ids"]
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    c = tokenizer(chosen.strip(), add_special_tokens=False)["input_ids"] + eos
+    r = tokenizer(rejected.strip(), add_special_tokens=False)["input_ids"] + eos
+    if len(p) + max(len(c), len(r)) > max_length:
+        p = p[-max_prompt_length:]
+    room = max_length - len(p)
+    return {"prompt": p, "chosen": c[:room], "rejected": r[:room]}
+
+
+class PreferencePairs(Dataset):
+    """Tokenised pairs; item i is a dict with ``prompt``/``chosen``/``rejected`` ids, ``index`` and ``flipped``."""
+
+    def __init__(self, rows: list[dict], tokenizer, max_length: int, max_prompt_length: int,
+                 flipped: set[int] | None = None):
+        """Args: rows with prompt/chosen/rejected strings; ``flipped`` positions have the replies swapped."""
+        self.rows = rows
+        self.flipped = flipped or set()
+        self.items = []
+        for i, row in enumerate(rows):
+            chosen, rejected = (row["rejected"], row["chosen"]) if i in self.flipped else (row["chosen"], row["rejected"])
+            enc = encode_pair(tokenizer, row["prompt"], chosen, rejected, max_length, max_prompt_length)
+            self.items.append({**enc, "index": i, "flipped": i in self.flipped})
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.items[i]
+
+
+def collate_pairs(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad a list of encoded pairs to one length T shared by chosen and rejected.
+
+    Returns:
+        ``chosen_input_ids``, ``chosen_attention_mask``, ``chosen_labels`` (``(B, T)``; labels are -100 on the
+        prompt and padding), the same for ``rejected``, ``index`` ``(B,)`` long and ``flipped`` ``(B,)`` bool.
+    """
+    T = max(len(it["prompt"]) + max(len(it["chosen"]), len(it["rejected"])) for it in items)
+    out: dict[str, torch.Tensor] = {}
+    for side in ("chosen", "rejected"):
+        ids = torch.full((len(items), T), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(items), T), dtype=torch.long)
+        labels = torch.full((len(items), T), -100, dtype=torch.long)
+        for b, it in enumerate(items):
+            seq = it["prompt"] + it[side]
+            ids[b, : len(seq)] = torch.tensor(seq)
+            mask[b, : len(seq)] = 1
+            labels[b, len(it["prompt"]): len(seq)] = torch.tensor(it[side])
+        out[f"{side}_input_ids"], out[f"{side}_attention_mask"], out[f"{side}_labels"] = ids, mask, labels
+    out["index"] = torch.tensor([it["index"] for it in items], dtype=torch.long)
+    out["flipped"] = torch.tensor([it["flipped"] for it in items], dtype=torch.bool)
+    return out
+
+
+def read_pairs(path: str | Path) -> list[dict]:
+    """Read and check a pairs JSONL (see the module docstring for the schema).
+
+    Raises:
+        DataError: ``file:line: ...`` for invalid JSON, a missing or non-string field, or an empty reply.
+    """
+    path = Path(path)
+    rows = read_jsonl(path, required=("prompt", "chosen", "rejected"),
+                      types={"prompt": str, "chosen": str, "rejected": str})
+    # read_jsonl skips blank lines, so recover line numbers for the emptiness check
+    with open(path, encoding="utf-8") as f:
+        linenos = [n for n, line in enumerate(f, 1) if line.strip()]
+    for row, n in zip(rows, linenos):
+        for key in ("prompt", "chosen", "rejected"):
+            if not row[key].strip():
+                raise DataError(f"{path}:{n}: {key!r} is empty")
+    return rows
+
+
+def flip_indices(n: int, flip_rate: float, seed: int) -> set[int]:
+    """A seeded set of round(flip_rate * n) positions in range(n) (``random.Random(seed)``, as the authors' 30%-noise
+    loader does with seed 42).
+
+    Raises:
+        ValueError: flip_rate outside [0, 1].
+    """
+    if not 0.0 <= flip_rate <= 1.0:
+        raise ValueError(f"data.flip_rate must be in [0, 1], got {flip_rate}")
+    return set(random.Random(seed).sample(range(n), int(round(flip_rate * n))))
+
+
+class PreferenceDataModule(L.LightningDataModule):
+    """Preference pairs for ShaPO / DPO training and held-out evaluation, plus prompts for generation metrics."""
+
+    def __init__(self, path: str | None = None, val_path: str | None = None, split_file: str | None = None,
+                 tokenizer: str | None = None, batch_size: int = 8, eval_batch_size: int = 16,
+                 max_length: int = 256, max_prompt_length: int = 128, flip_rate: float = 0.0, flip_seed: int = 42,
+                 max_train_pairs: int | None = None, max_eval_pairs: int | None = None, split_seed: int = 0,
+                 redteam_path: str | None = DEFAULT_REDTEAM, heldout_prompts: int = 64, num_workers: int = 0,
+                 shuffle: bool = True):
+        """Args:
+            path: pairs JSONL; ``None`` = the shipped HH-RLHF harmless pairs with their ``split.json``.
+            val_path: held-out pairs JSONL for a user ``path`` (else a seeded 90/10 split of ``path``).
+            split_file: JSON ``{"preference_train": [...], "preference_eval": [...], "sft": [...]}`` of line
+                indices into ``path`` (default: ``split.json`` next to the shipped pairs).
+            tokenizer: a local tokenizer directory; ``None`` = zoo-lm's tokenizer.
+            batch_size, eval_batch_size: pairs per training / evaluation batch.
+            max_length, max_prompt_length: token limits (see :func:`encode_pair`).
+            flip_rate: fraction of training pairs whose replies are swapped (0 <= r <= 1).
+            flip_seed: seed of the flipped set (fixed across training seeds, like the authors' 42).
+            max_train_pairs, max_eval_pairs: keep only the first n pairs of each part (CPU-scale runs).
+            split_seed: seed of the 90/10 split of a user file.
+            redteam_path: JSON list of ``{"prompt": str, ...}`` red-team prompts for the generation metrics
+                (``None`` = none).
+            heldout_prompts: how many held-out pair prompts join the red-team prompts for generation.
+            num_workers: DataLoader workers.
+            shuffle: shuffle the training pairs each epoch.
+        """
+        super().__init__()
+        self.save_hyperparameters()
+        self.tokenizer = None
+        self.train_set: PreferencePairs | None = None
+        self.val_set: PreferencePairs | None = None
+
+    # ----- reading -----
+    def _rows(self) -> tuple[list[dict], list[dict]]:
+        hp = self.hparams
+        root = repo_root()
+        if hp.path is None:
+            pairs_path = root / DEFAULT_PAIRS
+            split_path = Path(hp.split_file) if hp.split_file else root / DEFAULT_SPLIT
+        else:
+            pairs_path = Path(hp.path)
+            split_path = Path(hp.split_file) if hp.split_file else None
+        rows = read_pairs(pairs_path)
+        if hp.val_path is not None:
+            train, val = rows, read_pairs(hp.val_path)
+        elif split_path is not None:
+            train_idx, val_idx = self._read_split(split_path, len(rows))
+            train, val = [rows[i] for i in train_idx], [rows[i] for i in val_idx]
+        else:
+            train_idx, val_idx = seeded_split(len(rows), [0.9, 0.1], hp.split_seed)
+            train, val = [rows[i] for i in train_idx], [rows[i] for i in val_idx]
+        if hp.max_train_pairs is not None:
+            train = train[: hp.max_train_pairs]
+        if hp.max_eval_pairs is not None:
+            val = val[: hp.max_eval_pairs]
+        return train, val
+
+    @staticmethod
+    def _read_split(path: Path, n: int) -> tuple[list[int], list[int]]:
+        if not path.is_file():
+            raise DataError(f"{path}: no such split file")
+        try:
+            split = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+        for key in ("preference_train", "preference_eval"):
+            if key not in split:
+                raise DataError(f"{path}: missing key {key!r} (has {sorted(split)})")
+            bad = [i for i in split[key] if not isinstance(i, int) or not 0 <= i < n]
+            if bad:
+                raise DataError(f"{path}: {key} has indices outside 0..{n - 1}: {bad[:5]}")
+        train, val, sft = (set(split["preference_train"]), set(split["preference_eval"]),
+                           set(split.get("sft", [])))
+        for a, b, what in ((train, val, "preference_train and preference_eval"), (val, sft, "preference_eval and sft"),
+                           (train, sft, "preference_train and sft")):
+            if a & b:
+                raise DataError(f"{path}: {what} overlap at {sorted(a & b)[:5]}")
+        return list(split["preference_train"]), list(split["preference_eval"])
+
+    # ----- Lightning hooks -----
+    def setup(self, stage: str | None = None) -> None:
+        """Read, flip and tokenise (once)."""
+        if self.train_set is not None:
+            return
+        from zoo.models.causal_lm import load_tokenizer
+
+        hp = self.hparams
+        self.tokenizer = load_tokenizer(hp.tokenizer)
+        train, val = self._rows()
+        flipped = flip_indices(len(train), hp.flip_rate, hp.flip_seed)
+        self.train_set = PreferencePairs(train, self.tokenizer, hp.max_length, hp.max_prompt_length, flipped)
+        self.val_set = PreferencePairs(val, self.tokenizer, hp.max_length, hp.max_prompt_length)
+        self.clean_train_set = (self.train_set if not flipped else
+                                PreferencePairs(train, self.tokenizer, hp.max_length, hp.max_prompt_length))
+
+    def _loader(self, data: Dataset, batch_size: int, shuffle: bool) -> DataLoader:
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        return DataLoader(data, batch_size=batch_size, shuffle=shuffle, num_workers=self.hparams.num_workers,
+                          collate_fn=lambda items: collate_pairs(items, pad))
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_set, self.hparams.batch_size, self.hparams.shuffle)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, self.hparams.eval_batch_size, False)
+
+    def clean_train_dataloader(self, batch_size: int | None = None) -> DataLoader:
+        """The training pairs *without* flips, in order (stage A's probe reads these: see README)."""
+        return self._loader(self.clean_train_set, batch_size or self.hparams.eval_batch_size, False)
+
+    def ordered_train_dataloader(self, batch_size: int | None = None) -> DataLoader:
+        """The training pairs as trained on (flips included), in order (for precomputing reference log-probs)."""
+        return self._loader(self.train_set, batch_size or self.hparams.eval_batch_size, False)
+
+    def generation_prompts(self) -> list[tuple[str, list[int]]]:
+        """Prompts for the generation metrics: every red-team prompt, then the first ``heldout_prompts`` held-out
+        pair prompts, as ``(source, prompt token ids)`` with source ``redteam`` or ``heldout``.
+
+        Raises:
+            DataError: the red-team file is not a JSON list of objects with a string ``prompt``.
+        """
+        out = []
+        if self.hparams.redteam_path:
+            path = Path(self.hparams.redteam_path)
+            if not path.is_absolute():
+                path = repo_root() / path
+            try:
+                items = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as e:
+                raise DataError(f"{path}: cannot read red-team prompts ({e})") from None
+            if not isinstance(items, list):
+                raise DataError(f"{path}: expected a JSON list of objects")
+            for i, item in enumerate(items):
+                if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
+                    raise DataError(f"{path}: item {i} has no string 'prompt'")
+                out.append(("redteam", self._prompt_ids(item["prompt"])))
+        for row in self.val_set.rows[: self.hparams.heldout_prompts]:
+            out.append(("heldout", self._prompt_ids(row["prompt"])))
+        return out
+
+    def _prompt_ids(self, prompt: str) -> list[int]:
+        ids = self.tokenizer(format_prompt(self.tokenizer, prompt), add_special_tokens=False)["input_ids"]
+        return ids[-self.hparams.max_prompt_length:]

@@ -1,0 +1,1 @@
+"""ST-TGExplainer: self-explaining temporal link prediction with stability/transition patterns (see README.md)."""

@@ -1,0 +1,207 @@
+"""``WatchLogDataModule``: real Sysmon windows as event videos (and as serialised tokens for the baseline).
+
+Input schema (``path``): JSON lines, one flat JSON object per event, any keys; values are strings, numbers,
+booleans or null (lists / objects are JSON-encoded before drawing). Events are taken in file order within each group
+(the shipped file is sorted by ``utc_time``). Optional keys: ``label`` (0/1 per event), ``technique``, the
+``recording_key`` (default ``dataset``), ``host``, ``actor_guid`` / ``process_guid``. A malformed line raises
+``DataError("file:line: ...")``. Labels may instead come from a CSV (``labels_path``, columns ``line,label[,technique]``).
+"""
+from __future__ import annotations
+
+import re
+import zlib
+from pathlib import Path
+from typing import Any, Sequence
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from zoo.core.data import repo_root
+from zoo.methods.watchlog.render import RESERVED_KEYS, SYSMON_LAYOUT, EventRenderer, normalise_value
+from zoo.methods.watchlog.windows import (BENIGN, EventLog, Window, load_event_log, make_windows,
+                                          split_recordings)
+
+_WORD = re.compile(r"[a-z0-9_.\-]+|[^a-z0-9_.\-\s]")
+
+
+def serialise_tokens(event: dict[str, Any], vocab_size: int, max_len: int) -> list[int]:
+    """The serialised-text view of an event for the token-sequence baseline (ours).
+
+    ``key=value`` pairs (sorted keys, reserved keys dropped, values normalised as for rendering) are split into
+    words and punctuation; each token is hashed with CRC-32 into ``[2, vocab_size)`` (0 = padding, 1 = event
+    separator, which starts every event). Truncated to ``max_len`` tokens.
+
+    Returns:
+        Token ids, ``1 <= len <= max_len``.
+    """
+    ids = [1]
+    for k in sorted(event):
+        if k in RESERVED_KEYS or event[k] is None:
+            continue
+        for tok in _WORD.findall(f"{k} = {normalise_value(event[k])}"):
+            ids.append(2 + zlib.crc32(tok.encode("utf-8")) % (vocab_size - 2))
+            if len(ids) >= max_len:
+                return ids
+    return ids
+
+
+def explanation_target(label: int, technique: str, evidence: Sequence[int]) -> str:
+    """The SFT answer (ours): ``verdict: <malicious|benign> ; technique: <id|none> ; evidence: #i #j ...``.
+
+    Args:
+        label: window label (1 = malicious).
+        technique: ATT&CK technique id, or ``none``.
+        evidence: frame indices (0-based within the window) of attack events to cite (at most 4 are listed).
+    """
+    if label != 1:
+        return "verdict: benign ; technique: none ; evidence: none"
+    ev = " ".join(f"#{i}" for i in list(evidence)[:4]) or "none"
+    return f"verdict: malicious ; technique: {technique.lower()} ; evidence: {ev}"
+
+
+def caption_target(events: Sequence[dict[str, Any]], n: int = 4) -> str:
+    """Stage-2 alignment caption (ours): ``#i eid <id> <actor basename>`` for ``n`` evenly spaced events."""
+    if not events:
+        return "empty"
+    picks = sorted({round(k * (len(events) - 1) / max(1, n - 1)) for k in range(n)})
+    parts = []
+    for i in picks:
+        e = events[i]
+        actor = str(e.get("image") or e.get("source_image") or "?").replace("/", "\\").split("\\")[-1].lower()
+        parts.append(f"#{i} eid {e.get('event_id', '?')} {actor}")
+    return " ; ".join(parts)
+
+
+class WindowDataset(Dataset):
+    """Windows as tensors.
+
+    Each item is a dict with ``frames`` ``(T, H, W)`` float32 in [0, 1] (zeros past the window's end),
+    ``mask`` ``(T,)`` bool (True = a real event), ``event_labels`` ``(T,)`` long (-1 = padding or unlabelled),
+    ``label`` long (-1 = unlabelled), ``target`` (the explanation string), ``caption`` (stage-2 text), ``index`` (window index) and, when
+    ``token_len > 0``, ``tokens`` ``(T, token_len)`` long.
+    """
+
+    def __init__(self, windows: list[Window], log: EventLog, renderer: EventRenderer,
+                 hits: list[tuple[np.ndarray, np.ndarray]], n_frames: int, token_len: int = 0,
+                 vocab_size: int = 8192):
+        self.windows, self.log, self.renderer, self.hits = windows, log, renderer, hits
+        self.n_frames, self.token_len, self.vocab_size = n_frames, token_len, vocab_size
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        w = self.windows[i]
+        T, r = self.n_frames, self.renderer
+        frames = np.zeros((T, r.height, r.width), np.float32)
+        ev_lab = torch.full((T,), -1, dtype=torch.long)
+        for t, e in enumerate(w.event_idx):
+            frames[t] = r.image_from_hits(*self.hits[e])
+            if self.log.labels is not None:
+                ev_lab[t] = self.log.labels[e]
+        mask = torch.zeros(T, dtype=torch.bool)
+        mask[:len(w.event_idx)] = True
+        evidence = [t for t in range(len(w.event_idx)) if ev_lab[t] == 1]
+        item = {"frames": torch.from_numpy(frames), "mask": mask, "event_labels": ev_lab,
+                "label": torch.tensor(w.label), "target": explanation_target(w.label, w.technique, evidence),
+                "caption": caption_target([self.log.events[e] for e in w.event_idx]),
+                "index": torch.tensor(i)}
+        if self.token_len:
+            tok = torch.zeros((T, self.token_len), dtype=torch.long)
+            for t, e in enumerate(w.event_idx):
+                ids = serialise_tokens(self.log.events[e], self.vocab_size, self.token_len)
+                tok[t, :len(ids)] = torch.tensor(ids)
+            item["tokens"] = tok
+        return item
+
+
+class WatchLogDataModule(L.LightningDataModule):
+    """Sysmon (or any EDR JSONL) windows split by recording.
+
+    Args:
+        path: events JSONL(.gz), relative to the repo root or absolute (default: the shipped Mordor telemetry).
+        labels_path: optional labels CSV (``line,label[,technique]``).
+        metadata_path: optional recording metadata JSON (``datasets.json``: technique per recording).
+        recording_key: event key naming the recording; splits never cut a recording.
+        window: events (frames) per window.
+        stride: step between window starts for val / test / predict (default ``window``).
+        train_stride: step for training windows (smaller = overlapping windows, more training clips).
+        group_by: ``host`` or ``process`` (see :func:`make_windows`).
+        min_attack_events: attack events needed for a malicious window.
+        split: ``[train, val]`` fractions of recordings; test takes the rest.
+        test_recordings: explicit held-out recordings (overrides the seeded test split).
+        seed: split seed.
+        layout: slot entries (default :data:`SYSMON_LAYOUT`); canvas: ``[height, width, rows, cols]``.
+        token_len: serialised tokens per event for the token baseline (0 = do not build tokens).
+        vocab_size: hashed vocabulary size of the token baseline.
+        batch_size, num_workers: loader settings.
+        limit_windows: keep at most this many windows per split (evenly spaced; for tiny runs), 0 = all.
+
+    Raises:
+        DataError: malformed input (``file:line``); ValueError: bad split / window settings.
+    """
+
+    def __init__(self, path: str = "data/mordor-sysmon/events.jsonl.gz", labels_path: str | None = None,
+                 metadata_path: str | None = "data/mordor-sysmon/datasets.json", recording_key: str = "dataset",
+                 window: int = 16, stride: int | None = None, train_stride: int | None = None,
+                 group_by: str = "host", min_attack_events: int = 1, split: Sequence[float] = (0.7, 0.1),
+                 test_recordings: Sequence[str] | None = None, seed: int = 0,
+                 layout: Sequence[str] | None = None, canvas: Sequence[int] = (32, 128, 4, 4),
+                 token_len: int = 0, vocab_size: int = 8192, batch_size: int = 32, num_workers: int = 0,
+                 limit_windows: int = 0):
+        super().__init__()
+        self.save_hyperparameters()
+        h, w, rows, cols = canvas
+        self.renderer = EventRenderer(tuple(layout or SYSMON_LAYOUT), h, w, rows, cols)
+        self.splits: dict[str, WindowDataset] = {}
+        self.recording_split: dict[str, list[str]] = {}
+
+    def _resolve(self, p: str | None) -> str | None:
+        if p is None:
+            return None
+        q = Path(p)
+        return str(q if q.is_absolute() or q.exists() else repo_root() / q)
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read, render and window the data once (idempotent)."""
+        if self.splits:
+            return
+        hp = self.hparams
+        meta = self._resolve(hp.metadata_path)
+        if meta is not None and not Path(meta).exists():
+            meta = None
+        self.log_ = load_event_log(self._resolve(hp.path), self._resolve(hp.labels_path), meta, hp.recording_key)
+        self.hits = [self.renderer.pixel_hits(e) for e in self.log_.events]
+        self.recording_split = split_recordings(self.log_.recordings, hp.split, hp.seed, hp.test_recordings)
+        for name, recs in self.recording_split.items():
+            stride = hp.train_stride if name == "train" else hp.stride
+            ws = make_windows(self.log_, hp.window, stride, hp.group_by, hp.min_attack_events)
+            keep = set(recs)
+            ws = [w for w in ws if w.recording in keep]
+            if hp.limit_windows and len(ws) > hp.limit_windows:
+                step = len(ws) / hp.limit_windows
+                ws = [ws[int(k * step)] for k in range(hp.limit_windows)]
+            self.splits[name] = WindowDataset(ws, self.log_, self.renderer, self.hits, hp.window, hp.token_len,
+                                              hp.vocab_size)
+
+    def techniques(self) -> list[str]:
+        """Sorted technique ids of malicious training windows (lower-case), with ``none`` first."""
+        self.setup()
+        seen = {w.technique.lower() for w in self.splits["train"].windows if w.label == 1}
+        return [BENIGN] + sorted(seen - {BENIGN})
+
+    def _loader(self, name: str, shuffle: bool) -> DataLoader:
+        self.setup()
+        return DataLoader(self.splits[name], batch_size=self.hparams.batch_size, shuffle=shuffle,
+                          num_workers=self.hparams.num_workers, persistent_workers=self.hparams.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", False)

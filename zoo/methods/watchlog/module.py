@@ -1,0 +1,364 @@
+"""``WatchLogModule``: EDR event windows as videos -> ViT + temporal cross-attention adapter -> detection head and a
+causal-LM explanation (WatchLog, ICML 2026; only the abstract is public, see README.md for what is ours).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo.core.module import ZooModule
+from zoo.core.optim import build_optimizer
+from zoo.core.registry import register_method
+from zoo.methods.watchlog.datamodule import WatchLogDataModule, WindowDataset
+from zoo.methods.watchlog.decoder import (Projector, PromptBuilder, greedy_generate,
+                                          parse_explanation, teacher_forced_loss)
+from zoo.methods.watchlog.encoders import DetectionHead, FrameEncoder, TokenEncoder
+from zoo.methods.watchlog.render import SYSMON_LAYOUT, EventRenderer, save_frames_png
+from zoo.methods.watchlog.windows import describe_event, load_event_log, make_windows
+
+STAGES = ("pretrain", "align", "sft", "detect")
+_ENCODER_DEFAULTS = {"kind": "video", "patch": [8, 16], "dim": 64, "depth": 2, "heads": 2, "adapter": "pixel",
+                     "adapter_layers": None, "vocab_size": 8192, "token_len": 48}
+_DECODER_DEFAULTS = {"arch": "zoo-lm-small", "init": None, "tokenizer": None, "max_answer_tokens": 40,
+                     "max_new_tokens": 32}
+
+
+def classification_metrics(prob: torch.Tensor, label: torch.Tensor, threshold: float = 0.5) -> dict[str, float]:
+    """Accuracy, precision, recall and F1 of the malicious class at ``threshold`` (0 when undefined).
+
+    Args:
+        prob: ``(n,)`` predicted probabilities; label: ``(n,)`` 0/1.
+    """
+    pred = (prob >= threshold).long()
+    label = label.long()
+    tp = int(((pred == 1) & (label == 1)).sum())
+    fp = int(((pred == 1) & (label == 0)).sum())
+    fn = int(((pred == 0) & (label == 1)).sum())
+    acc = float((pred == label).float().mean()) if len(label) else 0.0
+    prec = tp / (tp + fp) if tp + fp else 0.0
+    rec = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
+    return {"accuracy": acc, "precision": prec, "recall": rec, "f1": f1}
+
+
+class WatchLogModule(ZooModule):
+    """WatchLog detector + explainer, also the baselines and ablations through its options.
+
+    Args:
+        stage: ``pretrain`` (masked-frame modelling: frame encoder + adapter), ``align`` (captioning: projector
+            only, the LM and encoder frozen), ``sft`` (explanation cross-entropy + ``det_weight`` x detection loss,
+            all trainable), ``detect`` (detection loss only; baselines and ablations). Stages 1/2 are ours.
+        encoder: ``{kind: video|tokens, patch, dim, depth, heads, adapter: pixel|pooled|none, adapter_layers,
+            vocab_size, token_len}``; ``tokens`` is the serialised-token transformer baseline.
+        window: frames per window; canvas: ``[height, width, rows, cols]``; layout: slot keys (None = Sysmon);
+            group_by: ``host`` | ``process``. These must match the data block (checked in ``setup``) and are what
+            ``predict_cli`` uses on new files.
+        frame_stride: keep every k-th frame (fewer-frames ablation, ours).
+        decoder: ``{arch, init, tokenizer, max_answer_tokens, max_new_tokens}`` or None (no language decoder).
+            ``init`` is a zoo id / HF dir whose LM weights are loaded at construction (``zoo-lm.base``).
+        det_weight: weight of the detection loss in ``sft``.
+        event_weight: weight of the per-event BCE beside the per-window BCE (ours).
+        pos_weight: positive-class weight of both BCE terms (class imbalance; ours).
+        mask_ratio: fraction of frames hidden in masked-frame modelling.
+        optimizer: :func:`zoo.core.optim.build_optimizer` dict.
+
+    Raises:
+        ValueError: an unknown stage, an encoder/decoder key that does not exist, or a stage that needs a decoder
+            (``align``, ``sft``) without one.
+    """
+
+    head_keys = ("head.", "recon.", "projector.")
+    export_formats = ("package",)
+
+    def __init__(self, stage: str = "detect", encoder: dict | None = None, window: int = 16,
+                 canvas: Sequence[int] = (32, 128, 4, 4), layout: Sequence[str] | None = None,
+                 group_by: str = "host", frame_stride: int = 1, decoder: dict | None = None,
+                 det_weight: float = 1.0, event_weight: float = 0.5, pos_weight: float = 3.0,
+                 mask_ratio: float = 0.5, optimizer: dict | None = None):
+        super().__init__()
+        self.save_hyperparameters()
+        if stage not in STAGES:
+            raise ValueError(f"model.stage: {stage!r} is not one of {STAGES}")
+        enc = _merge(_ENCODER_DEFAULTS, encoder, "model.encoder")
+        self.enc_cfg = enc
+        h, w, rows, cols = canvas
+        self.renderer = EventRenderer(tuple(layout or SYSMON_LAYOUT), h, w, rows, cols)
+        self.n_frames = len(range(0, window, frame_stride))
+        if enc["kind"] == "video":
+            self.encoder = FrameEncoder((h, w), enc["patch"], enc["dim"], enc["depth"], enc["heads"],
+                                        enc["adapter"], enc["adapter_layers"], max(64, window))
+            ph, pw = enc["patch"]
+            self.recon = nn.Linear(enc["dim"], ph * pw)
+        elif enc["kind"] == "tokens":
+            self.encoder = TokenEncoder(enc["vocab_size"], enc["dim"], enc["depth"], enc["heads"],
+                                        max(4096, window * enc["token_len"]))
+            if stage == "pretrain":
+                raise ValueError("model.stage=pretrain (masked-frame modelling) needs encoder.kind=video")
+        else:
+            raise ValueError(f"model.encoder.kind must be video | tokens, got {enc['kind']!r}")
+        self.head = DetectionHead(enc["dim"])
+        self.lm = self.projector = self.builder = None
+        if decoder is not None:
+            dec = _merge(_DECODER_DEFAULTS, decoder, "model.decoder")
+            self.dec_cfg = dec
+            self._build_decoder(dec, enc["dim"])
+        elif stage in ("align", "sft"):
+            raise ValueError(f"model.stage={stage} needs model.decoder (the language decoder)")
+        if stage == "align":
+            for name, p in self.named_parameters():
+                p.requires_grad_(name.startswith("projector."))
+        self._val: dict[str, list] = {}
+
+    # ------------------------------------------------------------------ construction helpers
+    def _build_decoder(self, dec: dict, dim: int) -> None:
+        from zoo.models.causal_lm import build_causal_lm, load_causal_lm, load_tokenizer, tokenizer_for
+
+        if dec["init"]:
+            self.lm, tok = load_causal_lm(dec["init"])
+            self.lm.train()
+        else:
+            self.lm = build_causal_lm(dec["arch"])
+            tok = load_tokenizer(tokenizer_for(dec["arch"], dec["tokenizer"]))
+        self.tokenizer = tok
+        self.projector = Projector(dim, self.lm.config.hidden_size)
+        self.builder = PromptBuilder(tok, self.n_frames)
+
+    def remap_init_state(self, state: dict[str, Any], source_method: str) -> dict[str, Any]:
+        """Chain the stages: keep this module's own values for whole parts the source lacks (ours).
+
+        A stage-1 checkpoint has no ``lm.*`` / ``projector.*`` (taken from ``decoder.init`` and fresh); a ``zoo-lm``
+        package has only ``lm.*`` (its keys already match ``self.lm``). Parts the source has but this module lacks
+        (an LM when ``decoder`` is None) are dropped. Any other mismatch is left for the loader to report.
+        """
+        own = self.state_dict()
+        out = dict(state)
+        for prefix in ("encoder.", "head.", "recon.", "projector.", "lm."):
+            has_src = any(k.startswith(prefix) for k in state)
+            has_own = any(k.startswith(prefix) for k in own)
+            if not has_src and has_own:
+                out.update({k: v for k, v in own.items() if k.startswith(prefix)})
+            elif has_src and not has_own:
+                out = {k: v for k, v in out.items() if not k.startswith(prefix)}
+        if "lm.lm_head.weight" in own and "lm.lm_head.weight" not in out and "lm.model.embed_tokens.weight" in out:
+            out["lm.lm_head.weight"] = out["lm.model.embed_tokens.weight"]
+        return out
+
+    def setup(self, stage: str) -> None:
+        """Check that the data block renders and windows events the way this model was built for."""
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if not isinstance(dm, WatchLogDataModule):
+            return
+        for key, mine in (("window", self.hparams.window), ("canvas", list(self.hparams.canvas)),
+                          ("group_by", self.hparams.group_by),
+                          ("layout", list(self.hparams.layout or SYSMON_LAYOUT))):
+            theirs = dm.hparams.get(key)
+            theirs = list(theirs or SYSMON_LAYOUT) if key == "layout" else theirs
+            theirs = list(theirs) if key == "canvas" else theirs
+            if theirs != mine:
+                raise ValueError(f"data.{key}={theirs!r} differs from model.{key}={mine!r}; set both the same")
+        if self.enc_cfg["kind"] == "tokens" and dm.hparams.token_len != self.enc_cfg["token_len"]:
+            raise ValueError(f"data.token_len={dm.hparams.token_len} must equal model.encoder.token_len="
+                             f"{self.enc_cfg['token_len']} for the token baseline")
+
+    # ------------------------------------------------------------------ forward
+    def _inputs(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        s = self.hparams.frame_stride
+        key = "tokens" if self.enc_cfg["kind"] == "tokens" else "frames"
+        if key not in batch:
+            raise KeyError(f"batch has no {key!r}; for encoder.kind=tokens set data.token_len > 0")
+        return batch[key][:, ::s], batch["mask"][:, ::s], batch["event_labels"][:, ::s]
+
+    def encode(self, x: torch.Tensor, mask: torch.Tensor, hide: torch.Tensor | None = None) -> torch.Tensor:
+        """Tokens ``(B, T, N, D)`` from frames ``(B, T, H, W)`` or token ids ``(B, T, L)``."""
+        if self.enc_cfg["kind"] == "tokens":
+            return self.encoder(x)
+        return self.encoder(x, mask, hide)
+
+    def forward(self, frames: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Window attack probability ``(B,)`` from frames ``(B, T, H, W)`` (or token ids) and mask ``(B, T)``."""
+        z = self.encode(frames, mask)
+        return torch.sigmoid(self.head(z, mask)[0])
+
+    def example_input(self) -> tuple:
+        """A two-window batch of blank frames (or padding tokens) for graph export."""
+        T = self.n_frames
+        if self.enc_cfg["kind"] == "tokens":
+            x = torch.zeros(2, T, self.enc_cfg["token_len"], dtype=torch.long)
+        else:
+            x = torch.zeros(2, T, self.renderer.height, self.renderer.width)
+        return x, torch.ones(2, T, dtype=torch.bool)
+
+    def _detection(self, batch: dict) -> dict[str, torch.Tensor]:
+        x, mask, ev_lab = self._inputs(batch)
+        z = self.encode(x, mask)
+        win_logit, ev_logit, f = self.head(z, mask)
+        pw = torch.tensor(self.hparams.pos_weight, device=win_logit.device)
+        out = {"win_logit": win_logit, "ev_logit": ev_logit, "frames_vec": f, "mask": mask, "ev_lab": ev_lab}
+        lab = batch["label"]
+        if bool((lab >= 0).all()):
+            loss = F.binary_cross_entropy_with_logits(win_logit, lab.float(), pos_weight=pw)
+            real = ev_lab >= 0
+            if self.hparams.event_weight and bool(real.any()):
+                loss = loss + self.hparams.event_weight * F.binary_cross_entropy_with_logits(
+                    ev_logit[real], ev_lab[real].float(), pos_weight=pw)
+            out["det_loss"] = loss
+        return out
+
+    def _visual(self, det: dict) -> torch.Tensor:
+        return self.projector(det["frames_vec"], torch.sigmoid(det["ev_logit"]).detach().masked_fill(~det["mask"], 0),
+                              torch.sigmoid(det["win_logit"]).detach())
+
+    def _mfm_loss(self, batch: dict) -> torch.Tensor:
+        """Masked-frame modelling (stage 1, ours): hide frames, reconstruct their pixels from the other frames.
+
+        ``L = mean over hidden real frames, patches, pixels of (recon(Z'_t[n]) - patch_t[n])^2``.
+        """
+        x, mask, _ = self._inputs(batch)
+        hide = (torch.rand(mask.shape, device=mask.device) < self.hparams.mask_ratio) & mask
+        hide[~hide.any(1), 0] = True                                          # at least one hidden frame per clip
+        hide &= mask
+        z = self.encode(x, mask, hide)
+        ph, pw = self.enc_cfg["patch"]
+        B, T, H, W = x.shape
+        target = x.reshape(B, T, H // ph, ph, W // pw, pw).permute(0, 1, 2, 4, 3, 5).reshape(B, T, -1, ph * pw)
+        err = ((self.recon(z) - target) ** 2).mean((-1, -2))                 # (B, T)
+        return err[hide].mean() if bool(hide.any()) else err.sum() * 0
+
+    def _step(self, batch: dict, split: str) -> torch.Tensor:
+        st = self.hparams.stage
+        bs = batch["mask"].shape[0]
+        if st == "pretrain":
+            loss = self._mfm_loss(batch)
+            self.log(f"{split}/mfm_loss", loss, batch_size=bs, prog_bar=True)
+            return loss
+        det = self._detection(batch)
+        if split != "train":
+            self._collect(det, batch)
+        if st == "detect":
+            loss = det["det_loss"]
+        elif st == "align":
+            loss = teacher_forced_loss(self.lm, self.builder, self._visual(det), batch["caption"],
+                                       self.dec_cfg["max_answer_tokens"])
+            self.log(f"{split}/lm_loss", loss, batch_size=bs, prog_bar=True)
+        else:
+            lm_loss = teacher_forced_loss(self.lm, self.builder, self._visual(det), batch["target"],
+                                          self.dec_cfg["max_answer_tokens"])
+            self.log(f"{split}/lm_loss", lm_loss, batch_size=bs, prog_bar=True)
+            loss = lm_loss + self.hparams.det_weight * det["det_loss"]
+        if "det_loss" in det:
+            self.log(f"{split}/det_loss", det["det_loss"], batch_size=bs)
+        self.log(f"{split}/loss", loss, batch_size=bs, prog_bar=True)
+        return loss
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        return self._step(batch, "train")
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._step(batch, "val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._step(batch, "test")
+
+    def _collect(self, det: dict, batch: dict) -> None:
+        self._val.setdefault("prob", []).append(torch.sigmoid(det["win_logit"]).detach().cpu())
+        self._val.setdefault("label", []).append(batch["label"].cpu())
+
+    def _log_metrics(self, split: str) -> None:
+        if self._val.get("prob"):
+            prob, label = torch.cat(self._val["prob"]), torch.cat(self._val["label"])
+            if bool((label >= 0).all()):
+                for k, v in classification_metrics(prob, label).items():
+                    self.log(f"{split}/{k}", v)
+        self._val = {}
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_metrics("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_metrics("test")
+
+    def configure_optimizers(self):
+        params = [p for p in self.parameters() if p.requires_grad]
+        total = self.trainer.estimated_stepping_batches if self._trainer is not None else None
+        return build_optimizer(params, self.hparams.optimizer or {"name": "adamw", "lr": 1e-3}, total)
+
+    # ------------------------------------------------------------------ inference
+    @torch.no_grad()
+    def predict_dataset(self, ds: WindowDataset, batch_size: int = 32, explain: bool = True) -> list[dict]:
+        """Verdicts (and explanations when a decoder is present) for every window of ``ds``.
+
+        Returns:
+            Per window: ``{"prob", "event_prob" (list over frames), "explanation" (str or None), "parsed"}``.
+        """
+        from torch.utils.data import DataLoader
+
+        self.eval()
+        out = []
+        for batch in DataLoader(ds, batch_size=batch_size):
+            batch = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in batch.items()}
+            det = self._detection({**batch, "label": torch.full_like(batch["label"], -1)})
+            texts = [None] * len(batch["label"])
+            if explain and self.lm is not None:
+                texts = greedy_generate(self.lm, self.builder, self._visual(det), self.dec_cfg["max_new_tokens"])
+            probs = torch.sigmoid(det["win_logit"]).tolist()
+            ev = torch.sigmoid(det["ev_logit"]).tolist()
+            for p, e, t in zip(probs, ev, texts):
+                out.append({"prob": p, "event_prob": e, "explanation": t,
+                            "parsed": parse_explanation(t) if t is not None else None})
+        return out
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """``zoo predict watchlog.<tag> events.jsonl [labels.csv]``: a verdict and explanation per window.
+
+        Windows are cut per ``group_by`` with this model's ``window``; with ``out_dir`` the clip of the most
+        suspicious window is saved as ``<out_dir>/watchlog_clip.png``.
+
+        Raises:
+            ValueError: no input file, or more than two.
+        """
+        if not 1 <= len(inputs) <= 2:
+            raise ValueError("usage: zoo predict <watchlog id> EVENTS.jsonl [LABELS.csv]")
+        log = load_event_log(inputs[0], inputs[1] if len(inputs) > 1 else None)
+        windows = make_windows(log, self.hparams.window, None, self.hparams.group_by)
+        hits = [self.renderer.pixel_hits(e) for e in log.events]
+        token_len = self.enc_cfg["token_len"] if self.enc_cfg["kind"] == "tokens" else 0
+        ds = WindowDataset(windows, log, self.renderer, hits, self.hparams.window, token_len,
+                           self.enc_cfg["vocab_size"])
+        preds = self.predict_dataset(ds)
+        lines = []
+        s = self.hparams.frame_stride
+        for k, (w, p) in enumerate(zip(windows, preds)):
+            verdict = "malicious" if p["prob"] >= 0.5 else "benign"
+            first, last = log.lines[w.event_idx[0]], log.lines[w.event_idx[-1]]
+            lines.append(f"window {k} [{w.recording} {w.group} lines {first}-{last}]: {verdict} (p={p['prob']:.3f})")
+            if p["explanation"] is not None:
+                lines.append(f"  explanation: {p['explanation']}")
+                for i in p["parsed"]["evidence"]:
+                    if 0 <= i * s < len(w.event_idx):
+                        e = w.event_idx[i * s]
+                        lines.append(f"    #{i} line {log.lines[e]}: {describe_event(log.events[e])}")
+        if out_dir is not None and windows:
+            best = max(range(len(windows)), key=lambda k: preds[k]["prob"])
+            item = ds[best]
+            n = int(item["mask"].sum())
+            save_frames_png(item["frames"][:n].numpy(), self.renderer, str(Path(out_dir) / "watchlog_clip.png"),
+                            [f"#{t} {describe_event(log.events[e])[:40]}" for t, e in
+                             enumerate(windows[best].event_idx)])
+            lines.append(f"saved the clip of window {best} to {Path(out_dir) / 'watchlog_clip.png'}")
+        return "\n".join(lines)
+
+
+def _merge(defaults: dict, given: dict | None, where: str) -> dict:
+    out = dict(defaults)
+    for k, v in (given or {}).items():
+        if k not in defaults:
+            raise ValueError(f"{where}.{k}: unknown key; allowed: {', '.join(defaults)}")
+        out[k] = v
+    return out
+
+
+register_method("watchlog", datamodule=WatchLogDataModule)(WatchLogModule)

@@ -1,0 +1,215 @@
+"""The ``zoo-lm`` method: causal-LM pre-training and chat SFT of a transformers causal LM."""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torchmetrics.aggregation import SumMetric
+
+from zoo.core.module import ZooModule
+from zoo.core.optim import build_optimizer
+from zoo.core.registry import register_method
+from zoo.methods.zoo_lm.datamodule import LMDataModule
+from zoo.models.causal_lm import build_causal_lm, load_tokenizer, tokenizer_for
+from zoo.models.chat import IGNORE_INDEX
+
+PROMPT_FORMATS = ("chat", "text")
+GENERATION_DEFAULTS = {"max_new_tokens": 160, "do_sample": True, "temperature": 0.7, "top_k": 50, "top_p": 0.95,
+                       "repetition_penalty": 1.1, "seed": 0}
+
+
+def causal_lm_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed next-token negative log-likelihood and the number of predicted tokens.
+
+    ``nll = -sum_{b,t: labels[b,t+1] != -100} log softmax(logits[b,t])[labels[b,t+1]]`` (natural log), the
+    standard causal-LM objective (Radford et al. 2018, eq. 1); the mean ``nll / n`` is the training loss and
+    ``exp(nll / n)`` the perplexity.
+
+    Args:
+        logits: ``[B, T, V]``.
+        labels: ``[B, T]`` token ids, ``-100`` where no loss is taken (prompt, user turns, padding).
+
+    Returns:
+        ``(nll, n)``: a scalar float tensor (nats) and a scalar long tensor.
+    """
+    shift_logits = logits[:, :-1].reshape(-1, logits.size(-1)).float()
+    shift_labels = labels[:, 1:].reshape(-1)
+    nll = F.cross_entropy(shift_logits, shift_labels, ignore_index=IGNORE_INDEX, reduction="sum")
+    return nll, (shift_labels != IGNORE_INDEX).sum()
+
+
+def tied_aliases(model: torch.nn.Module, prefix: str = "") -> dict[str, str]:
+    """Parameter names that alias an earlier parameter (tied weights): ``{alias: kept_name}``.
+
+    With ``tie_word_embeddings`` the output projection ``lm_head.weight`` *is* ``model.embed_tokens.weight``;
+    safetensors refuses to save one tensor under two names, so packages store it once (*ours*).
+    """
+    first: dict[int, str] = {}
+    aliases = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in first:
+            aliases[prefix + name] = prefix + first[id(param)]
+        else:
+            first[id(param)] = name
+    return aliases
+
+
+def _drop_tied_aliases(module, state_dict, prefix, local_metadata) -> None:
+    """``state_dict`` post-hook: store each tied weight once (under its first name)."""
+    for alias in module._tied:
+        state_dict.pop(prefix + alias, None)
+
+
+def _fill_tied_aliases(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                       error_msgs) -> None:
+    """``load_state_dict`` pre-hook: restore the tied names :func:`_drop_tied_aliases` left out."""
+    for alias, kept in module._tied.items():
+        if prefix + alias not in state_dict and prefix + kept in state_dict:
+            state_dict[prefix + alias] = state_dict[prefix + kept]
+
+
+@register_method("zoo-lm", datamodule=LMDataModule)
+class ZooLM(ZooModule):
+    """A transformers causal LM (``self.lm``) trained with next-token cross-entropy.
+
+    Args:
+        arch: a preset of :data:`zoo.models.causal_lm.ARCHS` (``zoo-lm-small``, ``zoo-lm-tiny``) or a local
+            Hugging Face model directory (a user's Llama / Qwen).
+        tokenizer: tokenizer directory; ``None`` means the ``arch`` directory for a local model, else the shipped
+            zoo-lm BPE tokenizer.
+        optimizer: ``zoo.core.optim.build_optimizer`` dict; weight decay applies to matrices only (not to norms).
+        prompt_format: how ``predict_cli``/``generate`` wrap a prompt: ``chat`` (the chat template with a
+            generation prompt) or ``text`` (plain continuation after ``<bos>``, for a pre-trained base model).
+        generation: overrides of :data:`GENERATION_DEFAULTS` (transformers ``generate`` kwargs plus ``seed``).
+        gradient_checkpointing: recompute activations in the backward pass (large local models).
+
+    Raises:
+        ValueError: unknown ``prompt_format``, or a tokenizer with more tokens than the model's embedding.
+    """
+
+    export_formats = ("package", "hf")
+
+    def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, optimizer: dict | None = None,
+                 prompt_format: str = "chat", generation: dict | None = None, gradient_checkpointing: bool = False):
+        super().__init__()
+        self.save_hyperparameters()
+        if prompt_format not in PROMPT_FORMATS:
+            raise ValueError(f"model.prompt_format: {prompt_format!r} is not one of {PROMPT_FORMATS}")
+        self.lm = build_causal_lm(arch)
+        self.tokenizer = load_tokenizer(tokenizer_for(arch, tokenizer))
+        if len(self.tokenizer) > self.lm.config.vocab_size:
+            raise ValueError(f"model.tokenizer has {len(self.tokenizer)} tokens but model.arch {arch!r} embeds only "
+                             f"{self.lm.config.vocab_size}")
+        if gradient_checkpointing:
+            self.lm.gradient_checkpointing_enable()
+        self.val_nll, self.val_tokens = SumMetric(), SumMetric()
+        self._step_start: float | None = None
+        self._tied = tied_aliases(self.lm, "lm.")
+        self.register_state_dict_post_hook(_drop_tied_aliases)
+        self.register_load_state_dict_pre_hook(_fill_tied_aliases)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Next-token logits ``[B, T, V]`` for ``input_ids [B, T]`` (``attention_mask [B, T]``, 1 = real token)."""
+        return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    def example_input(self) -> tuple:
+        """A ``[1, 8]`` batch of token ids (for graph exports)."""
+        return (torch.full((1, 8), self.tokenizer.bos_token_id, dtype=torch.long, device=self.device),)
+
+    def _nll(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        return causal_lm_nll(self(batch["input_ids"], batch["attention_mask"]), batch["labels"])
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        self._step_start = time.perf_counter()
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        """Mean next-token NLL over the supervised tokens of the batch (logged as ``train/loss``)."""
+        nll, n = self._nll(batch)
+        loss = nll / n.clamp(min=1)
+        self.log("train/loss", loss, prog_bar=True, batch_size=int(n))
+        return loss
+
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        """Log ``train/tokens_per_s``: input tokens (non-padding) of this process's batch per second of
+        forward + backward + optimiser step (data loading excluded)."""
+        if self._step_start is not None:
+            seconds = time.perf_counter() - self._step_start
+            self.log("train/tokens_per_s", batch["attention_mask"].sum().item() / max(seconds, 1e-9), batch_size=1)
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        nll, n = self._nll(batch)
+        self.val_nll.update(nll.detach().double())
+        self.val_tokens.update(n.double())
+
+    def on_validation_epoch_end(self) -> None:
+        """Log token-weighted ``val/loss`` (nats per token) and ``val/ppl = exp(val/loss)`` over all ranks."""
+        n = self.val_tokens.compute()
+        if n > 0:
+            loss = self.val_nll.compute() / n
+            self.log("val/loss", loss.float(), sync_dist=False)
+            self.log("val/ppl", torch.exp(loss).float(), sync_dist=False)
+        self.val_nll.reset()
+        self.val_tokens.reset()
+
+    def configure_optimizers(self):
+        decay = [p for p in self.lm.parameters() if p.requires_grad and p.dim() >= 2]
+        no_decay = [p for p in self.lm.parameters() if p.requires_grad and p.dim() < 2]
+        groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
+        return build_optimizer(groups, self.hparams.optimizer, total_steps=self.trainer.estimated_stepping_batches)
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """Token ids that start a reply to ``prompt`` (chat template + generation prompt, or ``<bos>`` + text)."""
+        if self.hparams.prompt_format == "chat":
+            return list(self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                                           add_generation_prompt=True, tokenize=True,
+                                                           return_dict=True)["input_ids"])
+        bos = [self.tokenizer.bos_token_id] if self.tokenizer.bos_token_id is not None else []
+        return bos + self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+
+    @torch.no_grad()
+    def generate(self, prompts: list[str], **overrides) -> list[str]:
+        """Sample a continuation of each prompt (one at a time, so no left padding is needed).
+
+        Args:
+            prompts: user messages (``chat``) or text beginnings (``text``).
+            **overrides: replace entries of ``GENERATION_DEFAULTS`` / ``model.generation``.
+
+        Returns:
+            The generated text of each prompt, without the prompt and special tokens. Sampling is seeded with
+            ``seed`` (restored afterwards), so the same call returns the same text.
+        """
+        cfg = {**GENERATION_DEFAULTS, **(self.hparams.generation or {}), **overrides}
+        seed = cfg.pop("seed")
+        was_training = self.lm.training
+        self.lm.eval()
+        outs = []
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            for prompt in prompts:
+                ids = torch.tensor([self.prompt_ids(prompt)], device=self.device)
+                gen = self.lm.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                                       eos_token_id=self.tokenizer.eos_token_id,
+                                       pad_token_id=self.tokenizer.pad_token_id, **cfg)
+                outs.append(self.tokenizer.decode(gen[0, ids.shape[1]:], skip_special_tokens=True).strip())
+        self.lm.train(was_training)
+        return outs
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """``zoo predict zoo-lm.chat "How do I bake bread?"``: the sampled reply to the joined arguments."""
+        if not inputs:
+            raise ValueError("zoo predict zoo-lm: give a prompt, e.g. \"How do I bake bread?\"")
+        return self.generate([" ".join(inputs)])[0]
+
+    def export_hf(self, out_dir: str) -> None:
+        """Write a plain Hugging Face directory: ``save_pretrained`` weights (safetensors) + config + generation
+        config + tokenizer, loadable with ``AutoModelForCausalLM`` / ``AutoTokenizer.from_pretrained(out_dir)``."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        tok = self.tokenizer
+        gen = self.lm.generation_config
+        gen.bos_token_id, gen.eos_token_id, gen.pad_token_id = tok.bos_token_id, tok.eos_token_id, tok.pad_token_id
+        self.lm.save_pretrained(out)
+        tok.save_pretrained(out)

@@ -1,0 +1,138 @@
+"""zoo-lm: small Llama-style causal LMs, their tokenizer, and loading from zoo ids or local HF directories.
+
+The architecture is transformers' ``LlamaForCausalLM`` (RMSNorm, rotary position embeddings, SwiGLU MLP with
+``gate_proj``/``up_proj``/``down_proj``), so activation hooks and down-projection neuron masks written for Llama
+or Qwen apply unchanged. ``arch`` is either a preset name from :data:`ARCHS` (random initialisation) or a local
+Hugging Face model directory (``AutoModelForCausalLM.from_pretrained``: the path for a user's own Llama/Qwen).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+TOKENIZER_DIR = Path(__file__).resolve().parent / "assets" / "zoo-lm-bpe8k"
+"""The shipped byte-level BPE tokenizer (8,192 tokens; rebuilt by ``python -m zoo.models.train_tokenizer``)."""
+
+_SPECIAL_IDS = {"vocab_size": 8192, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+_COMMON = {"hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
+           "attention_bias": False, "mlp_bias": False, "initializer_range": 0.02, **_SPECIAL_IDS}
+
+ARCHS: dict[str, dict[str, Any]] = {
+    # ~0.63M parameters (0.52M of them the tied embedding); for tests.
+    "zoo-lm-tiny": {**_COMMON, "hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2,
+                    "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 512},
+    # ~5.26M parameters (2.10M tied embedding + 4 x 0.79M blocks), 21 MB in float32; trains on 2 CPU cores.
+    "zoo-lm-small": {**_COMMON, "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
+                     "num_attention_heads": 8, "num_key_value_heads": 8, "max_position_embeddings": 1024},
+}
+"""Preset ``LlamaConfig`` keyword arguments. Sizes are ours (the issue asks for a few million parameters)."""
+
+
+def build_causal_lm(arch: str):
+    """Build a causal LM from a preset name or load one from a local Hugging Face directory.
+
+    Args:
+        arch: a key of :data:`ARCHS` (randomly initialised with the current torch seed), or a directory
+            holding ``config.json`` + weights (loaded with ``AutoModelForCausalLM.from_pretrained``).
+
+    Returns:
+        A ``transformers`` causal LM (``LlamaForCausalLM`` for presets); ``model(input_ids[B, T]).logits``
+        is ``[B, T, vocab_size]``.
+
+    Raises:
+        ValueError: ``arch`` is neither a preset nor an existing directory.
+    """
+    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+    if arch in ARCHS:
+        return LlamaForCausalLM(LlamaConfig(**ARCHS[arch]))
+    if os.path.isdir(arch):
+        return AutoModelForCausalLM.from_pretrained(arch)
+    raise ValueError(f"model.arch: {arch!r} is neither a preset ({', '.join(ARCHS)}) nor a local model directory")
+
+
+def load_tokenizer(path: str | os.PathLike | None = None):
+    """Load a tokenizer with ``AutoTokenizer.from_pretrained`` (local files only).
+
+    Args:
+        path: a tokenizer or model directory; ``None`` means the shipped zoo-lm tokenizer (:data:`TOKENIZER_DIR`).
+
+    Returns:
+        A ``transformers`` fast tokenizer with a pad token (the eos token is used when the directory has none).
+
+    Raises:
+        ValueError: ``path`` is not a directory.
+    """
+    from transformers import AutoTokenizer
+
+    path = TOKENIZER_DIR if path is None else Path(path)
+    if not Path(path).is_dir():
+        raise ValueError(f"tokenizer: {str(path)!r} is not a directory")
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def tokenizer_for(arch: str, tokenizer: str | None) -> str | None:
+    """The tokenizer directory a module uses: ``tokenizer`` if given, else ``arch`` when it is a directory,
+    else ``None`` (the shipped tokenizer)."""
+    if tokenizer is not None:
+        return tokenizer
+    return arch if arch not in ARCHS and os.path.isdir(arch) else None
+
+
+def strip_prefix(state: dict[str, Any], prefix: str = "lm.") -> dict[str, Any]:
+    """Keep the entries of ``state`` whose key starts with ``prefix``, with the prefix removed.
+
+    Raises:
+        KeyError: no key starts with ``prefix``.
+    """
+    out = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    if not out:
+        raise KeyError(f"no state-dict key starts with {prefix!r} (first keys: {list(state)[:5]})")
+    return out
+
+
+def load_lm_state(model, state: dict[str, Any]) -> None:
+    """Load a Hugging Face causal LM state dict into ``model``, allowing only tied output weights to be absent.
+
+    Raises:
+        RuntimeError: unexpected keys, missing keys other than a tied ``lm_head.weight``, or shape mismatches.
+    """
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = model.config.tie_word_embeddings
+    missing = [k for k in missing if not (tied and k == "lm_head.weight")]
+    if missing or unexpected:
+        raise RuntimeError(f"causal LM state dict mismatch: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    if tied:
+        model.tie_weights()
+
+
+def load_causal_lm(ref: str):
+    """Load a causal LM and its tokenizer from a zoo id (``zoo-lm.chat``) or a local Hugging Face directory.
+
+    For a zoo id, ``zoo.core.hub.load_package(ref)`` returns the resolved recipe and the verified state dict; the
+    model is ``build_causal_lm(config["model"]["arch"])`` with the package's ``lm.*`` weights, and the tokenizer
+    is ``config["model"]["tokenizer"]`` (``None``: the shipped one, or the arch directory).
+
+    Returns:
+        ``(model, tokenizer)``; the model is in eval mode.
+
+    Raises:
+        ValueError: the package was not produced by a module holding a causal LM under ``lm.``.
+    """
+    if os.path.isdir(ref):
+        from transformers import AutoModelForCausalLM
+
+        return AutoModelForCausalLM.from_pretrained(ref).eval(), load_tokenizer(ref)
+    from zoo.core.hub import load_package
+
+    config, state = load_package(ref)
+    model_cfg = config.get("model") or {}
+    if "arch" not in model_cfg:
+        raise ValueError(f"{ref}: its recipe has no model.arch (method {config.get('method')!r}); not a causal LM")
+    model = build_causal_lm(model_cfg["arch"])
+    load_lm_state(model, strip_prefix(state, "lm."))
+    return model.eval(), load_tokenizer(tokenizer_for(model_cfg["arch"], model_cfg.get("tokenizer")))
