@@ -191,3 +191,7 @@ def main(argv: list[str] | None = None) -> int:
 def console() -> None:
     """``zoo`` console script."""
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    console()
