@@ -18,10 +18,8 @@ RECIPE = "tests/platform/recipes/digits.yaml"
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
-    os.environ.pop("ZOO_RUN_DIR", None)
     assert main(["train", f"recipe={RECIPE}", f"out_dir={out}", "trainer.limit_train_batches=4",
                  "logger.kind=none"]) == 0
-    os.environ.pop("ZOO_RUN_DIR", None)
     return out / "digits" / "version_0"
 
 
@@ -80,7 +78,6 @@ def test_pickle_payload_is_never_executed(tmp_path, monkeypatch):
 
 def test_init_from_adapts_declared_head_only(trained_run, tmp_path, caplog):
     ckpt = trained_run / "checkpoints" / "last.ckpt"
-    os.environ.pop("ZOO_RUN_DIR", None)
     assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", f"init_from={ckpt}", "model.num_classes=5",
                  "data.num_classes=5", "trainer.max_steps=1", "logger.kind=none", "export.formats=[]"]) == 0
     assert "re-initialised head keys ['head.bias', 'head.weight']" in caplog.text

@@ -1,5 +1,4 @@
 """Every shipped recipe composes and validates; every CPU recipe runs in-process with its tiny overlay."""
-import os
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,6 @@ def test_recipe_composes_and_validates(recipe):
 def test_recipe_runs_with_tiny_overlay(recipe, tmp_path):
     overlay = RECIPES / "tiny" / recipe.name
     assert overlay.is_file(), f"{rel(recipe)} has no tiny overlay recipes/tiny/{recipe.name}"
-    os.environ.pop("ZOO_RUN_DIR", None)
     assert main(["train", f"recipe={rel(recipe)}", f"overlay=tiny/{recipe.name}", f"out_dir={tmp_path}",
                  "export.formats=[]"]) == 0
     runs = list(Path(tmp_path).glob("*/version_0/checkpoints/last.ckpt"))

@@ -55,7 +55,6 @@ def test_resume_continues_at_exact_step_with_same_wandb_id(tmp_path):
     run = tmp_path / "digits" / "version_0"
     first_id = (run / "wandb_id.txt").read_text().strip()
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
-    os.environ.pop("ZOO_RUN_DIR", None)
     assert main(["train", *common, "trainer.max_steps=6", "resume=auto"]) == 0
     assert sorted(p.name for p in (tmp_path / "digits").iterdir()) == ["version_0"]
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 6
@@ -66,7 +65,6 @@ def test_resume_continues_at_exact_step_with_same_wandb_id(tmp_path):
 
 def test_new_run_gets_next_version(tmp_path):
     for _ in range(2):
-        os.environ.pop("ZOO_RUN_DIR", None)
-        assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.max_steps=1",
+            assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.max_steps=1",
                      "logger.kind=none", "export.formats=[]"]) == 0
     assert sorted(p.name for p in (tmp_path / "digits").iterdir()) == ["version_0", "version_1"]

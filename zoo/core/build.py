@@ -116,8 +116,9 @@ def train(cfg: dict) -> Path:
         changed = run.write_config(run_dir, cfg, resuming=bool(resume_ckpt))
         for line in changed:
             log.warning("resume: recipe differs from the saved config.yaml at %s", line)
-    trainer = build_trainer(cfg, run_dir)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
+    with run.pinned_run_dir(run_dir):
+        trainer = build_trainer(cfg, run_dir)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
     if trainer.is_global_zero:
         metrics = _plain(trainer.callback_metrics)
         metrics["global_step"] = float(trainer.global_step)

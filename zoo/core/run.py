@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -66,8 +67,21 @@ def open_run_dir(cfg: dict) -> tuple[Path, str | None]:
         resume_ckpt = str(resume)
     if not _is_child_rank() and not pinned:
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-        os.environ[RUN_DIR_ENV] = str(run_dir.resolve())
     return run_dir, resume_ckpt
+
+
+@contextmanager
+def pinned_run_dir(run_dir: Path):
+    """Export ``ZOO_RUN_DIR`` while training so re-executed DDP ranks find rank 0's directory; restore after."""
+    before = os.environ.get(RUN_DIR_ENV)
+    os.environ[RUN_DIR_ENV] = str(Path(run_dir).resolve())
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(RUN_DIR_ENV, None)
+        else:
+            os.environ[RUN_DIR_ENV] = before
 
 
 def _next_version(root: Path) -> Path:
