@@ -1,0 +1,256 @@
+"""``PraxisModule``: the LightningModule shell around PRAXIS (Heile et al., ICML 2026).
+
+There is no gradient training: ``fit`` runs one manual-optimisation step that builds the approximate Rashomon set of
+the whole training split (``rashomon.fit_rashomon``), logs its size, best objective, time and peak memory, and keeps
+the best ``max_saved_trees`` trees (best-first) in buffers so that a checkpoint or release package can predict.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from zoo.core.data import DataError
+from zoo.core.module import ZooModule
+from zoo.core.registry import register_method
+from zoo.methods.praxis.binarize import transform
+from zoo.methods.praxis.datamodule import BinaryCSVDataModule, read_columns
+from zoo.methods.praxis.enumerate import count_trees, feature_usage, histogram, iter_trees
+from zoo.methods.praxis.measure import measure
+from zoo.methods.praxis.rashomon import fit_rashomon
+from zoo.methods.praxis.render import plot_importance, plot_size_vs_eps, plot_tree, size_vs_eps, tree_text
+
+_BUFFERS = ("tree_feature", "tree_value", "tree_objective", "hist_objective", "hist_count", "meta_json")
+LEAF, UNUSED = -1, -2
+
+
+def encode_trees(trees: list, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Trees -> complete-binary-tree arrays (node ``i`` has children ``2i+1`` (feature = 1) and ``2i+2``).
+
+    Returns:
+        ``feature (T, 2**(depth+1)-1)`` int16 with ``-1`` for a leaf and ``-2`` for an unused slot, and
+        ``value`` of the same shape holding each leaf's class.
+    """
+    size = 2 ** (depth + 1) - 1
+    feat = np.full((len(trees), size), UNUSED, dtype=np.int16)
+    val = np.zeros((len(trees), size), dtype=np.int16)
+
+    def put(t_idx, t, i):
+        if isinstance(t, int):
+            feat[t_idx, i], val[t_idx, i] = LEAF, t
+        else:
+            feat[t_idx, i] = t[0]
+            put(t_idx, t[1], 2 * i + 1)
+            put(t_idx, t[2], 2 * i + 2)
+
+    for k, t in enumerate(trees):
+        put(k, t, 0)
+    return feat, val
+
+
+def decode_tree(feature: np.ndarray, value: np.ndarray, i: int = 0):
+    """Inverse of ``encode_trees`` for one row."""
+    if feature[i] == LEAF:
+        return int(value[i])
+    return (int(feature[i]), decode_tree(feature, value, 2 * i + 1), decode_tree(feature, value, 2 * i + 2))
+
+
+@register_method("praxis", datamodule=BinaryCSVDataModule)
+class PraxisModule(ZooModule):
+    """Approximate Rashomon set of sparse decision trees.
+
+    Args:
+        lam: per-leaf penalty ``lambda`` (``gamma = round(lambda * n)`` misclassifications per leaf).
+        depth: depth budget, PRAXIS convention (root-only tree = 0; TreeFARMS' ``depth_budget`` = depth + 1).
+        eps: Rashomon multiplier; budget ``round((1 + eps)(1 + slack) Proxy(D, depth))``.
+        lookahead_k: proxy lookahead (``-1`` leaf, ``0`` greedy, ``1`` LicketySPLIT, ``>= depth - 1`` exact).
+        slack: extra multiplicative slack on the reference objective.
+        root_budget: absolute budget in integer units instead of the proxy-based one.
+        majority_leaf_only: keep only majority-class leaves.
+        max_saved_trees: how many of the best trees (best-first) are stored for prediction.
+        eps_grid: epsilons of the size-vs-epsilon plot (re-thresholded relative to the best tree).
+    """
+
+    export_formats = ("package",)
+
+    def __init__(self, lam: float = 0.01, depth: int = 5, eps: float = 0.03, lookahead_k: int = 1,
+                 slack: float = 0.0, root_budget: int | None = None, majority_leaf_only: bool = False,
+                 max_saved_trees: int = 10000, eps_grid: list[float] | None = None):
+        super().__init__()
+        self.save_hyperparameters()
+        self.automatic_optimization = False
+        size = 2 ** (depth + 1) - 1
+        self.register_buffer("tree_feature", torch.zeros(0, size, dtype=torch.int16))
+        self.register_buffer("tree_value", torch.zeros(0, size, dtype=torch.int16))
+        self.register_buffer("tree_objective", torch.zeros(0, dtype=torch.int64))
+        self.register_buffer("hist_objective", torch.zeros(0, dtype=torch.int64))
+        self.register_buffer("hist_count", torch.zeros(0, dtype=torch.float64))
+        self.register_buffer("meta_json", torch.zeros(0, dtype=torch.uint8))
+        self.rashomon = None
+        self._artifacts: dict[str, str] = {}
+
+    # ---- state ------------------------------------------------------------------------------------------------
+    @property
+    def meta(self) -> dict:
+        """Feature names, binarisation spec, classes, exact tree count and the run's settings (from the buffer)."""
+        return json.loads(bytes(self.meta_json.tolist()).decode()) if self.meta_json.numel() else {}
+
+    def _set_meta(self, meta: dict) -> None:
+        self.meta_json = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for name in _BUFFERS:  # the stored set's size is only known after fit: take the saved shapes
+            if prefix + name in state_dict:
+                setattr(self, name, torch.empty_like(state_dict[prefix + name]))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    # ---- fit --------------------------------------------------------------------------------------------------
+    def configure_optimizers(self):
+        return None
+
+    def training_step(self, batch, batch_idx):
+        """Build the Rashomon set of the batch (the whole training split) once; later steps do nothing."""
+        if self.rashomon is not None:
+            return None
+        X, y = (t.detach().cpu().numpy() for t in batch)
+        hp = self.hparams
+
+        def run():
+            rs = fit_rashomon(X.astype(np.uint8), y.astype(np.int64), hp.lam, hp.depth, hp.eps, hp.lookahead_k,
+                              hp.slack, hp.root_budget, hp.majority_leaf_only)
+            histogram(rs.root)  # counting is part of the method's cost
+            return rs
+
+        rs, seconds, peak_mib, how = measure(run)
+        self.rashomon = rs
+        n_trees = count_trees(rs.root)
+        saved = [(o, t) for _, (o, t) in zip(range(hp.max_saved_trees), iter_trees(rs.root))]
+        feat, val = encode_trees([t for _, t in saved], hp.depth)
+        self.tree_feature, self.tree_value = torch.from_numpy(feat), torch.from_numpy(val)
+        self.tree_objective = torch.tensor([o for o, _ in saved], dtype=torch.int64)
+        objs, counts = histogram(rs.root)
+        self.hist_objective = torch.from_numpy(objs.astype(np.int64))
+        self.hist_count = torch.tensor([float(c) for c in counts.tolist()], dtype=torch.float64)
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        names = list(getattr(dm, "feature_names", [f"x{j}" for j in range(X.shape[1])]))
+        self._set_meta({"feature_names": names, "spec": getattr(dm, "spec", None),
+                        "classes": list(getattr(dm, "classes", [str(c) for c in range(int(y.max()) + 1)])),
+                        "n_trees": str(n_trees), "gamma": rs.problem.gamma, "bound": rs.bound,
+                        "reference": rs.reference, "n": int(len(y)), "seconds": seconds, "peak_mib": peak_mib,
+                        "memory_measure": how, "or_nodes": rs.n_or_nodes})
+        best_acc = float((self(torch.from_numpy(X[:, :]))[0].numpy() == y).mean()) if saved else float("nan")
+        for key, value in {"n_trees": float(n_trees), "log10_n_trees": math.log10(max(n_trees, 1)),
+                           "min_objective": float(rs.min_objective), "bound": float(rs.bound),
+                           "seconds": seconds, "peak_mem_mib": peak_mib, "or_nodes": float(rs.n_or_nodes),
+                           "best_tree_accuracy": best_acc}.items():
+            self.log(f"train/{key}", value, batch_size=1, on_step=True, on_epoch=False)
+        return None
+
+    def on_train_end(self) -> None:
+        """Write the best tree (text, PNG), size-vs-epsilon and Rashomon importance next to the run's logs."""
+        if self.rashomon is None or self.tree_feature.shape[0] == 0:
+            return
+        root_dir = self.trainer.log_dir or self.trainer.default_root_dir
+        self._artifacts = self.write_artifacts(Path(root_dir) / "praxis")
+
+    def write_artifacts(self, out: Path) -> dict[str, str]:
+        """Files people look at; returns ``{name: path}``. Needs the set built by ``fit`` in this process."""
+        out.mkdir(parents=True, exist_ok=True)
+        meta, rs = self.meta, self.rashomon
+        names, classes = meta["feature_names"], meta["classes"]
+        best = decode_tree(self.tree_feature[0].numpy(), self.tree_value[0].numpy())
+        files = {"best_tree.txt": out / "best_tree.txt", "best_tree.png": out / "best_tree.png",
+                 "size_vs_eps.png": out / "size_vs_eps.png", "size_vs_eps.json": out / "size_vs_eps.json",
+                 "importance.png": out / "importance.png", "importance.json": out / "importance.json"}
+        obj = int(self.tree_objective[0])
+        files["best_tree.txt"].write_text(f"# objective {obj} (gamma {meta['gamma']} per leaf + mistakes), "
+                                          f"one of {meta['n_trees']} trees\n" + tree_text(best, names, classes))
+        plot_tree(best, names, str(files["best_tree.png"]), classes, title=f"best tree, objective {obj}")
+        grid = self.hparams.eps_grid or [0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1]
+        rows = size_vs_eps(rs.root, [e for e in grid if e <= self.hparams.eps + 1e-12] or [0.0])
+        files["size_vs_eps.json"].write_text(json.dumps([{"eps": e, "n_trees": c} for e, c in rows], indent=1))
+        plot_size_vs_eps(rows, str(files["size_vs_eps.png"]), title=f"Rashomon set size (bound {rs.bound})")
+        usage = feature_usage(rs.root, len(names))
+        total = count_trees(rs.root)
+        files["importance.json"].write_text(json.dumps(
+            [{"feature": n, "trees_using": int(u), "share": float(u) / total} for n, u in zip(names, usage)], indent=1))
+        plot_importance(usage, total, names, str(files["importance.png"]))
+        return {k: str(v) for k, v in files.items()}
+
+    def package_extras(self) -> dict[str, str]:
+        return dict(self._artifacts)
+
+    # ---- inference --------------------------------------------------------------------------------------------
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Predictions of every stored tree: ``x (N, F)`` 0/1 -> ``(T, N)`` int64 classes."""
+        feat = self.tree_feature.long()
+        n_trees, n = feat.shape[0], x.shape[0]
+        idx = torch.zeros(n_trees, n, dtype=torch.long, device=x.device)
+        xb = x.bool()
+        rows = torch.arange(n, device=x.device).expand(n_trees, n)
+        for _ in range(self.hparams.depth):
+            f = feat.gather(1, idx)
+            inner = f >= 0
+            go_left = xb[rows, f.clamp(min=0)]
+            idx = torch.where(inner, 2 * idx + 1 + (~go_left).long(), idx)
+        return self.tree_value.long().gather(1, idx)
+
+    def spread(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        """Spread of predictions across the stored set: per sample, the share of trees voting each class.
+
+        Returns:
+            ``{"votes": (N, C) float shares, "best": (N,) best tree's class, "agree": (N,) share agreeing with it}``.
+        """
+        preds = self(torch.from_numpy(np.asarray(X, dtype=np.uint8))).numpy()
+        n_classes = len(self.meta.get("classes", [])) or int(preds.max()) + 1
+        votes = np.stack([(preds == c).mean(0) for c in range(n_classes)], axis=1)
+        best = preds[0]
+        return {"votes": votes, "best": best, "agree": (preds == best[None]).mean(0)}
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """``zoo predict praxis.<tag> rows.csv``: per row, how the trees of the set split their votes.
+
+        Raises:
+            DataError: no input, a missing file or column, missing or malformed values.
+        """
+        if not inputs:
+            raise DataError("zoo predict praxis: give one or more CSV files with the training feature columns")
+        meta = self.meta
+        if not meta:
+            raise DataError("this praxis model holds no trees: it was never fitted")
+        classes = meta["classes"]
+        lines = [f"# {self.tree_feature.shape[0]} stored trees of {meta['n_trees']} in the Rashomon set"]
+        for path in inputs:
+            cols, _ = read_columns(path)
+            spec = meta["spec"] or [{"kind": "keep", "column": c} for c in meta["feature_names"]]
+            X = transform(spec, cols, path)
+            s = self.spread(X)
+            lines.append(f"## {path}")
+            lines.append("row\tbest_tree\tagree\t" + "\t".join(f"P({c})" for c in classes))
+            for i in range(len(X)):
+                lines.append(f"{i}\t{classes[s['best'][i]]}\t{s['agree'][i]:.3f}\t"
+                             + "\t".join(f"{v:.3f}" for v in s["votes"][i]))
+        text = "\n".join(lines)
+        if out_dir:
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+            (Path(out_dir) / "spread.tsv").write_text(text + "\n")
+        return text
+
+    def evaluate(self, datamodule) -> dict[str, float]:
+        """Set size and best objective, plus accuracy of the best stored tree and of the vote on train/val."""
+        datamodule.setup("validate")
+        meta = self.meta
+        out = {"n_trees": float(meta.get("n_trees", 0)), "min_objective": float(self.tree_objective[0])
+               if len(self.tree_objective) else float("nan"), "stored_trees": float(self.tree_feature.shape[0])}
+        for split in ("train", "val"):
+            X, y = getattr(datamodule, f"X_{split}"), getattr(datamodule, f"y_{split}")
+            if X is None or len(y) == 0 or self.tree_feature.shape[0] == 0:
+                continue
+            s = self.spread(X)
+            out[f"{split}/best_tree_accuracy"] = float((s["best"] == y).mean())
+            out[f"{split}/vote_accuracy"] = float((s["votes"].argmax(1) == y).mean())
+            out[f"{split}/mean_agreement"] = float(s["agree"].mean())
+        return out
