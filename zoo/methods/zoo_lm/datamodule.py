@@ -201,7 +201,7 @@ class LMDataModule(L.LightningDataModule):
 
     def _document(self, text: str) -> list[int]:
         tok = self.tokenizer
-        return [tok.bos_token_id, *tok(text, add_special_tokens=False)["input_ids"], tok.eos_token_id]
+        return [tok.bos_token_id, *tok(text, add_special_tokens=False, verbose=False)["input_ids"], tok.eos_token_id]
 
     def _pretrain_sets(self):
         train_docs, val_docs = [], []
