@@ -301,8 +301,8 @@ class CollisionCheckedNegatives:
         Raises:
             RuntimeError: a source collides with every candidate within ``max_rounds`` redraws.
         """
-        s = src.long().unsqueeze(1).expand(-1, n)
-        tt = t.double().unsqueeze(1).expand(-1, n)
+        s = src.long().unsqueeze(1).repeat(1, n)
+        tt = t.double().unsqueeze(1).repeat(1, n)
         out = self.candidates[torch.randint(self.candidates.numel(), s.shape, generator=generator)]
         for _ in range(self.max_rounds):
             bad = self.is_real(s, out, tt)
