@@ -5,7 +5,7 @@ Input schema (JSON lines, one pair per line; other keys are ignored):
                   "Assistant:") is split into turns; any other text is one user turn.
     chosen   str  the preferred (safer) reply.
     rejected str  the other reply.
-A missing key, a non-string value, an empty reply or invalid JSON raises ``DataError("file:line: ...")``.
+A missing key, a non-string value, an empty prompt or invalid JSON raises ``DataError("file:line: ...")``.
 
 Default data: ``data/hh-rlhf-harmless/harmless_base_test_pairs.jsonl`` with ``split.json``, whose
 ``preference_train`` indices are the training pairs and ``preference_eval`` the held-out pairs (the ``sft``
@@ -17,6 +17,7 @@ setting of the paper); held-out pairs are never flipped.
 """
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -125,21 +126,22 @@ def collate_pairs(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
 
 
 def read_pairs(path: str | Path) -> list[dict]:
-    """Read and check a pairs JSONL (see the module docstring for the schema).
+    """Read and check a pairs JSONL (see the module docstring for the schema). An empty reply is allowed (four
+    shipped HH pairs have an empty chosen reply: the assistant said nothing); it is scored as EOS alone.
 
     Raises:
-        DataError: ``file:line: ...`` for invalid JSON, a missing or non-string field, or an empty reply.
+        DataError: ``file:line: ...`` for invalid JSON, a non-object line, a missing or non-string field, or an
+            empty prompt.
     """
     path = Path(path)
     rows = read_jsonl(path, required=("prompt", "chosen", "rejected"),
                       types={"prompt": str, "chosen": str, "rejected": str})
-    # read_jsonl skips blank lines, so recover line numbers for the emptiness check
-    with open(path, encoding="utf-8") as f:
-        linenos = [n for n, line in enumerate(f, 1) if line.strip()]
-    for row, n in zip(rows, linenos):
-        for key in ("prompt", "chosen", "rejected"):
-            if not row[key].strip():
-                raise DataError(f"{path}:{n}: {key!r} is empty")
+    for row in rows:
+        if not row["prompt"].strip():
+            with open(path, encoding="utf-8") as f:  # read_jsonl skips blank lines: find the line again
+                n = next(i for i, line in enumerate(f, 1) if line.strip() and json.loads(line) is not None
+                         and json.loads(line).get("prompt", None) == row["prompt"])
+            raise DataError(f"{path}:{n}: 'prompt' is empty")
     return rows
 
 
@@ -187,6 +189,15 @@ class PreferenceDataModule(L.LightningDataModule):
         self.tokenizer = None
         self.train_set: PreferencePairs | None = None
         self.val_set: PreferencePairs | None = None
+
+    @staticmethod
+    def encode_reply(tokenizer, prompt: str, reply: str, max_length: int = 512, max_prompt_length: int = 256
+                     ) -> list[int]:
+        """Token ids of ``prompt`` (HH text or plain user text) followed by ``reply`` and EOS, as in training."""
+        if "\n\nHuman:" not in prompt:
+            prompt = f"\n\nHuman: {prompt}\n\nAssistant:"
+        enc = encode_pair(tokenizer, prompt, reply, reply, max_length, max_prompt_length)
+        return enc["prompt"] + enc["chosen"]
 
     # ----- reading -----
     def _rows(self) -> tuple[list[dict], list[dict]]:
@@ -254,7 +265,7 @@ class PreferenceDataModule(L.LightningDataModule):
     def _loader(self, data: Dataset, batch_size: int, shuffle: bool) -> DataLoader:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         return DataLoader(data, batch_size=batch_size, shuffle=shuffle, num_workers=self.hparams.num_workers,
-                          collate_fn=lambda items: collate_pairs(items, pad))
+                          collate_fn=functools.partial(collate_pairs, pad_id=pad))
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, self.hparams.batch_size, self.hparams.shuffle)
@@ -291,7 +302,7 @@ class PreferenceDataModule(L.LightningDataModule):
             for i, item in enumerate(items):
                 if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
                     raise DataError(f"{path}: item {i} has no string 'prompt'")
-                out.append(("redteam", self._prompt_ids(item["prompt"])))
+                out.append(("redteam", self._prompt_ids(f"\n\nHuman: {item['prompt']}\n\nAssistant:")))
         for row in self.val_set.rows[: self.hparams.heldout_prompts]:
             out.append(("heldout", self._prompt_ids(row["prompt"])))
         return out

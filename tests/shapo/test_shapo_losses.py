@@ -1,0 +1,67 @@
+"""Stage B losses against values computed by hand (h = 2, beta = 0.5, so beta*h = 1; log sigma(1) = -0.3132617)."""
+import pytest
+import torch
+
+from zoo.methods.shapo import losses as L
+
+T = lambda *x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
+# policy log-probs (-10, -12), reference (-11, -11): h = (-10 + 12) - 0 = 2
+PC, PR, RC, RR = T(-10.0), T(-12.0), T(-11.0), T(-11.0)
+
+
+def test_preference_logits_and_reference_free():
+    assert L.preference_logits(PC, PR, RC, RR).item() == pytest.approx(2.0)
+    assert L.preference_logits(PC, PR, None, None).item() == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        L.preference_logits(PC, PR, RC, None)
+
+
+def test_dpo_and_label_smoothing():
+    h = L.preference_logits(PC, PR, RC, RR)
+    assert L.dpo_loss(h, 0.5).item() == pytest.approx(0.3132616875182228, abs=1e-12)
+    # cDPO eps = 0.1: 0.9 * 0.31326 + 0.1 * 1.31326
+    assert L.dpo_loss(h, 0.5, 0.1).item() == pytest.approx(0.41326168751822284, abs=1e-12)
+    with pytest.raises(ValueError):
+        L.dpo_loss(h, 0.5, 0.5)
+
+
+def test_ipo():
+    h = L.preference_logits(PC, PR, RC, RR)
+    assert L.ipo_loss(h, 0.5).item() == pytest.approx(1.0)  # (2 - 1/(2*0.5))^2
+
+
+def test_rdpo():
+    h = L.preference_logits(PC, PR, RC, RR)
+    # (0.9 * 0.31326 - 0.1 * 1.31326) / 0.8
+    assert L.rdpo_loss(h, 0.5, 0.1).item() == pytest.approx(0.1882616875182228, abs=1e-12)
+
+
+def test_simpo_uses_averages_and_no_reference():
+    # avg logps -1 and -2, gamma/beta = 0.5 -> logits 0.5, beta = 2 -> beta*logits = 1
+    out = L.preference_losses("simpo", 2.0, PC, PR, T(100.0), T(-100.0), avg_chosen=T(-1.0), avg_rejected=T(-2.0),
+                              simpo_gamma_beta_ratio=0.5)
+    assert out.item() == pytest.approx(0.3132616875182228, abs=1e-12)
+    with pytest.raises(ValueError):
+        L.preference_losses("simpo", 2.0, PC, PR, RC, RR)
+
+
+def test_reward_level_soft_label():
+    p = L.reward_preference_probability(T(1.0), T(3.0), 0.5)  # sigma(0.5 * (3 - 1))
+    assert p.item() == pytest.approx(0.7310585786300049, abs=1e-12)
+    h = L.preference_logits(PC, PR, RC, RR)
+    # -(0.75 log sigma(1) + 0.25 log sigma(-1))
+    assert L.soft_label_loss(h, 0.5, T(0.75)).item() == pytest.approx(0.5632616875182228, abs=1e-12)
+    # p* = 1 is plain DPO; preference_losses routes to the soft label whatever the loss name
+    assert L.soft_label_loss(h, 0.5, T(1.0)).item() == pytest.approx(L.dpo_loss(h, 0.5).item())
+    assert L.preference_losses("ipo", 0.5, PC, PR, RC, RR, p_star=T(0.75)).item() == pytest.approx(0.5632616875, 1e-9)
+
+
+def test_drdpo_aggregation():
+    losses = T(1.0, 3.0)
+    # -log((e^-1 + e^-3) / 2)
+    assert L.aggregate(losses, "drdpo", 1.0).item() == pytest.approx(1.5662191695169727, abs=1e-12)
+    # beta' = 0.5: -0.5 log((e^-2 + e^-6) / 2)
+    assert L.aggregate(losses, "drdpo", 0.5).item() == pytest.approx(1.3374986263210678, abs=1e-12)
+    assert L.aggregate(losses, "mean").item() == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        L.aggregate(losses, "median")

@@ -1,0 +1,1 @@
+"""ShaPO's cost model: a Bradley-Terry harmfulness head on zoo-lm (see README.md)."""

@@ -1,0 +1,128 @@
+"""``shapo-cost-model``: c(x, y), a scalar harmfulness cost from a causal-LM backbone and a linear head.
+
+It stands in for the paper's ``PKU-Alignment/beaver-7b-v1.0-cost`` (a LLaMA with a score head read at the last
+token, trained on PKU-SafeRLHF safety preferences). Here the backbone is zoo-lm, the data are the HH-RLHF harmless
+training pairs (never flipped), and the loss is Bradley-Terry with the rejected (more harmful) reply costing more.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics.aggregation import MeanMetric
+
+from zoo.core.module import ZooModule
+from zoo.core.optim import build_optimizer
+from zoo.core.registry import get_method, register_method
+
+# the preference pairs are ShaPO's data; reached through the registry, not by importing another method
+PreferenceDataModule = get_method("shapo").datamodule_cls
+
+
+def bradley_terry_cost_loss(cost_chosen: torch.Tensor, cost_rejected: torch.Tensor,
+                            center_weight: float = 0.0) -> torch.Tensor:
+    """-log sigma(c(x, y_l) - c(x, y_w)) + lambda (c(x, y_w) + c(x, y_l))^2, averaged over the batch.
+
+    The first term is the Bradley-Terry likelihood of "y_l is more harmful" (Bradley & Terry 1952; the
+    cost-model objective of Safe RLHF, Dai et al. 2024, without its sign-classification term). The second,
+    with lambda = ``center_weight``, centres costs at zero (the reward-centring auxiliary loss of Eisenstein et
+    al. 2023), which makes ``c > 0`` a usable harmful/harmless threshold (ours).
+
+    Args:
+        cost_chosen, cost_rejected: ``(B,)`` costs.
+        center_weight: lambda >= 0.
+
+    Returns:
+        Scalar loss.
+    """
+    bt = -F.logsigmoid(cost_rejected - cost_chosen).mean()
+    return bt + center_weight * ((cost_chosen + cost_rejected) ** 2).mean()
+
+
+@register_method("shapo-cost-model", datamodule=PreferenceDataModule)
+class CostModelModule(ZooModule):
+    """A causal LM (``self.lm``, zoo-lm's key layout so ``init_from: zoo-lm.chat`` loads it) plus a linear cost head
+    read at each sequence's last non-padding token.
+
+    Args:
+        arch: a zoo-lm preset or a local HF model directory.
+        tokenizer: tokenizer directory (``None``: the arch directory, else zoo-lm's tokenizer).
+        center_weight: lambda of the centring term in :func:`bradley_terry_cost_loss`.
+        threshold: the cost above which ShaPO's harmful-completion rate counts a reply as harmful.
+        optimizer: :func:`zoo.core.optim.build_optimizer` dict.
+    """
+
+    head_keys = ("head.",)
+    export_formats = ("package",)
+
+    def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, center_weight: float = 0.01,
+                 threshold: float = 0.0, optimizer: dict | None = None):
+        super().__init__()
+        self.save_hyperparameters()
+        from zoo.models.causal_lm import build_causal_lm
+
+        self.lm = build_causal_lm(arch)
+        self.head = nn.Linear(self.lm.config.hidden_size, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+        self.threshold = float(threshold)
+        self.val_accuracy, self.val_loss, self.val_gap = MeanMetric(), MeanMetric(), MeanMetric()
+
+    def score(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Costs ``(B,)`` of right-padded ``(B, T)`` sequences (prompt + reply), read at the last real token."""
+        h = self.lm.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        last = attention_mask.long().sum(1).clamp_min(1) - 1
+        return self.head(h[torch.arange(h.shape[0], device=h.device), last]).squeeze(-1).float()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Same as :meth:`score`."""
+        return self.score(input_ids, attention_mask)
+
+    def example_input(self) -> tuple:
+        ids = torch.ones((1, 8), dtype=torch.long, device=self.device)
+        return ids, torch.ones_like(ids)
+
+    def _pair(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = torch.cat([batch["chosen_input_ids"], batch["rejected_input_ids"]])
+        mask = torch.cat([batch["chosen_attention_mask"], batch["rejected_attention_mask"]])
+        c = self.score(ids, mask)
+        B = batch["chosen_input_ids"].shape[0]
+        return c[:B], c[B:]
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        c_w, c_l = self._pair(batch)
+        loss = bradley_terry_cost_loss(c_w, c_l, self.hparams.center_weight)
+        n = c_w.numel()
+        self.log("train/loss", loss, on_step=True, prog_bar=True, batch_size=n)
+        self.log("train/accuracy", (c_l > c_w).float().mean(), on_step=True, batch_size=n)
+        return loss
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        """Held-out preference accuracy (the rejected reply costs more), loss and mean cost gap c_l - c_w."""
+        c_w, c_l = self._pair(batch)
+        n = c_w.numel()
+        self.val_accuracy.update((c_l > c_w).float())
+        self.val_gap.update(c_l - c_w)
+        self.val_loss.update(bradley_terry_cost_loss(c_w, c_l, self.hparams.center_weight), weight=n)
+        self.log("val/accuracy", self.val_accuracy, on_epoch=True, prog_bar=True, batch_size=n)
+        self.log("val/cost_gap", self.val_gap, on_epoch=True, batch_size=n)
+        self.log("val/loss", self.val_loss, on_epoch=True, batch_size=n)
+
+    def configure_optimizers(self):
+        steps = self.trainer.estimated_stepping_batches if self._trainer is not None else None
+        return build_optimizer(self.parameters(), self.hparams.optimizer, total_steps=steps)
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """``zoo predict shapo-cost-model.zoo-lm-hh PROMPT REPLY [PROMPT REPLY ...]``: the cost of each reply."""
+        if len(inputs) % 2:
+            raise ValueError("give PROMPT REPLY pairs")
+        from zoo.models.causal_lm import load_tokenizer, tokenizer_for
+
+        tok = load_tokenizer(tokenizer_for(self.hparams.arch, self.hparams.tokenizer))
+        lines = []
+        for prompt, reply in zip(inputs[::2], inputs[1::2]):
+            ids = torch.tensor([PreferenceDataModule.encode_reply(tok, prompt, reply)], device=self.device)
+            with torch.no_grad():
+                c = self.score(ids, torch.ones_like(ids)).item()
+            lines.append(f"{c:+.3f} {'harmful' if c > self.threshold else 'harmless'}: {reply[:60]!r}")
+        return "\n".join(lines)
