@@ -67,7 +67,7 @@ def _loggers(cfg: dict, run_dir: Path):
     return CSVLogger(save_dir=str(run_dir), name="logs", version="")
 
 
-def build_trainer(cfg: dict, run_dir: Path) -> L.Trainer:
+def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = ()) -> L.Trainer:
     """A Trainer with zoo's checkpointing (best-k + an always-fresh ``last.ckpt``) and logger.
 
     The ``last`` callback is unmonitored and separate from the best-k one: Lightning 2.6 refreshes
@@ -90,7 +90,8 @@ def build_trainer(cfg: dict, run_dir: Path) -> L.Trainer:
     else:
         tr.setdefault("enable_progress_bar", False)
     tr.setdefault("enable_model_summary", False)
-    return L.Trainer(**tr, default_root_dir=str(run_dir), callbacks=callbacks, logger=_loggers(cfg, run_dir))
+    return L.Trainer(**tr, default_root_dir=str(run_dir), callbacks=callbacks + list(extra_callbacks),
+                     logger=_loggers(cfg, run_dir))
 
 
 def _plain(metrics: dict) -> dict[str, float]:
@@ -102,8 +103,12 @@ def _plain(metrics: dict) -> dict[str, float]:
     return out
 
 
-def train(cfg: dict) -> Path:
+def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     """Train a validated recipe: open the run dir, build everything, fit, then write metrics and exports.
+
+    Args:
+        cfg: a recipe from ``load_recipe`` that passed ``validate``.
+        callbacks: extra Lightning callbacks (for Python users and benchmarks; recipes cannot name classes).
 
     Returns:
         The run directory.
@@ -117,7 +122,7 @@ def train(cfg: dict) -> Path:
         for line in changed:
             log.warning("resume: recipe differs from the saved config.yaml at %s", line)
     with run.pinned_run_dir(run_dir):
-        trainer = build_trainer(cfg, run_dir)
+        trainer = build_trainer(cfg, run_dir, callbacks)
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
     if trainer.is_global_zero:
         metrics = _plain(trainer.callback_metrics)

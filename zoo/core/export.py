@@ -9,7 +9,6 @@ import datetime as dt
 import shutil
 from pathlib import Path
 
-import torch
 import yaml
 
 from zoo.core import hub
@@ -19,7 +18,9 @@ class ExportError(ValueError):
     """An export format the method does not support, or an export whose parity check failed."""
 
 
-def _tensor_outputs(out) -> list[torch.Tensor]:
+def _tensor_outputs(out) -> list:
+    import torch
+
     if isinstance(out, torch.Tensor):
         return [out]
     if isinstance(out, dict):
@@ -70,7 +71,9 @@ def write_package(module, cfg: dict, out_dir: Path, metrics: dict | None = None,
     return {str(p.relative_to(out_dir)): hub.file_entry(p) for p in sorted(out_dir.rglob("*")) if p.is_file()}
 
 
-def _check_close(ref: list[torch.Tensor], got: list, atol: float, what: str) -> float:
+def _check_close(ref: list, got: list, atol: float, what: str) -> float:
+    import torch
+
     if len(ref) != len(got):
         raise ExportError(f"{what}: {len(got)} outputs, eager model gives {len(ref)}")
     worst = 0.0
@@ -91,6 +94,8 @@ def export_module(module, cfg: dict, formats: list[str], out_dir: Path) -> dict[
     Raises:
         ExportError: a format the method does not support, or a parity check that fails.
     """
+    import torch
+
     out_dir = Path(out_dir)
     supported = tuple(module.export_formats)
     for fmt in formats:
