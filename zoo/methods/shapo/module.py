@@ -14,7 +14,8 @@ from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
 from zoo.methods.shapo import losses as L
 from zoo.methods.shapo.datamodule import PreferenceDataModule, format_prompt
-from zoo.methods.shapo.lm import completion_kl, right_pad, sample_completions, sequence_logps
+from zoo.methods.shapo.lm import (completion_kl, drop_tied_aliases, fill_tied_aliases, right_pad, sample_completions,
+                                  sequence_logps, tied_aliases)
 from zoo.methods.shapo.probe import mean_pooled_states, train_probe
 from zoo.methods.shapo.subspace import SIGNS, MaskedPerturbation, down_projections, rank_neurons
 
@@ -119,6 +120,9 @@ class ShaPOModule(ZooModule):
             self.policy.gradient_checkpointing_enable()
         if lora:
             self.policy = self._wrap_lora(self.policy, lora)
+        self._tied = tied_aliases(self.policy, "policy.")
+        self.register_state_dict_post_hook(drop_tied_aliases)
+        self.register_load_state_dict_pre_hook(fill_tied_aliases)
         projections = down_projections(self.policy)
         d_ff = projections[0].weight.shape[projections[0].neuron_axis]
         d = projections[0].weight.shape[1 - projections[0].neuron_axis]

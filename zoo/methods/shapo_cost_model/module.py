@@ -41,8 +41,8 @@ def bradley_terry_cost_loss(cost_chosen: torch.Tensor, cost_rejected: torch.Tens
 
 @register_method("shapo-cost-model", datamodule=PreferenceDataModule)
 class CostModelModule(ZooModule):
-    """A causal LM (``self.lm``, zoo-lm's key layout so ``init_from: zoo-lm.chat`` loads it) plus a linear cost head
-    read at each sequence's last non-padding token.
+    """A causal LM's decoder (``self.backbone``: the LM without its output projection) plus a linear cost head read at
+    each sequence's last non-padding token. ``init_from`` a zoo-lm package maps ``lm.model.*`` to ``backbone.*``.
 
     Args:
         arch: a zoo-lm preset or a local HF model directory.
@@ -61,8 +61,9 @@ class CostModelModule(ZooModule):
         self.save_hyperparameters()
         from zoo.models.causal_lm import build_causal_lm
 
-        self.lm = build_causal_lm(arch)
-        self.head = nn.Linear(self.lm.config.hidden_size, 1)
+        lm = build_causal_lm(arch)
+        self.backbone = lm.base_model
+        self.head = nn.Linear(lm.config.hidden_size, 1)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
         self.threshold = float(threshold)
@@ -70,9 +71,23 @@ class CostModelModule(ZooModule):
 
     def score(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Costs ``(B,)`` of right-padded ``(B, T)`` sequences (prompt + reply), read at the last real token."""
-        h = self.lm.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        h = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         last = attention_mask.long().sum(1).clamp_min(1) - 1
         return self.head(h[torch.arange(h.shape[0], device=h.device), last]).squeeze(-1).float()
+
+    def remap_init_state(self, state: dict, source_method: str) -> dict:
+        """A causal LM's weights (zoo-lm ``lm.model.*``, an HF ``model.*`` state dict) onto ``backbone.*``; the output
+        projection is dropped and the head keeps its zero init. Another cost model's state passes unchanged."""
+        if any(k.startswith("backbone.") for k in state):
+            return state
+        own = self.state_dict()
+        out = {k: v for k, v in own.items() if k.startswith("head.")}
+        for key, value in state.items():
+            for prefix in ("lm.model.", "model."):
+                if key.startswith(prefix) and "backbone." + key[len(prefix):] in own:
+                    out["backbone." + key[len(prefix):]] = value
+                    break
+        return out
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Same as :meth:`score`."""

@@ -1,0 +1,28 @@
+"""`train.py recipe=shapo.yaml` end to end with the tiny overlay; stage-A masks are saved and reload."""
+import json
+
+import torch
+
+from zoo.cli import main
+from zoo.core.registry import get_method
+
+
+def test_train_shapo_tiny_and_reload_masks(tmp_path):
+    assert main(["train", "recipe=shapo.yaml", "overlay=recipes/tiny/shapo.yaml", f"out_dir={tmp_path}"]) == 0
+    run = tmp_path / "shapo" / "version_0"
+    metrics = json.loads((run / "metrics.json").read_text())["metrics"]
+    for key in ("val/accuracy", "val/margin", "val/kl_ref", "train/eps_norm"):
+        assert key in metrics
+    assert metrics["global_step"] == 2.0
+    masks_file = run / "shapo_masks.safetensors"
+    assert (run / "export" / "package" / "shapo_masks.safetensors").is_file()
+    from safetensors.torch import load_file
+
+    from zoo.core.hub import load_package
+
+    _, state = load_package(str(run / "export" / "package"))
+    saved = load_file(str(masks_file))["neuron_masks"].bool()
+    assert torch.equal(state["neuron_masks"], saved) and int(saved.sum()) == int(0.01 * saved.numel())
+    fresh = get_method("shapo").module_cls(arch="zoo-lm-tiny", masks_path=str(masks_file))
+    fresh.load_masks(str(masks_file))
+    assert torch.equal(fresh.neuron_masks, saved) and bool(fresh.masks_ready)
