@@ -205,6 +205,24 @@ class STTGExplainer(ZooModule):
         self._eval_epoch_end("test")
 
     # ---------------------------------------------------------------- predict
+    def _history(self, path: str | None):
+        """The event history for ``predict_cli``: ``path``, else the training file, else the shipped file whose
+        nodes match the model's id map.
+
+        Raises:
+            ValueError: no candidate file has the model's nodes.
+        """
+        candidates = [path] if path else [self.hparams.history_path] + sorted(
+            str(p) for p in resolve_path("data/temporal-graphs").glob("*.csv"))
+        for cand in filter(None, candidates):
+            if not resolve_path(cand).is_file():
+                continue
+            graph = read_events(resolve_path(cand))
+            if torch.equal(torch.as_tensor(graph.raw_node_ids), self.raw_node_ids.cpu()):
+                return graph
+        raise ValueError(f"no history file with this model's nodes among {[c for c in candidates if c]}; pass "
+                         "history=PATH (the event CSV the model was trained on)")
+
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """``zoo predict st-tgexplainer.<tag> SRC DST TIME [top=10] [history=PATH]``.
 
@@ -216,8 +234,8 @@ class STTGExplainer(ZooModule):
             JSON text ``{"src", "dst", "t", "score", "logit", "explanation": [...], "stability_share", "png"}``.
 
         Raises:
-            ValueError: wrong arguments, an unknown node id, the plain GraphMixer (nothing to explain), or a
-                history file whose nodes differ from the training file's.
+            ValueError: wrong arguments, an unknown node id, the plain GraphMixer (nothing to explain), or no
+                history file whose nodes match the training file's.
         """
         if not self.hparams.explainer:
             raise ValueError("this model was trained with explainer=false (plain GraphMixer): nothing to explain")
@@ -225,12 +243,7 @@ class STTGExplainer(ZooModule):
         kw = dict(a.split("=", 1) for a in inputs if "=" in a)
         if len(pos) != 3 or set(kw) - {"top", "history"}:
             raise ValueError(f"usage: SRC DST TIME [top=N] [history=PATH]; got {inputs}")
-        path = kw.get("history") or self.hparams.history_path
-        if not path:
-            raise ValueError("no history file: pass history=PATH (the event CSV the model was trained on)")
-        graph = read_events(resolve_path(path))
-        if not torch.equal(torch.as_tensor(graph.raw_node_ids), self.raw_node_ids.cpu()):
-            raise ValueError(f"{path}: its nodes differ from the training file's; pass the training history")
+        graph = self._history(kw.get("history"))
         try:
             u, v = graph.node_index(int(pos[0])), graph.node_index(int(pos[1]))
         except KeyError as e:

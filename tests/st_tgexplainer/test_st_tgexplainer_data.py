@@ -1,0 +1,109 @@
+"""Reading, splitting, neighbour sampling (no future leakage) and negative sampling on small known cases."""
+import pytest
+import torch
+
+from zoo.core.data import DataError
+from zoo.methods.st_tgexplainer.data import (CollisionCheckedNegatives, RecentNeighborSampler, chronological_split,
+                                             max_inter_event_gap, pair_seen_before, read_events)
+
+
+def write(tmp_path, text, name="g.csv"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_dyglib_layout_with_features_and_sorting(tmp_path):
+    p = write(tmp_path, ",u,i,ts,label,idx,f0,f1\n0,7,9,30,0,1,0.5,1.0\n1,9,4,10,1,2,2.0,3.0\n\n2,7,4,20,0,3,4.0,5.0\n")
+    g = read_events(p)
+    d = g.data
+    assert d.t.tolist() == [10.0, 20.0, 30.0]
+    # remapped in order of first appearance after sorting by time: 9 -> 1, 4 -> 2, 7 -> 3
+    assert g.raw_node_ids.tolist() == [-1, 9, 4, 7]
+    assert d.src.tolist() == [1, 3, 3] and d.dst.tolist() == [2, 2, 1]
+    assert d.msg.tolist() == [[2.0, 3.0], [4.0, 5.0], [0.5, 1.0]]
+    assert d.label.tolist() == [1.0, 0.0, 0.0]
+    assert g.node_index(7) == 3
+    with pytest.raises(KeyError):
+        g.node_index(5)
+
+
+def test_snap_layout_rating_becomes_sign_label(tmp_path):
+    g = read_events(write(tmp_path, "src,dst,rating,timestamp\n1,2,-3,5\n2,3,4,6\n"))
+    assert g.data.label.tolist() == [0.0, 1.0] and g.data.msg.shape == (2, 0)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("u,i,ts,label,idx\n1,2,3,0,1\n1,x,4,0,2\n", ":3: column 'i' = 'x' is not an integer"),
+    ("u,i,ts,label,idx\n1,2,3,0,1\n1,2,nan,0,2\n", ":3: column 'ts' = 'nan' is not finite"),
+    ("u,i,ts,label,idx\n1,2,3,0,1\n\n1,2,4,0\n", ":4: 4 fields, header has 5"),
+    ("a,b,c\n1,2,3\n", ":1: header"),
+])
+def test_malformed_rows_name_their_line(tmp_path, text, needle):
+    with pytest.raises(DataError, match=needle.replace("(", r"\(")):
+        read_events(write(tmp_path, text))
+
+
+def random_stream(n_nodes=12, n_events=300, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(1, n_nodes + 1, (n_events,), generator=g)
+    dst = torch.randint(1, n_nodes + 1, (n_events,), generator=g)
+    t = torch.sort(torch.randint(0, 60, (n_events,), generator=g).double()).values  # many ties
+    return src, dst, t
+
+
+def test_recent_neighbors_are_strictly_past_and_the_k_most_recent():
+    src, dst, t = random_stream()
+    eid = torch.arange(src.numel())
+    sampler = RecentNeighborSampler(src, dst, t, eid, 12)
+    k = 5
+    q_nodes = torch.arange(0, 13).repeat_interleave(7)
+    q_times = torch.linspace(-1, 70, q_nodes.numel()).double()
+    ids, tt, ee, valid = sampler.sample(q_nodes, q_times, k)
+    for row in range(q_nodes.numel()):
+        n, qt = int(q_nodes[row]), float(q_times[row])
+        # brute force: all interactions of n strictly before qt, in (time, event id) order; a self-loop is in
+        # the undirected history twice, as in the authors' adjacency lists
+        hist = [(float(t[e]), e, int(dst[e])) for e in range(src.numel()) if src[e] == n and t[e] < qt]
+        hist += [(float(t[e]), e, int(src[e])) for e in range(src.numel()) if dst[e] == n and t[e] < qt]
+        hist.sort()
+        want = hist[-k:] if n > 0 else []
+        got_e = ee[row][valid[row]].tolist()
+        assert (tt[row][valid[row]] < qt).all()
+        assert sorted(got_e) == sorted(e for _, e, _ in want)
+        assert sorted(ids[row][valid[row]].tolist()) == sorted(x for _, _, x in want)
+        assert (ids[row][~valid[row]] == 0).all() and (ee[row][~valid[row]] == -1).all()
+        assert valid[row].tolist() == sorted(valid[row].tolist())  # left-padded
+
+
+def test_split_is_chronological_and_hides_new_nodes():
+    src, dst, t = random_stream(n_nodes=40, n_events=600, seed=1)
+    from torch_geometric.data import TemporalData
+
+    sp = chronological_split(TemporalData(src=src, dst=dst, t=t), new_node_ratio=0.1, seed=3)
+    assert (t[sp.train] <= sp.val_time).all() and (t[sp.test] > sp.test_time).all()
+    assert not (sp.val & sp.test).any() and (sp.new_node_test <= sp.test).all()
+    seen = set(src[sp.train].tolist()) | set(dst[sp.train].tolist())
+    for e in torch.nonzero(sp.test).squeeze(1).tolist():
+        has_new = int(src[e]) not in seen or int(dst[e]) not in seen
+        assert has_new == bool(sp.new_node_test[e])
+    assert sp.new_node_test.any()
+
+
+def test_negatives_never_collide_with_real_events():
+    src = torch.tensor([1, 1, 2, 3])
+    dst = torch.tensor([2, 3, 3, 4])
+    t = torch.tensor([5.0, 5.0, 6.0, 7.0])
+    neg = CollisionCheckedNegatives(torch.tensor([2, 3, 4]), src, dst, t)
+    out = neg.sample(torch.tensor([1] * 50), torch.tensor([5.0] * 50), 3, torch.Generator().manual_seed(0))
+    assert (out == 4).all()  # 2 and 3 interact with 1 at t=5
+    assert neg.is_real(torch.tensor([4, 1]), torch.tensor([3, 4]), torch.tensor([7.0, 7.0])).tolist() == [True, False]
+
+
+def test_pair_seen_before_and_gap_by_hand():
+    src = torch.tensor([1, 2, 1, 3, 2])
+    dst = torch.tensor([2, 1, 3, 1, 1])
+    t = torch.tensor([1.0, 1.0, 4.0, 9.0, 10.0])
+    assert pair_seen_before(src, dst, t).tolist() == [False, False, False, True, True]
+    # node 1: times 1,1,4,9,10 -> largest gap 5; node 3: 4,9 -> 5; node 2: 1,1,10 -> 9
+    assert max_inter_event_gap(src, dst, t) == 9.0
