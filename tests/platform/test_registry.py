@@ -52,3 +52,17 @@ def test_every_builtin_method_declares_the_contract():
         assert issubclass(entry.module_cls, ZooModule), name
         assert entry.module_cls.__doc__, f"{name}: module class needs a docstring"
         assert set(entry.module_cls.export_formats) <= {"package", "hf", "onnx", "torch_export"}
+
+
+def test_cli_list_and_info(capsys):
+    from zoo.cli import main
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "methods:" in out and "digits-mlp" in out and "zoo weights:" in out
+    assert main(["info", "digits-mlp"]) == 0
+    out = capsys.readouterr().out
+    assert "hidden: int = 32" in out and "export formats: package, onnx, torch_export" in out
+    assert main(["info", "nosuch.weights"]) == 2
+    assert "unknown zoo id" in capsys.readouterr().err
+    assert main(["frobnicate"]) == 2
