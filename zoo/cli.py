@@ -91,7 +91,10 @@ def cmd_info(args) -> None:
     print((inspect.getdoc(e.module_cls) or "").split("\n\n")[0])
     for title, cls in (("model", e.module_cls), ("data", e.datamodule_cls)):
         if cls is not None:
-            sig = inspect.signature(cls.__init__, eval_str=True)
+            try:
+                sig = inspect.signature(cls.__init__, eval_str=True)
+            except NameError:  # an annotation that only resolves under TYPE_CHECKING
+                sig = inspect.signature(cls.__init__)
             params = ", ".join(str(p) for n, p in sig.parameters.items() if n != "self")
             print(f"{title}: {params}")
     print(f"export formats: {', '.join(e.module_cls.export_formats)}; head keys: {e.module_cls.head_keys}")
