@@ -65,3 +65,19 @@ def test_drdpo_aggregation():
     assert L.aggregate(losses, "mean").item() == pytest.approx(2.0)
     with pytest.raises(ValueError):
         L.aggregate(losses, "median")
+
+
+def test_sequence_logps_matches_full_log_softmax():
+    from zoo.methods.shapo.lm import sequence_logps
+    from zoo.models.causal_lm import build_causal_lm
+
+    torch.manual_seed(0)
+    lm = build_causal_lm("zoo-lm-tiny").eval()
+    ids = torch.tensor([[1, 5, 9, 11, 2, 0], [1, 7, 8, 9, 10, 2]])
+    mask = (ids != 0).long()
+    labels = torch.tensor([[-100, -100, 9, 11, 2, -100], [-100, 7, 8, 9, 10, 2]])
+    got, n = sequence_logps(lm, ids, mask, labels)
+    with torch.no_grad():
+        logp = torch.log_softmax(lm(input_ids=ids, attention_mask=mask).logits.float(), -1)
+    want = [sum(logp[b, t - 1, labels[b, t]].item() for t in range(1, 6) if labels[b, t] != -100) for b in range(2)]
+    assert got.tolist() == pytest.approx(want, abs=1e-4) and n.tolist() == [3.0, 5.0]

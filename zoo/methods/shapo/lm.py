@@ -5,26 +5,38 @@ from __future__ import annotations
 import torch
 
 
+def unwrap(model):
+    """``(backbone, lm_head)`` of an HF causal LM, under a peft wrapper if there is one (LoRA layers stay active
+    or disabled as the wrapper says)."""
+    hf = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return hf.base_model, hf.get_output_embeddings()
+
+
 def sequence_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                    labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed log-probability of the labelled tokens of each sequence (the authors' ``_get_batch_logps``).
 
+    Only the scored positions go through the output projection (as TRL's fused LM head does): the prompt's
+    positions never materialise ``V`` logits. Assumes a plain linear head (Llama, Qwen, NeoX; no logit soft-capping).
+
     Args:
-        model: an HF causal LM.
+        model: an HF causal LM (or a peft wrapper of one).
         input_ids, attention_mask: ``(B, T)`` right-padded.
         labels: ``(B, T)`` with the token to score at each position, -100 where nothing is scored (prompt,
-            padding); position t is predicted from the logits at t - 1.
+            padding); position t is predicted from the hidden state at t - 1.
 
     Returns:
-        ``(sum_logp, n_tokens)``, each ``(B,)``: natural-log sums and the number of scored tokens (float).
+        ``(sum_logp, n_tokens)``, each ``(B,)``: natural-log sums (float32) and the number of scored tokens.
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    backbone, head = unwrap(model)
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
     target = labels[:, 1:]
     mask = target != -100
-    safe = target.masked_fill(~mask, 0)
-    token_logp = logits.gather(-1, safe.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-    token_logp = token_logp * mask
-    return token_logp.sum(-1), mask.sum(-1).float()
+    logits = head(hidden[mask]).float()  # (N, V), N = scored tokens
+    token_logp = logits.gather(-1, target[mask].unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    rows = mask.nonzero()[:, 0]
+    sums = torch.zeros(input_ids.shape[0], dtype=token_logp.dtype, device=token_logp.device)
+    return sums.index_add(0, rows, token_logp), mask.sum(-1).float()
 
 
 def right_pad(seqs: list[list[int]], pad_id: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:

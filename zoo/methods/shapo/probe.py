@@ -19,14 +19,17 @@ def mean_pooled_states(model: nn.Module, input_ids: torch.Tensor, attention_mask
     """Mean over non-padding tokens of the last hidden layer.
 
     Args:
-        model: an HF causal LM (its last ``hidden_states`` entry is the final-norm output).
+        model: an HF causal LM, or a peft wrapper of one (the backbone's ``last_hidden_state`` is the final-norm
+            output, the authors' ``hidden_layer = -1``).
         input_ids, attention_mask: ``(N, T)`` right-padded token ids and 0/1 mask.
 
     Returns:
         ``(N, d)`` float32 features.
     """
-    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
-    h = out.hidden_states[-1].float()
+    from zoo.methods.shapo.lm import unwrap
+
+    backbone, _ = unwrap(model)
+    h = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.float()
     m = attention_mask.to(h.dtype).unsqueeze(-1)
     return (h * m).sum(1) / m.sum(1).clamp_min(1.0)
 
