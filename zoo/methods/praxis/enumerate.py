@@ -271,3 +271,34 @@ def log10_count(count: int) -> float:
 def objective(tree, Xb: np.ndarray, y: np.ndarray, gamma: int) -> int:
     """``Obj(t) = gamma * leaves(t) + #{i : t(x_i) != y_i}`` (§3), computed directly from the rows."""
     return int(gamma * tree_leaves(tree) + np.count_nonzero(predict_tree(tree, Xb) != np.asarray(y)))
+
+
+def contains(p, node: OrNode, mask: np.ndarray, tree) -> bool:
+    """Whether ``tree`` (same structure) is one of the trees of ``node`` for the rows in ``mask``.
+
+    A split tree is in the node when the node has that split, each subtree is in the matching child, and the two
+    subtrees' objectives on their rows sum to at most the node's budget (the rule ``histogram`` counts by).
+
+    Args:
+        p: the ``proxy.Problem`` the graph was built on. mask: ``(W,)`` rows of ``node``.
+    """
+    from zoo.methods.praxis.proxy import class_counts
+
+    if isinstance(tree, int):
+        return any(pred == tree for pred, _ in node.leaves)
+    f, lt, rt = tree
+    lmask, rmask = mask & p.X[f], mask & p.notX[f]
+    for g, lnode, rnode in node.splits:
+        if g != f:
+            continue
+        cost = _subtree_cost(p, lt, lmask, class_counts) + _subtree_cost(p, rt, rmask, class_counts)
+        return cost <= node.budget and contains(p, lnode, lmask, lt) and contains(p, rnode, rmask, rt)
+    return False
+
+
+def _subtree_cost(p, tree, mask, class_counts) -> int:
+    if isinstance(tree, int):
+        counts = class_counts(p, mask[None])[0]
+        return int(p.gamma + counts.sum() - counts[tree])
+    f, lt, rt = tree
+    return (_subtree_cost(p, lt, mask & p.X[f], class_counts) + _subtree_cost(p, rt, mask & p.notX[f], class_counts))

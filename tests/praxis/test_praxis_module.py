@@ -1,0 +1,66 @@
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+from zoo.methods.praxis.datamodule import BinaryCSVDataModule
+from zoo.methods.praxis.enumerate import iter_trees, predict_tree
+from zoo.methods.praxis.module import PraxisModule, decode_tree, encode_trees
+from zoo.methods.praxis.rashomon import fit_rashomon
+
+DATA = "data/treefarms-binary/monk2.csv"
+
+
+def test_encode_decode_roundtrip():
+    trees = [1, (2, 0, 1), (0, (1, 1, 0), 0)]
+    feat, val = encode_trees(trees, depth=2)
+    assert [decode_tree(f, v) for f, v in zip(feat, val)] == trees
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    dm = BinaryCSVDataModule(DATA, "class_1")
+    model = PraxisModule(lam=0.01, depth=3, eps=0.03, max_saved_trees=50)
+    trainer = L.Trainer(accelerator="cpu", max_epochs=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=str(tmp_path_factory.mktemp("run")))
+    trainer.fit(model, datamodule=dm)
+    return model, dm, trainer
+
+
+def test_fit_runs_the_enumeration_once_and_logs(fitted):
+    model, dm, trainer = fitted
+    ref = fit_rashomon(dm.X_train, dm.y_train, 0.01, 3, 0.03)
+    assert model.meta["n_trees"] == str(ref.n_trees) == "187"
+    assert trainer.callback_metrics["train/min_objective"].item() == ref.min_objective
+    for key in ("seconds", "peak_mem_mib", "n_trees", "bound"):
+        assert f"train/{key}" in trainer.callback_metrics
+    stored = [t for _, t in zip(range(50), iter_trees(ref.root))]
+    preds = model(torch.from_numpy(dm.X_train)).numpy()
+    assert preds.shape == (50, len(dm.y_train))
+    for i in (0, 13, 49):
+        assert np.array_equal(preds[i], predict_tree(stored[i][1], dm.X_train))
+    for name in ("best_tree.txt", "best_tree.png", "size_vs_eps.png", "importance.json"):
+        assert name in model.package_extras()
+
+
+def test_state_dict_roundtrip_and_predict_cli(fitted, tmp_path):
+    model, dm, _ = fitted
+    fresh = PraxisModule(lam=0.01, depth=3, eps=0.03, max_saved_trees=50)
+    fresh.load_state_dict(model.state_dict(), strict=True)
+    rows = tmp_path / "rows.csv"
+    lines = open(DATA).read().splitlines()[:4]
+    rows.write_text("\n".join(lines) + "\n")  # label column present: ignored
+    text = fresh.predict_cli([str(rows)])
+    assert "50 stored trees of 187" in text and len(text.splitlines()) == 3 + 3  # title, file, header + one line per row
+    spread = fresh.spread(dm.X_train[:3])
+    assert np.allclose(spread["votes"].sum(1), 1.0)
+    metrics = fresh.evaluate(dm)
+    assert 0.5 < metrics["train/best_tree_accuracy"] <= 1.0
+
+
+def test_end_to_end_recipe(tmp_path):
+    from zoo.cli import main
+
+    assert main(["train", "recipe=praxis.yaml", "overlay=recipes/tiny/praxis.yaml", f"out_dir={tmp_path}"]) == 0
+    assert list(tmp_path.glob("praxis/version_*/praxis/best_tree.png"))
