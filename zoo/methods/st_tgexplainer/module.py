@@ -37,7 +37,8 @@ class STTGExplainer(ZooModule):
         init_r, decay_interval, decay_r, final_r: the r schedule (0.7, 5, 0.1, 0.5).
         optimizer: main optimiser dict for ``build_optimizer`` (code: Adam, lr 1e-4).
         disc_lr: the discriminator's Adam learning rate (1e-4).
-        fidelity_levels: sparsity levels of the test-time fidelity curve (empty = skip).
+        fidelity_levels: sparsity levels of the test-time fidelity curve (``None`` = 0.05..0.3 by 0.05; ``[]`` =
+            skip).
         edge_feat_dim: F; ``None`` = from the datamodule.
         history_path: the event file whose past ``predict_cli`` uses (set from the datamodule in ``setup``).
     """
@@ -145,6 +146,11 @@ class STTGExplainer(ZooModule):
         return loss
 
     # -------------------------------------------------------------- evaluation
+    def _levels(self) -> list[float]:
+        """Fidelity sparsity levels: the hparam, the default when ``None``, none when ``[]``."""
+        levels = self.hparams.fidelity_levels
+        return list(FIDELITY_LEVELS if levels is None else levels)
+
     def _eval_step(self, batch: dict, stage: str) -> None:
         out = self.net(**pos_neg_inputs(batch))
         b = batch["src"].numel()
@@ -157,12 +163,12 @@ class STTGExplainer(ZooModule):
             neg_logit = self.net(**event_inputs(flat, "mrr"))["logit"].view(b, m)
             rec["rr"] = reciprocal_ranks(rec["pos"], neg_logit)
         if stage == "test" and self.hparams.explainer:
-            levels = list(self.hparams.fidelity_levels or FIDELITY_LEVELS)
-            inputs = pos_neg_inputs(batch)
-            rec["fid"] = fidelity_agreement(self.net, inputs, out["s"], levels, out["logit"])
+            if self._levels():
+                rec["fid"] = fidelity_agreement(self.net, pos_neg_inputs(batch), out["s"], self._levels(),
+                                                out["logit"])
             seen = torch.cat([batch["src_nbr_seen"], batch["dst_nbr_seen"]], 1)
             valid = out["valid"][:b]
-            rec["rho"], rec["seen"] = out["rho"][:b][valid], seen[valid]
+            rec["rho"], rec["seen"], rec["counts"] = out["rho"][:b][valid], seen[valid], out["counts"][:b][valid]
         self._outputs.setdefault(stage, []).append(rec)
 
     def _eval_epoch_end(self, stage: str) -> dict[str, float]:
@@ -179,12 +185,14 @@ class STTGExplainer(ZooModule):
         if "rr" in cat:
             metrics[f"{stage}/mrr"] = float(cat["rr"].mean())
             metrics[f"{stage}/mrr_inductive"] = float(cat["rr"][new].mean()) if new.any() else math.nan
+        if "rho" in cat:
+            metrics.update({f"{stage}/{k}": v for k, v in stability_agreement(cat["rho"], cat["seen"],
+                                                                               cat["counts"]).items()})
         if "fid" in cat:
-            levels = list(self.hparams.fidelity_levels or FIDELITY_LEVELS)
+            levels = self._levels()
             accs = cat["fid"].float().mean(1).tolist()
             metrics.update({f"{stage}/fidelity@{lv:g}": a for lv, a in zip(levels, accs)})
             metrics[f"{stage}/acc_auc"] = acc_auc(levels, accs)
-            metrics.update({f"{stage}/{k}": v for k, v in stability_agreement(cat["rho"], cat["seen"]).items()})
         self.log_dict(metrics, prog_bar=stage == "val")
         return metrics
 

@@ -1,0 +1,79 @@
+"""Training throughput: ST-TGExplainer vs torch_geometric's TGN example model on the same CollegeMsg events.
+
+Both train on the same training events (batches of 200, collision-checked negatives) in this one process;
+ST-TGExplainer runs its full Lightning training step (three Mixer passes, KL, discriminator step, main step),
+TGN the example's loop (memory, LastNeighborLoader, TransformerConv embedding, predictor; sizes 100).
+Throughput = (n - w) · B / (T(n) - T(w)) where T(k) is the wall time of a fresh run of k batches, so set-up and
+the first ``w`` batches cancel. Rounds alternate the two models; the best round of each is reported (the
+machine is shared, the best round is the least disturbed).
+
+    python benchmarks/st_tgexplainer.py [--rounds 2] [--batches 8] [--warmup 2]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from zoo.methods.st_tgexplainer import tgn  # noqa: E402
+from zoo.methods.st_tgexplainer.datamodule import TemporalLinkDataModule  # noqa: E402
+from zoo.methods.st_tgexplainer.module import STTGExplainer  # noqa: E402
+
+SIZES = {"cpu recipe (H=32, K=10)": {"hidden": 32, "time_dim": 32, "num_neighbors": 10, "dropout": 0.1},
+         "paper (H=172, K=20)": {"hidden": 172, "time_dim": 100, "num_neighbors": 20, "dropout": 0.2}}
+
+
+def st_time(dm: TemporalLinkDataModule, size: dict, batches: int) -> float:
+    """Wall seconds of ``batches`` ST-TGExplainer training steps from a fresh module (set-up included)."""
+    torch.manual_seed(0)
+    model = STTGExplainer(num_nodes=dm.num_nodes, optimizer={"name": "adam", "lr": 1e-4}, **size)
+    tr = L.Trainer(accelerator="cpu", max_steps=batches, limit_val_batches=0, logger=False,
+                   enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    t0 = time.perf_counter()
+    tr.fit(model, dm)
+    return time.perf_counter() - t0
+
+
+def tgn_time(dm: TemporalLinkDataModule, batches: int) -> float:
+    """Wall seconds of ``batches`` TGN training steps from a fresh model (set-up included)."""
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    model = tgn.build_tgn(dm)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    tgn.train_epoch(model, dm, opt, torch.Generator().manual_seed(0), batch_size=200, max_batches=batches)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--batches", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--sizes", nargs="*", default=list(SIZES))
+    args = ap.parse_args()
+    n, w, b = args.batches, args.warmup, 200
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CollegeMsg training events, batch {b}, "
+          f"{n} vs {w} batches, {args.rounds} rounds")
+    tgn_rates = []
+    for label in args.sizes:
+        size = SIZES[label]
+        dm = TemporalLinkDataModule(batch_size=b, num_neighbors=size["num_neighbors"], shuffle=True)
+        dm.setup("fit")
+        st_rates = []
+        for _ in range(args.rounds):
+            st_rates.append((n - w) * b / (st_time(dm, size, n) - st_time(dm, size, w)))
+            tgn_rates.append((n - w) * b / (tgn_time(dm, n) - tgn_time(dm, w)))
+        st_best, tgn_best = max(st_rates), max(tgn_rates)
+        print(f"{label}: ST-TGExplainer {st_best:.0f} events/s, TGN example {tgn_best:.0f} events/s, "
+              f"ratio ST/TGN = {st_best / tgn_best:.2f}x  (rounds ST {[round(r) for r in st_rates]}, "
+              f"TGN {[round(r) for r in tgn_rates]})")
+
+
+if __name__ == "__main__":
+    main()
