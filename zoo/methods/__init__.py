@@ -6,4 +6,5 @@ METHODS: dict[str, str] = {
     "shapo": "zoo.methods.shapo.module",
     "shapo-cost-model": "zoo.methods.shapo_cost_model.module",
     "praxis": "zoo.methods.praxis.module",
+    "watchlog": "zoo.methods.watchlog.module",
 }

@@ -26,18 +26,21 @@ from zoo.methods.watchlog.windows import (BENIGN, EventLog, Window, load_event_l
 _WORD = re.compile(r"[a-z0-9_.\-]+|[^a-z0-9_.\-\s]")
 
 
-def serialise_tokens(event: dict[str, Any], vocab_size: int, max_len: int) -> list[int]:
+def serialise_tokens(event: dict[str, Any], vocab_size: int, max_len: int,
+                     layout: Sequence[str] = SYSMON_LAYOUT) -> list[int]:
     """The serialised-text view of an event for the token-sequence baseline (ours).
 
-    ``key=value`` pairs (sorted keys, reserved keys dropped, values normalised as for rendering) are split into
-    words and punctuation; each token is hashed with CRC-32 into ``[2, vocab_size)`` (0 = padding, 1 = event
-    separator, which starts every event). Truncated to ``max_len`` tokens.
+    ``key=value`` pairs (keys in the renderer's layout order, so truncation drops the same low-priority fields the
+    image puts last, then the other keys sorted; reserved keys dropped; values normalised as for rendering) are
+    split into words and punctuation; each token is hashed with CRC-32 into ``[2, vocab_size)`` (0 = padding,
+    1 = event separator, which starts every event). Truncated to ``max_len`` tokens.
 
     Returns:
         Token ids, ``1 <= len <= max_len``.
     """
     ids = [1]
-    for k in sorted(event):
+    order = [k for entry in layout for k in entry.split("|") if k != "*"]
+    for k in [k for k in order if k in event] + sorted(k for k in event if k not in set(order)):
         if k in RESERVED_KEYS or event[k] is None:
             continue
         for tok in _WORD.findall(f"{k} = {normalise_value(event[k])}"):

@@ -32,7 +32,7 @@ class FrameEncoder(nn.Module):
         ValueError: an unknown ``adapter`` or an adapter layer index outside ``[0, depth)``.
     """
 
-    def __init__(self, img_size: Sequence[int] = (32, 128), patch_size: Sequence[int] = (8, 16), dim: int = 64,
+    def __init__(self, img_size: Sequence[int] = (32, 128), patch_size: Sequence[int] = (8, 16), dim: int = 48,
                  depth: int = 2, heads: int = 2, adapter: str = "pixel", adapter_layers: Sequence[int] | None = None,
                  max_frames: int = 64):
         super().__init__()
@@ -93,7 +93,7 @@ class TokenEncoder(nn.Module):
         max_tokens: longest ``T * L``.
     """
 
-    def __init__(self, vocab_size: int = 8192, dim: int = 64, depth: int = 2, heads: int = 2,
+    def __init__(self, vocab_size: int = 8192, dim: int = 48, depth: int = 2, heads: int = 2,
                  max_tokens: int = 4096):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, dim, padding_idx=0)

@@ -21,7 +21,7 @@ from zoo.methods.watchlog.render import SYSMON_LAYOUT, EventRenderer, save_frame
 from zoo.methods.watchlog.windows import describe_event, load_event_log, make_windows
 
 STAGES = ("pretrain", "align", "sft", "detect")
-_ENCODER_DEFAULTS = {"kind": "video", "patch": [8, 16], "dim": 64, "depth": 2, "heads": 2, "adapter": "pixel",
+_ENCODER_DEFAULTS = {"kind": "video", "patch": [8, 16], "dim": 48, "depth": 2, "heads": 2, "adapter": "pixel",
                      "adapter_layers": None, "vocab_size": 8192, "token_len": 48}
 _DECODER_DEFAULTS = {"arch": "zoo-lm-small", "init": None, "tokenizer": None, "max_answer_tokens": 40,
                      "max_new_tokens": 32}
@@ -45,6 +45,7 @@ def classification_metrics(prob: torch.Tensor, label: torch.Tensor, threshold: f
     return {"accuracy": acc, "precision": prec, "recall": rec, "f1": f1}
 
 
+@register_method("watchlog", datamodule=WatchLogDataModule)
 class WatchLogModule(ZooModule):
     """WatchLog detector + explainer, also the baselines and ablations through its options.
 
@@ -126,6 +127,9 @@ class WatchLogModule(ZooModule):
         self.tokenizer = tok
         self.projector = Projector(dim, self.lm.config.hidden_size)
         self.builder = PromptBuilder(tok, self.n_frames)
+        if getattr(self.lm.config, "tie_word_embeddings", False):
+            self.register_state_dict_post_hook(_drop_tied_head)
+            self.register_load_state_dict_pre_hook(_fill_tied_head)
 
     def remap_init_state(self, state: dict[str, Any], source_method: str) -> dict[str, Any]:
         """Chain the stages: keep this module's own values for whole parts the source lacks (ours).
@@ -143,8 +147,6 @@ class WatchLogModule(ZooModule):
                 out.update({k: v for k, v in own.items() if k.startswith(prefix)})
             elif has_src and not has_own:
                 out = {k: v for k, v in out.items() if not k.startswith(prefix)}
-        if "lm.lm_head.weight" in own and "lm.lm_head.weight" not in out and "lm.model.embed_tokens.weight" in out:
-            out["lm.lm_head.weight"] = out["lm.model.embed_tokens.weight"]
         return out
 
     def setup(self, stage: str) -> None:
@@ -352,6 +354,21 @@ class WatchLogModule(ZooModule):
         return "\n".join(lines)
 
 
+_TIED, _EMBED = "lm.lm_head.weight", "lm.model.embed_tokens.weight"
+
+
+def _drop_tied_head(module, state_dict, prefix, local_metadata) -> None:
+    """``state_dict`` post-hook: the tied LM output matrix is the input embedding; store it once (safetensors)."""
+    state_dict.pop(prefix + _TIED, None)
+
+
+def _fill_tied_head(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                    error_msgs) -> None:
+    """``load_state_dict`` pre-hook: restore the tied output matrix left out by :func:`_drop_tied_head`."""
+    if prefix + _TIED not in state_dict and prefix + _EMBED in state_dict:
+        state_dict[prefix + _TIED] = state_dict[prefix + _EMBED]
+
+
 def _merge(defaults: dict, given: dict | None, where: str) -> dict:
     out = dict(defaults)
     for k, v in (given or {}).items():
@@ -360,5 +377,3 @@ def _merge(defaults: dict, given: dict | None, where: str) -> dict:
         out[k] = v
     return out
 
-
-register_method("watchlog", datamodule=WatchLogDataModule)(WatchLogModule)
