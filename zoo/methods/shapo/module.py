@@ -196,7 +196,19 @@ class ShaPOModule(ZooModule):
 
     # ------------------------------------------------------------------ frozen models
     def setup(self, stage: str) -> None:
-        """Build the frozen reference and load the cost model (neither is in the state dict)."""
+        """Build the frozen reference and load the cost model (neither is in the state dict).
+
+        Raises:
+            NotImplementedError: a ShaPO variant under a sharding strategy (FSDP, DeepSpeed, model parallel): its
+                step edits whole down-projection columns, which those strategies split across devices.
+        """
+        if self._trainer is not None and self.hparams.variant != "dpo":
+            name = type(self.trainer.strategy).__name__
+            if name not in ("SingleDeviceStrategy", "DDPStrategy"):
+                raise NotImplementedError(
+                    f"ShaPO's masked step needs unsharded down-projection weights; {name} shards them. Use "
+                    "trainer.strategy=ddp (bf16-mixed fits a 3B policy and its reference on one 80 GB GPU), or "
+                    "model.variant=dpo for the baselines under sharding.")
         if not self.hparams.lora and "reference" not in self._frozen:
             if self.hparams.reference:
                 self._frozen["reference"] = self._load_reference(self.hparams.reference)

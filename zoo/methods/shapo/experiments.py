@@ -1,0 +1,144 @@
+"""The noise sweep: flip_rate x {DPO, ShaPO-token, ShaPO-reward} x seeds, written to results/shapo/noise-sweep.json.
+
+    python -m zoo.methods.shapo.experiments [--steps 32] [--jobs 2] [--seeds 0 1 2]
+
+Every run is ``train.py recipe=<dpo|shapo|shapo-reward>.yaml seed=S data.flip_rate=F`` shortened by the scale
+overrides below (same for all runs), trained in its own process (one torch thread) and evaluated on the clean
+held-out pairs and prompts. Per-run metrics are cached under ``--work`` so an interrupted sweep resumes.
+The table reports mean +- standard deviation over seeds and the paired (same seed, same flips) difference to DPO.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RECIPES = {"dpo": "dpo.yaml", "shapo-token": "shapo.yaml", "shapo-reward": "shapo-reward.yaml"}
+METRICS = ("val/accuracy", "val/margin", "val/harmful_rate", "val/harmful_rate_redteam", "val/harmful_rate_heldout",
+           "val/kl_ref")
+PAPER = ("ShaPO is more robust than DPO under noisy preferences (abstract: 'consistently improves safety robustness "
+         "over popular preference optimization methods' across noisy preference settings; the per-setting numbers of "
+         "the 30%/40%-flip experiments were not available to us). Headline, clean PKU-SafeRLHF, Llama-3.2-3B "
+         "[secondary]: win rate 89.26, MD-Judge unsafe rate 0.59% averaged over 4 benchmarks.")
+
+
+def scale_overrides(steps: int, eval_pairs: int, heldout_prompts: int, new_tokens: int) -> list[str]:
+    """The overrides that shorten a recipe run (identical for every arm of the sweep)."""
+    return [f"trainer.limit_train_batches={steps}", "trainer.max_epochs=1", f"data.max_eval_pairs={eval_pairs}",
+            f"data.heldout_prompts={heldout_prompts}", f"model.max_new_tokens={new_tokens}",
+            "data.max_length=96", "data.max_prompt_length=48", "logger.kind=none", "export.formats=[]"]
+
+
+def run_one(recipe: str, seed: int, flip_rate: float, overrides: list[str], out_dir: Path) -> dict:
+    """Train and evaluate one arm in-process; returns the final validation metrics."""
+    from zoo.cli import compose_and_validate
+    from zoo.core.build import train
+
+    cfg = compose_and_validate([f"recipe={recipe}", f"seed={seed}", f"data.flip_rate={flip_rate}",
+                                f"out_dir={out_dir}", *overrides])
+    t0 = time.time()
+    run_dir = train(cfg)
+    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    return {k: metrics[k] for k in METRICS if k in metrics} | {"wall_s": time.time() - t0}
+
+
+def _summary(values: list[float]) -> str:
+    if not values:
+        return ""
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{mean:.3f} ± {sd:.3f}"
+
+
+def aggregate(runs: list[dict]) -> list[dict]:
+    """One row per (flip_rate, method): mean ± sd over seeds, and the paired difference to DPO."""
+    rows = []
+    keyed = {(r["flip_rate"], r["method"], r["seed"]): r for r in runs}
+    for flip in sorted({r["flip_rate"] for r in runs}):
+        for method in RECIPES:
+            mine = [r for r in runs if r["flip_rate"] == flip and r["method"] == method]
+            if not mine:
+                continue
+            row = {"flip_rate": flip, "method": method, "seeds": len(mine)}
+            for m in METRICS:
+                row[m.split("/", 1)[1]] = _summary([r[m] for r in mine if m in r])
+            if method != "dpo":
+                for m in ("val/accuracy", "val/harmful_rate"):
+                    diffs = [r[m] - keyed[(flip, "dpo", r["seed"])][m] for r in mine
+                             if (flip, "dpo", r["seed"]) in keyed and m in r]
+                    row[f"{m.split('/', 1)[1]} - DPO"] = _summary(diffs)
+            rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=32, help="optimiser steps per run (8 pairs each)")
+    ap.add_argument("--eval-pairs", type=int, default=128)
+    ap.add_argument("--heldout-prompts", type=int, default=32)
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--flip-rates", type=float, nargs="+", default=[0.0, 0.2, 0.4])
+    ap.add_argument("--methods", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
+    ap.add_argument("--work", default="/tmp/shapo-noise-sweep")
+    ap.add_argument("--out", default="results/shapo/noise-sweep.json")
+    ap.add_argument("--one", nargs=3, metavar=("METHOD", "SEED", "FLIP"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    work = Path(args.work)
+    overrides = scale_overrides(args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens)
+    if args.one:
+        method, seed, flip = args.one[0], int(args.one[1]), float(args.one[2])
+        res = run_one(RECIPES[method], seed, flip, overrides, work / "runs")
+        res |= {"method": method, "seed": seed, "flip_rate": flip}
+        (work / f"{method}-s{seed}-f{flip}.json").write_text(json.dumps(res))
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    todo = [(m, s, f) for f in args.flip_rates for s in args.seeds for m in args.methods
+            if not (work / f"{m}-s{s}-f{f}.json").is_file()]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    passthrough = [f"--steps={args.steps}", f"--eval-pairs={args.eval_pairs}",
+                   f"--heldout-prompts={args.heldout_prompts}", f"--new-tokens={args.new_tokens}", f"--work={work}"]
+    running: list[tuple[subprocess.Popen, tuple]] = []
+    t0 = time.time()
+    while todo or running:
+        while todo and len(running) < args.jobs:
+            m, s, f = todo.pop(0)
+            log = open(work / f"{m}-s{s}-f{f}.log", "w")
+            cmd = [sys.executable, "-m", "zoo.methods.shapo.experiments", *passthrough, "--one", m, str(s), str(f)]
+            running.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), (m, s, f)))
+        time.sleep(2)
+        for proc, key in list(running):
+            if proc.poll() is not None:
+                running.remove((proc, key))
+                print(f"[{time.time() - t0:7.0f}s] {key} exit {proc.returncode}", flush=True)
+    runs = [json.loads(p.read_text()) for p in sorted(work.glob("*-s*-f*.json"))]
+    runs = [r for r in runs if r["method"] in args.methods and r["seed"] in args.seeds
+            and r["flip_rate"] in args.flip_rates]
+    command = ("python -m zoo.methods.shapo.experiments " + " ".join(passthrough[:4]) +
+               f" --seeds {' '.join(map(str, args.seeds))} --flip-rates {' '.join(map(str, args.flip_rates))}")
+    doc = {"method": "shapo", "experiment": "noise-sweep", "command": command,
+           "notes": (f"zoo-lm.chat (5.26M parameters) trained for {args.steps} optimiser steps of 8 HH-RLHF harmless "
+                     f"preference_train pairs (<= 96 tokens; a seeded flip_rate of them swapped), then evaluated on "
+                     f"{args.eval_pairs} clean preference_eval pairs (accuracy = share with a positive implicit-reward "
+                     f"margin; margin in nats x beta) and on 83 red-team + {args.heldout_prompts} held-out prompts "
+                     f"(one sampled reply of <= {args.new_tokens} tokens each; harmful = cost > 0 under "
+                     "shapo-cost-model.zoo-lm-hh; kl_ref = summed per-token KL to zoo-lm.chat along the reply). "
+                     "Mean ± sd over seeds; '- DPO' columns are paired differences (same seed, same flips). "
+                     "ShaPO uses the SAM-normalised rho = 0.05 step every 5th optimiser step on 1% of the "
+                     "down-projection neurons (recipes/shapo.yaml)."),
+           "rows": aggregate(runs), "runs": runs, "paper": PAPER,
+           "scale": {"overrides": overrides, "wall_s_total": sum(r.get("wall_s", 0.0) for r in runs)}}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
