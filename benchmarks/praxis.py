@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from zoo.methods.praxis.enumerate import contains, count_trees, histogram  # noqa: E402
 from zoo.methods.praxis.measure import measure  # noqa: E402
 from zoo.methods.praxis.peers import run_tree_praxis, run_treefarms, treefarms_source_to_tree  # noqa: E402
+from zoo.methods.praxis.proxy import gamma_from_lambda  # noqa: E402
 from zoo.methods.praxis.rashomon import fit_rashomon  # noqa: E402
 
 SETTINGS = [  # (data file, lambda, depth (PRAXIS convention), eps)
@@ -58,6 +59,8 @@ def _ours(X, y, lam, d, eps):
 
 
 def _tree_praxis(X, y, lam, d, eps):
+    import praxis  # noqa: F401  (import outside the measured region)
+
     r, sec, mib, how = measure(lambda: run_tree_praxis(X, y, lam, d, eps))
     return {"n_trees": r["n_trees"], "min_objective": r["min_objective"], "seconds": sec, "peak_mib": mib, "how": how}
 
@@ -76,7 +79,7 @@ def _tf_trees(X, y, lam, d, eps, time_limit):
     from zoo.methods.praxis.peers import quiet_stdout
 
     cols = [f"f{j}" for j in range(X.shape[1])]
-    cfg = {"regularization": lam, "rashomon_bound_multiplier": eps, "depth_budget": d + 1, "verbose": False,
+    cfg = {"regularization": gamma_from_lambda(lam, len(y)) / len(y), "rashomon_bound_multiplier": eps, "depth_budget": d + 1, "verbose": False,
            "time_limit": time_limit}
     m = TREEFARMS(cfg)
     with quiet_stdout():
@@ -129,7 +132,8 @@ def main(argv=None) -> int:
             trees = in_child(_tf_trees, (X, y, lam, d, eps, args.timeout), args.timeout + 30)
             if isinstance(trees, list):
                 rs = fit_rashomon(X, y, lam, d, eps)
-                hits = sum(contains(rs.problem, rs.root, rs.problem.root, t) for t in trees)
+                memo: dict = {}
+                hits = sum(contains(rs.problem, rs.root, rs.problem.root, t, memo) for t in trees)
                 rec = hits / len(trees) if trees else 1.0
         row = {"setting": setting, "n": int(len(y)), "features": int(X.shape[1]),
                "ours_s": ours.get("seconds"), "tree_praxis_s": cpp.get("seconds"), "treefarms_s": tf.get("seconds"),

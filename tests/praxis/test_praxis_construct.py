@@ -78,3 +78,14 @@ def test_bad_arguments():
         fit_rashomon(X, y, lam=0.01, depth=-1, eps=0.1)
     with pytest.raises(ValueError):
         fit_rashomon(X, y[:-1], lam=0.01, depth=2, eps=0.1)
+
+
+def test_contains_agrees_with_enumeration():
+    from zoo.methods.praxis.enumerate import contains
+
+    X, y = random_data(8, n=50, n_features=4)
+    rs = fit_rashomon(X, y, lam=0.02, depth=2, eps=0.2)
+    inside = {t for _, t in iter_trees(rs.root)}
+    memo: dict = {}
+    for t in all_trees(X, np.arange(len(y)), 2, 2):
+        assert contains(rs.problem, rs.root, rs.problem.root, t, memo) == (t in inside)

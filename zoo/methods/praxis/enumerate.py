@@ -273,7 +273,7 @@ def objective(tree, Xb: np.ndarray, y: np.ndarray, gamma: int) -> int:
     return int(gamma * tree_leaves(tree) + np.count_nonzero(predict_tree(tree, Xb) != np.asarray(y)))
 
 
-def contains(p, node: OrNode, mask: np.ndarray, tree) -> bool:
+def contains(p, node: OrNode, mask: np.ndarray, tree, memo: dict | None = None) -> bool:
     """Whether ``tree`` (same structure) is one of the trees of ``node`` for the rows in ``mask``.
 
     A split tree is in the node when the node has that split, each subtree is in the matching child, and the two
@@ -281,24 +281,37 @@ def contains(p, node: OrNode, mask: np.ndarray, tree) -> bool:
 
     Args:
         p: the ``proxy.Problem`` the graph was built on. mask: ``(W,)`` rows of ``node``.
+        memo: optional dict shared across calls (many trees share subtrees); keyed by node identity and subtree.
     """
+    memo = {} if memo is None else memo
+    key = (id(node), tree)
+    if key in memo:
+        return memo[key]
+    if isinstance(tree, int):
+        found = any(pred == tree for pred, _ in node.leaves)
+    else:
+        f, lt, rt = tree
+        lmask, rmask = mask & p.X[f], mask & p.notX[f]
+        found = False
+        for g, lnode, rnode in node.splits:
+            if g == f:
+                cost = _subtree_cost(p, lt, lmask, memo) + _subtree_cost(p, rt, rmask, memo)
+                found = (cost <= node.budget and contains(p, lnode, lmask, lt, memo)
+                         and contains(p, rnode, rmask, rt, memo))
+                break
+    memo[key] = found
+    return found
+
+
+def _subtree_cost(p, tree, mask, memo: dict) -> int:
     from zoo.methods.praxis.proxy import class_counts
 
-    if isinstance(tree, int):
-        return any(pred == tree for pred, _ in node.leaves)
-    f, lt, rt = tree
-    lmask, rmask = mask & p.X[f], mask & p.notX[f]
-    for g, lnode, rnode in node.splits:
-        if g != f:
-            continue
-        cost = _subtree_cost(p, lt, lmask, class_counts) + _subtree_cost(p, rt, rmask, class_counts)
-        return cost <= node.budget and contains(p, lnode, lmask, lt) and contains(p, rnode, rmask, rt)
-    return False
-
-
-def _subtree_cost(p, tree, mask, class_counts) -> int:
-    if isinstance(tree, int):
-        counts = class_counts(p, mask[None])[0]
-        return int(p.gamma + counts.sum() - counts[tree])
-    f, lt, rt = tree
-    return (_subtree_cost(p, lt, mask & p.X[f], class_counts) + _subtree_cost(p, rt, mask & p.notX[f], class_counts))
+    key = ("cost", mask.tobytes(), tree)
+    if key not in memo:
+        if isinstance(tree, int):
+            counts = class_counts(p, mask[None])[0]
+            memo[key] = int(p.gamma + counts.sum() - counts[tree])
+        else:
+            f, lt, rt = tree
+            memo[key] = _subtree_cost(p, lt, mask & p.X[f], memo) + _subtree_cost(p, rt, mask & p.notX[f], memo)
+    return memo[key]

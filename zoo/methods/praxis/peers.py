@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from zoo.methods.praxis.enumerate import tree_paths
+from zoo.methods.praxis.proxy import gamma_from_lambda
 
 
 @contextlib.contextmanager
@@ -81,7 +82,8 @@ def treefarms_source_to_tree(src: dict):
 
 def run_treefarms(X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: float, time_limit: int = 0,
                   max_trees: int = 2_000_000) -> dict:
-    """Fit TreeFARMS on the same data with PRAXIS depth ``depth`` (TreeFARMS ``depth_budget = depth + 1``).
+    """Fit TreeFARMS on the same data with PRAXIS depth ``depth`` (TreeFARMS ``depth_budget = depth + 1``) and
+    regularisation ``round(lam * n) / n``, the exact TreeFARMS equivalent of PRAXIS' integer leaf penalty.
 
     Returns:
         ``{"n_trees", "seconds", "trees": [canonical] (first max_trees), "timeout"}``.
@@ -91,9 +93,12 @@ def run_treefarms(X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: flo
     cols = [f"f{j}" for j in range(X.shape[1])]
     Xdf = pd.DataFrame(np.asarray(X, dtype=int), columns=cols)
     yser = pd.Series(np.asarray(y, dtype=int), name="label")
-    config = {"regularization": float(lam), "rashomon_bound_multiplier": float(eps), "depth_budget": int(depth) + 1,
+    # PRAXIS charges the integer gamma = round(lambda n) per leaf; giving TreeFARMS gamma / n makes the two
+    # objectives identical up to the factor n, so both rank trees the same way (ours)
+    reg = gamma_from_lambda(lam, len(y)) / len(y)
+    config = {"regularization": reg, "rashomon_bound_multiplier": float(eps), "depth_budget": int(depth) + 1,
               "verbose": False, "time_limit": int(time_limit)}
-    if lam < 1.0 / len(y):
+    if reg < 1.0 / len(y):
         config["allow_small_reg"] = True
     model = TREEFARMS(config)
     t0 = time.perf_counter()
