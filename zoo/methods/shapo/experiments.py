@@ -27,9 +27,13 @@ PAPER = ("ShaPO is more robust than DPO under noisy preferences (abstract: 'cons
          "[secondary]: win rate 89.26, MD-Judge unsafe rate 0.59% averaged over 4 benchmarks.")
 
 
-def scale_overrides(steps: int, eval_pairs: int, heldout_prompts: int, new_tokens: int) -> list[str]:
-    """The overrides that shorten a recipe run (identical for every arm of the sweep)."""
-    return [f"trainer.limit_train_batches={steps}", "trainer.max_epochs=1", f"data.max_eval_pairs={eval_pairs}",
+def scale_overrides(steps: int, eval_pairs: int, heldout_prompts: int, new_tokens: int, init: str | None = None,
+                    cost_model: str | None = None) -> list[str]:
+    """The overrides that shorten a recipe run (identical for every arm of the sweep); ``init`` replaces the recipes'
+    starting policy and reference (zoo-lm.chat), ``cost_model`` their cost model."""
+    swap = ([f"init_from={init}", f"model.reference={init}"] if init else []) + \
+        ([f"model.cost_model={cost_model}"] if cost_model else [])
+    return swap + [f"trainer.limit_train_batches={steps}", "trainer.max_epochs=1", f"data.max_eval_pairs={eval_pairs}",
             f"data.heldout_prompts={heldout_prompts}", f"model.max_new_tokens={new_tokens}",
             "data.max_length=96", "data.max_prompt_length=48", "logger.kind=none", "export.formats=[]"]
 
@@ -52,7 +56,7 @@ def _summary(values: list[float]) -> str:
         return ""
     mean = statistics.fmean(values)
     sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{mean:.3f} ± {sd:.3f}"
+    return f"{mean:.3g} ± {sd:.2g}"
 
 
 def aggregate(runs: list[dict]) -> list[dict]:
@@ -85,13 +89,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--flip-rates", type=float, nargs="+", default=[0.0, 0.2, 0.4])
     ap.add_argument("--methods", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    ap.add_argument("--init", help="starting policy and reference instead of the recipes' zoo-lm.chat")
+    ap.add_argument("--cost-model", help="cost model instead of the recipes' shapo-cost-model.zoo-lm-hh")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra recipe override")
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
     ap.add_argument("--work", default="/tmp/shapo-noise-sweep")
     ap.add_argument("--out", default="results/shapo/noise-sweep.json")
     ap.add_argument("--one", nargs=3, metavar=("METHOD", "SEED", "FLIP"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     work = Path(args.work)
-    overrides = scale_overrides(args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens)
+    overrides = scale_overrides(args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens, args.init,
+                                args.cost_model) + args.set
     if args.one:
         method, seed, flip = args.one[0], int(args.one[1]), float(args.one[2])
         res = run_one(RECIPES[method], seed, flip, overrides, work / "runs")
@@ -104,6 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     passthrough = [f"--steps={args.steps}", f"--eval-pairs={args.eval_pairs}",
                    f"--heldout-prompts={args.heldout_prompts}", f"--new-tokens={args.new_tokens}", f"--work={work}"]
+    passthrough += [f"--set={kv}" for kv in args.set]
+    passthrough += [f"--init={args.init}"] * bool(args.init) + [f"--cost-model={args.cost_model}"] * bool(args.cost_model)
     running: list[tuple[subprocess.Popen, tuple]] = []
     t0 = time.time()
     while todo or running:
@@ -120,15 +130,17 @@ def main(argv: list[str] | None = None) -> None:
     runs = [json.loads(p.read_text()) for p in sorted(work.glob("*-s*-f*.json"))]
     runs = [r for r in runs if r["method"] in args.methods and r["seed"] in args.seeds
             and r["flip_rate"] in args.flip_rates]
-    command = ("python -m zoo.methods.shapo.experiments " + " ".join(passthrough[:4]) +
+    shown = [a for a in passthrough if not a.startswith("--work")]
+    command = ("python -m zoo.methods.shapo.experiments " + " ".join(shown) +
                f" --seeds {' '.join(map(str, args.seeds))} --flip-rates {' '.join(map(str, args.flip_rates))}")
     doc = {"method": "shapo", "experiment": "noise-sweep", "command": command,
-           "notes": (f"zoo-lm.chat (5.26M parameters) trained for {args.steps} optimiser steps of 8 HH-RLHF harmless "
+           "notes": (f"{args.init or 'zoo-lm.chat'} (5.26M parameters) trained for {args.steps} optimiser steps of 8 HH-RLHF harmless "
                      f"preference_train pairs (<= 96 tokens; a seeded flip_rate of them swapped), then evaluated on "
                      f"{args.eval_pairs} clean preference_eval pairs (accuracy = share with a positive implicit-reward "
                      f"margin; margin in nats x beta) and on 83 red-team + {args.heldout_prompts} held-out prompts "
                      f"(one sampled reply of <= {args.new_tokens} tokens each; harmful = cost > 0 under "
-                     "shapo-cost-model.zoo-lm-hh; kl_ref = summed per-token KL to zoo-lm.chat along the reply). "
+                     "" + (args.cost_model or "shapo-cost-model.zoo-lm-hh") + "; kl_ref = summed per-token KL to the "
+                     "starting policy along the reply). "
                      "Mean ± sd over seeds; '- DPO' columns are paired differences (same seed, same flips). "
                      "ShaPO uses the SAM-normalised rho = 0.05 step every 5th optimiser step on 1% of the "
                      "down-projection neurons (recipes/shapo.yaml)."),

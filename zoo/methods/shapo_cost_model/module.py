@@ -89,14 +89,6 @@ class CostModelModule(ZooModule):
                     break
         return out
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Same as :meth:`score`."""
-        return self.score(input_ids, attention_mask)
-
-    def example_input(self) -> tuple:
-        ids = torch.ones((1, 8), dtype=torch.long, device=self.device)
-        return ids, torch.ones_like(ids)
-
     def _pair(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         ids = torch.cat([batch["chosen_input_ids"], batch["rejected_input_ids"]])
         mask = torch.cat([batch["chosen_attention_mask"], batch["rejected_attention_mask"]])
