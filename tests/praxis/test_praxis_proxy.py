@@ -64,3 +64,16 @@ def test_greedy_depth2_picks_entropy_split_by_hand():
     y = X[:, 0].astype(int)
     p = make_problem(X, y, 0.05)  # gamma = 1
     assert greedy(p, p.root[None], 2)[0] == 2
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_exact2_pair_counts_match_brute_force(n_classes):
+    from zoo.methods.praxis.proxy import exact2
+
+    X, y = random_data(9, n=40, n_features=4, n_classes=n_classes)
+    p = make_problem(X, y, 0.03)
+    masks = np.stack([p.root, p.root & p.X[0], p.root & p.notX[2]])
+    for m, got in zip(masks, exact2(p, masks)):
+        rows = np.flatnonzero(np.unpackbits(m.view(np.uint8), bitorder="little")[: len(y)])
+        best = min(objective(t, X[rows], y[rows], p.gamma) for t in all_trees(X, rows, 2, n_classes))
+        assert got == best

@@ -32,13 +32,19 @@ def histogram(node: OrNode) -> tuple[np.ndarray, np.ndarray]:
     acc: dict[int, int] = {}
     for _, cost in node.leaves:
         acc[cost] = acc.get(cost, 0) + 1
+    budget = node.budget
     for _, lnode, rnode in node.splits:
         lo, lc = histogram(lnode)
         ro, rc = histogram(rnode)
-        if len(lo) == 0 or len(ro) == 0:
+        if len(lo) * len(ro) <= 64:  # small: plain Python is faster than numpy here
+            for a, ca in zip(lo.tolist(), lc.tolist()):
+                for b, cb in zip(ro.tolist(), rc.tolist()):
+                    if a + b > budget:
+                        break
+                    acc[a + b] = acc.get(a + b, 0) + ca * cb
             continue
         sums = lo[:, None] + ro[None, :]
-        keep = sums <= node.budget
+        keep = sums <= budget
         if not keep.any():
             continue
         big = lc.dtype == object or rc.dtype == object or int(lc.max()) * int(rc.max()) * min(len(lc), len(rc)) >= _SAFE
@@ -48,10 +54,10 @@ def histogram(node: OrNode) -> tuple[np.ndarray, np.ndarray]:
         np.add.at(tot, inv, prod[keep])
         for o, c in zip(objs.tolist(), tot.tolist()):
             acc[o] = acc.get(o, 0) + c
-    objs = np.array(sorted(acc), dtype=np.int64)
-    counts = [acc[o] for o in objs.tolist()]
+    keys = sorted(acc)
+    counts = [acc[o] for o in keys]
     dtype = object if counts and max(counts) >= _SAFE else np.int64
-    node.hist = (objs, np.array(counts, dtype=dtype))
+    node.hist = (np.array(keys, dtype=np.int64), np.array(counts, dtype=dtype))
     return node.hist
 
 

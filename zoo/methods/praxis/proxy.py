@@ -175,6 +175,66 @@ def exact1(p: Problem, masks: np.ndarray) -> np.ndarray:
     return best
 
 
+def pair_counts(p: Problem, masks: np.ndarray) -> np.ndarray:
+    """Class counts of every two-feature conjunction: ``(M, W) -> (M, F, F, C)``, ``[m, f, g, c]`` counting rows
+    of mask ``m`` with features ``f`` and ``g`` both 1 and class ``c`` (the diagonal ``f == g`` is the single
+    feature). With the single-feature and total counts, inclusion-exclusion gives all four quadrants of any two
+    nested splits without building the child bitsets (ours)."""
+    m, w = masks.shape
+    n_feat = p.n_features
+    out = np.empty((m, n_feat, n_feat, p.n_classes), dtype=np.int64)
+    for sl in _chunks(m, n_feat * n_feat * w):
+        for c in range(p.n_classes):
+            a = masks[sl, None, :] & p.Y[c] & p.X[None]  # (m, F, W)
+            out[sl, :, :, c] = popcount(a[:, :, None, :] & p.X[None, None])
+    return out
+
+
+def depth1_children(p: Problem, masks: np.ndarray):
+    """Exact depth-1 objectives of both children of every split, from ``pair_counts`` (ours).
+
+    For mask ``m`` and feature ``f``: ``Obj1(m & f)`` and ``Obj1(m & not f)`` where
+    ``Obj1(S) = min(leaf(S), min_g leaf(S & g) + leaf(S & not g))`` over splits ``g`` with both sides non-empty,
+    the reference's depth-1 solver, for all ``f`` at once.
+
+    Returns:
+        ``(left (M, F), right (M, F), single (M, F, C), total (M, C))``: the children's objectives, the left
+        children's class counts and the masks' class counts.
+    """
+    big = np.iinfo(np.int64).max // 4
+    pc = pair_counts(p, masks)  # (M, F, F, C)
+    single = np.ascontiguousarray(np.diagonal(pc, axis1=1, axis2=2).transpose(0, 2, 1))  # (M, F, C)
+    total = class_counts(p, masks)  # (M, C)
+
+    def cost(counts):
+        n = counts.sum(-1)
+        return np.where(n > 0, p.gamma + n - counts.max(-1), big), n
+
+    def best_depth1(node_counts, q1, q2):  # node (M, F, C); quadrants (M, F, F, C)
+        leaf, _ = cost(node_counts)
+        c1, n1 = cost(q1)
+        c2, n2 = cost(q2)
+        split = np.where((n1 > 0) & (n2 > 0), c1 + c2, big).min(-1) if q1.shape[2] else leaf
+        return np.minimum(leaf, split)
+
+    sf, sg = single[:, :, None, :], single[:, None, :, :]
+    left = best_depth1(single, pc, sf - pc)
+    right = best_depth1(total[:, None, :] - single, sg - pc, total[:, None, None, :] - sf - sg + pc)
+    return left, right, single, total
+
+
+def exact2(p: Problem, masks: np.ndarray) -> np.ndarray:
+    """Best objective at depth <= 2, exactly: ``min(leaf(D), min_f Obj1(D & f) + Obj1(D & not f))``, with the
+    children's ``Obj1`` from ``depth1_children`` (the reference's depth-2 special solver, vectorised)."""
+    left, right, single, total = depth1_children(p, masks)
+    n_left = single.sum(-1)
+    valid = (n_left > 0) & (n_left < total.sum(-1)[:, None])
+    out = leaf_cost(p.gamma, total)
+    if valid.shape[1]:
+        out = np.minimum(out, np.where(valid, left + right, np.iinfo(np.int64).max // 4).min(1))
+    return out
+
+
 def _children(p: Problem, masks: np.ndarray, feats: np.ndarray):
     return masks & p.X[feats], masks & p.notX[feats]
 
@@ -248,6 +308,8 @@ def exact(p: Problem, masks: np.ndarray, depth: int) -> np.ndarray:
         return leaf_cost(p.gamma, class_counts(p, masks))
     if depth == 1:
         return exact1(p, masks)
+    if depth == 2:
+        return _memo(p, masks, 2, 1, lambda ms: exact2(p, ms))
 
     def compute(ms: np.ndarray) -> np.ndarray:
         out = leaf_cost(p.gamma, class_counts(p, ms))
