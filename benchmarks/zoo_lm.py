@@ -1,0 +1,114 @@
+"""Training throughput of zoo-lm's Lightning step vs a bare transformers + PyTorch loop (same model and batches).
+
+Both sides start from the same initial weights, run AdamW (lr 1e-3, weight decay 0.1 on matrices) on the same
+packed tinyshakespeare batches, and are timed over the same steps after ``--warmup`` untimed steps. Runs alternate
+(ours, bare, ours, bare, ...) so both see the same machine load; the median of ``--repeats`` is reported. As a
+check that both do the same work, the per-step losses of the two sides must agree.
+
+    python benchmarks/zoo_lm.py [--arch zoo-lm-small] [--steps 8] [--warmup 2] [--repeats 3] [--batch 8]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+import zoo
+from zoo.methods.zoo_lm.datamodule import LMDataModule, PadCollate
+
+OPT = {"name": "adamw", "lr": 1e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}
+
+
+class _Timer(L.Callback):
+    """Wall time from the start of batch ``warmup`` to the end of training, and every step's loss."""
+
+    def __init__(self, warmup: int):
+        self.warmup, self.t0, self.t1, self.losses = warmup, None, None, []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if batch_idx == self.warmup:
+            self.t0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.losses.append(float(outputs["loss"]))
+
+    def on_train_end(self, trainer, module):
+        self.t1 = time.perf_counter()
+
+
+def run_lightning(init: dict, arch: str, batches: list[dict], warmup: int) -> tuple[float, list[float]]:
+    """Seconds for the timed steps of ``Trainer.fit`` on ``batches``, and the per-step losses."""
+    module = zoo.create("zoo-lm", arch=arch, optimizer=OPT)
+    module.load_state_dict(init)
+    timer = _Timer(warmup)
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=len(batches), logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[timer], num_sanity_val_steps=0, limit_val_batches=0)
+    loader = DataLoader(batches, batch_size=None, shuffle=False)
+    trainer.fit(module, train_dataloaders=loader)
+    return timer.t1 - timer.t0, timer.losses
+
+
+def run_bare(init: dict, arch: str, batches: list[dict], warmup: int) -> tuple[float, list[float]]:
+    """The same steps with a plain loop: ``model(input_ids, labels).loss``, backward, AdamW step."""
+    model = zoo.create("zoo-lm", arch=arch).lm  # the transformers LlamaForCausalLM alone
+    model.load_state_dict({k[3:]: v for k, v in init.items()}, strict=False)
+    model.tie_weights()
+    model.train()
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}], lr=OPT["lr"],
+                            betas=tuple(OPT["betas"]), weight_decay=OPT["weight_decay"])
+    losses, t0 = [], None
+    for i, batch in enumerate(batches):
+        if i == warmup:
+            t0 = time.perf_counter()
+        loss = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                     labels=batch["labels"]).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return time.perf_counter() - t0, losses
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--arch", default="zoo-lm-small")
+    p.add_argument("--steps", type=int, default=8, help="timed steps per run")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--block", type=int, default=256)
+    a = p.parse_args()
+    dm = LMDataModule(mode="pretrain", path="data/tinyshakespeare/input.txt", max_length=a.block, batch_size=a.batch)
+    dm.setup("fit")
+    collate = PadCollate(dm.tokenizer.pad_token_id)
+    n = a.warmup + a.steps
+    batches = [collate([dm.train_set[i * a.batch + j] for j in range(a.batch)]) for i in range(n)]
+    torch.manual_seed(0)
+    init = copy.deepcopy(zoo.create("zoo-lm", arch=a.arch).state_dict())
+    tokens = a.steps * a.batch * a.block
+    ours, bare, max_diff = [], [], 0.0
+    for r in range(a.repeats):
+        t_ours, l_ours = run_lightning(init, a.arch, batches, a.warmup)
+        t_bare, l_bare = run_bare(init, a.arch, batches, a.warmup)
+        ours.append(tokens / t_ours)
+        bare.append(tokens / t_bare)
+        max_diff = max(max_diff, max(abs(x - y) for x, y in zip(l_ours, l_bare)))
+        print(f"repeat {r}: ours {ours[-1]:.0f} tok/s, bare {bare[-1]:.0f} tok/s", flush=True)
+    mo, mb = statistics.median(ours), statistics.median(bare)
+    print(f"arch {a.arch}, batch {a.batch}x{a.block} tokens, {a.steps} timed steps after {a.warmup}, "
+          f"{a.repeats} alternating repeats, torch threads {torch.get_num_threads()}")
+    print(f"max |loss(ours) - loss(bare)| over all steps: {max_diff:.2e}")
+    print(f"median tokens/s: ours (Lightning) {mo:.0f}, bare transformers+PyTorch {mb:.0f}, "
+          f"ratio ours/bare {mo / mb:.3f}")
+
+
+if __name__ == "__main__":
+    main()
