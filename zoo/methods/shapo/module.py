@@ -69,8 +69,8 @@ class ShaPOModule(ZooModule):
         arch: a zoo-lm preset (``zoo-lm-small``, ``zoo-lm-tiny``) or a local HF model directory.
         tokenizer: tokenizer directory (``None``: the arch directory, else zoo-lm's tokenizer).
         reference: weights of the frozen reference pi_ref (zoo id, package, HF dir, .ckpt, .safetensors);
-            ``None`` = a copy of the policy as it is when training or evaluation starts. Under LoRA the
-            reference is always the base model (adapters disabled) and this must be ``None``.
+            ``None`` = a copy of the policy as it is when training or evaluation starts, or under LoRA the
+            policy with its adapters disabled (no copy).
         variant: ``dpo`` | ``token`` | ``reward``.
         loss: ``dpo`` | ``ipo`` | ``rdpo`` | ``simpo`` (ignored by ``reward``, which uses the soft label).
         beta: DPO beta. label_smoothing: cDPO eps. rdpo_epsilon: rDPO eps. simpo_gamma_beta_ratio: SimPO gamma/beta.
@@ -86,7 +86,8 @@ class ShaPOModule(ZooModule):
         cost_model: the cost model (``shapo-cost-model`` zoo id, package or run dir): the p* of ``reward`` and the
             judge of the harmful-completion rate; ``None`` disables both.
         reward_beta: beta_r of p*.
-        lora: ``{r, alpha, dropout, target_modules}`` for peft LoRA, or ``None`` for full fine-tuning.
+        lora: ``{r, alpha, dropout, target_modules}`` for peft LoRA; ``None`` or r = 0 for full fine-tuning (the
+            recipes carry ``{r: 0, ...}`` so that ``model.lora.r=8`` switches LoRA on).
         precompute_ref_logps: compute the reference log-probabilities of every pair once before training.
         accumulate_grad_batches: micro-batches per optimiser step.
         max_grad_norm: gradient clipping (L2 norm), ``None`` for none.
@@ -118,7 +119,7 @@ class ShaPOModule(ZooModule):
         self.policy = build_causal_lm(arch)
         if gradient_checkpointing:
             self.policy.gradient_checkpointing_enable()
-        if lora:
+        if self.uses_lora:
             self.policy = self._wrap_lora(self.policy, lora)
         self._tied = tied_aliases(self.policy, "policy.")
         self.register_state_dict_post_hook(drop_tied_aliases)
@@ -157,8 +158,11 @@ class ShaPOModule(ZooModule):
             raise ValueError(f"model.gamma_min/gamma_max: need 0 <= {hp.gamma_min} <= {hp.gamma_max}")
         if hp.variant == "reward" and not hp.cost_model:
             raise ValueError("model.variant=reward needs model.cost_model (a shapo-cost-model zoo id or run)")
-        if hp.lora and hp.reference:
-            raise ValueError("model.reference must be null with model.lora (the reference is the base model)")
+
+    @property
+    def uses_lora(self) -> bool:
+        """Whether the policy is a peft LoRA model (``model.lora`` given with r > 0)."""
+        return bool(self.hparams.lora) and int(self.hparams.lora.get("r", 8)) > 0
 
     @staticmethod
     def _wrap_lora(model, cfg: dict):
@@ -209,7 +213,7 @@ class ShaPOModule(ZooModule):
                     f"ShaPO's masked step needs unsharded down-projection weights; {name} shards them. Use "
                     "trainer.strategy=ddp (bf16-mixed fits a 3B policy and its reference on one 80 GB GPU), or "
                     "model.variant=dpo for the baselines under sharding.")
-        if not self.hparams.lora and "reference" not in self._frozen:
+        if (self.hparams.reference or not self.uses_lora) and "reference" not in self._frozen:
             if self.hparams.reference:
                 self._frozen["reference"] = self._load_reference(self.hparams.reference)
             else:
@@ -247,7 +251,7 @@ class ShaPOModule(ZooModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """A copied reference (``reference=None``, full fine-tuning) travels with the checkpoint so resume keeps it."""
-        if not self.hparams.lora and not self.hparams.reference and "reference" in self._frozen:
+        if not self.uses_lora and not self.hparams.reference and "reference" in self._frozen:
             checkpoint["shapo_reference"] = {k: v.cpu() for k, v in self._frozen["reference"].state_dict().items()}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -274,11 +278,11 @@ class ShaPOModule(ZooModule):
         if self.hparams.precompute_ref_logps and all(k in self._ref_cache for k in keys):
             vals = torch.tensor([self._ref_cache[k] for k in keys], device=self.device)
             return vals[:, 0], vals[:, 1]
-        if self.hparams.lora:
+        if "reference" in self._frozen:
+            ref_w, ref_l, _, _ = self._pair_logps(self._frozen_model("reference"), batch)
+        else:  # LoRA without a named reference: the base model is the reference
             with self.policy.disable_adapter():
                 ref_w, ref_l, _, _ = self._pair_logps(self.policy, batch)
-        else:
-            ref_w, ref_l, _, _ = self._pair_logps(self._frozen_model("reference"), batch)
         return ref_w, ref_l
 
     @torch.no_grad()
@@ -574,10 +578,10 @@ class ShaPOModule(ZooModule):
         return out
 
     def _reference_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        if self.hparams.lora:
-            with self.policy.disable_adapter():
-                return self.policy(input_ids=input_ids, attention_mask=attention_mask).logits
-        return self._frozen_model("reference")(input_ids=input_ids, attention_mask=attention_mask).logits
+        if "reference" in self._frozen:
+            return self._frozen_model("reference")(input_ids=input_ids, attention_mask=attention_mask).logits
+        with self.policy.disable_adapter():
+            return self.policy(input_ids=input_ids, attention_mask=attention_mask).logits
 
     # ------------------------------------------------------------------ user-facing
     def _tokenizer(self):
@@ -598,7 +602,7 @@ class ShaPOModule(ZooModule):
     def export_hf(self, out_dir: str) -> None:
         """Save the policy (LoRA merged into a copy) and its tokenizer as an HF model directory."""
         model = self.policy
-        if self.hparams.lora:
+        if self.uses_lora:
             model = copy.deepcopy(self.policy).merge_and_unload()
         model.save_pretrained(out_dir)
         self._tokenizer().save_pretrained(out_dir)
