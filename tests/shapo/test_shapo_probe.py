@@ -1,4 +1,5 @@
 """Stage A probe: the direction v = W1 - W0 points to the unsafe class."""
+import pytest
 import torch
 
 from zoo.methods.shapo.probe import mean_pooled_states, train_probe
@@ -30,3 +31,22 @@ def test_mean_pooling_ignores_padding():
     a = mean_pooled_states(lm, ids, torch.tensor([[1, 1, 1, 0, 0]]))
     b = mean_pooled_states(lm, ids[:, :3], torch.ones(1, 3, dtype=torch.long))
     assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_completion_kl_matches_manual_sum_and_is_zero_for_itself():
+    from zoo.methods.shapo.lm import completion_kl
+    from zoo.models.causal_lm import build_causal_lm
+
+    torch.manual_seed(0)
+    p, q = build_causal_lm("zoo-lm-tiny").eval(), build_causal_lm("zoo-lm-tiny").eval()
+    prompts, completions = [[1, 5, 6], [1, 9]], [[7, 8], [4, 4, 2]]
+    f = lambda m: (lambda i, a: m(input_ids=i, attention_mask=a).logits)  # noqa: E731
+    kl = completion_kl(f(p), f(q), prompts, completions, pad_id=0, batch_size=2)
+    want = []
+    with torch.no_grad():
+        for pr, c in zip(prompts, completions):
+            ids = torch.tensor([pr + c])
+            lp, lq = torch.log_softmax(p(input_ids=ids).logits[0], -1), torch.log_softmax(q(input_ids=ids).logits[0], -1)
+            want.append(sum((lp[t].exp() * (lp[t] - lq[t])).sum().item() for t in range(len(pr) - 1, len(pr) + len(c) - 1)))
+    assert kl.tolist() == pytest.approx(want, rel=1e-4) and min(want) > 0
+    assert completion_kl(f(p), f(p), prompts, completions, 0, 2).abs().max() < 1e-6
