@@ -80,6 +80,18 @@ def test_hf_export_loads_with_plain_transformers(tiny, tmp_path):
     assert model.generation_config.eos_token_id == tok.eos_token_id == 2
 
 
+def test_init_from_an_hf_directory(tiny, tmp_path):
+    from zoo.core import hub
+
+    tiny.export_hf(str(tmp_path / "hf"))
+    fresh = zoo.create("zoo-lm", arch="zoo-lm-tiny").eval()
+    state, source = hub.load_weights(str(tmp_path / "hf"))
+    assert source == "hf" and "model.embed_tokens.weight" in state
+    hub.adapt_and_load(fresh, state, source)
+    ids = torch.randint(6, 8192, (1, 7))
+    assert torch.equal(fresh(ids), tiny(ids))
+
+
 def test_generate_is_seeded_and_stops(tiny):
     a = tiny.generate(["How do I bake bread?"], max_new_tokens=8)
     assert a == tiny.generate(["How do I bake bread?"], max_new_tokens=8) and isinstance(a[0], str)

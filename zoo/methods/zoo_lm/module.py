@@ -111,6 +111,13 @@ class ZooLM(ZooModule):
         self.register_state_dict_post_hook(_drop_tied_aliases)
         self.register_load_state_dict_pre_hook(_fill_tied_aliases)
 
+    def remap_init_state(self, state: dict, source_method: str) -> dict:
+        """``init_from`` weights: a Hugging Face directory's keys (``source_method == "hf"``) gain the ``lm.``
+        prefix; tied aliases (``lm.lm_head.weight``) are dropped, the load pre-hook restores them."""
+        if source_method == "hf":
+            state = {f"lm.{k}": v for k, v in state.items()}
+        return {k: v for k, v in state.items() if k not in self._tied}
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Next-token logits ``[B, T, V]`` for ``input_ids [B, T]`` (``attention_mask [B, T]``, 1 = real token)."""
         return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
