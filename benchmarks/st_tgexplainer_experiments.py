@@ -221,9 +221,12 @@ def main() -> None:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--fid-events", type=int, default=2000)
     r.add_argument("--override", action="append", default=[], help="recipe override k=v (repeatable)")
+    r.add_argument("--threads", type=int, default=1,
+                   help="torch threads (1: on an oversubscribed machine more threads are much slower)")
     sub.add_parser("aggregate")
     args = ap.parse_args()
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    if args.cmd == "run":
+        torch.set_num_threads(args.threads)
     print(run(args) if args.cmd == "run" else aggregate(args))
 
 

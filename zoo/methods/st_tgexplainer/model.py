@@ -231,8 +231,9 @@ class STTGExplainerNet(nn.Module):
         s = gumbel_sigmoid(mask_logit, self.training)
         counts = cooccurrence_counts(ids, valid)
         rho = gumbel_sigmoid(self.stability(counts.unsqueeze(-1)).squeeze(-1), self.training)
-        ss_u, ss_v = self.mix(x, n_u, n_v, rho * s)
-        st_u, st_v = self.mix(x, n_u, n_v, (1 - rho) * s)
+        # the stability pass (w = ρ·s) and the transition pass (w = (1-ρ)·s) run as one batch of 2B events
+        two = self.mix(x.repeat(2, 1, 1), n_u.repeat(2, 1), n_v.repeat(2, 1), torch.cat([rho * s, (1 - rho) * s]))
+        (ss_u, st_u), (ss_v, st_v) = two[0].chunk(2), two[1].chunk(2)
         h_s = torch.cat([ss_u, ss_v], 1).mean(1)
         h_t = torch.cat([st_u, st_v], 1).mean(1)
         logit = self.predictor((ss_u + st_u).mean(1), (ss_v + st_v).mean(1)).squeeze(-1)
