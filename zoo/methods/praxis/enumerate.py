@@ -301,7 +301,7 @@ def contains(p, node: OrNode, mask: np.ndarray, tree, memo: dict | None = None) 
         found = False
         for g, lnode, rnode in node.splits:
             if g == f:
-                cost = _subtree_cost(p, lt, lmask, memo) + _subtree_cost(p, rt, rmask, memo)
+                cost = tree_cost(p, lt, lmask, memo) + tree_cost(p, rt, rmask, memo)
                 found = (cost <= node.budget and contains(p, lnode, lmask, lt, memo)
                          and contains(p, rnode, rmask, rt, memo))
                 break
@@ -309,9 +309,11 @@ def contains(p, node: OrNode, mask: np.ndarray, tree, memo: dict | None = None) 
     return found
 
 
-def _subtree_cost(p, tree, mask, memo: dict) -> int:
+def tree_cost(p, tree, mask: np.ndarray, memo: dict | None = None) -> int:
+    """``Obj(tree)`` on the rows of ``mask`` from bitset counts, memoised on ``(mask, subtree)`` in ``memo``."""
     from zoo.methods.praxis.proxy import class_counts
 
+    memo = {} if memo is None else memo
     key = ("cost", mask.tobytes(), tree)
     if key not in memo:
         if isinstance(tree, int):
@@ -319,5 +321,5 @@ def _subtree_cost(p, tree, mask, memo: dict) -> int:
             memo[key] = int(p.gamma + counts.sum() - counts[tree])
         else:
             f, lt, rt = tree
-            memo[key] = _subtree_cost(p, lt, mask & p.X[f], memo) + _subtree_cost(p, rt, mask & p.notX[f], memo)
+            memo[key] = tree_cost(p, lt, mask & p.X[f], memo) + tree_cost(p, rt, mask & p.notX[f], memo)
     return memo[key]

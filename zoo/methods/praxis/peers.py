@@ -86,7 +86,7 @@ def run_treefarms(X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: flo
     regularisation ``round(lam * n) / n``, the exact TreeFARMS equivalent of PRAXIS' integer leaf penalty.
 
     Returns:
-        ``{"n_trees", "seconds", "trees": [canonical] (first max_trees), "timeout"}``.
+        ``{"n_trees", "seconds", "trees": [(feature, left, right) trees] (first max_trees), "timeout"}``.
     """
     from treefarms import TREEFARMS
 
@@ -106,8 +106,28 @@ def run_treefarms(X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: flo
         model.fit(Xdf, yser)
     seconds = time.perf_counter() - t0
     n = int(model.get_tree_count())
-    trees = [tree_paths(treefarms_source_to_tree(model[i].source)) for i in range(min(n, max_trees))]
+    trees = [treefarms_source_to_tree(model[i].source) for i in range(min(n, max_trees))]
     return {"n_trees": n, "seconds": seconds, "trees": trees, "timeout": bool(model.timeout)}
+
+
+def within_bound(p, trees: list, eps: float) -> tuple[list, list[int]]:
+    """The trees of ``trees`` inside the exact Rashomon set ``Obj(t) <= (1 + eps) * min Obj`` (integer units).
+
+    TreeFARMS' output can hold trees a few units above ``(1 + eps)`` times its optimum (its bound is applied in
+    floating point to its own scaled objective); recall is measured on the trees within the common definition
+    (ours). ``p`` is the ``proxy.Problem`` of the data.
+
+    Returns:
+        ``(kept trees, objectives of all trees)``.
+    """
+    from zoo.methods.praxis.enumerate import tree_cost
+
+    memo: dict = {}
+    objs = [tree_cost(p, t, p.root, memo) for t in trees]
+    if not objs:
+        return [], []
+    limit = (1.0 + eps) * min(objs)
+    return [t for t, o in zip(trees, objs) if o <= limit + 1e-9], objs
 
 
 def recall(reference_trees, ours_trees) -> float:

@@ -21,7 +21,7 @@ import numpy as np
 
 from zoo.methods.praxis.bitset import full_mask, pack_columns, pack_vector, popcount
 
-_CHUNK_WORDS = 1 << 22  # largest (masks x features x words) block evaluated in one numpy call (32 MiB of uint64)
+_CHUNK_WORDS = 1 << 19  # largest (masks x features x words) block evaluated in one numpy call (4 MiB of uint64)
 _EPS = 1e-12
 
 
@@ -202,6 +202,8 @@ def depth1_children(p: Problem, masks: np.ndarray):
         children's class counts and the masks' class counts.
     """
     big = np.iinfo(np.int64).max // 4
+    if p.n_classes == 2:
+        return _depth1_children_binary(p, masks, big)
     pc = pair_counts(p, masks)  # (M, F, F, C)
     single = np.ascontiguousarray(np.diagonal(pc, axis1=1, axis2=2).transpose(0, 2, 1))  # (M, F, C)
     total = class_counts(p, masks)  # (M, C)
@@ -220,6 +222,39 @@ def depth1_children(p: Problem, masks: np.ndarray):
     sf, sg = single[:, :, None, :], single[:, None, :, :]
     left = best_depth1(single, pc, sf - pc)
     right = best_depth1(total[:, None, :] - single, sg - pc, total[:, None, None, :] - sf - sg + pc)
+    return left, right, single, total
+
+
+def _depth1_children_binary(p: Problem, masks: np.ndarray, big: int):
+    """``depth1_children`` for two classes: the same quantities from (rows, positives) pair counts only."""
+    m, w = masks.shape
+    n_feat = p.n_features
+    pn = np.empty((m, n_feat, n_feat), dtype=np.int64)  # rows with f and g
+    pp = np.empty((m, n_feat, n_feat), dtype=np.int64)  # positives with f and g
+    for sl in _chunks(m, n_feat * n_feat * w):
+        a = masks[sl, None, :] & p.X[None]  # (m, F, W)
+        pn[sl] = popcount(a[:, :, None, :] & p.X[None, None])
+        pp[sl] = popcount((a & p.Y[1])[:, :, None, :] & p.X[None, None])
+    total_n = popcount(masks)
+    total_p = popcount(masks & p.Y[1])
+    sn = np.diagonal(pn, axis1=1, axis2=2)  # (M, F)
+    sp = np.diagonal(pp, axis1=1, axis2=2)
+    gamma = p.gamma
+
+    def cost(n, pos):
+        return np.where(n > 0, gamma + np.minimum(pos, n - pos), big)
+
+    def best(n0, p0, n1, p1, n2, p2):  # node (M, F); its two children under every g (M, F, F)
+        split = np.where((n1 > 0) & (n2 > 0), cost(n1, p1) + cost(n2, p2), big).min(-1)
+        return np.minimum(cost(n0, p0), split)
+
+    sn_f, sp_f, sn_g, sp_g = sn[:, :, None], sp[:, :, None], sn[:, None, :], sp[:, None, :]
+    tn, tp = total_n[:, None], total_p[:, None]
+    left = best(sn, sp, pn, pp, sn_f - pn, sp_f - pp)
+    right = best(tn - sn, tp - sp, sn_g - pn, sp_g - pp, tn[:, :, None] - sn_f - sn_g + pn,
+                 tp[:, :, None] - sp_f - sp_g + pp)
+    single = np.stack([sn - sp, sp], axis=-1)
+    total = np.stack([total_n - total_p, total_p], axis=-1)
     return left, right, single, total
 
 
