@@ -32,6 +32,7 @@ def test_fit_runs_the_enumeration_once_and_logs(fitted):
     model, dm, trainer = fitted
     ref = fit_rashomon(dm.X_train, dm.y_train, 0.01, 3, 0.03)
     assert model.meta["n_trees"] == str(ref.n_trees) == "187"
+    assert model.fitted.item() == 1.0 and trainer.global_step == 1
     assert trainer.callback_metrics["train/min_objective"].item() == ref.min_objective
     for key in ("seconds", "peak_mem_mib", "n_trees", "bound"):
         assert f"train/{key}" in trainer.callback_metrics
@@ -64,3 +65,6 @@ def test_end_to_end_recipe(tmp_path):
 
     assert main(["train", "recipe=praxis.yaml", "overlay=recipes/tiny/praxis.yaml", f"out_dir={tmp_path}"]) == 0
     assert list(tmp_path.glob("praxis/version_*/praxis/best_tree.png"))
+    run_dir = next(tmp_path.glob("praxis/version_*"))
+    assert (run_dir / "checkpoints" / "last.ckpt").is_file()  # the one manual step makes Lightning save the fit
+    assert main(["eval", str(run_dir)]) == 0

@@ -82,6 +82,9 @@ class PraxisModule(ZooModule):
         super().__init__()
         self.save_hyperparameters()
         self.automatic_optimization = False
+        # 1 once the set is built; also the one (never updated) parameter of the single manual optimiser step,
+        # which advances Lightning's global step so that the checkpoint of the fit is written
+        self.fitted = torch.nn.Parameter(torch.zeros(()), requires_grad=False)
         size = 2 ** (depth + 1) - 1
         self.register_buffer("tree_feature", torch.zeros(0, size, dtype=torch.int16))
         self.register_buffer("tree_value", torch.zeros(0, size, dtype=torch.int16))
@@ -109,7 +112,8 @@ class PraxisModule(ZooModule):
 
     # ---- fit --------------------------------------------------------------------------------------------------
     def configure_optimizers(self):
-        return None
+        """A no-op optimiser (learning rate 0, no gradients): PRAXIS is not trained by gradient descent."""
+        return torch.optim.SGD([self.fitted], lr=0.0)
 
     def training_step(self, batch, batch_idx):
         """Build the Rashomon set of the batch (the whole training split) once; later steps do nothing."""
@@ -147,6 +151,9 @@ class PraxisModule(ZooModule):
                            "seconds": seconds, "peak_mem_mib": peak_mib, "or_nodes": float(rs.n_or_nodes),
                            "best_tree_accuracy": best_acc}.items():
             self.log(f"train/{key}", value, batch_size=1, on_step=True, on_epoch=False)
+        with torch.no_grad():
+            self.fitted.fill_(1.0)
+        self.optimizers().step()  # the one manual step (no gradients: nothing changes)
         return None
 
     def on_train_end(self) -> None:
