@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from zoo.methods.praxis.bitset import mask_key
 from zoo.methods.praxis.proxy import Problem, class_counts, depth1_children, proxy
 
 INF = 1 << 62  # min objective of an OR node that holds no tree
@@ -56,7 +57,7 @@ def construct(p: Problem, mask: np.ndarray, depth: int, budget: int, cache: dict
         mask: ``(W,)`` uint64 bitset of the subproblem's rows.
         depth: remaining depth budget (0 = leaves only); PRAXIS' convention, a root-only tree has depth 0.
         budget: objective budget ``B`` (integer units: gamma per leaf + 1 per mistake).
-        cache: the OR-node cache ``(depth, budget, bytes) -> OrNode`` shared by the whole run.
+        cache: the OR-node cache ``(depth, budget, mask_key(mask)) -> OrNode`` shared by the whole run.
         majority_leaf_only: keep only the majority-class leaf (the reference package's ``majority_leaf_only``).
         counts: the subproblem's class counts if the caller already has them (``C`` ints).
 
@@ -68,7 +69,7 @@ def construct(p: Problem, mask: np.ndarray, depth: int, budget: int, cache: dict
     gamma = p.gamma
     if depth == 0 or budget < 2 * gamma:
         return leaf_node(gamma, tuple(counts), budget, cache, majority_leaf_only)
-    key = (depth, budget, mask.tobytes())
+    key = (depth, budget, mask_key(mask))
     node = cache.get(key)
     if node is not None:
         return node

@@ -21,14 +21,21 @@ _SAFE = 1 << 62
 
 
 def histogram(node: OrNode) -> tuple[np.ndarray, np.ndarray]:
-    """Objective histogram of the trees of ``node`` (memoised on the node).
+    """Objective histogram of the trees of ``node``.
+
+    Memoised on nodes with splits as one ``(2, k)`` array; leaf-only nodes (most of the graph) are recomputed from
+    their at most ``C`` leaves instead of stored, which keeps the graph small (ours).
 
     Returns:
         ``(objectives, counts)``: sorted int64 objectives and their tree counts (int64, or Python ints in an object
         array once a count could exceed 2**62).
     """
     if node.hist is not None:
-        return node.hist
+        return node.hist[0], node.hist[1]
+    if not node.splits:
+        costs = sorted(cost for _, cost in node.leaves)
+        keys = sorted(set(costs))
+        return np.array(keys, dtype=np.int64), np.array([costs.count(k) for k in keys], dtype=np.int64)
     acc: dict[int, int] = {}
     for _, cost in node.leaves:
         acc[cost] = acc.get(cost, 0) + 1
@@ -56,9 +63,11 @@ def histogram(node: OrNode) -> tuple[np.ndarray, np.ndarray]:
             acc[o] = acc.get(o, 0) + c
     keys = sorted(acc)
     counts = [acc[o] for o in keys]
-    dtype = object if counts and max(counts) >= _SAFE else np.int64
-    node.hist = (np.array(keys, dtype=np.int64), np.array(counts, dtype=dtype))
-    return node.hist
+    if counts and max(counts) >= _SAFE:
+        node.hist = (np.array(keys, dtype=np.int64), np.array(counts, dtype=object))
+    else:
+        node.hist = np.array([keys, counts], dtype=np.int64).reshape(2, len(keys))
+    return node.hist[0], node.hist[1]
 
 
 def count_trees(node: OrNode) -> int:

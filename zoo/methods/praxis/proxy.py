@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from zoo.methods.praxis.bitset import full_mask, pack_columns, pack_vector, popcount
+from zoo.methods.praxis.bitset import full_mask, mask_key, pack_columns, pack_vector, popcount
 
 _CHUNK_WORDS = 1 << 19  # largest (masks x features x words) block evaluated in one numpy call (4 MiB of uint64)
 _EPS = 1e-12
@@ -37,8 +37,8 @@ class Problem:
         gamma: integer leaf penalty ``round(lambda * n)`` (ties away from zero, as ``llround``).
         lookahead_k: proxy lookahead; ``-1`` leaf only, ``0`` greedy, ``k >= 1`` LicketySPLIT with k-step lookahead,
             ``k >= depth - 1`` the exact optimum (then the enumeration is exact).
-        cache: subproblem cache ``(depth, k, mask bytes) -> proxy objective``; the key is the exact sample bitset
-            (ours; the reference package keys a 64-bit hash of it).
+        cache: subproblem cache ``(depth, k, mask_key(bitset)) -> proxy objective`` (``bitset.mask_key``: the
+            bytes, or their 128-bit digest; the reference package keys a 64-bit hash).
     """
 
     X: np.ndarray
@@ -316,7 +316,7 @@ def _all_children(p: Problem, masks: np.ndarray):
 def _memo(p: Problem, masks: np.ndarray, depth: int, k: int, compute) -> np.ndarray:
     """Look every mask up in ``p.cache`` under ``(depth, k, bytes)``; compute the misses in one batch."""
     out = np.empty(len(masks), dtype=np.int64)
-    keys = [(depth, k, m.tobytes()) for m in masks]
+    keys = [(depth, k, mask_key(m)) for m in masks]
     miss = []
     for i, key in enumerate(keys):
         v = p.cache.get(key)
