@@ -82,15 +82,19 @@ class WindowDataset(Dataset):
 
     Each item is a dict with ``frames`` ``(T, H, W)`` float32 in [0, 1] (zeros past the window's end),
     ``mask`` ``(T,)`` bool (True = a real event), ``event_labels`` ``(T,)`` long (-1 = padding or unlabelled),
-    ``label`` long (-1 = unlabelled), ``target`` (the explanation string), ``caption`` (stage-2 text), ``index`` (window index) and, when
-    ``token_len > 0``, ``tokens`` ``(T, token_len)`` long.
+    ``label`` long (-1 = unlabelled), ``target`` (the explanation string), ``caption`` (stage-2 text), ``index``
+    (window index) and, when ``token_len > 0``, ``tokens`` ``(T, token_len)`` long.
+
+    Args:
+        hits: pre-computed :meth:`EventRenderer.pixel_hits` per event, or None to render from the raw events.
+        render: False leaves ``frames`` all zero (the token baseline does not need them).
     """
 
     def __init__(self, windows: list[Window], log: EventLog, renderer: EventRenderer,
-                 hits: list[tuple[np.ndarray, np.ndarray]], n_frames: int, token_len: int = 0,
-                 vocab_size: int = 8192):
+                 hits: list[tuple[np.ndarray, np.ndarray]] | None, n_frames: int, token_len: int = 0,
+                 vocab_size: int = 8192, render: bool = True):
         self.windows, self.log, self.renderer, self.hits = windows, log, renderer, hits
-        self.n_frames, self.token_len, self.vocab_size = n_frames, token_len, vocab_size
+        self.n_frames, self.token_len, self.vocab_size, self.render = n_frames, token_len, vocab_size, render
 
     def __len__(self) -> int:
         return len(self.windows)
@@ -101,7 +105,9 @@ class WindowDataset(Dataset):
         frames = np.zeros((T, r.height, r.width), np.float32)
         ev_lab = torch.full((T,), -1, dtype=torch.long)
         for t, e in enumerate(w.event_idx):
-            frames[t] = r.image_from_hits(*self.hits[e])
+            if self.render:
+                frames[t] = r.image_from_hits(*(self.hits[e] if self.hits is not None else
+                                                r.pixel_hits(self.log.events[e])))
             if self.log.labels is not None:
                 ev_lab[t] = self.log.labels[e]
         mask = torch.zeros(T, dtype=torch.bool)

@@ -101,7 +101,7 @@ def greedy_generate(lm, builder: PromptBuilder, visual: torch.Tensor, max_new_to
     """
     x = builder.prompt_embeds(lm.get_input_embeddings(), visual)
     out = lm(inputs_embeds=x, use_cache=True)
-    past, B = out.past_key_values, x.shape[0]
+    past, B = out.cache, x.shape[0]
     done = torch.zeros(B, dtype=torch.bool, device=x.device)
     ids: list[torch.Tensor] = []
     nxt = out.logits[:, -1].argmax(-1)
@@ -111,8 +111,8 @@ def greedy_generate(lm, builder: PromptBuilder, visual: torch.Tensor, max_new_to
         done |= nxt == builder.eos
         if bool(done.all()):
             break
-        out = lm(inputs_embeds=lm.get_input_embeddings()(nxt[:, None]), past_key_values=past, use_cache=True)
-        past = out.past_key_values
+        out = lm(inputs_embeds=lm.get_input_embeddings()(nxt[:, None]), cache=past, use_cache=True)
+        past = out.cache
         nxt = out.logits[:, -1].argmax(-1)
     seqs = torch.stack(ids, 1).tolist()
     texts = []

@@ -289,6 +289,42 @@ class WatchLogModule(ZooModule):
         return build_optimizer(params, self.hparams.optimizer or {"name": "adamw", "lr": 1e-3}, total)
 
     # ------------------------------------------------------------------ inference
+    def evaluate(self, datamodule: WatchLogDataModule) -> dict[str, float]:
+        """Window detection metrics on the validation and test recordings (what ``zoo eval`` writes).
+
+        Explanations are not generated here (see ``experiments explanations``), so this stays cheap.
+        """
+        datamodule.setup()
+        out = {}
+        for split in ("val", "test"):
+            ds = datamodule.splits[split]
+            if self.hparams.stage == "pretrain":
+                out[f"{split}/mfm_loss"] = self._mfm_eval(ds)
+                continue
+            if not len(ds) or any(w.label < 0 for w in ds.windows):
+                continue
+            preds = self.predict_dataset(ds, explain=False)
+            prob = torch.tensor([p["prob"] for p in preds])
+            label = torch.tensor([w.label for w in ds.windows])
+            out.update({f"{split}/{k}": v for k, v in classification_metrics(prob, label).items()})
+            out[f"{split}/windows"] = float(len(ds))
+        return out
+
+    @torch.no_grad()
+    def _mfm_eval(self, ds: WindowDataset, batch_size: int = 64) -> float:
+        """Mean masked-frame reconstruction error over ``ds`` with a fixed mask seed (stage-1 score)."""
+        from torch.utils.data import DataLoader
+
+        self.eval()
+        gen_state = torch.random.get_rng_state()
+        torch.manual_seed(0)
+        total, n = 0.0, 0
+        for batch in DataLoader(ds, batch_size=batch_size):
+            total += float(self._mfm_loss(batch)) * len(batch["label"])
+            n += len(batch["label"])
+        torch.random.set_rng_state(gen_state)
+        return total / max(1, n)
+
     @torch.no_grad()
     def predict_dataset(self, ds: WindowDataset, batch_size: int = 32, explain: bool = True) -> list[dict]:
         """Verdicts (and explanations when a decoder is present) for every window of ``ds``.
@@ -329,7 +365,7 @@ class WatchLogModule(ZooModule):
         hits = [self.renderer.pixel_hits(e) for e in log.events]
         token_len = self.enc_cfg["token_len"] if self.enc_cfg["kind"] == "tokens" else 0
         ds = WindowDataset(windows, log, self.renderer, hits, self.hparams.window, token_len,
-                           self.enc_cfg["vocab_size"])
+                           self.enc_cfg["vocab_size"], render=self.enc_cfg["kind"] == "video")
         preds = self.predict_dataset(ds)
         lines = []
         s = self.hparams.frame_stride
