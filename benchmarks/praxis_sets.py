@@ -49,7 +49,8 @@ def main(argv=None) -> int:
             histogram(rs.root)
             return rs
 
-        rs, seconds, peak, _ = measure(run)
+        m_ = measure(run)
+        rs, seconds, peak = m_.result, m_.cpu_seconds, m_.peak_mib
         total = count_trees(rs.root)
         sizes = size_vs_eps(rs.root, [e for e in EPS_GRID if e <= m["eps"] + 1e-12])
         usage = feature_usage(rs.root, len(dm.feature_names))
@@ -61,7 +62,7 @@ def main(argv=None) -> int:
         (figs / f"{name}_best_tree.txt").write_text(tree_text(best, dm.feature_names, dm.classes))
         row = {"setting": f"{name}: lam={m['lam']} d={m['depth']} eps={m['eps']}", "rows": int(len(dm.y_train)),
                "features": len(dm.feature_names), "n_trees": total, "min_objective": rs.min_objective,
-               "bound": rs.bound, "seconds": round(seconds, 3), "peak_mib": round(peak, 1),
+               "bound": rs.bound, "cpu_seconds": round(seconds, 3), "peak_mib": round(peak, 1),
                "best_tree_accuracy": round(1 - (obj - rs.problem.gamma * _leaves(best)) / len(dm.y_train), 4),
                "size_vs_eps": {f"{e:g}": c for e, c in sizes},
                "top_features_share": {n: round(int(u) / total, 3) for n, u in top}}

@@ -128,7 +128,8 @@ class PraxisModule(ZooModule):
             histogram(rs.root)  # counting is part of the method's cost
             return rs
 
-        rs, seconds, peak_mib, how = measure(run)
+        m = measure(run)
+        rs, seconds, peak_mib, how = m.result, m.seconds, m.peak_mib, m.how
         self.rashomon = rs
         n_trees = count_trees(rs.root)
         saved = [(o, t) for _, (o, t) in zip(range(hp.max_saved_trees), iter_trees(rs.root))]
@@ -148,7 +149,7 @@ class PraxisModule(ZooModule):
         best_acc = float((self(torch.from_numpy(X[:, :]))[0].numpy() == y).mean()) if saved else float("nan")
         for key, value in {"n_trees": float(n_trees), "log10_n_trees": math.log10(max(n_trees, 1)),
                            "min_objective": float(rs.min_objective), "bound": float(rs.bound),
-                           "seconds": seconds, "peak_mem_mib": peak_mib, "or_nodes": float(rs.n_or_nodes),
+                           "seconds": seconds, "cpu_seconds": m.cpu_seconds, "peak_mem_mib": peak_mib, "or_nodes": float(rs.n_or_nodes),
                            "best_tree_accuracy": best_acc}.items():
             self.log(f"train/{key}", value, batch_size=1, on_step=True, on_epoch=False)
         with torch.no_grad():
