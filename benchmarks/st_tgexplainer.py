@@ -62,12 +62,11 @@ def main() -> None:
     n, w, b = args.batches, args.warmup, 200
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CollegeMsg training events, batch {b}, "
           f"{n} vs {w} batches, {args.rounds} rounds")
-    tgn_rates = []
     for label in args.sizes:
         size = SIZES[label]
         dm = TemporalLinkDataModule(batch_size=b, num_neighbors=size["num_neighbors"], shuffle=True)
         dm.setup("fit")
-        st_rates = []
+        st_rates, tgn_rates = [], []
         for _ in range(args.rounds):
             st_rates.append((n - w) * b / (st_time(dm, size, n) - st_time(dm, size, w)))
             tgn_rates.append((n - w) * b / (tgn_time(dm, n) - tgn_time(dm, w)))
