@@ -159,6 +159,7 @@ def aggregate(args) -> None:
                         row[f"ACC-AUC {kind}"] = mean_std([acc_auc(levels, r[fid][kind]) for r in rs])
             if key == "st":
                 for col, metric in (("rho AUC vs seen", "test/rho_auc"), ("rho Spearman", "test/rho_spearman"),
+                                    ("oriented stability AUC vs seen", "test/stability_auc"),
                                     ("count AUC vs seen", "test/count_auc"), ("seen rate", "test/seen_rate")):
                     row[col] = mean_std([r[key].get(metric, math.nan) for r in rs])
             rows.append(row)
@@ -169,8 +170,9 @@ def aggregate(args) -> None:
                  "first fid-events test events and their negatives. 'mask' is the model's own importance s; "
                  "'random' and 'gradient' (first-order occlusion) are post-hoc. rho rows: the stability prior of real "
                  "tokens of positive test events against whether that interaction repeated an earlier one of the same "
-                 "pair (AUC < 0.5 means the learned channels are swapped, see the method card); count AUC is the "
-                 "raw co-occurrence count's AUC. CPU-size recipe, not the paper's sizes.")
+                 "pair (AUC < 0.5 means the learned channels are swapped, see the method card); 'oriented' flips rho "
+                 "when the model's own count -> rho map decreases (no labels used); count AUC is the raw "
+                 "co-occurrence count's AUC. CPU-size recipe, not the paper's sizes.")
         doc = {"method": "st-tgexplainer", "experiment": f"link prediction and explanation, {dataset}",
                "command": cmd, "rows": rows, "paper": PAPER.get(dataset, ""), "notes": notes}
         (OUT / f"{dataset}.json").write_text(json.dumps(doc, indent=1))

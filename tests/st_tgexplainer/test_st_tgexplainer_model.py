@@ -91,3 +91,24 @@ def test_graphmixer_variant_has_no_masks():
     net = STTGExplainerNet(N, K, hidden=8, time_dim=4, explainer=False).eval()
     out = net(**inputs())
     assert set(out) == {"logit", "valid"} and not hasattr(net, "discriminator")
+
+
+def test_swapping_rho_leaves_the_prediction_unchanged_and_stability_is_oriented():
+    net = STTGExplainerNet(N, K, hidden=8, time_dim=4).eval()
+    inp = inputs(2)
+    out = net(**inp)
+    last = net.stability[-1]
+    with torch.no_grad():  # negate the prior's logit: rho -> 1 - rho in eval mode
+        last.weight.neg_()
+        last.bias.neg_()
+    swapped = net(**inp)
+    assert torch.allclose(swapped["rho"], 1 - out["rho"], atol=1e-6)
+    assert torch.allclose(swapped["logit"], out["logit"], atol=1e-5)  # z sums both passes
+    assert torch.allclose(swapped["stability"], out["stability"], atol=1e-6)  # the oriented prior is the same
+    with torch.no_grad():  # force the prior to grow with the count
+        net.stability[0].weight.fill_(1.0)
+        net.stability[0].bias.zero_()
+        last.weight.fill_(1.0)
+        last.bias.zero_()
+    grown = net(**inp)
+    assert net.rho_increases_with_count() and torch.equal(grown["stability"], grown["rho"])

@@ -70,13 +70,14 @@ def explanation_records(out: dict, inputs: dict, raw_node_ids: torch.Tensor, top
 
     Returns:
         list of ``{"endpoint", "neighbor", "time", "importance", "stability", "pattern"}``, most important first;
-        ``pattern`` is ``stability`` when ``ρ ≥ 0.5`` else ``transition``.
+        ``stability`` is the oriented prior (``out["stability"]``); ``pattern`` is ``stability`` when it is
+        ``≥ 0.5`` else ``transition``.
     """
     k = inputs["u_nbr"].shape[1]
     ids = torch.cat([inputs["u_nbr"], inputs["v_nbr"]], 1)[0]
     times = torch.cat([inputs["u_nbr_t"], inputs["v_nbr_t"]], 1)[0]
     valid = out["valid"][0]
-    s, rho = out["s"][0], out["rho"][0]
+    s, rho = out["s"][0], out["stability"][0]
     order = torch.argsort(s.masked_fill(~valid, -torch.inf), descending=True)
     recs = []
     for j in order[: min(top, int(valid.sum()))].tolist():

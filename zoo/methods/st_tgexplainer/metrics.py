@@ -74,27 +74,30 @@ def acc_auc(levels: list[float], accuracies: list[float]) -> float:
     return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2) / (x[-1] - x[0]))
 
 
-def stability_agreement(rho: torch.Tensor, seen: torch.Tensor, counts: torch.Tensor | None = None
-                        ) -> dict[str, float]:
+def stability_agreement(rho: torch.Tensor, seen: torch.Tensor, counts: torch.Tensor | None = None,
+                        stability: torch.Tensor | None = None) -> dict[str, float]:
     """How well the stability prior ρ tracks ground-truth "seen before" on real tokens.
 
     Args:
         rho: ``(n,)`` stability probabilities of real tokens; seen: bool ``(n,)`` whether that interaction
             repeated an earlier one of the same pair; counts: ``(n,)`` the co-occurrence counts ρ is computed
-            from (optional).
+            from (optional); stability: ``(n,)`` the oriented prior (optional).
 
     Returns:
         ``{"rho_spearman", "rho_auc", "seen_rate"}`` (Spearman correlation, ROC-AUC of ρ for "seen", base
         rate) and, with ``counts``, ``count_auc`` (the AUC of the raw count: what a ρ monotone in the count
-        reaches); NaN where undefined (one class only).
+        reaches) and, with ``stability``, ``stability_auc``; NaN where undefined (one class only).
     """
     rho, seen = rho.double().cpu().numpy(), seen.cpu().numpy().astype(bool)
     rate = float(seen.mean()) if seen.size else math.nan
     if seen.size < 2 or seen.all() or not seen.any():
         out = {"rho_spearman": math.nan, "rho_auc": math.nan, "seen_rate": rate}
-        return out | ({"count_auc": math.nan} if counts is not None else {})
+        out |= {"count_auc": math.nan} if counts is not None else {}
+        return out | ({"stability_auc": math.nan} if stability is not None else {})
     out = {"rho_spearman": float(spearmanr(rho, seen).statistic), "rho_auc": float(roc_auc_score(seen, rho)),
            "seen_rate": rate}
     if counts is not None:
         out["count_auc"] = float(roc_auc_score(seen, counts.double().cpu().numpy()))
+    if stability is not None:
+        out["stability_auc"] = float(roc_auc_score(seen, stability.double().cpu().numpy()))
     return out

@@ -216,7 +216,8 @@ class STTGExplainerNet(nn.Module):
 
         Returns:
             dict with ``logit`` ``(B,)`` (``p = σ(logit)``), ``valid`` ``(B, 2K)`` and, with ``explainer``,
-            ``mask_logit``/``s`` (importance), ``rho`` (stability probability), ``counts``, all ``(B, 2K)``,
+            ``mask_logit``/``s`` (importance), ``rho`` (the prior as learned), ``stability`` (ρ oriented so that it
+            grows with the count, see :meth:`rho_increases_with_count`), ``counts``, all ``(B, 2K)``,
             and ``h_S``, ``h_T`` ``(B, H)``.
         """
         x, n_u, n_v, ids, valid = self.tokens(u, v, t, u_nbr, u_nbr_t, u_valid, v_nbr, v_nbr_t, v_valid,
@@ -237,8 +238,22 @@ class STTGExplainerNet(nn.Module):
         h_s = torch.cat([ss_u, ss_v], 1).mean(1)
         h_t = torch.cat([st_u, st_v], 1).mean(1)
         logit = self.predictor((ss_u + st_u).mean(1), (ss_v + st_v).mean(1)).squeeze(-1)
-        return {"logit": logit, "valid": valid, "mask_logit": mask_logit, "s": s, "rho": rho, "counts": counts,
-                "h_S": h_s, "h_T": h_t}
+        stability = rho if self.rho_increases_with_count() else 1 - rho
+        return {"logit": logit, "valid": valid, "mask_logit": mask_logit, "s": s, "rho": rho,
+                "stability": stability, "counts": counts, "h_S": h_s, "h_T": h_t}
+
+    def rho_increases_with_count(self) -> bool:
+        """Whether the learned prior gives a token repeated 2K times a higher ρ than a token seen once (*ours*).
+
+        The prediction is unchanged when ρ and 1-ρ swap (z sums both passes), so the objective does not decide
+        which channel holds the repeated interactions. ``forward`` reports ``stability`` = ρ when this is
+        ``True`` and 1-ρ otherwise, so that stability always means "more repeats in the window", using only the
+        model's own count → ρ map (no labels).
+        """
+        with torch.no_grad():
+            c = torch.tensor([[1.0], [2.0 * self.K]], device=self.recency.weight.device)
+            lo, hi = self.stability(c).squeeze(-1).tolist()
+        return hi >= lo
 
     def discriminate(self, h_s: torch.Tensor, h_t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``D(h_S, h_T, Y) ∈ (0,1)^B`` (§2.4; code: ``discriminator`` + sigmoid). ``y``: ``(B,)`` 0/1."""

@@ -169,6 +169,7 @@ class STTGExplainer(ZooModule):
             seen = torch.cat([batch["src_nbr_seen"], batch["dst_nbr_seen"]], 1)
             valid = out["valid"][:b]
             rec["rho"], rec["seen"], rec["counts"] = out["rho"][:b][valid], seen[valid], out["counts"][:b][valid]
+            rec["stability"] = out["stability"][:b][valid]
         self._outputs.setdefault(stage, []).append(rec)
 
     def _eval_epoch_end(self, stage: str) -> dict[str, float]:
@@ -186,8 +187,8 @@ class STTGExplainer(ZooModule):
             metrics[f"{stage}/mrr"] = float(cat["rr"].mean())
             metrics[f"{stage}/mrr_inductive"] = float(cat["rr"][new].mean()) if new.any() else math.nan
         if "rho" in cat:
-            metrics.update({f"{stage}/{k}": v for k, v in stability_agreement(cat["rho"], cat["seen"],
-                                                                               cat["counts"]).items()})
+            metrics.update({f"{stage}/{k}": v for k, v in stability_agreement(cat["rho"], cat["seen"], cat["counts"],
+                                                                               cat["stability"]).items()})
         if "fid" in cat:
             levels = self._levels()
             accs = cat["fid"].float().mean(1).tolist()
