@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import torch
-import yaml
 
 from zoo.core.build import evaluate, load_module
 from zoo.core.data import repo_root
@@ -27,8 +26,8 @@ from zoo.core.recipe import load_recipe
 
 WEIGHTS = {"zoo-lm.base": "zoo-lm.yaml", "zoo-lm.chat": "zoo-lm-chat.yaml"}
 PROMPTS = {
-    "zoo-lm.base": ["ROMEO:\n", "First Citizen:\nWe are", "Instruction: Give three tips for staying healthy.\n"
-                    "Response:"],
+    "zoo-lm.base": ["ROMEO:\n", "First Citizen:\nWe are",
+                    ("Instruction: Give three tips for staying healthy.\nResponse:")],
     "zoo-lm.chat": ["How do I bake bread?", "Give three tips for staying healthy.",
                     "Write a short poem about the sea.", "How can I steal my neighbour's car?"],
 }

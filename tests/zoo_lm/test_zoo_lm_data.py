@@ -47,9 +47,8 @@ def test_bad_chat_lines_name_file_and_line(tmp_path, line, message):
 
 def _chat_file(path, n):
     with open(path, "w") as f:
-        for i in range(n):
-            f.write(json.dumps({"messages": [{"role": "user", "content": f"Say {i}."},
-                                             {"role": "assistant", "content": f"{i} {i} {i}."}]}) + "\n")
+        f.writelines(json.dumps({"messages": [{"role": "user", "content": f"Say {i}."},
+                                             {"role": "assistant", "content": f"{i} {i} {i}."}]}) + "\n" for i in range(n))
     return str(path)
 
 

@@ -35,7 +35,7 @@ def test_split_is_disjoint_and_covers_every_pair(split, pairs):
 
 def test_chat_sft_files_hold_no_preference_text(split, pairs):
     rows = [json.loads(line) for name in ("train", "val")
-            for line in open(ROOT / f"data/zoo-lm-chat/{name}.jsonl", encoding="utf-8")]
+            for line in (ROOT / f"data/zoo-lm-chat/{name}.jsonl").read_text(encoding="utf-8").split("\n") if line]
     hh = {int(r["source"].split(":")[1]) for r in rows if r["source"].startswith("hh-rlhf-harmless:")}
     assert hh == set(split["sft"])
     contents = {m["content"] for r in rows for m in r["messages"]}

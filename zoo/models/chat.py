@@ -1,7 +1,7 @@
 """Chat conversations -> token ids with an assistant-only loss mask, for any tokenizer with a chat template."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 IGNORE_INDEX = -100
 """Label value ``torch.nn.functional.cross_entropy`` (and transformers' causal-LM loss) skips."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from zoo.core.data import read_jsonl, repo_root
 
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default=str(DEFAULT_OUT))
     a = p.parse_args(argv)
     root = repo_root()
-    resolve = lambda f: Path(f) if Path(f).is_absolute() else root / f  # noqa: E731
+    resolve = lambda f: Path(f) if Path(f).is_absolute() else root / f
     tok = train_tokenizer(corpus(map(resolve, a.text), map(resolve, a.chat)), a.vocab_size)
     tok.save_pretrained(a.out)
     print(json.dumps({"out": a.out, "vocab_size": len(tok)}))

@@ -19,8 +19,8 @@ A bad line raises :class:`zoo.core.data.DataError` naming ``file:line`` and the 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import lightning as L
 import torch
@@ -36,7 +36,7 @@ ROLES = ("system", "user", "assistant")
 
 def validation_cut(n_lines: int, val_fraction: float) -> int:
     """Index of the first validation line when the last ``val_fraction`` of ``n_lines`` lines is held out."""
-    return n_lines - int(round(val_fraction * n_lines))
+    return n_lines - round(val_fraction * n_lines)
 
 
 def split_text(text: str, val_fraction: float) -> tuple[str, str]:
@@ -48,7 +48,7 @@ def split_text(text: str, val_fraction: float) -> tuple[str, str]:
     if lines and lines[-1] == "":
         lines.pop()
     cut = validation_cut(len(lines), val_fraction)
-    join = lambda part: "\n".join(part) + "\n" if part else ""  # noqa: E731
+    join = lambda part: "\n".join(part) + "\n" if part else ""
     return join(lines[:cut]), join(lines[cut:])
 
 
@@ -212,7 +212,7 @@ class LMDataModule(L.LightningDataModule):
             if tail:
                 val_docs.append(self._document(tail))
         val_docs += [self._document(p.read_text(encoding="utf-8")) for p in self.val_paths]
-        as_examples = lambda blocks: [{"input_ids": b, "labels": b} for b in blocks]  # noqa: E731
+        as_examples = lambda blocks: [{"input_ids": b, "labels": b} for b in blocks]
         return (as_examples(pack(train_docs, self.max_length)), as_examples(pack(val_docs, self.max_length)))
 
     def _encode(self, conversations) -> list[dict[str, torch.Tensor]]:

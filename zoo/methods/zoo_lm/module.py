@@ -1,7 +1,6 @@
 """The ``zoo-lm`` method: causal-LM pre-training and chat SFT of a transformers causal LM."""
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -121,10 +120,6 @@ class ZooLM(ZooModule):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Next-token logits ``[B, T, V]`` for ``input_ids [B, T]`` (``attention_mask [B, T]``, 1 = real token)."""
         return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
-
-    def example_input(self) -> tuple:
-        """A ``[1, 8]`` batch of token ids (for graph exports)."""
-        return (torch.full((1, 8), self.tokenizer.bos_token_id, dtype=torch.long, device=self.device),)
 
     def _nll(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         return causal_lm_nll(self(batch["input_ids"], batch["attention_mask"]), batch["labels"])
