@@ -59,3 +59,16 @@ def test_cli_tiny_train_then_predict(tmp_path):
     assert all(r["time"] < 1090000000 for r in out["explanation"])
     assert {r["pattern"] for r in out["explanation"]} <= {"stability", "transition"}
     assert (tmp_path / "pred" / "explanation.png").stat().st_size > 1000
+
+
+def test_released_weights_predict_with_stability_split(tmp_path):
+    from zoo.core.build import load_module
+
+    module, cfg = load_module("st-tgexplainer.collegemsg")  # verifies sha256 against the manifest
+    assert cfg["data"]["path"] == "data/temporal-graphs/collegemsg.csv"
+    out = json.loads(module.predict_cli(["32", "9", "1090991572", "top=6"], out_dir=str(tmp_path)))
+    assert 0 <= out["score"] <= 1 and len(out["explanation"]) == 6
+    for r in out["explanation"]:
+        assert r["time"] < 1090991572 and r["endpoint"] in (32, 9)
+        assert (r["pattern"] == "stability") == (r["stability"] >= 0.5)
+    assert (tmp_path / "explanation.png").is_file()

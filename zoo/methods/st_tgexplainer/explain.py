@@ -92,42 +92,71 @@ def explanation_records(out: dict, inputs: dict, raw_node_ids: torch.Tensor, top
 def plot_explanation(src: int, dst: int, t: float, score: float, records: list[dict], path: str) -> str:
     """Draw one explanation subgraph to a PNG.
 
-    The predicted event ``src -> dst`` is dashed; every explanatory interaction is an edge from its endpoint
-    to its neighbour, blue for stability and orange for transition, width ∝ importance, labelled with its rank.
+    The predicted event ``src -> dst`` is a dashed arc. Every explanatory interaction is an edge from its
+    endpoint to its neighbour: blue for stability, orange for transition, width ∝ importance. Repeated
+    interactions of one pair are merged into one edge labelled with all their ranks. Neighbours of ``src`` sit
+    on its left, those of ``dst`` on its right, and shared ones in the middle.
 
     Returns:
         ``path``.
     """
     import math
+    from collections import defaultdict
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch
 
-    pos = {src: (-1.0, 0.0), dst: (1.0, 0.0)}
-    others = [n for n in dict.fromkeys(r["neighbor"] for r in records) if n not in pos]
-    for i, n in enumerate(others):
-        a = 2 * math.pi * (i + 0.5) / max(1, len(others))
-        pos[n] = (1.9 * math.cos(a), 1.4 * math.sin(a))
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    ax.plot(*zip(pos[src], pos[dst]), "k--", lw=1.5, zorder=1)
-    colors = {"stability": "tab:blue", "transition": "tab:orange"}
+    pos = {src: (-1.2, 0.0), dst: (1.2, 0.0)}
+    sides = defaultdict(set)
+    for r in records:
+        if r["neighbor"] not in pos:
+            sides[r["neighbor"]].add(r["endpoint"])
+    groups = {"left": [n for n, e in sides.items() if e == {src}], "right": [n for n, e in sides.items() if e == {dst}],
+              "both": [n for n, e in sides.items() if len(e) > 1]}
+    for side, (cx, a0, a1) in (("left", (-1.2, 110, 250)), ("right", (1.2, -70, 70))):
+        nodes = groups[side]
+        for i, n in enumerate(nodes):
+            a = math.radians(a0 + (a1 - a0) * (i + 0.5) / len(nodes))
+            pos[n] = (cx + 1.3 * math.cos(a), 1.3 * math.sin(a))
+    for i, n in enumerate(groups["both"]):
+        pos[n] = (0.0, 1.4 + 0.5 * i)
+    merged: dict = {}
     for rank, r in enumerate(records, 1):
-        (x0, y0), (x1, y1) = pos[r["endpoint"]], pos[r["neighbor"]]
-        ax.plot([x0, x1], [y0, y1], color=colors[r["pattern"]], lw=0.5 + 5 * r["importance"], alpha=0.8, zorder=2)
-        ax.text((x0 + x1) / 2, (y0 + y1) / 2, str(rank), fontsize=7, ha="center", va="center",
+        key = (r["endpoint"], r["neighbor"])
+        if key not in merged:
+            merged[key] = dict(r, ranks=[])
+        merged[key]["ranks"].append(rank)
+        merged[key]["importance"] = max(merged[key]["importance"], r["importance"])
+    fig, ax = plt.subplots(figsize=(7, 5))
+    ax.add_patch(FancyArrowPatch(pos[src], pos[dst], connectionstyle="arc3,rad=0.45", arrowstyle="-|>",
+                                 mutation_scale=14, ls="--", color="k", lw=1.2, zorder=1))
+    colors = {"stability": "tab:blue", "transition": "tab:orange"}
+    for (a, b), r in merged.items():
+        (x0, y0), (x1, y1) = pos[a], pos[b]
+        rad = -0.25 if {a, b} == {src, dst} else 0.0
+        ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), connectionstyle=f"arc3,rad={rad}", arrowstyle="-",
+                                     color=colors[r["pattern"]], lw=0.5 + 5 * r["importance"], alpha=0.85, zorder=2))
+        mx, my = (x0 + x1) / 2 + rad * (y1 - y0) / 2, (y0 + y1) / 2 - rad * (x1 - x0) / 2  # arc3 midpoint
+        ax.text(mx, my, ",".join(map(str, r["ranks"])), fontsize=7, ha="center", va="center",
                 bbox={"boxstyle": "round", "fc": "white", "lw": 0}, zorder=4)
     for n, (x, y) in pos.items():
-        ax.scatter([x], [y], s=500 if n in (src, dst) else 250, c="tab:red" if n in (src, dst) else "lightgray",
+        ax.scatter([x], [y], s=600 if n in (src, dst) else 300, c="tab:red" if n in (src, dst) else "lightgray",
                    edgecolors="k", zorder=3)
-        ax.text(x, y, str(n), fontsize=8, ha="center", va="center", zorder=5)
+        ax.text(x, y, str(n), fontsize=7, ha="center", va="center", zorder=5)
     handles = [plt.Line2D([], [], color=c, lw=3, label=k) for k, c in colors.items()]
-    handles.append(plt.Line2D([], [], color="k", ls="--", label="predicted event"))
-    ax.legend(handles=handles, loc="lower center", fontsize=8, ncol=3, frameon=False)
-    ax.set_title(f"ST-TGExplainer: {src} -> {dst} at t={t:.0f}, p={score:.3f}", fontsize=10)
+    handles.append(plt.Line2D([], [], color="k", ls="--", label=f"predicted {src} -> {dst}"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), fontsize=8, ncol=3, frameon=False)
+    xs, ys = zip(*pos.values())
+    ax.set_xlim(min(xs) - 0.4, max(xs) + 0.4)
+    ax.set_ylim(min(ys + (-1.0,)) - 0.4, max(ys + (0.5,)) + 0.4)
+    ax.set_aspect("equal")
+    ax.set_title(f"ST-TGExplainer: {src} -> {dst} at t={t:.0f}, p={score:.3f}\n"
+                 "edge labels: importance rank of the explanatory interaction(s)", fontsize=9)
     ax.set_axis_off()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
