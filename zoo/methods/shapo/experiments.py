@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         (work / f"{method}-s{seed}-f{flip}.json").write_text(json.dumps(res))
         return
     work.mkdir(parents=True, exist_ok=True)
-    todo = [(m, s, f) for f in args.flip_rates for s in args.seeds for m in args.methods
+    todo = [(m, s, f) for s in args.seeds for f in args.flip_rates for m in args.methods
             if not (work / f"{m}-s{s}-f{f}.json").is_file()]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     passthrough = [f"--steps={args.steps}", f"--eval-pairs={args.eval_pairs}",
