@@ -312,7 +312,7 @@ class ShaPOModule(ZooModule):
         loss = L.aggregate(per_example, hp.aggregation, hp.drdpo_beta)
         chosen_reward = hp.beta * (pol_w - ref_w).detach()
         rejected_reward = hp.beta * (pol_l - ref_l).detach()
-        return loss, {"margin": chosen_reward - rejected_reward, "per_example": per_example.detach()}
+        return loss, {"margin": chosen_reward - rejected_reward}
 
     # ------------------------------------------------------------------ stage A
     def on_fit_start(self) -> None:
@@ -497,6 +497,10 @@ class ShaPOModule(ZooModule):
             self.manual_backward(loss / acc)
             self._log_train(stats)
         self.log("train/loss", loss.detach(), on_step=True, prog_bar=True, batch_size=batch["index"].numel())
+        if self.probe_stats:  # stage A's probe, so the run's metrics record it
+            self.log_dict({"probe/train_accuracy": self.probe_stats["probe_train_accuracy"],
+                           "probe/heldout_accuracy": self.probe_stats["probe_heldout_accuracy"]},
+                          on_step=False, on_epoch=True, batch_size=1)
         if last:
             opt = self.optimizers()
             if hp.max_grad_norm:
