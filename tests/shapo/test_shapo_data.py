@@ -73,3 +73,10 @@ def test_hh_to_messages():
     assert msgs == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
                     {"role": "user", "content": "how?"}]
     assert hh_to_messages("plain text") == [{"role": "user", "content": "plain text"}]
+
+
+def test_empty_prompt_names_its_line(tmp_path):
+    p = tmp_path / "e.jsonl"
+    p.write_text(json.dumps(_pairs(1)[0]) + "\n\n" + json.dumps({"prompt": " ", "chosen": "a", "rejected": "b"}) + "\n")
+    with pytest.raises(DataError, match=r"e.jsonl:3: 'prompt' is empty"):
+        read_pairs(p)

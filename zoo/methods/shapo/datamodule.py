@@ -136,12 +136,11 @@ def read_pairs(path: str | Path) -> list[dict]:
     path = Path(path)
     rows = read_jsonl(path, required=("prompt", "chosen", "rejected"),
                       types={"prompt": str, "chosen": str, "rejected": str})
-    for row in rows:
-        if not row["prompt"].strip():
-            with open(path, encoding="utf-8") as f:  # read_jsonl skips blank lines: find the line again
-                n = next(i for i, line in enumerate(f, 1) if line.strip() and json.loads(line) is not None
-                         and json.loads(line).get("prompt", None) == row["prompt"])
-            raise DataError(f"{path}:{n}: 'prompt' is empty")
+    if any(not row["prompt"].strip() for row in rows):
+        with open(path, encoding="utf-8") as f:  # read_jsonl skips blank lines: recover the line numbers
+            linenos = [n for n, line in enumerate(f, 1) if line.strip()]
+        n = next(n for row, n in zip(rows, linenos) if not row["prompt"].strip())
+        raise DataError(f"{path}:{n}: 'prompt' is empty")
     return rows
 
 
