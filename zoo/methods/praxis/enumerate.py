@@ -9,6 +9,7 @@ tree ``i`` here is tree ``i`` there. Trees are ``int`` (a leaf predicting that c
 """
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Iterator
 
@@ -23,56 +24,54 @@ _SAFE = 1 << 62
 def histogram(node: OrNode) -> tuple[np.ndarray, np.ndarray]:
     """Objective histogram of the trees of ``node``.
 
-    Memoised on nodes with splits as one ``(2, k)`` array; leaf-only nodes (most of the graph) are recomputed from
-    their at most ``C`` leaves instead of stored, which keeps the graph small (ours).
-
     Returns:
         ``(objectives, counts)``: sorted int64 objectives and their tree counts (int64, or Python ints in an object
         array once a count could exceed 2**62).
     """
+    objs, counts = _hist(node)
+    big = bool(counts) and max(counts) >= _SAFE
+    return np.array(objs, dtype=np.int64), np.array(counts, dtype=object if big else np.int64)
+
+
+def _hist(node: OrNode) -> tuple[tuple, tuple]:
+    """``histogram`` as two tuples of Python ints, memoised on the node (small, exact, fast to convolve)."""
     if node.hist is not None:
-        return node.hist[0], node.hist[1]
-    if not node.splits:
-        costs = sorted(cost for _, cost in node.leaves)
-        keys = sorted(set(costs))
-        return np.array(keys, dtype=np.int64), np.array([costs.count(k) for k in keys], dtype=np.int64)
+        return node.hist
     acc: dict[int, int] = {}
     for _, cost in node.leaves:
         acc[cost] = acc.get(cost, 0) + 1
     budget = node.budget
     for _, lnode, rnode in node.splits:
-        lo, lc = histogram(lnode)
-        ro, rc = histogram(rnode)
-        if len(lo) * len(ro) <= 64:  # small: plain Python is faster than numpy here
-            for a, ca in zip(lo.tolist(), lc.tolist()):
-                for b, cb in zip(ro.tolist(), rc.tolist()):
+        lo, lc = _hist(lnode)
+        ro, rc = _hist(rnode)
+        if len(lo) * len(ro) <= 256:  # small: plain Python is faster than numpy here
+            for a, ca in zip(lo, lc):
+                for b, cb in zip(ro, rc):
                     if a + b > budget:
                         break
                     acc[a + b] = acc.get(a + b, 0) + ca * cb
             continue
-        sums = lo[:, None] + ro[None, :]
+        lo_a, ro_a = np.array(lo, dtype=np.int64), np.array(ro, dtype=np.int64)
+        sums = lo_a[:, None] + ro_a[None, :]
         keep = sums <= budget
         if not keep.any():
             continue
-        big = lc.dtype == object or rc.dtype == object or int(lc.max()) * int(rc.max()) * min(len(lc), len(rc)) >= _SAFE
-        prod = np.multiply.outer(lc.astype(object) if big else lc, rc.astype(object) if big else rc)
+        big = max(lc) * max(rc) * min(len(lc), len(rc)) >= _SAFE
+        dt = object if big else np.int64
+        prod = np.multiply.outer(np.array(lc, dtype=dt), np.array(rc, dtype=dt))
         objs, inv = np.unique(sums[keep], return_inverse=True)
-        tot = np.zeros(len(objs), dtype=object if big else np.int64)
+        tot = np.zeros(len(objs), dtype=dt)
         np.add.at(tot, inv, prod[keep])
         for o, c in zip(objs.tolist(), tot.tolist()):
             acc[o] = acc.get(o, 0) + c
-    keys = sorted(acc)
-    counts = [acc[o] for o in keys]
-    if counts and max(counts) >= _SAFE:
-        node.hist = (np.array(keys, dtype=np.int64), np.array(counts, dtype=object))
-    else:
-        node.hist = np.array([keys, counts], dtype=np.int64).reshape(2, len(keys))
-    return node.hist[0], node.hist[1]
+    keys = tuple(sorted(acc))
+    node.hist = (keys, tuple(acc[k] for k in keys))
+    return node.hist
 
 
 def count_trees(node: OrNode) -> int:
     """Number of trees in the graph rooted at ``node``."""
-    return int(sum(histogram(node)[1].tolist()))
+    return int(sum(_hist(node)[1]))
 
 
 def count_within_mult(node: OrNode, mult: float) -> int:
@@ -86,13 +85,12 @@ def count_within_mult(node: OrNode, mult: float) -> int:
 
 def _pairs(lnode: OrNode, rnode: OrNode, target: int):
     """``(left objective, right objective, left count, right count)`` with ``l + r == target``, by ascending l."""
-    lo, lc = histogram(lnode)
-    ro, rc = histogram(rnode)
-    pos = np.searchsorted(ro, target - lo)
-    for i in range(len(lo)):
-        j = pos[i]
-        if j < len(ro) and ro[j] == target - lo[i]:
-            yield int(lo[i]), int(ro[j]), int(lc[i]), int(rc[j])
+    lo, lc = _hist(lnode)
+    ro, rc = _hist(rnode)
+    for a, ca in zip(lo, lc):
+        j = bisect.bisect_left(ro, target - a)
+        if j < len(ro) and ro[j] == target - a:
+            yield a, ro[j], ca, rc[j]
 
 
 def trees_with_objective(node: OrNode, target: int) -> Iterator:
