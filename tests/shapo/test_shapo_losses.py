@@ -4,7 +4,7 @@ import torch
 
 from zoo.methods.shapo import losses as L
 
-T = lambda *x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
+T = lambda *x: torch.tensor(x, dtype=torch.float64)
 # policy log-probs (-10, -12), reference (-11, -11): h = (-10 + 12) - 0 = 2
 PC, PR, RC, RR = T(-10.0), T(-12.0), T(-11.0), T(-11.0)
 

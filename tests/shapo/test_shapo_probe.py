@@ -40,7 +40,7 @@ def test_completion_kl_matches_manual_sum_and_is_zero_for_itself():
     torch.manual_seed(0)
     p, q = build_causal_lm("zoo-lm-tiny").eval(), build_causal_lm("zoo-lm-tiny").eval()
     prompts, completions = [[1, 5, 6], [1, 9]], [[7, 8], [4, 4, 2]]
-    f = lambda m: (lambda i, a: m(input_ids=i, attention_mask=a).logits)  # noqa: E731
+    f = lambda m: (lambda i, a: m(input_ids=i, attention_mask=a).logits)
     kl = completion_kl(f(p), f(q), prompts, completions, pad_id=0, batch_size=2)
     want = []
     with torch.no_grad():

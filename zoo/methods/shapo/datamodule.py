@@ -153,7 +153,7 @@ def flip_indices(n: int, flip_rate: float, seed: int) -> set[int]:
     """
     if not 0.0 <= flip_rate <= 1.0:
         raise ValueError(f"data.flip_rate must be in [0, 1], got {flip_rate}")
-    return set(random.Random(seed).sample(range(n), int(round(flip_rate * n))))
+    return set(random.Random(seed).sample(range(n), round(flip_rate * n)))
 
 
 class PreferenceDataModule(L.LightningDataModule):

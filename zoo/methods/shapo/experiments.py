@@ -114,18 +114,20 @@ def main(argv: list[str] | None = None) -> None:
                    f"--heldout-prompts={args.heldout_prompts}", f"--new-tokens={args.new_tokens}", f"--work={work}"]
     passthrough += [f"--set={kv}" for kv in args.set]
     passthrough += [f"--init={args.init}"] * bool(args.init) + [f"--cost-model={args.cost_model}"] * bool(args.cost_model)
-    running: list[tuple[subprocess.Popen, tuple]] = []
+    running: list[tuple[subprocess.Popen, tuple, object]] = []
     t0 = time.time()
     while todo or running:
         while todo and len(running) < args.jobs:
             m, s, f = todo.pop(0)
-            log = open(work / f"{m}-s{s}-f{f}.log", "w")
+            log = open(work / f"{m}-s{s}-f{f}.log", "w")  # noqa: SIM115 (closed when the run ends)
             cmd = [sys.executable, "-m", "zoo.methods.shapo.experiments", *passthrough, "--one", m, str(s), str(f)]
-            running.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), (m, s, f)))
+            running.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), (m, s, f), log))
         time.sleep(2)
-        for proc, key in list(running):
+        for entry in list(running):
+            proc, key, log = entry
             if proc.poll() is not None:
-                running.remove((proc, key))
+                running.remove(entry)
+                log.close()
                 print(f"[{time.time() - t0:7.0f}s] {key} exit {proc.returncode}", flush=True)
     runs = [json.loads(p.read_text()) for p in sorted(work.glob("*-s*-f*.json"))]
     runs = [r for r in runs if r["method"] in args.methods and r["seed"] in args.seeds

@@ -77,8 +77,8 @@ def sample_completions(model, prompts: list[list[int]], pad_id: int, eos_id: int
             for j, p in enumerate(chunk):
                 ids[j, T - len(p):] = torch.tensor(p)
                 mask[j, T - len(p):] = 1
-            kw = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else \
-                dict(do_sample=False)
+            kw = ({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0
+                  else {"do_sample": False})
             gen = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
                                  max_new_tokens=max_new_tokens, pad_token_id=pad_id, eos_token_id=eos_id, **kw)
             for row in gen[:, T:].tolist():

@@ -14,8 +14,15 @@ from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
 from zoo.methods.shapo import losses as L
 from zoo.methods.shapo.datamodule import PreferenceDataModule, format_prompt
-from zoo.methods.shapo.lm import (completion_kl, drop_tied_aliases, fill_tied_aliases, right_pad, sample_completions,
-                                  sequence_logps, tied_aliases)
+from zoo.methods.shapo.lm import (
+    completion_kl,
+    drop_tied_aliases,
+    fill_tied_aliases,
+    right_pad,
+    sample_completions,
+    sequence_logps,
+    tied_aliases,
+)
 from zoo.methods.shapo.probe import mean_pooled_states, train_probe
 from zoo.methods.shapo.subspace import SIGNS, MaskedPerturbation, down_projections, rank_neurons
 
@@ -368,7 +375,7 @@ class ShaPOModule(ZooModule):
         self.probe_direction.copy_(probe.direction.to(self.device))
         self.masks_ready.fill_(True)
         self._perturbation = None
-        self.probe_stats = {"probe_examples": int(len(labels)), "probe_train_accuracy": probe.train_accuracy,
+        self.probe_stats = {"probe_examples": len(labels), "probe_train_accuracy": probe.train_accuracy,
                             "probe_heldout_accuracy": probe.heldout_accuracy,
                             "neurons_selected": int(masks.sum()), "neurons_total": int(masks.numel())}
         return self.probe_stats
