@@ -70,5 +70,5 @@ def test_released_weights_predict_with_stability_split(tmp_path):
     assert 0 <= out["score"] <= 1 and len(out["explanation"]) == 6
     for r in out["explanation"]:
         assert r["time"] < 1090991572 and r["endpoint"] in (32, 9)
-        assert (r["pattern"] == "stability") == (r["stability"] >= 0.5)
+        assert (r["pattern"] == "stability") == (r["stability"] >= out["stability_threshold"])
     assert (tmp_path / "explanation.png").is_file()

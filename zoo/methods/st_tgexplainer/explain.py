@@ -59,7 +59,8 @@ def gradient_importance(net: STTGExplainerNet, inputs: dict) -> torch.Tensor:
     return (torch.sign(logit).unsqueeze(1) * grad).detach()
 
 
-def explanation_records(out: dict, inputs: dict, raw_node_ids: torch.Tensor, top: int) -> list[dict]:
+def explanation_records(out: dict, inputs: dict, raw_node_ids: torch.Tensor, top: int, threshold: float = 0.5
+                        ) -> list[dict]:
     """The ``top`` most important real tokens of the first event in ``inputs`` as readable records.
 
     Args:
@@ -67,11 +68,12 @@ def explanation_records(out: dict, inputs: dict, raw_node_ids: torch.Tensor, top
         inputs: its inputs (batch of 1).
         raw_node_ids: ``(N+1,)`` file ids of the remapped nodes.
         top: how many tokens to return.
+        threshold: oriented stability at or above which a token is a ``stability`` pattern.
 
     Returns:
         list of ``{"endpoint", "neighbor", "time", "importance", "stability", "pattern"}``, most important first;
         ``stability`` is the oriented prior (``out["stability"]``); ``pattern`` is ``stability`` when it is
-        ``≥ 0.5`` else ``transition``.
+        ``≥ threshold`` else ``transition``.
     """
     k = inputs["u_nbr"].shape[1]
     ids = torch.cat([inputs["u_nbr"], inputs["v_nbr"]], 1)[0]
@@ -85,7 +87,7 @@ def explanation_records(out: dict, inputs: dict, raw_node_ids: torch.Tensor, top
         recs.append({"endpoint": int(raw_node_ids[int(endpoint)]), "neighbor": int(raw_node_ids[int(ids[j])]),
                      "time": float(times[j]), "importance": round(float(s[j]), 4),
                      "stability": round(float(rho[j]), 4),
-                     "pattern": "stability" if float(rho[j]) >= 0.5 else "transition"})
+                     "pattern": "stability" if float(rho[j]) >= threshold else "transition"})
     return recs
 
 
@@ -135,8 +137,9 @@ def plot_explanation(src: int, dst: int, t: float, score: float, records: list[d
                                  mutation_scale=14, ls="--", color="k", lw=1.2, zorder=1))
     colors = {"stability": "tab:blue", "transition": "tab:orange"}
     for (a, b), r in merged.items():
-        (x0, y0), (x1, y1) = pos[a], pos[b]
-        rad = -0.25 if {a, b} == {src, dst} else 0.0
+        direct = {a, b} == {src, dst}  # an earlier src-dst interaction: arc above, the prediction arcs below
+        (x0, y0), (x1, y1) = (pos[src], pos[dst]) if direct else (pos[a], pos[b])
+        rad = -0.25 if direct else 0.0
         ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), connectionstyle=f"arc3,rad={rad}", arrowstyle="-",
                                      color=colors[r["pattern"]], lw=0.5 + 5 * r["importance"], alpha=0.85, zorder=2))
         mx, my = (x0 + x1) / 2 + rad * (y1 - y0) / 2, (y0 + y1) / 2 - rad * (x1 - x0) / 2  # arc3 midpoint

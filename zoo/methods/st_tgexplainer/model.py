@@ -255,6 +255,18 @@ class STTGExplainerNet(nn.Module):
             lo, hi = self.stability(c).squeeze(-1).tolist()
         return hi >= lo
 
+    def stability_threshold(self) -> float:
+        """Oriented stability halfway between a neighbour seen once and one seen twice among the 2K tokens
+        (*ours*): the split between transition and stability patterns that ``predict_cli`` uses.
+
+        ρ is not calibrated around 0.5 (in our runs every token's oriented value exceeds 0.5), but it is a
+        function of the count, so its natural boundary is the step from count 1 to count 2.
+        """
+        with torch.no_grad():
+            p = torch.sigmoid(self.stability(torch.tensor([[1.0], [2.0]], device=self.recency.weight.device)))
+            p = p.squeeze(-1) if self.rho_increases_with_count() else 1 - p.squeeze(-1)
+        return float(p.mean())
+
     def discriminate(self, h_s: torch.Tensor, h_t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``D(h_S, h_T, Y) ∈ (0,1)^B`` (§2.4; code: ``discriminator`` + sigmoid). ``y``: ``(B,)`` 0/1."""
         return torch.sigmoid(self.discriminator(torch.cat([h_s, h_t, y.float().unsqueeze(1)], 1)).squeeze(-1))

@@ -240,7 +240,9 @@ class STTGExplainer(ZooModule):
         stability/transition split; with ``out_dir`` it also writes ``explanation.png``.
 
         Returns:
-            JSON text ``{"src", "dst", "t", "score", "logit", "explanation": [...], "stability_share", "png"}``.
+            JSON text ``{"src", "dst", "t", "score", "logit", "stability_threshold", "explanation": [...],
+            "stability_share", "png"}``; a token is a stability pattern when its oriented stability reaches
+            ``stability_threshold`` (:meth:`STTGExplainerNet.stability_threshold`).
 
         Raises:
             ValueError: wrong arguments, an unknown node id, the plain GraphMixer (nothing to explain), or no
@@ -271,10 +273,12 @@ class STTGExplainer(ZooModule):
         self.eval()
         with torch.no_grad():
             out = self.net(**ev)
-        recs = explanation_records(out, ev, self.raw_node_ids.cpu(), int(kw.get("top", 10)))
+        threshold = self.net.stability_threshold()
+        recs = explanation_records(out, ev, self.raw_node_ids.cpu(), int(kw.get("top", 10)), threshold)
         score = float(torch.sigmoid(out["logit"][0]))
         result = {"src": int(pos[0]), "dst": int(pos[1]), "t": t, "score": round(score, 6),
-                  "logit": round(float(out["logit"][0]), 6), "explanation": recs,
+                  "logit": round(float(out["logit"][0]), 6), "stability_threshold": round(threshold, 4),
+                  "explanation": recs,
                   "stability_share": round(sum(r["pattern"] == "stability" for r in recs) / max(1, len(recs)), 4)}
         if out_dir:
             Path(out_dir).mkdir(parents=True, exist_ok=True)
