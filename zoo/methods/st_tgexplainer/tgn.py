@@ -133,7 +133,7 @@ def train_epoch(model: TGN, dm: TemporalLinkDataModule, optimizer: torch.optim.O
         loss.backward()
         optimizer.step()
         model.memory.detach()
-        total, count = total + float(loss) * idx.numel(), count + idx.numel()
+        total, count = total + float(loss.detach()) * idx.numel(), count + idx.numel()
     return total / max(1, count)
 
 
