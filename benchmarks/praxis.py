@@ -201,8 +201,9 @@ def write_tables(out: Path, rows: list[dict], command: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     notes = ("Each enumerator runs in a forked child of one process (peak = growth of resident memory during the "
              "call; times are CPU seconds, the least of several runs, with the matching wall time beside them). TreeFARMS gets depth_budget = d + 1 and regularization = round(lam n)/n. Recall is over "
-             "TreeFARMS' trees with objective <= (1 + eps) x optimum (its output can hold trees a few units above "
-             "that); 'share of all TreeFARMS output' counts every tree it returned. The machine is a shared "
+             "TreeFARMS' trees with objective <= (1 + eps) x optimum, the exact Rashomon set (TreeFARMS 0.2.4 also "
+             "returned trees above that bound on some settings); 'share of all TreeFARMS output' counts every tree "
+             "it returned. The machine is a shared "
              "2-core CPU.")
 
     def r3(v):
