@@ -4,7 +4,8 @@ Input schema (``path``): JSON lines, one flat JSON object per event, any keys; v
 booleans or null (lists / objects are JSON-encoded before drawing). Events are taken in file order within each group
 (the shipped file is sorted by ``utc_time``). Optional keys: ``label`` (0/1 per event), ``technique``, the
 ``recording_key`` (default ``dataset``), ``host``, ``actor_guid`` / ``process_guid``. A malformed line raises
-``DataError("file:line: ...")``. Labels may instead come from a CSV (``labels_path``, columns ``line,label[,technique]``).
+``DataError("file:line: ...")``. Labels may instead come from a CSV (``labels_path``, columns
+``line,label[,technique]``).
 """
 from __future__ import annotations
 
