@@ -16,7 +16,6 @@ import argparse
 import json
 import multiprocessing as mp
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,12 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-from zoo.methods.praxis.enumerate import contains, count_trees, histogram  # noqa: E402
-from zoo.methods.praxis.measure import measure  # noqa: E402
-from zoo.methods.praxis.peers import (run_tree_praxis, run_treefarms, treefarms_source_to_tree,  # noqa: E402
-                                     within_bound)
-from zoo.methods.praxis.proxy import gamma_from_lambda  # noqa: E402
-from zoo.methods.praxis.rashomon import fit_rashomon  # noqa: E402
+from zoo.methods.praxis.enumerate import contains, count_trees, histogram
+from zoo.methods.praxis.measure import measure
+from zoo.methods.praxis.peers import run_tree_praxis, run_treefarms, treefarms_source_to_tree, within_bound
+from zoo.methods.praxis.proxy import gamma_from_lambda
+from zoo.methods.praxis.rashomon import fit_rashomon
 
 SETTINGS = [  # (data file, lambda, depth (PRAXIS convention), eps)
     ("monk2.csv", 0.005, 5, 0.05),
@@ -96,8 +94,13 @@ def _tf_trees(X, y, lam, d, eps, time_limit):
 def _child(conn, fn, args):
     try:
         conn.send(("ok", fn(*args)))
-    except Exception as e:  # report, do not hang the parent
+    except Exception as e:  # noqa: BLE001  (report any failure, do not hang the parent)
         conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+def ratio(row: dict, a: str, b: str) -> float | None:
+    """``row[a] / row[b]``, or ``None`` when either is missing or zero."""
+    return row[a] / row[b] if row.get(a) and row.get(b) else None
 
 
 def best_of(repeats: int, fn, args, timeout):
@@ -158,7 +161,7 @@ def main(argv=None) -> int:
                 rec_all = sum(found) / len(trees) if trees else 1.0
                 rec = (sum(f for t, f in zip(trees, found) if id(t) in inside) / len(exact)) if exact else 1.0
                 n_exact = len(exact)
-        row = {"setting": setting, "n": int(len(y)), "features": int(X.shape[1]),
+        row = {"setting": setting, "n": len(y), "features": int(X.shape[1]),
                "ours_s": ours.get("seconds"), "tree_praxis_s": cpp.get("seconds"), "treefarms_s": tf.get("seconds"),
                "ours_wall_s": ours.get("wall_seconds"), "tree_praxis_wall_s": cpp.get("wall_seconds"),
                "treefarms_wall_s": tf.get("wall_seconds"),
@@ -173,12 +176,9 @@ def main(argv=None) -> int:
                "errors": {k: v["error"] for k, v in (("ours", ours), ("tree_praxis", cpp), ("treefarms", tf))
                           if "error" in v}}
 
-        def ratio(a, b):
-            return row[a] / row[b] if row.get(a) and row.get(b) else None
-
-        row["speedup_vs_treefarms"] = ratio("treefarms_s", "ours_s")
-        row["memory_ratio_vs_treefarms"] = ratio("treefarms_peak_mib", "ours_peak_mib")
-        row["slowdown_vs_tree_praxis"] = ratio("ours_s", "tree_praxis_s")
+        row["speedup_vs_treefarms"] = ratio(row, "treefarms_s", "ours_s")
+        row["memory_ratio_vs_treefarms"] = ratio(row, "treefarms_peak_mib", "ours_peak_mib")
+        row["slowdown_vs_tree_praxis"] = ratio(row, "ours_s", "tree_praxis_s")
         rows.append(row)
 
         def f(v, fmt):
@@ -187,7 +187,7 @@ def main(argv=None) -> int:
         print(f"{setting:42s} {f(row['ours_s'], '8.3f')} {f(row['tree_praxis_s'], '8.3f')} "
               f"{f(row['treefarms_s'], '8.2f')} {f(row['ours_peak_mib'], '9.1f')} "
               f"{f(row['tree_praxis_peak_mib'], '8.1f')} {f(row['treefarms_peak_mib'], '8.1f')} "
-              f"{f(row['ours_trees'], '10d')} {str(row['identical_to_tree_praxis']):>5s} "
+              f"{f(row['ours_trees'], '10d')} {row['identical_to_tree_praxis']!s:>5s} "
               f"{f(row['treefarms_trees'], '9d')} {f(n_exact, '9d')} {f(rec, '7.3f')} {f(rec_all, '7.3f')} {f(row['speedup_vs_treefarms'], '9.1f')} "
               f"{f(row['memory_ratio_vs_treefarms'], '9.1f')} {f(row['slowdown_vs_tree_praxis'], '10.1f')}"
               + (f"  errors: {row['errors']}" if row["errors"] else ""), flush=True)

@@ -18,11 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-from zoo.methods.praxis.datamodule import BinaryCSVDataModule  # noqa: E402
-from zoo.methods.praxis.enumerate import count_trees, feature_usage, histogram, tree_at  # noqa: E402
-from zoo.methods.praxis.measure import measure  # noqa: E402
-from zoo.methods.praxis.rashomon import fit_rashomon  # noqa: E402
-from zoo.methods.praxis.render import plot_importance, plot_size_vs_eps, plot_tree, size_vs_eps, tree_text  # noqa
+from zoo.methods.praxis.datamodule import BinaryCSVDataModule
+from zoo.methods.praxis.enumerate import count_trees, feature_usage, histogram, tree_at
+from zoo.methods.praxis.measure import measure
+from zoo.methods.praxis.rashomon import fit_rashomon
+from zoo.methods.praxis.render import plot_importance, plot_size_vs_eps, plot_tree, size_vs_eps, tree_text
 
 RECIPES = ["praxis", "praxis-monk", "praxis-car", "praxis-tictactoe", "praxis-fico", "praxis-compas2016",
            "praxis-large"]
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
         dm = BinaryCSVDataModule(**d)
         dm.setup()
 
-        def run():
+        def run(dm=dm, m=m):
             rs = fit_rashomon(dm.X_train, dm.y_train, m["lam"], m["depth"], m["eps"], m["lookahead_k"])
             histogram(rs.root)
             return rs
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         plot_importance(usage, total, dm.feature_names, str(figs / f"{name}_importance.png"))
         plot_tree(best, dm.feature_names, str(figs / f"{name}_best_tree.png"), dm.classes, title=f"{name}: objective {obj}")
         (figs / f"{name}_best_tree.txt").write_text(tree_text(best, dm.feature_names, dm.classes))
-        row = {"setting": f"{name}: lam={m['lam']} d={m['depth']} eps={m['eps']}", "rows": int(len(dm.y_train)),
+        row = {"setting": f"{name}: lam={m['lam']} d={m['depth']} eps={m['eps']}", "rows": len(dm.y_train),
                "features": len(dm.feature_names), "n_trees": total, "min_objective": rs.min_objective,
                "bound": rs.bound, "cpu_seconds": round(seconds, 3),
                "best_tree_accuracy": round(1 - (obj - rs.problem.gamma * _leaves(best)) / len(dm.y_train), 4),

@@ -3,8 +3,18 @@ import pytest
 from praxis_brute import all_trees, random_data
 
 from zoo.methods.praxis.construct import rashomon_bound
-from zoo.methods.praxis.enumerate import (count_trees, count_within_mult, feature_usage, histogram, iter_trees,
-                                          objective, predict_tree, predictions, tree_at, tree_paths)
+from zoo.methods.praxis.enumerate import (
+    count_trees,
+    count_within_mult,
+    feature_usage,
+    histogram,
+    iter_trees,
+    objective,
+    predict_tree,
+    predictions,
+    tree_at,
+    tree_paths,
+)
 from zoo.methods.praxis.rashomon import fit_rashomon
 
 

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import lightning as L
 import numpy as np
 import pytest
@@ -50,7 +52,7 @@ def test_state_dict_roundtrip_and_predict_cli(fitted, tmp_path):
     fresh = PraxisModule(lam=0.01, depth=3, eps=0.03, max_saved_trees=50)
     fresh.load_state_dict(model.state_dict(), strict=True)
     rows = tmp_path / "rows.csv"
-    lines = open(DATA).read().splitlines()[:4]
+    lines = Path(DATA).read_text().splitlines()[:4]
     rows.write_text("\n".join(lines) + "\n")  # label column present: ignored
     text = fresh.predict_cli([str(rows)])
     assert "50 stored trees of 187" in text and len(text.splitlines()) == 3 + 3  # title, file, header + one line per row

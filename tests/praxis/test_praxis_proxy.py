@@ -3,8 +3,16 @@ import pytest
 from praxis_brute import all_trees, random_data
 
 from zoo.methods.praxis.enumerate import objective
-from zoo.methods.praxis.proxy import (class_counts, exact, exact1, gamma_from_lambda, greedy, leaf_cost, lookahead,
-                                      make_problem)
+from zoo.methods.praxis.proxy import (
+    class_counts,
+    exact,
+    exact1,
+    gamma_from_lambda,
+    greedy,
+    leaf_cost,
+    lookahead,
+    make_problem,
+)
 
 
 def test_gamma_rounds_half_away_from_zero():

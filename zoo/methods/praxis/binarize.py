@@ -95,7 +95,7 @@ def fit_spec(columns: dict[str, list[str]], y: np.ndarray, where: str, n_estimat
             continue
         as_float = _as_float(values)
         if as_float is None:
-            for v in sorted(set(x.strip() for x in values)):
+            for v in sorted({x.strip() for x in values}):
                 spec.append({"kind": "onehot", "column": name, "value": v})
         else:
             numeric[name] = as_float

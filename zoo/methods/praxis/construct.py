@@ -32,7 +32,7 @@ class OrNode:
         size: rows in the subproblem.
     """
 
-    __slots__ = ("budget", "leaves", "splits", "min_objective", "size", "hist")
+    __slots__ = ("budget", "hist", "leaves", "min_objective", "size", "splits")
 
     def __init__(self, budget: int, size: int):
         self.budget = budget
@@ -45,7 +45,7 @@ class OrNode:
 
 def rashomon_bound(reference: int, eps: float, slack: float = 0.0) -> int:
     """Absolute budget ``round((1 + eps) (1 + slack) reference)`` (half away from zero, as ``llround``)."""
-    return int(math.floor(reference * (1.0 + eps) * (1.0 + slack) + 0.5))
+    return math.floor(reference * (1.0 + eps) * (1.0 + slack) + 0.5)
 
 
 def construct(p: Problem, mask: np.ndarray, depth: int, budget: int, cache: dict,
@@ -116,8 +116,7 @@ def construct(p: Problem, mask: np.ndarray, depth: int, budget: int, cache: dict
         if lnode is None or rnode is None or lnode.min_objective >= INF or rnode.min_objective >= INF:
             continue
         node.splits.append((f, lnode, rnode))
-        if lnode.min_objective + rnode.min_objective < node.min_objective:
-            node.min_objective = lnode.min_objective + rnode.min_objective
+        node.min_objective = min(node.min_objective, lnode.min_objective + rnode.min_objective)
     return node
 
 
@@ -141,8 +140,7 @@ def leaf_node(gamma: int, counts: tuple, budget: int, cache: dict, majority_leaf
         cost = gamma + n_sub - counts[c]
         if cost <= budget:
             node.leaves.append((c, cost))
-            if cost < node.min_objective:
-                node.min_objective = cost
+            node.min_objective = min(node.min_objective, cost)
     cache[key] = node
     return node
 
@@ -164,8 +162,7 @@ def _depth1_splits(p: Problem, node: OrNode, feats, left_counts, right_counts, p
         if rnode.min_objective >= INF:
             continue
         node.splits.append((f, lnode, rnode))
-        if lnode.min_objective + rnode.min_objective < node.min_objective:
-            node.min_objective = lnode.min_objective + rnode.min_objective
+        node.min_objective = min(node.min_objective, lnode.min_objective + rnode.min_objective)
 
 
 def split_class_counts(p: Problem, children: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

@@ -118,7 +118,7 @@ class PraxisModule(ZooModule):
     def training_step(self, batch, batch_idx):
         """Build the Rashomon set of the batch (the whole training split) once; later steps do nothing."""
         if self.rashomon is not None:
-            return None
+            return
         X, y = (t.detach().cpu().numpy() for t in batch)
         hp = self.hparams
 
@@ -144,7 +144,7 @@ class PraxisModule(ZooModule):
         self._set_meta({"feature_names": names, "spec": getattr(dm, "spec", None),
                         "classes": list(getattr(dm, "classes", [str(c) for c in range(int(y.max()) + 1)])),
                         "n_trees": str(n_trees), "gamma": rs.problem.gamma, "bound": rs.bound,
-                        "reference": rs.reference, "n": int(len(y)), "seconds": seconds, "peak_mib": peak_mib,
+                        "reference": rs.reference, "n": len(y), "seconds": seconds, "peak_mib": peak_mib,
                         "memory_measure": how, "or_nodes": rs.n_or_nodes})
         best_acc = float((self(torch.from_numpy(X[:, :]))[0].numpy() == y).mean()) if saved else float("nan")
         for key, value in {"n_trees": float(n_trees), "log10_n_trees": math.log10(max(n_trees, 1)),
@@ -155,7 +155,7 @@ class PraxisModule(ZooModule):
         with torch.no_grad():
             self.fitted.fill_(1.0)
         self.optimizers().step()  # the one manual step (no gradients: nothing changes)
-        return None
+        return
 
     def on_train_end(self) -> None:
         """Write the best tree (text, PNG), size-vs-epsilon and Rashomon importance next to the run's logs."""

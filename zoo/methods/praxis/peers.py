@@ -18,7 +18,6 @@ import time
 import numpy as np
 import pandas as pd
 
-from zoo.methods.praxis.enumerate import tree_paths
 from zoo.methods.praxis.proxy import gamma_from_lambda
 
 

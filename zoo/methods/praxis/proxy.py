@@ -71,7 +71,7 @@ def gamma_from_lambda(lam: float, n: int) -> int:
     """
     if lam < 0 or n < 1:
         raise ValueError(f"need lambda >= 0 and n >= 1, got lambda={lam}, n={n}")
-    return int(math.floor(lam * n + 0.5))
+    return math.floor(lam * n + 0.5)
 
 
 def make_problem(X: np.ndarray, y: np.ndarray, lam: float, lookahead_k: int = 1) -> Problem:

@@ -47,11 +47,11 @@ def plot_tree(tree, names: list[str], path: str, classes: list[str] | None = Non
         (x0, y0), (x1, y1) = pos[a], pos[b]
         ax.plot([x0, x1], [y0, y1], color="0.4", zorder=1)
         ax.text((x0 + x1) / 2, (y0 + y1) / 2, lab, fontsize=8, ha="center", va="center", color="0.3",
-                bbox=dict(fc="white", ec="none", pad=0.5))
+                bbox={"fc": "white", "ec": "none", "pad": 0.5})
     for key, (x, y) in pos.items():
         text, leaf = labels[key]
         ax.text(x, y, text, ha="center", va="center", fontsize=9, zorder=2,
-                bbox=dict(boxstyle="round", fc="#fde8c8" if leaf else "#dceaf4", ec="0.3"))
+                bbox={"boxstyle": "round", "fc": "#fde8c8" if leaf else "#dceaf4", "ec": "0.3"})
     ax.set_xlim(-0.8, leaf_x[0] - 0.2)
     ax.set_ylim(-depth - 0.6, 0.6)
     ax.axis("off")
