@@ -18,7 +18,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, get_worker_info
 
 from zoo.core.data import repo_root
 
@@ -136,7 +136,10 @@ class TemporalLinkDataModule(L.LightningDataModule):
     def _train_collate(self, idx: list) -> dict:
         idx = torch.as_tensor(idx, dtype=torch.long)
         d = self.graph.data
-        neg = self.train_negatives.sample(d.src[idx], d.t[idx], 1, self._train_gen)[:, 0]
+        # in a worker process use torch's per-worker seeded generator: a copied ``_train_gen`` would repeat
+        # the same negatives in every worker
+        gen = self._train_gen if get_worker_info() is None else None
+        neg = self.train_negatives.sample(d.src[idx], d.t[idx], 1, gen)[:, 0]
         return self.make_batch(idx, neg, self.train_sampler)
 
     def _eval_collate(self, name: str):
