@@ -136,6 +136,16 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     return run_dir
 
 
+def constructor_kwargs(cls, kwargs: dict) -> dict:
+    """``kwargs`` restricted to what ``cls.__init__`` takes (saved hparams may carry extra entries)."""
+    import inspect
+
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(kwargs)
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
 def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
     """The run's best checkpoint (``which="best"``, falling back to last) or its ``last.ckpt``.
 
@@ -162,11 +172,14 @@ def load_module(ref: str, which: str = "best") -> tuple[Any, dict]:
     p = Path(ref)
     if p.is_dir() and (p / "checkpoints").is_dir():
         cfg = yaml.safe_load((p / "config.yaml").read_text())
-        state = hub.load_ckpt_state(find_checkpoint(p, which))
+        ckpt = hub.read_ckpt(find_checkpoint(p, which))
+        state = ckpt["state_dict"]
+        # hparams as the module saved them: a method may fill data-derived sizes (vocabulary, node count) in setup
+        cfg["model"] = dict(ckpt.get("hyper_parameters") or cfg.get("model") or {})
     else:
         cfg, state = hub.load_package(ref)
     entry = get_method(cfg["method"])
-    module = entry.module_cls(**(cfg.get("model") or {}))
+    module = entry.module_cls(**constructor_kwargs(entry.module_cls, cfg.get("model") or {}))
     module.load_state_dict(hub.clean_state_dict(state), strict=True)
     module.eval()
     return module, cfg

@@ -32,6 +32,15 @@ def _tensor_outputs(out) -> list:
     return []
 
 
+def _plain(value):
+    """hparams as YAML-safe plain containers (tuples become lists)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def model_card(cfg: dict, metrics: dict | None, zoo_id: str | None) -> str:
     """A model card: YAML front matter (license, method, data, metrics) and how to load the weights."""
     card = cfg.get("card") or {}
@@ -59,6 +68,10 @@ def write_package(module, cfg: dict, out_dir: Path, metrics: dict | None = None,
     save_file(state, str(out_dir / "model.safetensors"),
               metadata={"zoo_method": cfg["method"], "zoo_id": zoo_id or "", "format": "full"})
     clean = {k: v for k, v in cfg.items() if k not in ("resume", "init_from")}
+    if module.hparams:
+        from zoo.core.build import constructor_kwargs
+
+        clean["model"] = _plain(constructor_kwargs(type(module), dict(module.hparams)))
     (out_dir / "config.yaml").write_text(yaml.safe_dump(clean, sort_keys=False))
     (out_dir / "README.md").write_text(model_card(cfg, metrics, zoo_id))
     for name, src in module.package_extras().items():

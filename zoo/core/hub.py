@@ -188,11 +188,11 @@ def describe_ref(ref: str) -> str:
                    f"{suggest(ref, read_manifest())}")
 
 
-def load_ckpt_state(path: str | Path) -> dict:
-    """The ``state_dict`` of a Lightning checkpoint, read with ``weights_only=True`` (no code runs).
+def read_ckpt(path: str | Path) -> dict:
+    """A Lightning checkpoint read with ``torch.load(weights_only=True)``: no code in the file can run.
 
     Raises:
-        HubError: the file holds objects outside the safe allow-list, or no ``state_dict``.
+        HubError: the file holds objects outside torch's safe allow-list, or no ``state_dict``.
     """
     import torch
 
@@ -202,7 +202,12 @@ def load_ckpt_state(path: str | Path) -> dict:
         raise HubError(f"{path}: refused by torch.load(weights_only=True): {str(e).splitlines()[0]}") from None
     if "state_dict" not in ckpt:
         raise HubError(f"{path}: no state_dict in checkpoint")
-    return ckpt["state_dict"]
+    return ckpt
+
+
+def load_ckpt_state(path: str | Path) -> dict:
+    """The ``state_dict`` of a Lightning checkpoint (see :func:`read_ckpt`)."""
+    return read_ckpt(path)["state_dict"]
 
 
 def load_weights(ref: str) -> tuple[dict, str]:
