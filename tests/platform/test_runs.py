@@ -68,3 +68,11 @@ def test_new_run_gets_next_version(tmp_path):
             assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.max_steps=1",
                      "logger.kind=none", "export.formats=[]"]) == 0
     assert sorted(p.name for p in (tmp_path / "digits").iterdir()) == ["version_0", "version_1"]
+
+
+def test_fit_without_optimiser_steps_still_leaves_a_checkpoint(tmp_path):
+    # limit_train_batches=0 runs no training step, like a method whose fit is a closed-form computation
+    assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.limit_train_batches=0",
+                 "logger.kind=none", "export.formats=[]"]) == 0
+    ckpt = tmp_path / "digits" / "version_0" / "checkpoints" / "last.ckpt"
+    assert torch.load(ckpt, weights_only=True)["global_step"] == 0

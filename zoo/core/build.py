@@ -124,6 +124,9 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     with run.pinned_run_dir(run_dir):
         trainer = build_trainer(cfg, run_dir, callbacks)
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
+        if trainer.global_step == 0 and not trainer.interrupted:
+            # a fit that took no optimiser step (an enumeration, a closed-form estimator) still leaves a checkpoint
+            trainer.save_checkpoint(str(run_dir / "checkpoints" / "last.ckpt"))
     if trainer.is_global_zero:
         metrics = _plain(trainer.callback_metrics)
         metrics["global_step"] = float(trainer.global_step)
