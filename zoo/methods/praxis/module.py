@@ -1,6 +1,6 @@
 """``PraxisModule``: the LightningModule shell around PRAXIS (Heile et al., ICML 2026).
 
-There is no gradient training: ``fit`` runs one manual-optimisation step that builds the approximate Rashomon set of
+There is no gradient training: ``fit`` runs one training step that builds the approximate Rashomon set of
 the whole training split (``rashomon.fit_rashomon``), logs its size, best objective, time and peak memory, and keeps
 the best ``max_saved_trees`` trees (best-first) in buffers so that a checkpoint or release package can predict.
 """
@@ -81,10 +81,7 @@ class PraxisModule(ZooModule):
                  max_saved_trees: int = 10000, eps_grid: list[float] | None = None):
         super().__init__()
         self.save_hyperparameters()
-        self.automatic_optimization = False
-        # 1 once the set is built; also the one (never updated) parameter of the single manual optimiser step,
-        # which advances Lightning's global step so that the checkpoint of the fit is written
-        self.fitted = torch.nn.Parameter(torch.zeros(()), requires_grad=False)
+        self.automatic_optimization = False  # no gradients: fit is one enumeration; zoo writes its checkpoint
         size = 2 ** (depth + 1) - 1
         self.register_buffer("tree_feature", torch.zeros(0, size, dtype=torch.int16))
         self.register_buffer("tree_value", torch.zeros(0, size, dtype=torch.int16))
@@ -112,8 +109,8 @@ class PraxisModule(ZooModule):
 
     # ---- fit --------------------------------------------------------------------------------------------------
     def configure_optimizers(self):
-        """A no-op optimiser (learning rate 0, no gradients): PRAXIS is not trained by gradient descent."""
-        return torch.optim.SGD([self.fitted], lr=0.0)
+        """No optimiser: PRAXIS is not trained by gradient descent."""
+        return None
 
     def training_step(self, batch, batch_idx):
         """Build the Rashomon set of the batch (the whole training split) once; later steps do nothing."""
@@ -152,9 +149,6 @@ class PraxisModule(ZooModule):
                            "seconds": seconds, "cpu_seconds": m.cpu_seconds, "peak_mem_mib": peak_mib, "or_nodes": float(rs.n_or_nodes),
                            "best_tree_accuracy": best_acc}.items():
             self.log(f"train/{key}", value, batch_size=1, on_step=True, on_epoch=False)
-        with torch.no_grad():
-            self.fitted.fill_(1.0)
-        self.optimizers().step()  # the one manual step (no gradients: nothing changes)
         return
 
     def on_train_end(self) -> None:
