@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
+
 TOKENIZER_DIR = Path(__file__).resolve().parent / "assets" / "zoo-lm-bpe8k"
 """The shipped byte-level BPE tokenizer (8,192 tokens; rebuilt by ``python -m zoo.models.train_tokenizer``)."""
 
@@ -108,6 +110,41 @@ def load_lm_state(model, state: dict[str, Any]) -> None:
         raise RuntimeError(f"causal LM state dict mismatch: missing {missing[:5]}, unexpected {unexpected[:5]}")
     if tied:
         model.tie_weights()
+
+
+def tied_aliases(model: torch.nn.Module, prefix: str = "") -> dict[str, str]:
+    """Parameter names that alias an earlier parameter (tied weights): ``{alias: kept_name}``.
+
+    With ``tie_word_embeddings`` the output projection ``lm_head.weight`` *is* ``model.embed_tokens.weight``;
+    safetensors refuses to save one tensor under two names, so packages store it once (*ours*).
+    """
+    first: dict[int, str] = {}
+    aliases = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in first:
+            aliases[prefix + name] = prefix + first[id(param)]
+        else:
+            first[id(param)] = name
+    return aliases
+
+
+def drop_tied_aliases(module, state_dict, prefix, local_metadata) -> None:
+    """``state_dict`` post-hook: store each tied weight once (under its first name).
+
+    Use on a LightningModule holding a causal LM: set ``module._tied = tied_aliases(module.<attr>, "<attr>.")`` and
+    ``module.register_state_dict_post_hook(drop_tied_aliases)`` plus
+    ``module.register_load_state_dict_pre_hook(fill_tied_aliases)``.
+    """
+    for alias in module._tied:
+        state_dict.pop(prefix + alias, None)
+
+
+def fill_tied_aliases(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                       error_msgs) -> None:
+    """``load_state_dict`` pre-hook: restore the tied names :func:`drop_tied_aliases` left out."""
+    for alias, kept in module._tied.items():
+        if prefix + alias not in state_dict and prefix + kept in state_dict:
+            state_dict[prefix + alias] = state_dict[prefix + kept]
 
 
 def load_causal_lm(ref: str):

@@ -12,7 +12,14 @@ from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
 from zoo.methods.zoo_lm.datamodule import LMDataModule
-from zoo.models.causal_lm import build_causal_lm, load_tokenizer, tokenizer_for
+from zoo.models.causal_lm import (
+    build_causal_lm,
+    drop_tied_aliases,
+    fill_tied_aliases,
+    load_tokenizer,
+    tied_aliases,
+    tokenizer_for,
+)
 from zoo.models.chat import IGNORE_INDEX
 
 PROMPT_FORMATS = ("chat", "text")
@@ -38,36 +45,6 @@ def causal_lm_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Ten
     shift_labels = labels[:, 1:].reshape(-1)
     nll = F.cross_entropy(shift_logits, shift_labels, ignore_index=IGNORE_INDEX, reduction="sum")
     return nll, (shift_labels != IGNORE_INDEX).sum()
-
-
-def tied_aliases(model: torch.nn.Module, prefix: str = "") -> dict[str, str]:
-    """Parameter names that alias an earlier parameter (tied weights): ``{alias: kept_name}``.
-
-    With ``tie_word_embeddings`` the output projection ``lm_head.weight`` *is* ``model.embed_tokens.weight``;
-    safetensors refuses to save one tensor under two names, so packages store it once (*ours*).
-    """
-    first: dict[int, str] = {}
-    aliases = {}
-    for name, param in model.named_parameters(remove_duplicate=False):
-        if id(param) in first:
-            aliases[prefix + name] = prefix + first[id(param)]
-        else:
-            first[id(param)] = name
-    return aliases
-
-
-def _drop_tied_aliases(module, state_dict, prefix, local_metadata) -> None:
-    """``state_dict`` post-hook: store each tied weight once (under its first name)."""
-    for alias in module._tied:
-        state_dict.pop(prefix + alias, None)
-
-
-def _fill_tied_aliases(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                       error_msgs) -> None:
-    """``load_state_dict`` pre-hook: restore the tied names :func:`_drop_tied_aliases` left out."""
-    for alias, kept in module._tied.items():
-        if prefix + alias not in state_dict and prefix + kept in state_dict:
-            state_dict[prefix + alias] = state_dict[prefix + kept]
 
 
 @register_method("zoo-lm", datamodule=LMDataModule)
@@ -107,8 +84,8 @@ class ZooLM(ZooModule):
         self.val_nll, self.val_tokens = SumMetric(), SumMetric()
         self._step_start: float | None = None
         self._tied = tied_aliases(self.lm, "lm.")
-        self.register_state_dict_post_hook(_drop_tied_aliases)
-        self.register_load_state_dict_pre_hook(_fill_tied_aliases)
+        self.register_state_dict_post_hook(drop_tied_aliases)
+        self.register_load_state_dict_pre_hook(fill_tied_aliases)
 
     def remap_init_state(self, state: dict, source_method: str) -> dict:
         """``init_from`` weights: a Hugging Face directory's keys (``source_method == "hf"``) gain the ``lm.``
