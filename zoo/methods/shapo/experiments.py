@@ -38,6 +38,21 @@ def scale_overrides(steps: int, eval_pairs: int, heldout_prompts: int, new_token
             "data.max_length=96", "data.max_prompt_length=48", "logger.kind=none", "export.formats=[]"]
 
 
+def evaluate_start(overrides: list[str]) -> dict:
+    """The starting policy itself (no training), evaluated exactly as the trained arms are."""
+    import lightning as L
+
+    from zoo.cli import compose_and_validate
+    from zoo.core.build import build_datamodule, build_module
+
+    cfg = compose_and_validate(["recipe=dpo.yaml", *overrides])
+    t0 = time.time()
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    metrics = trainer.validate(build_module(cfg), datamodule=build_datamodule(cfg), verbose=False)[0]
+    return {k: float(metrics[k]) for k in METRICS if k in metrics} | {"wall_s": time.time() - t0}
+
+
 def run_one(recipe: str, seed: int, flip_rate: float, overrides: list[str], out_dir: Path) -> dict:
     """Train and evaluate one arm in-process; returns the final validation metrics."""
     from zoo.cli import compose_and_validate
@@ -63,7 +78,11 @@ def aggregate(runs: list[dict]) -> list[dict]:
     """One row per (flip_rate, method): mean ± sd over seeds, and the paired difference to DPO."""
     rows = []
     keyed = {(r["flip_rate"], r["method"], r["seed"]): r for r in runs}
-    for flip in sorted({r["flip_rate"] for r in runs}):
+    for r in runs:
+        if r["method"] == "start":
+            rows.append({"flip_rate": "-", "method": "start (no training)", "seeds": 1}
+                        | {m.split("/", 1)[1]: f"{r[m]:.3g}" for m in METRICS if m in r})
+    for flip in sorted({r["flip_rate"] for r in runs if r["method"] != "start"}):
         for method in RECIPES:
             mine = [r for r in runs if r["flip_rate"] == flip and r["method"] == method]
             if not mine:
@@ -91,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--methods", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     ap.add_argument("--init", help="starting policy and reference instead of the recipes' zoo-lm.chat")
     ap.add_argument("--cost-model", help="cost model instead of the recipes' shapo-cost-model.zoo-lm-hh")
+    ap.add_argument("--start", type=int, default=1, choices=[0, 1],
+                    help="also evaluate the untrained starting policy (row 'start')")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra recipe override")
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
     ap.add_argument("--work", default="/tmp/shapo-noise-sweep")
@@ -102,13 +123,15 @@ def main(argv: list[str] | None = None) -> None:
                                 args.cost_model) + args.set
     if args.one:
         method, seed, flip = args.one[0], int(args.one[1]), float(args.one[2])
-        res = run_one(RECIPES[method], seed, flip, overrides, work / "runs")
+        res = (evaluate_start(overrides) if method == "start" else
+               run_one(RECIPES[method], seed, flip, overrides, work / "runs"))
         res |= {"method": method, "seed": seed, "flip_rate": flip}
         (work / f"{method}-s{seed}-f{flip}.json").write_text(json.dumps(res))
         return
     work.mkdir(parents=True, exist_ok=True)
-    todo = [(m, s, f) for s in args.seeds for f in args.flip_rates for m in args.methods
-            if not (work / f"{m}-s{s}-f{f}.json").is_file()]
+    todo = [(m, s, f) for s in args.seeds for f in args.flip_rates for m in args.methods]
+    todo = [("start", 0, 0.0)] * args.start + todo  # the untrained starting policy, evaluated once
+    todo = [t for t in todo if not (work / f"{t[0]}-s{t[1]}-f{t[2]}.json").is_file()]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     passthrough = [f"--steps={args.steps}", f"--eval-pairs={args.eval_pairs}",
                    f"--heldout-prompts={args.heldout_prompts}", f"--new-tokens={args.new_tokens}", f"--work={work}"]
@@ -130,8 +153,8 @@ def main(argv: list[str] | None = None) -> None:
                 log.close()
                 print(f"[{time.time() - t0:7.0f}s] {key} exit {proc.returncode}", flush=True)
     runs = [json.loads(p.read_text()) for p in sorted(work.glob("*-s*-f*.json"))]
-    runs = [r for r in runs if r["method"] in args.methods and r["seed"] in args.seeds
-            and r["flip_rate"] in args.flip_rates]
+    runs = [r for r in runs if (r["method"] in args.methods and r["seed"] in args.seeds
+                                and r["flip_rate"] in args.flip_rates) or (r["method"] == "start" and args.start)]
     shown = [a for a in passthrough if not a.startswith("--work")]
     command = ("python -m zoo.methods.shapo.experiments " + " ".join(shown) +
                f" --seeds {' '.join(map(str, args.seeds))} --flip-rates {' '.join(map(str, args.flip_rates))}")
@@ -144,6 +167,8 @@ def main(argv: list[str] | None = None) -> None:
                      "" + (args.cost_model or "shapo-cost-model.zoo-lm-hh") + "; kl_ref = summed per-token KL to the "
                      "starting policy along the reply). "
                      "Mean ± sd over seeds; '- DPO' columns are paired differences (same seed, same flips). "
+                     "'start' is the untrained starting policy under the same evaluation (its margin is 0, so its "
+                     "accuracy, the share of margins > 0, is 0). Replies are sampled with the same seed in every run. "
                      "ShaPO uses the SAM-normalised rho = 0.05 step every 5th optimiser step on 1% of the "
                      "down-projection neurons (recipes/shapo.yaml)."),
            "rows": aggregate(runs), "runs": runs, "paper": PAPER,
