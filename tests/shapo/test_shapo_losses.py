@@ -81,3 +81,15 @@ def test_sequence_logps_matches_full_log_softmax():
         logp = torch.log_softmax(lm(input_ids=ids, attention_mask=mask).logits.float(), -1)
     want = [sum(logp[b, t - 1, labels[b, t]].item() for t in range(1, 6) if labels[b, t] != -100) for b in range(2)]
     assert got.tolist() == pytest.approx(want, abs=1e-4) and n.tolist() == [3.0, 5.0]
+
+
+def test_reward_level_loss_ignores_which_reply_is_labelled_chosen():
+    """Swapping y_w and y_l maps h -> -h and p* -> 1 - p*, so the soft-label loss is unchanged: reward-level ShaPO
+    cannot see label flips (its labels come from the cost model)."""
+    c_w, c_l = T(0.3, -1.0), T(1.2, 0.4)
+    pc, pr, rc, rr = T(-10.0, -7.0), T(-12.0, -6.5), T(-11.0, -7.2), T(-11.5, -6.0)
+    kept = L.preference_losses("dpo", 0.1, pc, pr, rc, rr, p_star=L.reward_preference_probability(c_w, c_l, 1.0))
+    swapped = L.preference_losses("dpo", 0.1, pr, pc, rr, rc, p_star=L.reward_preference_probability(c_l, c_w, 1.0))
+    assert torch.allclose(kept, swapped, atol=1e-12)
+    assert not torch.allclose(L.dpo_loss(L.preference_logits(pc, pr, rc, rr), 0.1),
+                              L.dpo_loss(L.preference_logits(pr, pc, rr, rc), 0.1))
