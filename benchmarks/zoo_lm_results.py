@@ -64,7 +64,8 @@ def main() -> None:
         ppl_rows.append(row)
         for prompt, text in zip(PROMPTS[zoo_id], module.generate(PROMPTS[zoo_id],
                                                                    max_new_tokens=a.max_new_tokens)):
-            sample_rows.append({"weights": zoo_id, "prompt": prompt, "completion": text})
+            sample_rows.append({"weights": zoo_id, "prompt": prompt.replace("\n", "\\n"),
+                                "completion": text.replace("\n", "\\n")})  # one table row per sample
         print(json.dumps(row), flush=True)
     out = repo_root() / "results" / "zoo-lm"
     out.mkdir(parents=True, exist_ok=True)
@@ -82,7 +83,7 @@ def main() -> None:
         "paper": "n/a (zoo base model, trained here)",
         "notes": "Sampling with seed 0, temperature 0.7, top-k 50, top-p 0.95, repetition penalty 1.1, at most "
                  f"{a.max_new_tokens} new tokens; base: plain continuation, chat: one user turn through the chat "
-                 "template. Not cherry-picked: these are the first samples of fixed prompts.",
+                 "template. Not cherry-picked: these are the first samples of fixed prompts. Newlines are shown as \\n.",
     }, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {out / 'perplexity.json'} and {out / 'samples.json'}")
 
