@@ -11,11 +11,13 @@ def test_render_table_and_paper_line(tmp_path):
     d = tmp_path / "results" / "m"
     d.mkdir(parents=True)
     (d / "exp.json").write_text(json.dumps({"method": "m", "experiment": "exp", "command": "python x.py",
-                                            "rows": [{"setting": "a", "acc": 0.91234}, {"setting": "b", "f1": 1}],
+                                            "rows": [{"setting": "a", "acc": 0.91234}, {"setting": "b", "f1": 1},
+                                                     {"setting": "two\nlines | pipe"}],
                                             "paper": {"acc": "0.90 (Table 1)"}}))
     text = render(tmp_path / "results")
     assert "## m" in text and "### exp" in text
     assert "| setting | acc | f1 |" in text and "| a | 0.9123 |  |" in text and "| b |  | 1 |" in text
+    assert "| two<br>lines \\| pipe |  |  |" in text
     assert "Paper: acc: 0.90 (Table 1)" in text and "Command: `python x.py`" in text
 
 

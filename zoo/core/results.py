@@ -19,11 +19,11 @@ Each table gives the command that produced it; the paper's numbers are beside ou
 
 
 def _fmt(v) -> str:
+    """A table cell: floats to 4 significant digits; newlines and pipes escaped so the row stays one line."""
     if isinstance(v, float):
         return f"{v:.4g}"
-    if isinstance(v, (list, dict)):
-        return json.dumps(v)
-    return str(v)
+    text = json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+    return text.replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
 
 
 def render_table(rows: list[dict]) -> str:
