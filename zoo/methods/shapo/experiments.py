@@ -170,7 +170,10 @@ def main(argv: list[str] | None = None) -> None:
                      "'start' is the untrained starting policy under the same evaluation (its margin is 0, so its "
                      "accuracy, the share of margins > 0, is 0). Replies are sampled with the same seed in every run. "
                      "ShaPO uses the SAM-normalised rho = 0.05 step every 5th optimiser step on 1% of the "
-                     "down-projection neurons (recipes/shapo.yaml)."),
+                     "down-projection neurons (recipes/shapo.yaml). Two caveats by construction: shapo-reward takes "
+                     "its soft labels from the same cost model that judges harmful_rate (trained on clean pairs), so "
+                     "its harmful_rate is partly circular; and its loss is invariant to swapping a pair, so for a "
+                     "given seed its runs are identical at every flip rate."),
            "rows": aggregate(runs), "runs": runs, "paper": PAPER,
            "scale": {"overrides": overrides, "wall_s_total": sum(r.get("wall_s", 0.0) for r in runs)}}
     out = Path(args.out)
