@@ -102,6 +102,7 @@ class WatchLogModule(ZooModule):
         else:
             raise ValueError(f"model.encoder.kind must be video | tokens, got {enc['kind']!r}")
         self.head = DetectionHead(enc["dim"])
+        self.register_buffer("threshold", torch.tensor(0.5))   # verdict threshold; set on validation (ours)
         self.lm = self.projector = self.builder = None
         if decoder is not None:
             dec = _merge(_DECODER_DEFAULTS, decoder, "model.decoder")
@@ -140,6 +141,7 @@ class WatchLogModule(ZooModule):
         """
         own = self.state_dict()
         out = dict(state)
+        out.setdefault("threshold", own["threshold"])
         for prefix in ("encoder.", "head.", "recon.", "projector.", "lm."):
             has_src = any(k.startswith(prefix) for k in state)
             has_own = any(k.startswith(prefix) for k in own)
@@ -273,7 +275,7 @@ class WatchLogModule(ZooModule):
         if self._val.get("prob"):
             prob, label = torch.cat(self._val["prob"]), torch.cat(self._val["label"])
             if bool((label >= 0).all()):
-                for k, v in classification_metrics(prob, label).items():
+                for k, v in classification_metrics(prob, label, float(self.threshold)).items():
                     self.log(f"{split}/{k}", v)
         self._val = {}
 
@@ -287,6 +289,31 @@ class WatchLogModule(ZooModule):
         params = [p for p in self.parameters() if p.requires_grad]
         total = self.trainer.estimated_stepping_batches if self._trainer is not None else None
         return build_optimizer(params, self.hparams.optimizer or {"name": "adamw", "lr": 1e-3}, total)
+
+    def calibrate_threshold(self, datamodule: WatchLogDataModule) -> float:
+        """Set :attr:`threshold` to the window probability that maximises F1 on the validation split (ours).
+
+        The detection head trained for minutes ranks windows well but its probabilities are not calibrated, so the
+        verdict threshold is chosen on validation recordings only (never on test). Returns the threshold.
+        """
+        datamodule.setup()
+        ds = datamodule.splits["val"]
+        if self.hparams.stage == "pretrain" or not len(ds) or any(w.label < 0 for w in ds.windows):
+            return float(self.threshold)
+        prob = torch.tensor([p["prob"] for p in self.predict_dataset(ds, explain=False)])
+        label = torch.tensor([w.label for w in ds.windows])
+        cands = torch.unique(prob)
+        best = max(cands.tolist(), key=lambda t: classification_metrics(prob, label, t)["f1"])
+        self.threshold.fill_(best)
+        return best
+
+    def on_train_epoch_end(self) -> None:
+        """Calibrate the verdict threshold on the validation split (before the epoch's checkpoint is written)."""
+        dm = getattr(self.trainer, "datamodule", None)
+        if isinstance(dm, WatchLogDataModule) and self.hparams.stage in ("sft", "detect"):
+            was = self.training
+            self.calibrate_threshold(dm)
+            self.train(was)
 
     # ------------------------------------------------------------------ inference
     def evaluate(self, datamodule: WatchLogDataModule) -> dict[str, float]:
@@ -306,8 +333,10 @@ class WatchLogModule(ZooModule):
             preds = self.predict_dataset(ds, explain=False)
             prob = torch.tensor([p["prob"] for p in preds])
             label = torch.tensor([w.label for w in ds.windows])
-            out.update({f"{split}/{k}": v for k, v in classification_metrics(prob, label).items()})
+            out.update({f"{split}/{k}": v for k, v in
+                        classification_metrics(prob, label, float(self.threshold)).items()})
             out[f"{split}/windows"] = float(len(ds))
+        out["threshold"] = float(self.threshold)
         return out
 
     @torch.no_grad()
@@ -370,7 +399,7 @@ class WatchLogModule(ZooModule):
         lines = []
         s = self.hparams.frame_stride
         for k, (w, p) in enumerate(zip(windows, preds)):
-            verdict = "malicious" if p["prob"] >= 0.5 else "benign"
+            verdict = "malicious" if p["prob"] >= float(self.threshold) else "benign"
             first, last = log.lines[w.event_idx[0]], log.lines[w.event_idx[-1]]
             lines.append(f"window {k} [{w.recording} {w.group} lines {first}-{last}]: {verdict} (p={p['prob']:.3f})")
             if p["explanation"] is not None:
