@@ -99,6 +99,26 @@ def aggregate(runs: list[dict]) -> list[dict]:
     return rows
 
 
+def release_table(out: Path) -> None:
+    """results/shapo/release.json: zoo-lm.chat (untrained) and the released shapo.zoo-lm-hh under recipes/shapo.yaml's
+    full evaluation (301 held-out pairs, 83 red-team + 64 held-out prompts, 48 sampled tokens)."""
+    from zoo.core.build import evaluate, load_module
+
+    start = evaluate_start([])
+    module, cfg = load_module("shapo.zoo-lm-hh")
+    released = evaluate(module, cfg)
+    rows = [{"model": name} | {m.split("/", 1)[1]: res[m] for m in METRICS if m in res}
+            for name, res in (("zoo-lm.chat (start)", start), ("shapo.zoo-lm-hh", released))]
+    doc = {"method": "shapo", "experiment": "release", "command": "python -m zoo.methods.shapo.experiments --release",
+           "notes": "The zoo weights shapo.zoo-lm-hh (recipes/shapo.yaml: token-level ShaPO, one epoch of the 903 "
+                    "preference_train pairs, flip_rate 0) beside their starting point, evaluated identically "
+                    "(reference zoo-lm.chat; judge shapo-cost-model.zoo-lm-hh; the same sampling seed).",
+           "rows": rows, "paper": PAPER}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=32, help="optimiser steps per run (8 pairs each)")
@@ -116,8 +136,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
     ap.add_argument("--work", default="/tmp/shapo-noise-sweep")
     ap.add_argument("--out", default="results/shapo/noise-sweep.json")
+    ap.add_argument("--release", action="store_true", help="write results/shapo/release.json instead of the sweep")
     ap.add_argument("--one", nargs=3, metavar=("METHOD", "SEED", "FLIP"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.release:
+        release_table(Path("results/shapo/release.json"))
+        return
     work = Path(args.work)
     overrides = scale_overrides(args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens, args.init,
                                 args.cost_model) + args.set
