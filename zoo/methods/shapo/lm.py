@@ -111,32 +111,3 @@ def completion_kl(policy_logits, reference_logits, prompts: list[list[int]], com
         out.append((kl_t * scored).sum(-1))
     return torch.cat(out) if out else torch.zeros(0)
 
-
-def tied_aliases(model: torch.nn.Module, prefix: str = "") -> dict[str, str]:
-    """``{alias: first name}`` for parameters registered under two names (a tied ``lm_head.weight``).
-
-    safetensors refuses one tensor under two names, so the state dict keeps the first name only (ours; zoo-lm does
-    the same, so its packages load here unchanged).
-    """
-    first: dict[int, str] = {}
-    aliases = {}
-    for name, param in model.named_parameters(remove_duplicate=False):
-        if id(param) in first:
-            aliases[prefix + name] = prefix + first[id(param)]
-        else:
-            first[id(param)] = name
-    return aliases
-
-
-def drop_tied_aliases(module, state_dict, prefix, local_metadata) -> None:
-    """``state_dict`` post-hook: leave out the aliases listed in ``module._tied``."""
-    for alias in module._tied:
-        state_dict.pop(prefix + alias, None)
-
-
-def fill_tied_aliases(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                      error_msgs) -> None:
-    """``load_state_dict`` pre-hook: put back the aliases :func:`drop_tied_aliases` left out."""
-    for alias, kept in module._tied.items():
-        if prefix + alias not in state_dict and prefix + kept in state_dict:
-            state_dict[prefix + alias] = state_dict[prefix + kept]

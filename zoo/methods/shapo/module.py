@@ -14,17 +14,10 @@ from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
 from zoo.methods.shapo import losses as L
 from zoo.methods.shapo.datamodule import PreferenceDataModule, format_prompt
-from zoo.methods.shapo.lm import (
-    completion_kl,
-    drop_tied_aliases,
-    fill_tied_aliases,
-    right_pad,
-    sample_completions,
-    sequence_logps,
-    tied_aliases,
-)
+from zoo.methods.shapo.lm import completion_kl, right_pad, sample_completions, sequence_logps
 from zoo.methods.shapo.probe import mean_pooled_states, train_probe
 from zoo.methods.shapo.subspace import SIGNS, MaskedPerturbation, down_projections, rank_neurons
+from zoo.models.causal_lm import drop_tied_aliases, fill_tied_aliases, tied_aliases
 
 VARIANTS = ("dpo", "token", "reward")
 MASKS_FILE = "shapo_masks.safetensors"
