@@ -107,7 +107,8 @@ def cmd_eval(args) -> dict:
     metrics = evaluate(module, cfg)
     out = Path(args.out) if args.out else (Path(args.ref) / "metrics.json" if Path(args.ref).is_dir()
                                            and (Path(args.ref) / "checkpoints").is_dir() else None)
-    doc = {"ref": args.ref, "method": cfg["method"], "metrics": metrics}
+    doc = {"ref": args.ref, "method": cfg["method"], "source": f"zoo eval ({args.which} checkpoint)" if Path(
+        args.ref).is_dir() else "zoo eval (package)", "metrics": metrics}
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=2))

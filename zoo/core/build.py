@@ -130,7 +130,9 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     if trainer.is_global_zero:
         metrics = _plain(trainer.callback_metrics)
         metrics["global_step"] = float(trainer.global_step)
-        (run_dir / "metrics.json").write_text(json.dumps({"run": str(run_dir), "metrics": metrics}, indent=2))
+        doc = {"run": str(run_dir), "source": "end of training (last logged values; `zoo eval` re-measures the "
+                                               "best checkpoint)", "metrics": metrics}
+        (run_dir / "metrics.json").write_text(json.dumps(doc, indent=2))
         formats = (cfg.get("export") or {}).get("formats") or []
         if formats:
             from zoo.core.export import export_module

@@ -164,7 +164,8 @@ def release(run_dir: Path, zoo_id: str, which: str = "best") -> Path:
     if zoo_id.split(".")[0] != cfg["method"]:
         raise hub.HubError(f"zoo id {zoo_id!r} must start with the run's method {cfg['method']!r}")
     metrics_file = Path(run_dir) / "metrics.json"
-    metrics = yaml.safe_load(metrics_file.read_text()).get("metrics", {}) if metrics_file.is_file() else {}
+    doc = yaml.safe_load(metrics_file.read_text()) if metrics_file.is_file() else {}
+    metrics = doc.get("metrics", {})
     folder = hub.checkpoints_dir() / zoo_id
     if folder.exists():
         shutil.rmtree(folder)
@@ -180,6 +181,7 @@ def release(run_dir: Path, zoo_id: str, which: str = "best") -> Path:
     hub.write_manifest_entry(zoo_id, {
         "method": cfg["method"], "path": zoo_id, "files": files, "recipe": str(recipe),
         "data": card.get("data", cfg.get("data")), "metrics": metrics,
+        "metrics_source": doc.get("source", "end of training") if metrics else "none (run `zoo eval RUN_DIR` first)",
         "license": card.get("license", "unspecified"),
         "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     })
