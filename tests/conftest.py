@@ -8,6 +8,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PLATFORM = ROOT / "tests" / "platform"
 
+# one intra-op thread: the test models are tiny, and two threads per process thrash on a 2-core machine
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ["WANDB_MODE"] = "offline"
