@@ -4,7 +4,7 @@ import json
 import lightning as L
 import torch
 
-from zoo.methods.shapo.datamodule import PreferenceDataModule
+from zoo.models.preference_data import PreferenceDataModule
 from zoo.methods.shapo.module import ShaPOModule
 
 

@@ -6,7 +6,7 @@ import lightning as L
 import pytest
 import torch
 
-from zoo.methods.shapo.datamodule import PreferenceDataModule
+from zoo.models.preference_data import PreferenceDataModule
 from zoo.methods.shapo.module import ShaPOModule
 
 

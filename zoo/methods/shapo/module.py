@@ -13,7 +13,7 @@ from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
 from zoo.methods.shapo import losses as L
-from zoo.methods.shapo.datamodule import PreferenceDataModule, format_prompt
+from zoo.models.preference_data import PreferenceDataModule, format_prompt
 from zoo.methods.shapo.lm import completion_kl, right_pad, sample_completions, sequence_logps
 from zoo.methods.shapo.probe import mean_pooled_states, train_probe
 from zoo.methods.shapo.subspace import SIGNS, MaskedPerturbation, down_projections, rank_neurons

@@ -13,10 +13,9 @@ from torchmetrics.aggregation import MeanMetric
 
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
-from zoo.core.registry import get_method, register_method
+from zoo.core.registry import register_method
+from zoo.models.preference_data import PreferenceDataModule
 
-# the preference pairs are ShaPO's data; reached through the registry, not by importing another method
-PreferenceDataModule = get_method("shapo").datamodule_cls
 
 
 def bradley_terry_cost_loss(cost_chosen: torch.Tensor, cost_rejected: torch.Tensor,
