@@ -66,3 +66,17 @@ def test_cli_list_and_info(capsys):
     assert main(["info", "nosuch.weights"]) == 2
     assert "unknown zoo id" in capsys.readouterr().err
     assert main(["frobnicate"]) == 2
+
+
+def test_methods_do_not_reach_into_each_other():
+    """DESIGN.md: methods depend on zoo.core and zoo.models only (shared parts are lifted there)."""
+    import re
+
+    from zoo.core.data import repo_root
+
+    methods = repo_root() / "zoo" / "methods"
+    for pkg in (p for p in methods.iterdir() if p.is_dir() and not p.name.startswith("_")):
+        for f in pkg.rglob("*.py"):
+            for other in re.findall(r"zoo\.methods\.(\w+)", f.read_text()):
+                assert other == pkg.name, f"{f}: uses zoo.methods.{other}"
+            assert "get_method(" not in f.read_text(), f"{f}: reaches another method through the registry"
