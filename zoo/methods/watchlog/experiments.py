@@ -177,7 +177,10 @@ def run_detection(max_steps: int, eval_every: int, only: list[str] | None, comma
     torch.set_num_threads(2)
     dm = datamodule()
     path = repo_root() / "results" / "watchlog" / "detection.json"
-    rows = {r["setting"]: r for r in json.loads(path.read_text())["rows"]} if path.exists() and only else {}
+    prev = json.loads(path.read_text()) if path.exists() and only else {}
+    rows = {r["setting"]: r for r in prev.get("rows", [])}
+    if prev:                                     # rows merged from several runs: keep every command that made them
+        command = f"{prev['command']} ; {command}"
     split = {k: len(v) for k, v in dm.recording_split.items()}
     counts = {k: {"windows": len(ds), "malicious": sum(w.label == 1 for w in ds.windows)}
               for k, ds in dm.splits.items()}
@@ -250,7 +253,11 @@ def run_explanations(ref: str, max_windows: int, command: str) -> None:
            for p, c, lab in zip(preds, cited, ev_labels)]
     top_prec, _ = evidence_precision(top, ev_labels)
     det = classification_metrics(torch.tensor([p["prob"] for p in preds]),
-                                 torch.tensor([w.label for w in sub.windows]))
+                                 torch.tensor([w.label for w in sub.windows]), float(module.threshold))
+
+    def prec(x: float) -> float | str:
+        return "no events cited" if math.isnan(x) else round(x, 4)
+
     full = module.evaluate(dm)
     row = {"windows": len(sub), "malicious": len(m_idx),
            "generated_verdict_accuracy": round(verdict_ok / len(sub), 4),
@@ -258,9 +265,9 @@ def run_explanations(ref: str, max_windows: int, command: str) -> None:
            "technique_accuracy (malicious)": round(tech_ok / max(1, len(m_idx)), 4),
            "technique_accuracy (technique seen in training)": round(tech_ok_seen / max(1, len(tech_seen)), 4)
            if tech_seen else "no such window",
-           "evidence_precision": round(ev_prec, 4), "evidence_cited": n_cited,
-           "evidence_precision (windows called malicious)": round(ev_prec_flagged, 4),
-           "reference: top event-head scores precision": round(top_prec, 4),
+           "evidence_precision": prec(ev_prec), "evidence_cited": n_cited,
+           "evidence_precision (windows called malicious)": prec(ev_prec_flagged),
+           "reference: top event-head scores precision": prec(top_prec),
            "detection_head_f1 (these windows)": round(det["f1"], 4),
            "detection_head_recall (all test windows)": round(full["test/recall"], 4),
            "detection_head_f1 (all test windows)": round(full["test/f1"], 4),
