@@ -130,8 +130,13 @@ def cmd_export(args) -> None:
 def cmd_predict(args) -> None:
     from zoo.core.build import load_module
 
+    from zoo.core.data import DataError
+
     module, _ = load_module(args.ref, args.which)
-    print(module.predict_cli(args.inputs, args.out_dir))
+    try:
+        print(module.predict_cli(args.inputs, args.out_dir))
+    except (ValueError, TypeError) as e:  # wrong or missing inputs: the method's message, without a traceback
+        raise DataError(f"zoo predict {args.ref}: {e}") from e
 
 
 def cmd_release(args) -> None:

@@ -76,3 +76,12 @@ def test_fit_without_optimiser_steps_still_leaves_a_checkpoint(tmp_path):
                  "logger.kind=none", "export.formats=[]"]) == 0
     ckpt = tmp_path / "digits" / "version_0" / "checkpoints" / "last.ckpt"
     assert torch.load(ckpt, weights_only=True)["global_step"] == 0
+
+
+def test_failed_fresh_run_leaves_no_run_dir(tmp_path):
+    # an optimiser argument AdamW does not take fails inside fit (configure_optimizers), after the run dir exists
+    import pytest
+
+    with pytest.raises(TypeError):
+        main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "+model.optimizer.nonsense=1", "logger.kind=none"])
+    assert not (tmp_path / "digits" / "version_0").exists()

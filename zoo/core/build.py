@@ -5,6 +5,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -121,12 +122,19 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
         changed = run.write_config(run_dir, cfg, resuming=bool(resume_ckpt))
         for line in changed:
             log.warning("resume: recipe differs from the saved config.yaml at %s", line)
-    with run.pinned_run_dir(run_dir):
-        trainer = build_trainer(cfg, run_dir, callbacks)
-        trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
-        if trainer.global_step == 0 and not trainer.interrupted:
-            # a fit that took no optimiser step (an enumeration, a closed-form estimator) still leaves a checkpoint
-            trainer.save_checkpoint(str(run_dir / "checkpoints" / "last.ckpt"))
+    try:
+        with run.pinned_run_dir(run_dir):
+            trainer = build_trainer(cfg, run_dir, callbacks)
+            trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
+            if trainer.global_step == 0 and not trainer.interrupted:
+                # a fit that took no optimiser step (an enumeration, a closed-form estimator) still leaves a
+                # checkpoint (weights_only=False means "also save loop state" here, not torch.load's flag)
+                trainer.save_checkpoint(str(run_dir / "checkpoints" / "last.ckpt"), weights_only=False)
+    except BaseException:
+        # a fresh run that failed before writing any checkpoint leaves nothing worth keeping (nor for resume=auto)
+        if not resume_ckpt and not run._is_child_rank() and not any((run_dir / "checkpoints").glob("*.ckpt")):
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     if trainer.is_global_zero:
         metrics = _plain(trainer.callback_metrics)
         metrics["global_step"] = float(trainer.global_step)

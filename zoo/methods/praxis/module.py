@@ -80,6 +80,11 @@ class PraxisModule(ZooModule):
                  slack: float = 0.0, root_budget: int | None = None, majority_leaf_only: bool = False,
                  max_saved_trees: int = 10000, eps_grid: list[float] | None = None):
         super().__init__()
+        for key, value, low in (("lam", lam, 0.0), ("depth", depth, 0), ("eps", eps, 0.0),
+                                ("lookahead_k", lookahead_k, -1), ("slack", slack, 0.0),
+                                ("max_saved_trees", max_saved_trees, 1)):
+            if value < low:
+                raise ValueError(f"model.{key}: must be >= {low}, got {value}")
         self.save_hyperparameters()
         self.automatic_optimization = False  # no gradients: fit is one enumeration; zoo writes its checkpoint
         size = 2 ** (depth + 1) - 1
