@@ -262,17 +262,22 @@ def adapt_and_load(module, state: dict, source_method: str = "") -> dict[str, li
     state = module.remap_init_state(clean_state_dict(state), source_method)
     own = module.state_dict()
     heads = tuple(module.head_keys)
+    is_head = (lambda k: k.startswith(heads)) if heads else (lambda k: False)
     dropped, missing_heads, bad = [], [], []
     for k, v in state.items():
         if k not in own:
             bad.append((k, tuple(v.shape), "-"))
         elif tuple(v.shape) != tuple(own[k].shape):
-            (dropped if k.startswith(heads) and heads else bad).append(
-                k if k.startswith(heads) and heads else (k, tuple(v.shape), tuple(own[k].shape)))
+            if is_head(k):
+                dropped.append(k)
+            else:
+                bad.append((k, tuple(v.shape), tuple(own[k].shape)))
     for k, v in own.items():
         if k not in state:
-            (missing_heads if heads and k.startswith(heads) else bad).append(
-                k if heads and k.startswith(heads) else (k, "-", tuple(v.shape)))
+            if is_head(k):
+                missing_heads.append(k)
+            else:
+                bad.append((k, "-", tuple(v.shape)))
     if bad:
         width = max(len(b[0]) for b in bad)
         rows = "\n".join(f"  {k:<{width}}  {str(a):>18}  {str(b):>18}" for k, a, b in bad[:40])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections import abc
 import types
 import typing
 from pathlib import Path
@@ -233,9 +234,9 @@ def _type_ok(value: Any, ann: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if ann in (str, bool, dict, list):
         return isinstance(value, ann)
-    if origin in (list, tuple, typing.Sequence, __import__("collections.abc").abc.Sequence):
+    if origin in (list, tuple, abc.Sequence):
         return isinstance(value, (list, tuple))
-    if origin in (dict, typing.Mapping, __import__("collections.abc").abc.Mapping):
+    if origin in (dict, abc.Mapping):
         return isinstance(value, dict)
     return True
 
@@ -252,9 +253,7 @@ def check_types(fn, kwargs: dict, where: str) -> None:
         hints = {n: p.annotation for n, p in inspect.signature(fn).parameters.items()}
     for k, v in kwargs.items():
         ann = hints.get(k, inspect.Parameter.empty)
-        if isinstance(ann, str) or not _type_ok(v, ann):
-            if isinstance(ann, str):
-                continue
+        if not isinstance(ann, str) and not _type_ok(v, ann):  # a string annotation could not be resolved
             raise RecipeError(f"{where}.{k}: expected {getattr(ann, '__name__', ann)}, got {v!r}")
 
 
@@ -270,9 +269,8 @@ def _check_block(cfg: dict, block: str) -> None:
         if isinstance(want, tuple) and all(isinstance(w, str) for w in want):
             if v not in want:
                 raise RecipeError(f"{block}.{k}: {v!r} is not one of {', '.join(want)}")
-        elif not isinstance(v, want) or isinstance(v, bool) and want in (int, float):
-            if not (want is float and isinstance(v, int)):
-                raise RecipeError(f"{block}.{k}: expected {want}, got {v!r}")
+        elif not any(_type_ok(v, w) for w in (want if isinstance(want, tuple) else (want,))):
+            raise RecipeError(f"{block}.{k}: expected {want}, got {v!r}")
 
 
 def _check_paths(block: dict, where: str) -> None:
