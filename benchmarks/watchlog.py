@@ -23,8 +23,8 @@ from torch.utils.data import DataLoader
 from zoo.core.data import repo_root
 from zoo.methods.watchlog import experiments as E
 from zoo.methods.watchlog.datamodule import WindowDataset
-from zoo.methods.watchlog.render import value_bins
 from zoo.methods.watchlog.module import WatchLogModule, classification_metrics
+from zoo.methods.watchlog.render import value_bins
 
 MODELS = {"WatchLog (ViT + pixel-wise temporal adapter, patch 8x16)": "watchlog",
           "WatchLog, one token per key slot (patch 8x32)": "watchlog, one token per key slot (patch 8x32)",
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     labels = torch.tensor([w.label for w in ds.windows])
     rows: list[dict] = []
     for n, m in models.items():
-        met = classification_metrics(torch.cat(probs[n]), labels)
+        met = classification_metrics(torch.cat(probs[n]), labels, float(m.threshold))
         rows.append({"model": n, "recall": round(met["recall"], 4), "precision": round(met["precision"], 4),
                      "f1": round(met["f1"], 4), "forward_windows_per_s": round(statistics.median(fwd[n]), 1),
                      "end_to_end_windows_per_s": round(statistics.median(e2e[n]), 1),

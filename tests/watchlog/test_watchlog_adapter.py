@@ -74,3 +74,15 @@ def test_causal_mask_blocks_the_future():
     ad = TemporalCrossAttention(8, heads=2, max_frames=8, causal=True)
     _, attn = ad.attend(torch.randn(1, 4, 2, 8))
     assert torch.all(attn.triu(1) == 0)
+
+
+def test_fused_forward_matches_the_explicit_attention():
+    torch.manual_seed(0)
+    for mode in ("pixel", "pooled"):
+        ad = TemporalCrossAttention(8, heads=2, max_frames=8, mode=mode)
+        with torch.no_grad():
+            ad.gate.fill_(0.7)
+        z = torch.randn(2, 4, 3, 8)
+        for mask in (None, torch.tensor([[True, True, True, False], [True, True, True, True]])):
+            update, _ = ad.attend(z, mask)
+            torch.testing.assert_close(ad(z, mask), z + torch.tanh(ad.gate) * update)

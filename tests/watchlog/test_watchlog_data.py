@@ -4,7 +4,7 @@ import json
 import pytest
 
 from zoo.core.data import DataError
-from zoo.methods.watchlog.datamodule import WatchLogDataModule, explanation_target, serialise_tokens
+from zoo.methods.watchlog.datamodule import WatchLogDataModule, balanced_sampler, explanation_target, serialise_tokens
 from zoo.methods.watchlog.decoder import evidence_precision, parse_explanation
 from zoo.methods.watchlog.windows import load_event_log, make_windows, split_recordings
 
@@ -103,3 +103,15 @@ def test_explanation_roundtrip_and_evidence_precision():
     assert parse_explanation("garbage")["verdict"] is None
     prec, n = evidence_precision([[0, 1], [3], [9]], [[1, 0, 1], [0, 0, 0, 1], [1]])
     assert n == 4 and prec == pytest.approx(2 / 4)
+
+
+def test_balanced_sampler_draws_the_requested_malicious_fraction():
+    labels = [1] * 10 + [0] * 90
+    idx = list(balanced_sampler(labels * 50, 0.5, seed=0))
+    frac = sum(labels[i % 100] for i in idx) / len(idx)
+    assert len(idx) == 5000 and abs(frac - 0.5) < 0.03                     # ~0.10 without resampling
+    assert idx == list(balanced_sampler(labels * 50, 0.5, seed=0))         # seeded
+    with pytest.raises(ValueError, match="malicious_fraction=0.5 needs malicious and benign"):
+        balanced_sampler([0, 0, 0], 0.5, seed=0)
+    with pytest.raises(ValueError, match="data.malicious_fraction must lie in"):
+        WatchLogDataModule(malicious_fraction=1.0)

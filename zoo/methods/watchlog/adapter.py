@@ -51,20 +51,36 @@ class TemporalCrossAttention(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.gate = nn.Parameter(torch.zeros(dim))
 
-    def _mask(self, mask: torch.Tensor | None, T: int, rows: int) -> torch.Tensor | None:
-        """Boolean ``(rows, 1, T, T)`` attention mask (True = may attend) from a ``(B, T)`` frame mask."""
+    def _mask(self, mask: torch.Tensor | None, T: int) -> torch.Tensor | None:
+        """Boolean ``(B, 1, T, T)`` attention mask (True = may attend) from a ``(B, T)`` frame mask, or None."""
         m = None
-        if mask is not None:
+        if mask is not None and not bool(mask.all()):
             keys = mask[:, None, :].expand(-1, T, -1)                       # (B, T_q, T_k)
-            keys = keys | ~mask[:, :, None]                                  # padded queries attend anywhere
-            m = keys.repeat_interleave(rows // mask.shape[0], dim=0)[:, None]
+            m = (keys | ~mask[:, :, None])[:, None]                         # padded queries attend anywhere
         if self.causal:
             c = torch.ones(T, T, dtype=torch.bool, device=self.gate.device).tril()
             m = c[None, None] if m is None else m & c
         return m
 
+    def _qkv(self, z: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Queries, keys, values ``(B, n * heads, T, d_h)``: one sequence over time per position and head."""
+        B, T, _, D = z.shape
+        x = self.norm(z)
+        if self.mode == "pooled":
+            x = x.mean(2, keepdim=True)
+        n, h = x.shape[2], self.heads
+        x = x + self.time_pos[:T, None, :]
+        qkv = self.qkv(x).view(B, T, n, 3, h, D // h).permute(3, 0, 2, 4, 1, 5)   # (3, B, n, h, T, d_h)
+        return tuple(qkv.reshape(3, B, n * h, T, D // h))
+
+    def _out(self, o: torch.Tensor, B: int, T: int) -> torch.Tensor:
+        """``(B, n * heads, T, d_h)`` attention outputs -> the update ``(B, T, n, D)``."""
+        h = self.heads
+        n = o.shape[1] // h
+        return self.proj(o.view(B, n, h, T, -1).permute(0, 3, 1, 2, 4).reshape(B, T, n, -1))
+
     def attend(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The update ``Delta W_o`` before gating, and the attention weights.
+        """The update ``Delta W_o`` before gating, and the attention weights (explicit softmax; for inspection).
 
         Args:
             z: tokens ``(B, T, N, D)``.
@@ -74,24 +90,19 @@ class TemporalCrossAttention(nn.Module):
             ``(update, attn)``: ``update`` is ``(B, T, N, D)`` (``(B, T, 1, D)`` in pooled mode) and ``attn`` is
             ``(B, N', heads, T, T)`` with ``N' = N`` (pixel) or 1 (pooled); rows sum to 1 over the key frames.
         """
-        B, T, N, D = z.shape
-        x = self.norm(z)
-        if self.mode == "pooled":
-            x = x.mean(2, keepdim=True)
-        n = x.shape[2]
-        x = x + self.time_pos[:T, None, :]
-        x = x.permute(0, 2, 1, 3).reshape(B * n, T, D)                     # one sequence over time per position
-        q, k, v = self.qkv(x).view(B * n, T, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(D // self.heads)        # (B*n, heads, T, T)
-        m = self._mask(mask, T, B * n)
+        B, T, _, D = z.shape
+        q, k, v = self._qkv(z)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(D // self.heads)        # (B, n*heads, T, T)
+        m = self._mask(mask, T)
         if m is not None:
             scores = scores.masked_fill(~m, float("-inf"))
         attn = F.softmax(scores, dim=-1)
-        out = (attn @ v).transpose(1, 2).reshape(B * n, T, D)
-        out = self.proj(out).view(B, n, T, D).permute(0, 2, 1, 3)
-        return out, attn.view(B, n, self.heads, T, T)
+        return self._out(attn @ v, B, T), attn.view(B, -1, self.heads, T, T)
 
     def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """``Z' = Z + tanh(g) * update``; shape ``(B, T, N, D)`` in and out."""
-        update, _ = self.attend(z, mask)
+        """``Z' = Z + tanh(g) * update``; shape ``(B, T, N, D)`` in and out (fused attention, same maths as
+        :meth:`attend`)."""
+        B, T = z.shape[:2]
+        q, k, v = self._qkv(z)
+        update = self._out(F.scaled_dot_product_attention(q, k, v, attn_mask=self._mask(mask, T)), B, T)
         return z + torch.tanh(self.gate) * update

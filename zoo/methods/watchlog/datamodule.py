@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, WeightedRandomSampler
 
 from zoo.core.data import repo_root
 from zoo.methods.watchlog.render import RESERVED_KEYS, SYSMON_LAYOUT, EventRenderer, normalise_value
-from zoo.methods.watchlog.windows import (BENIGN, EventLog, Window, load_event_log, make_windows,
-                                          split_recordings)
+from zoo.methods.watchlog.windows import BENIGN, EventLog, Window, load_event_log, make_windows, split_recordings
 
 _WORD = re.compile(r"[a-z0-9_.\-]+|[^a-z0-9_.\-\s]")
 
@@ -127,6 +127,24 @@ class WindowDataset(Dataset):
         return item
 
 
+def balanced_sampler(labels: Sequence[int], malicious_fraction: float, seed: int) -> WeightedRandomSampler:
+    """Sample windows with replacement so that each draw is malicious with probability ``malicious_fraction``.
+
+    Each malicious window gets weight ``f / n_mal`` and each benign one ``(1 - f) / n_ben``; one epoch is
+    ``len(labels)`` draws from a generator seeded with ``seed``.
+
+    Raises:
+        ValueError: no malicious or no benign window (the fraction cannot be met).
+    """
+    lab = torch.tensor(list(labels))
+    n_mal, n_ben = int((lab == 1).sum()), int((lab == 0).sum())
+    if not n_mal or not n_ben:
+        raise ValueError(f"data.malicious_fraction={malicious_fraction} needs malicious and benign training "
+                         f"windows; got {n_mal} malicious, {n_ben} benign")
+    w = torch.where(lab == 1, malicious_fraction / n_mal, (1 - malicious_fraction) / n_ben).double()
+    return WeightedRandomSampler(w, len(lab), replacement=True, generator=torch.Generator().manual_seed(seed))
+
+
 class WatchLogDataModule(L.LightningDataModule):
     """Sysmon (or any EDR JSONL) windows split by recording.
 
@@ -148,9 +166,13 @@ class WatchLogDataModule(L.LightningDataModule):
         vocab_size: hashed vocabulary size of the token baseline.
         batch_size, num_workers: loader settings.
         limit_windows: keep at most this many windows per split (evenly spaced; for tiny runs), 0 = all.
+        malicious_fraction: when > 0, training batches are drawn with replacement so that this expected fraction
+            of windows is malicious (ours: without it the SFT answers are ~80% the one benign template and the
+            decoder learns to write only that); 0 = plain shuffling. Validation and test are never resampled.
 
     Raises:
-        DataError: malformed input (``file:line``); ValueError: bad split / window settings.
+        DataError: malformed input (``file:line``); ValueError: bad split / window settings, ``malicious_fraction``
+        outside ``[0, 1)``, or a positive ``malicious_fraction`` with no malicious or no benign training window.
     """
 
     def __init__(self, path: str = "data/mordor-sysmon/events.jsonl.gz", labels_path: str | None = None,
@@ -160,9 +182,11 @@ class WatchLogDataModule(L.LightningDataModule):
                  test_recordings: Sequence[str] | None = None, seed: int = 0,
                  layout: Sequence[str] | None = None, canvas: Sequence[int] = (32, 128, 4, 4),
                  token_len: int = 0, vocab_size: int = 8192, batch_size: int = 32, num_workers: int = 0,
-                 limit_windows: int = 0):
+                 limit_windows: int = 0, malicious_fraction: float = 0.0):
         super().__init__()
         self.save_hyperparameters()
+        if not 0 <= malicious_fraction < 1:
+            raise ValueError(f"data.malicious_fraction must lie in [0, 1), got {malicious_fraction}")
         h, w, rows, cols = canvas
         self.renderer = EventRenderer(tuple(layout or SYSMON_LAYOUT), h, w, rows, cols)
         self.splits: dict[str, WindowDataset] = {}
@@ -208,7 +232,13 @@ class WatchLogDataModule(L.LightningDataModule):
                           num_workers=self.hparams.num_workers, persistent_workers=self.hparams.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True)
+        frac = self.hparams.malicious_fraction
+        if not frac:
+            return self._loader("train", True)
+        ds = self.splits["train"]
+        return DataLoader(ds, batch_size=self.hparams.batch_size, num_workers=self.hparams.num_workers,
+                          sampler=balanced_sampler([w.label for w in ds.windows], frac, self.hparams.seed),
+                          persistent_workers=self.hparams.num_workers > 0)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("val", False)

@@ -4,7 +4,8 @@ The abstract says the video is reasoned over by a multimodal LLM that generates 
 ours (papers-1.md §1 reconstructs only "pool, project, decode"):
 
     prompt  = <bos> "#0" v_0 " #1" v_1 ... " #{T-1}" v_{T-1} " answer:"
-    v_t     = MLP([mean_n Z'_t[n] ; sigmoid(event logit_t) ; sigmoid(window logit)])      (one LM embedding)
+    v_t     = MLP([mean_n Z'_t[n] ; sigmoid(event logit_t) ; sigmoid(window logit)]) + E[t]
+              (one LM embedding; E[t] = the embedding of the number token of "#t")
     answer  = "verdict: ... ; technique: ... ; evidence: #i #j" <eos>
 
 Frame markers ``#t`` are ordinary text tokens, so citing an event is copying the marker in front of the visual token
@@ -14,7 +15,7 @@ explanation in the detection outcome.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -45,7 +46,7 @@ class PromptBuilder:
 
     def __init__(self, tokenizer, n_frames: int):
         self.tok = tokenizer
-        enc = lambda s: tokenizer(s, add_special_tokens=False)["input_ids"]  # noqa: E731
+        enc = lambda s: tokenizer(s, add_special_tokens=False)["input_ids"]
         self.markers = [enc(("" if t == 0 else " ") + f"#{t}") for t in range(n_frames)]
         self.tail = enc(" answer:")
         self.bos, self.eos = tokenizer.bos_token_id, tokenizer.eos_token_id
@@ -59,15 +60,27 @@ class PromptBuilder:
         self.prompt_len = n + len(self.tail)
 
     def prompt_embeds(self, embed: nn.Module, visual: torch.Tensor) -> torch.Tensor:
-        """Prompt embeddings ``(B, P, H)`` with ``visual (B, T, H)`` at :attr:`visual_pos`."""
+        """Prompt embeddings ``(B, P, H)`` with ``visual (B, T, H)`` at :attr:`visual_pos`.
+
+        Each visual token is added to the embedding of the token just before it, its frame number (the last
+        token of ``#t``; ours): with tied input/output embeddings an answer position that attends to a
+        suspicious frame token can emit that frame's number directly. Without the tag the decoder learned to
+        cite the number *after* the attended frame (an off-by-one seen in a 300-step SFT run).
+        """
         B, T, H = visual.shape
         ids = [self.bos]
         for m in self.markers[:T]:
             ids += m + [self.bos]                     # the bos id is a placeholder, overwritten below
         ids += self.tail
-        x = embed(torch.tensor(ids, device=visual.device)).unsqueeze(0).expand(B, -1, -1).clone()
-        x[:, self.visual_pos[:T]] = visual.to(x.dtype)
+        ids_t = torch.tensor(ids, device=visual.device)
+        x = embed(ids_t).unsqueeze(0).expand(B, -1, -1).clone()
+        tag = embed(ids_t[[p - 1 for p in self.visual_pos[:T]]])          # the frame number before each v_t
+        x[:, self.visual_pos[:T]] = visual.to(x.dtype) + tag
         return x
+
+    def answer_prefix_ids(self, prefix: str) -> list[int]:
+        """Token ids of the start of an answer, tokenised as :meth:`answer_ids` tokenises whole answers."""
+        return self.tok(" " + prefix, add_special_tokens=False)["input_ids"]
 
     def answer_ids(self, texts: Sequence[str], max_len: int) -> torch.Tensor:
         """Answer token ids ``(B, A)`` (leading space, eos appended, right-padded with -100, cut at ``max_len``)."""
@@ -93,13 +106,23 @@ def teacher_forced_loss(lm, builder: PromptBuilder, visual: torch.Tensor, texts:
 
 
 @torch.no_grad()
-def greedy_generate(lm, builder: PromptBuilder, visual: torch.Tensor, max_new_tokens: int = 32) -> list[str]:
+def greedy_generate(lm, builder: PromptBuilder, visual: torch.Tensor, max_new_tokens: int = 32,
+                    prefix: str = "") -> list[str]:
     """Greedy decoding from the prompt (all prompts have the same length, so no padding is needed).
 
+    Args:
+        visual: ``(B, T, H)`` projected frame tokens.
+        prefix: answer text forced before decoding starts (tokenised as the start of a training answer, so
+            ``"verdict: malicious ;"`` continues exactly as in teacher forcing); it is part of the returned text.
+
     Returns:
-        One decoded answer string per window (stops at eos).
+        One answer string per window (the prefix, then the decoded tokens up to eos).
     """
     x = builder.prompt_embeds(lm.get_input_embeddings(), visual)
+    embed = lm.get_input_embeddings()
+    if prefix:
+        pre = torch.tensor(builder.answer_prefix_ids(prefix), device=x.device)
+        x = torch.cat([x, embed(pre)[None].expand(x.shape[0], -1, -1)], 1)
     out = lm(inputs_embeds=x, use_cache=True)
     past, B = out.cache, x.shape[0]
     done = torch.zeros(B, dtype=torch.bool, device=x.device)
@@ -111,14 +134,14 @@ def greedy_generate(lm, builder: PromptBuilder, visual: torch.Tensor, max_new_to
         done |= nxt == builder.eos
         if bool(done.all()):
             break
-        out = lm(inputs_embeds=lm.get_input_embeddings()(nxt[:, None]), cache=past, use_cache=True)
+        out = lm(inputs_embeds=embed(nxt[:, None]), cache=past, use_cache=True)
         past = out.cache
         nxt = out.logits[:, -1].argmax(-1)
-    seqs = torch.stack(ids, 1).tolist()
+    seqs = torch.stack(ids, 1).tolist() if ids else [[] for _ in range(B)]
     texts = []
     for s in seqs:
         s = s[:s.index(builder.eos)] if builder.eos in s else s
-        texts.append(builder.tok.decode(s, skip_special_tokens=True).strip())
+        texts.append((prefix + builder.tok.decode(s, skip_special_tokens=True)).strip())
     return texts
 
 

@@ -3,7 +3,7 @@ and the detection head both share.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import timm
 import torch

@@ -3,8 +3,9 @@ causal-LM explanation (WatchLog, ICML 2026; only the abstract is public, see REA
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -14,8 +15,13 @@ from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
 from zoo.methods.watchlog.datamodule import WatchLogDataModule, WindowDataset
-from zoo.methods.watchlog.decoder import (Projector, PromptBuilder, greedy_generate,
-                                          parse_explanation, teacher_forced_loss)
+from zoo.methods.watchlog.decoder import (
+    Projector,
+    PromptBuilder,
+    greedy_generate,
+    parse_explanation,
+    teacher_forced_loss,
+)
 from zoo.methods.watchlog.encoders import DetectionHead, FrameEncoder, TokenEncoder
 from zoo.methods.watchlog.render import SYSMON_LAYOUT, EventRenderer, save_frames_png
 from zoo.methods.watchlog.windows import describe_event, load_event_log, make_windows
@@ -24,7 +30,7 @@ STAGES = ("pretrain", "align", "sft", "detect")
 _ENCODER_DEFAULTS = {"kind": "video", "patch": [8, 16], "dim": 48, "depth": 2, "heads": 2, "adapter": "pixel",
                      "adapter_layers": None, "vocab_size": 8192, "token_len": 48}
 _DECODER_DEFAULTS = {"arch": "zoo-lm-small", "init": None, "tokenizer": None, "max_answer_tokens": 40,
-                     "max_new_tokens": 32}
+                     "max_new_tokens": 32, "ground_verdict": True}
 
 
 def classification_metrics(prob: torch.Tensor, label: torch.Tensor, threshold: float = 0.5) -> dict[str, float]:
@@ -45,6 +51,12 @@ def classification_metrics(prob: torch.Tensor, label: torch.Tensor, threshold: f
     return {"accuracy": acc, "precision": prec, "recall": rec, "f1": f1}
 
 
+def best_f1_threshold(prob: torch.Tensor, label: torch.Tensor) -> float:
+    """The predicted probability that, used as the threshold, maximises F1 on ``(prob, label)`` (``(n,)`` each;
+    the lowest such value on ties)."""
+    return max(torch.unique(prob).tolist(), key=lambda t: classification_metrics(prob, label, t)["f1"])
+
+
 @register_method("watchlog", datamodule=WatchLogDataModule)
 class WatchLogModule(ZooModule):
     """WatchLog detector + explainer, also the baselines and ablations through its options.
@@ -59,8 +71,11 @@ class WatchLogModule(ZooModule):
             group_by: ``host`` | ``process``. These must match the data block (checked in ``setup``) and are what
             ``predict_cli`` uses on new files.
         frame_stride: keep every k-th frame (fewer-frames ablation, ours).
-        decoder: ``{arch, init, tokenizer, max_answer_tokens, max_new_tokens}`` or None (no language decoder).
-            ``init`` is a zoo id / HF dir whose LM weights are loaded at construction (``zoo-lm.base``).
+        decoder: ``{arch, init, tokenizer, max_answer_tokens, max_new_tokens, ground_verdict}`` or None (no
+            language decoder). ``init`` is a zoo id / HF dir whose LM weights are loaded at construction
+            (``zoo-lm.base``). ``ground_verdict`` (ours, default True): at inference the answer starts with the
+            calibrated detection head's verdict (``verdict: malicious ;`` when ``p >= threshold``) and the LM
+            generates the technique and evidence after it; False lets the LM generate the verdict too.
         det_weight: weight of the detection loss in ``sft``.
         event_weight: weight of the per-event BCE beside the per-window BCE (ours).
         pos_weight: positive-class weight of both BCE terms (class imbalance; ours).
@@ -301,9 +316,7 @@ class WatchLogModule(ZooModule):
         if self.hparams.stage == "pretrain" or not len(ds) or any(w.label < 0 for w in ds.windows):
             return float(self.threshold)
         prob = torch.tensor([p["prob"] for p in self.predict_dataset(ds, explain=False)])
-        label = torch.tensor([w.label for w in ds.windows])
-        cands = torch.unique(prob)
-        best = max(cands.tolist(), key=lambda t: classification_metrics(prob, label, t)["f1"])
+        best = best_f1_threshold(prob, torch.tensor([w.label for w in ds.windows]))
         self.threshold.fill_(best)
         return best
 
@@ -370,13 +383,28 @@ class WatchLogModule(ZooModule):
             det = self._detection({**batch, "label": torch.full_like(batch["label"], -1)})
             texts = [None] * len(batch["label"])
             if explain and self.lm is not None:
-                texts = greedy_generate(self.lm, self.builder, self._visual(det), self.dec_cfg["max_new_tokens"])
+                texts = self._explain(det)
             probs = torch.sigmoid(det["win_logit"]).tolist()
             ev = torch.sigmoid(det["ev_logit"]).tolist()
             for p, e, t in zip(probs, ev, texts):
                 out.append({"prob": p, "event_prob": e, "explanation": t,
                             "parsed": parse_explanation(t) if t is not None else None})
         return out
+
+    def _explain(self, det: dict) -> list[str]:
+        """Greedy explanations for a batch; with ``ground_verdict`` the detection verdict is forced first."""
+        visual, n_new = self._visual(det), self.dec_cfg["max_new_tokens"]
+        if not self.dec_cfg["ground_verdict"]:
+            return greedy_generate(self.lm, self.builder, visual, n_new)
+        flagged = torch.sigmoid(det["win_logit"]) >= self.threshold
+        texts: list[str] = [""] * len(flagged)
+        for verdict, rows in (("malicious", flagged), ("benign", ~flagged)):
+            idx = rows.nonzero().flatten()
+            if len(idx):
+                gen = greedy_generate(self.lm, self.builder, visual[idx], n_new, prefix=f"verdict: {verdict} ;")
+                for i, t in zip(idx.tolist(), gen):
+                    texts[i] = t
+        return texts
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """``zoo predict watchlog.<tag> events.jsonl [labels.csv]``: a verdict and explanation per window.

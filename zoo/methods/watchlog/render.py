@@ -23,9 +23,10 @@ import json
 import math
 import re
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

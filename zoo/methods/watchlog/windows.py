@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from zoo.core.data import DataError, read_csv_rows, read_jsonl, seeded_split
 
