@@ -167,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         if cmd == "config":
             import yaml
 
-            print(yaml.safe_dump(compose_and_validate(rest, check_files=False), sort_keys=False))
+            cfg = compose_and_validate(rest, check_files=False)
+            print(f"# resolved from {cfg.pop('_recipe')}")             # the path is kept internally for cards
+            print(yaml.safe_dump(cfg, sort_keys=False))
             return 0
         p = argparse.ArgumentParser(prog=f"zoo {cmd}", usage=USAGE)
         if cmd in ("eval", "export", "predict"):

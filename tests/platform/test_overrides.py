@@ -54,3 +54,15 @@ def test_override_grammar(token, want):
     else:
         got = _get(cfg, path)
         assert got == value and type(got) is type(value)
+
+
+def test_zoo_config_prints_the_resolved_recipe_as_valid_yaml(capsys):
+    import yaml
+
+    from zoo.cli import main
+
+    assert main(["config", "recipe=praxis.yaml", "seed=7"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# resolved from recipes/praxis.yaml\n")
+    cfg = yaml.safe_load(out)
+    assert cfg["seed"] == 7 and cfg["method"] == "praxis" and "_recipe" not in cfg
