@@ -76,6 +76,9 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = ()) 
     """
     from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 
+    from zoo.core.parallel import register_strategies
+
+    register_strategies()  # trainer.strategy: fsdp2
     ck = cfg.get("checkpoint") or {}
     every_steps = ck.get("every_n_train_steps")
     callbacks = [ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), filename="last", monitor=None, save_top_k=1,
@@ -135,6 +138,9 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
         if not resume_ckpt and not run._is_child_rank() and not any((run_dir / "checkpoints").glob("*.ckpt")):
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
+    from zoo.core.parallel import unsharded_copy
+
+    module = unsharded_copy(module, trainer)  # fsdp2: gathered from the shards (a collective); else unchanged
     if trainer.is_global_zero:
         metrics = _plain(trainer.callback_metrics)
         metrics["global_step"] = float(trainer.global_step)
