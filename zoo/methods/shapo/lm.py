@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from zoo.models.sharding import call_as_root, is_sharded
+
 
 def unwrap(model):
     """``(backbone, lm_head)`` of an HF causal LM, under a peft wrapper if there is one (LoRA layers stay active
@@ -18,6 +20,7 @@ def sequence_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
 
     Only the scored positions go through the output projection (as TRL's fused LM head does): the prompt's
     positions never materialise ``V`` logits. Assumes a plain linear head (Llama, Qwen, NeoX; no logit soft-capping).
+    Under FSDP2 (:func:`zoo.models.sharding.shard_causal_lm`) the backbone and head run inside the root's forward.
 
     Args:
         model: an HF causal LM (or a peft wrapper of one).
@@ -28,6 +31,10 @@ def sequence_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     Returns:
         ``(sum_logp, n_tokens)``, each ``(B,)``: natural-log sums (float32) and the number of scored tokens.
     """
+    return call_as_root(model, _sequence_logps, model, input_ids, attention_mask, labels)
+
+
+def _sequence_logps(model, input_ids, attention_mask, labels):
     backbone, head = unwrap(model)
     hidden = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
     target = labels[:, 1:]
@@ -60,6 +67,7 @@ def sample_completions(model, prompts: list[list[int]], pad_id: int, eos_id: int
         temperature: 0 = greedy, else multinomial sampling at this temperature (no top-k / top-p).
         seed: the torch RNG seed used for sampling (the global RNG state is restored afterwards).
         batch_size: prompts per ``generate`` call.
+        Under FSDP2 ``generate`` runs with ``synced_gpus`` (ranks that finished keep stepping with the others).
 
     Returns:
         One completion (token ids, EOS included when produced) per prompt.
@@ -79,6 +87,8 @@ def sample_completions(model, prompts: list[list[int]], pad_id: int, eos_id: int
                 mask[j, T - len(p):] = 1
             kw = ({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0
                   else {"do_sample": False})
+            if is_sharded(model):  # FSDP2: every rank runs the same number of forwards (each one all-gathers)
+                kw["synced_gpus"] = True
             gen = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
                                  max_new_tokens=max_new_tokens, pad_token_id=pad_id, eos_token_id=eos_id, **kw)
             for row in gen[:, T:].tolist():

@@ -13,11 +13,12 @@ from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
 from zoo.methods.shapo import losses as L
-from zoo.models.preference_data import PreferenceDataModule, format_prompt
+from zoo.methods.shapo.ascent import MaskedGradient, all_reduce_mean
 from zoo.methods.shapo.lm import completion_kl, right_pad, sample_completions, sequence_logps
 from zoo.methods.shapo.probe import mean_pooled_states, train_probe
 from zoo.methods.shapo.subspace import SIGNS, MaskedPerturbation, down_projections, rank_neurons
 from zoo.models.causal_lm import drop_tied_aliases, fill_tied_aliases, tied_aliases
+from zoo.models.preference_data import PreferenceDataModule, format_prompt
 
 VARIANTS = ("dpo", "token", "reward")
 MASKS_FILE = "shapo_masks.safetensors"
@@ -116,9 +117,11 @@ class ShaPOModule(ZooModule):
         self._check_args()
         from zoo.models.causal_lm import build_causal_lm
 
-        self.policy = build_causal_lm(arch)
-        if gradient_checkpointing:
-            self.policy.gradient_checkpointing_enable()
+        # fp32 weights: a local HF directory loads in its config's dtype (bf16 for Llama 3.2), where AdamW at lr 5e-7
+        # and the un-normalised gamma perturbation would round away; trainer.precision decides the compute dtype
+        self.policy = build_causal_lm(arch).float()
+        if gradient_checkpointing:  # non-reentrant: stage C's ascent takes gradients at inner outputs
+            self.policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if self.uses_lora:
             self.policy = self._wrap_lora(self.policy, lora)
         self._tied = tied_aliases(self.policy, "policy.")
@@ -138,6 +141,7 @@ class ShaPOModule(ZooModule):
         self._pending: list = []         # micro-batches of the current ShaPO step
         self._micro = 0
         self._perturbation: MaskedPerturbation | None = None
+        self._dp_group = None            # FSDP2: the data-parallel process group the policy is sharded over
         self.probe_stats: dict = {}
         self.val_accuracy, self.val_margin, self.val_loss = MeanMetric(), MeanMetric(), MeanMetric()
         self.val_harmful, self.val_harmful_redteam, self.val_harmful_heldout = MeanMetric(), MeanMetric(), MeanMetric()
@@ -203,16 +207,30 @@ class ShaPOModule(ZooModule):
         """Build the frozen reference and load the cost model (neither is in the state dict).
 
         Raises:
-            NotImplementedError: a ShaPO variant under a sharding strategy (FSDP, DeepSpeed, model parallel): its
-                step edits whole down-projection columns, which those strategies split across devices.
+            NotImplementedError: a ShaPO variant under FSDP1 (``trainer.strategy=fsdp``; use ``fsdp2``), DeepSpeed or
+                another strategy that is not single-device, DDP or FSDP2 (``ModelParallelStrategy``).
         """
         if self._trainer is not None and self.hparams.variant != "dpo":
-            name = type(self.trainer.strategy).__name__
-            if name not in ("SingleDeviceStrategy", "DDPStrategy"):
+            from lightning.pytorch.strategies import (
+                DDPStrategy,
+                DeepSpeedStrategy,
+                FSDPStrategy,
+                ModelParallelStrategy,
+                SingleDeviceStrategy,
+            )
+
+            strategy = self.trainer.strategy
+            name = type(strategy).__name__
+            if isinstance(strategy, FSDPStrategy):
                 raise NotImplementedError(
-                    f"ShaPO's masked step needs unsharded down-projection weights; {name} shards them. Use "
-                    "trainer.strategy=ddp (bf16-mixed fits a 3B policy and its reference on one 80 GB GPU), or "
-                    "model.variant=dpo for the baselines under sharding.")
+                    "ShaPO's masked step is not implemented for FSDP1 (trainer.strategy=fsdp, flat parameters); use "
+                    "trainer.strategy=fsdp2 (FSDP2 fully_shard through Lightning's ModelParallelStrategy, see "
+                    "zoo/methods/shapo/README.md), or model.variant=dpo for the baselines.")
+            if isinstance(strategy, DeepSpeedStrategy) or not isinstance(
+                    strategy, (SingleDeviceStrategy, DDPStrategy, ModelParallelStrategy)):  # DeepSpeed is a DDP
+                raise NotImplementedError(
+                    f"ShaPO's masked step supports single-device, DDP and FSDP2 (trainer.strategy=fsdp2), not {name}; "
+                    "model.variant=dpo runs the baselines under other strategies.")
         if (self.hparams.reference or not self.uses_lora) and "reference" not in self._frozen:
             if self.hparams.reference:
                 self._frozen["reference"] = self._load_reference(self.hparams.reference)
@@ -236,7 +254,7 @@ class ShaPOModule(ZooModule):
         from zoo.core.hub import clean_state_dict, load_weights
         from zoo.models.causal_lm import build_causal_lm
 
-        model = build_causal_lm(self.hparams.arch)
+        model = build_causal_lm(self.hparams.arch).float()
         state, source = load_weights(ref)
         own = {f"policy.{k}": v for k, v in model.state_dict().items()}
         mapped = map_lm_state(own, clean_state_dict(state), bool(model.config.tie_word_embeddings), source)
@@ -249,14 +267,65 @@ class ShaPOModule(ZooModule):
             model.to(self.device)
         return model
 
+    # ------------------------------------------------------------------ FSDP2
+    def configure_model(self) -> None:
+        """Under ``trainer.strategy=fsdp2`` (a ``ModelParallelStrategy``): shard policy and reference with FSDP2.
+
+        Raises:
+            ValueError: a tensor-parallel dimension larger than 1 (this module only shards, it has no TP plan).
+        """
+        mesh = self._device_mesh
+        if mesh is None or self._dp_group is not None:
+            return
+        if "tensor_parallel" in (mesh.mesh_dim_names or ()) and mesh["tensor_parallel"].size() != 1:
+            raise ValueError(f"shapo: tensor_parallel_size={mesh['tensor_parallel'].size()} is not supported; use "
+                             "trainer.strategy=fsdp2 (every device data-parallel, parameters sharded by FSDP2)")
+        self.shard(mesh["data_parallel"] if "data_parallel" in (mesh.mesh_dim_names or ()) else mesh)
+
+    def shard(self, mesh) -> None:
+        """FSDP2 on a 1-D data-parallel ``mesh``: each decoder layer of the policy is a ``fully_shard`` unit and the
+        policy the root (:func:`zoo.models.sharding.shard_causal_lm`); a separate frozen reference is sharded the
+        same way (it is another copy of a model the size of the policy). Under LoRA only the base weights and
+        adapters of the one policy are sharded. Call on every rank, before the optimiser is built.
+
+        Stage C then edits each rank's row shard of the down-projections (``MaskedPerturbation``) with the ascent
+        gradient averaged over the ranks (``ascent.all_reduce_mean``).
+        """
+        from zoo.models.sharding import shard_causal_lm
+
+        shard_causal_lm(self.policy, mesh)
+        if "reference" in self._frozen:
+            shard_causal_lm(self._frozen["reference"], mesh)
+        self._dp_group = mesh.get_group()
+        self._perturbation = None
+
+    def _full_state(self, model) -> dict:
+        """A module's full state dict on CPU (gathered from the shards under FSDP2: a collective, rank 0 gets it)."""
+        from zoo.models.sharding import is_sharded
+
+        if not is_sharded(model):
+            return {k: v.cpu() for k, v in model.state_dict().items()}
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """A copied reference (``reference=None``, full fine-tuning) travels with the checkpoint so resume keeps it."""
         if not self.uses_lora and not self.hparams.reference and "reference" in self._frozen:
-            checkpoint["shapo_reference"] = {k: v.cpu() for k, v in self._frozen["reference"].state_dict().items()}
+            checkpoint["shapo_reference"] = self._full_state(self._frozen["reference"])
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         if "shapo_reference" in checkpoint and "reference" in self._frozen:
-            self._frozen["reference"].load_state_dict(checkpoint["shapo_reference"])
+            from zoo.models.sharding import is_sharded
+
+            ref = self._frozen["reference"]
+            if is_sharded(ref):
+                from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+                set_model_state_dict(ref, checkpoint["shapo_reference"],
+                                     options=StateDictOptions(full_state_dict=True))
+            else:
+                ref.load_state_dict(checkpoint["shapo_reference"])
 
     # ------------------------------------------------------------------ forward pieces
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -364,8 +433,12 @@ class ShaPOModule(ZooModule):
                                 heldout=max(1, len(labels) // 10), seed=0)
         masks = rank_neurons(down_projections(self.policy), probe.direction.to(self.device), hp.probe_percentage,
                              hp.neuron_sign)
+        direction = probe.direction
+        if self._trainer is not None and self.trainer.world_size > 1:
+            # one set of masks for all ranks (FSDP2 needs it: the ranks hold shards of the same weights)
+            masks, direction = self.trainer.strategy.broadcast((masks.cpu(), direction.cpu()), src=0)
         self.neuron_masks.copy_(masks.to(self.device))
-        self.probe_direction.copy_(probe.direction.to(self.device))
+        self.probe_direction.copy_(direction.to(self.device))
         self.masks_ready.fill_(True)
         self._perturbation = None
         self.probe_stats = {"probe_examples": len(labels), "probe_train_accuracy": probe.train_accuracy,
@@ -438,30 +511,27 @@ class ShaPOModule(ZooModule):
     def shapo_backward(self, batches: list[dict], scale: float) -> tuple[torch.Tensor, float]:
         """The masked sharpness-aware gradient of the mean loss over ``batches``, accumulated into ``.grad``.
 
-        1. g = d(mean loss)/dW_down at theta (``torch.autograd.grad``: the accumulated ``.grad`` is untouched, so the
-           authors' stash/restore is unnecessary); 2. eps on the selected columns only; 3. backward of each
-           micro-batch loss * ``scale`` at theta + eps; 4. the selected columns are restored bit-exactly.
+        1. g ⊙ M, the selected columns of d(mean loss)/dW_down at theta, from the down-projections' inputs and output
+           gradients (``ascent.MaskedGradient``: ``.grad`` is untouched, so the authors' stash/restore is unnecessary;
+           under FSDP2 averaged over the ranks); 2. eps on the selected columns only (each rank its row shard under
+           FSDP2); 3. backward of each micro-batch loss * ``scale`` at theta + eps; 4. the selected columns are
+           restored bit-exactly.
 
         Returns:
             The mean loss at the perturbed point and ||eps||.
         """
         pert = self._get_perturbation()
-        weights = pert.weights
-        toggled = [w for w in weights if not w.requires_grad]  # frozen base weights under LoRA
-        for w in toggled:
-            w.requires_grad_(True)
-        try:
-            grads = None
+        sliced = None
+        with MaskedGradient(self.policy, pert.projections, pert.index) as mg:
             for batch in batches:
                 loss, _ = self._loss(batch, "train")
-                g = torch.autograd.grad(loss / len(batches), weights, allow_unused=True)
-                grads = list(g) if grads is None else [a if b is None else (b if a is None else a + b)
-                                                       for a, b in zip(grads, g)]
-        finally:
-            for w in toggled:
-                w.requires_grad_(False)
+                g = mg.grads(loss / len(batches))
+                sliced = g if sliced is None else [a + b for a, b in zip(sliced, g)]
+        if self._dp_group is not None:
+            sliced = all_reduce_mean(sliced, self._dp_group)
         step = self.trainer.global_step if self._trainer is not None else 0
-        size = pert.apply(grads, self.hparams.perturbation, gamma=self.perturbation_gamma(step), rho=self.hparams.rho)
+        size = pert.apply_masked(sliced, self.hparams.perturbation, gamma=self.perturbation_gamma(step),
+                                 rho=self.hparams.rho)
         total = 0.0
         try:
             for batch in batches:

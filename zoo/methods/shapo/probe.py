@@ -27,11 +27,15 @@ def mean_pooled_states(model: nn.Module, input_ids: torch.Tensor, attention_mask
         ``(N, d)`` float32 features.
     """
     from zoo.methods.shapo.lm import unwrap
+    from zoo.models.sharding import call_as_root
 
-    backbone, _ = unwrap(model)
-    h = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.float()
-    m = attention_mask.to(h.dtype).unsqueeze(-1)
-    return (h * m).sum(1) / m.sum(1).clamp_min(1.0)
+    def pooled(input_ids, attention_mask):
+        backbone, _ = unwrap(model)
+        h = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.float()
+        m = attention_mask.to(h.dtype).unsqueeze(-1)
+        return (h * m).sum(1) / m.sum(1).clamp_min(1.0)
+
+    return call_as_root(model, pooled, input_ids, attention_mask)  # FSDP2: inside the root's forward
 
 
 @dataclass

@@ -36,8 +36,47 @@ class DownProjection:
     neuron_axis: int
 
     def value_vectors(self) -> torch.Tensor:
-        """``(d_ff, d)`` value vectors, one row per neuron (a view, no copy)."""
-        return self.weight.T if self.neuron_axis == 1 else self.weight
+        """``(d_ff, d)`` value vectors, one row per neuron (a view; an FSDP2-sharded weight is all-gathered first,
+        a collective every rank must call)."""
+        w = full_weight(self.weight)
+        return w.T if self.neuron_axis == 1 else w
+
+
+def full_weight(weight: torch.Tensor) -> torch.Tensor:
+    """The whole tensor: ``weight`` itself, or for a ``DTensor`` (FSDP2) its all-gathered ``full_tensor()``."""
+    from torch.distributed.tensor import DTensor
+
+    return weight.full_tensor() if isinstance(weight, DTensor) else weight
+
+
+def local_rows(weight: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """This process's part of a weight and the global rows it holds.
+
+    A plain tensor is all of itself, rows ``[0, n)``. An FSDP2 parameter is a ``DTensor`` with placement
+    ``Shard(0)`` on a 1-D mesh: rank r holds rows ``[r c, min((r + 1) c, n))`` with ``c = ceil(n / world)``
+    (``torch.chunk``'s split, which FSDP2 uses), every column included.
+
+    Returns:
+        ``(local, start, stop)``: ``local`` shares storage with the parameter (in-place edits change it).
+
+    Raises:
+        ValueError: a DTensor placed other than ``Shard(0)`` on one mesh dimension.
+    """
+    from torch.distributed.tensor import DTensor, Shard
+
+    if not isinstance(weight, DTensor):
+        return weight, 0, weight.shape[0]
+    if len(weight.placements) != 1 or weight.placements[0] != Shard(0):
+        raise ValueError(f"ShaPO's sharded step expects FSDP2's Shard(0) placement on a 1-D mesh, got "
+                         f"{weight.placements}")
+    local = weight.to_local()
+    n, world, rank = weight.shape[0], weight.device_mesh.size(), weight.device_mesh.get_local_rank()
+    chunk = -(-n // world)
+    start = min(rank * chunk, n)
+    stop = min(start + chunk, n)
+    if stop - start != local.shape[0]:
+        raise ValueError(f"shard of rank {rank} has {local.shape[0]} rows, expected rows [{start}, {stop}) of {n}")
+    return local, start, stop
 
 
 def down_projections(model: nn.Module) -> list[DownProjection]:
@@ -107,8 +146,11 @@ def rank_neurons(projections: list[DownProjection], direction: torch.Tensor, per
 class MaskedPerturbation:
     """Stage C's ascent: add eps to the selected value vectors, then put the old values back bit for bit.
 
-    Only the masked neurons' value vectors change; the saved copies are of those columns only.
-    Use as ``pert.apply(grads, ...)`` then ``pert.restore()``.
+    Only the masked neurons' value vectors change; the saved copies are of those columns only. Works on plain
+    weights and on FSDP2-sharded ones (``DTensor``, ``Shard(0)``): each process edits and restores the selected
+    columns of its own row shard (:func:`local_rows`), so the ``(d, k)`` masked gradient it is given must be the
+    same on every rank. Use as ``pert.apply(grads, ...)`` (or ``pert.apply_masked(sliced, ...)``) then
+    ``pert.restore()``.
     """
 
     def __init__(self, projections: list[DownProjection], masks: torch.Tensor):
@@ -122,7 +164,7 @@ class MaskedPerturbation:
             raise ValueError(f"masks have shape {tuple(masks.shape)}, the model needs ({len(projections)}, {d_ff})")
         self.projections = projections
         self.index = [m.nonzero().flatten().to(p.weight.device) for p, m in zip(projections, masks)]
-        self._saved: list[torch.Tensor] | None = None
+        self._saved: list[tuple[torch.Tensor, int, torch.Tensor, torch.Tensor]] | None = None
 
     @property
     def weights(self) -> list[nn.Parameter]:
@@ -130,7 +172,8 @@ class MaskedPerturbation:
         return [p.weight for p in self.projections]
 
     def masked_grads(self, grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
-        """The selected neurons' gradient slices, ``(d, k_l)`` or ``(k_l, d)`` per layer (zeros for a missing grad)."""
+        """The selected neurons' gradient slices, ``(d, k_l)`` or ``(k_l, d)`` per layer (zeros for a missing grad),
+        from gradients of the whole (unsharded) down-projection weights."""
         out = []
         for p, idx, g in zip(self.projections, self.index, grads):
             shape = list(p.weight.shape)
@@ -141,6 +184,11 @@ class MaskedPerturbation:
 
     @torch.no_grad()
     def apply(self, grads: list[torch.Tensor | None], mode: str, gamma: float = 0.0, rho: float = 0.0) -> float:
+        """:meth:`apply_masked` on the selected slices of whole-weight gradients ``grads`` (per layer, or ``None``)."""
+        return self.apply_masked(self.masked_grads(grads), mode, gamma=gamma, rho=rho)
+
+    @torch.no_grad()
+    def apply_masked(self, sliced: list[torch.Tensor], mode: str, gamma: float = 0.0, rho: float = 0.0) -> float:
         """Move the selected value vectors uphill.
 
         ``mode="gamma"``: eps = gamma * g_masked (the authors' un-normalised step; gamma is drawn by the caller).
@@ -148,10 +196,11 @@ class MaskedPerturbation:
         of Foret et al. 2021 with p = 2, restricted to the mask: ours, as an option).
 
         Args:
-            grads: per layer, dL/dW for the whole down-projection weight (or ``None``).
+            sliced: per layer, the selected neurons' gradient, ``(d, k_l)`` (``neuron_axis`` 1) or ``(k_l, d)``
+                (``neuron_axis`` 0), for the whole weight (not a shard): under FSDP2 every rank passes the same.
 
         Returns:
-            ||eps||_2, the size of the perturbation actually applied.
+            ||eps||_2 over all layers, the size of the perturbation applied (the same on every rank).
 
         Raises:
             RuntimeError: a perturbation is already applied.
@@ -159,7 +208,6 @@ class MaskedPerturbation:
         """
         if self._saved is not None:
             raise RuntimeError("perturbation already applied; call restore() first")
-        sliced = self.masked_grads(grads)
         if mode == "gamma":
             scale = gamma
         elif mode == "rho":
@@ -167,25 +215,32 @@ class MaskedPerturbation:
             scale = rho / max(norm.item(), 1e-12)
         else:
             raise ValueError(f"unknown perturbation mode {mode!r}; choose gamma or rho")
-        self._saved = []
+        saved = []
         size = 0.0
         for p, idx, g in zip(self.projections, self.index, sliced):
-            old = p.weight.index_select(p.neuron_axis, idx)
-            self._saved.append(old)
-            eps = (scale * g).to(p.weight.dtype)
-            p.weight.index_copy_(p.neuron_axis, idx, old + eps)
+            local, start, stop = local_rows(p.weight)
+            eps = (scale * g).to(device=local.device, dtype=local.dtype)
             size += float((eps.float() ** 2).sum())
+            if p.neuron_axis == 1:       # (d, d_ff) sharded over d: my rows of eps, all selected columns
+                lidx, eps = idx, eps[start:stop]
+            else:                        # (d_ff, d) sharded over neurons: the selected neurons I hold
+                keep = (idx >= start) & (idx < stop)
+                lidx, eps = idx[keep] - start, eps[keep]
+            old = local.index_select(p.neuron_axis, lidx)
+            saved.append((local, p.neuron_axis, lidx, old))
+            local.index_copy_(p.neuron_axis, lidx, old + eps)
+        self._saved = saved
         return size ** 0.5
 
     @torch.no_grad()
     def restore(self) -> None:
-        """Write the saved columns back (bit-exact, unlike the authors' W - gamma g).
+        """Write the saved columns back (bit-exact, unlike the authors' W - gamma g; per shard under FSDP2).
 
         Raises:
             RuntimeError: nothing to restore.
         """
         if self._saved is None:
             raise RuntimeError("no perturbation to restore")
-        for p, idx, old in zip(self.projections, self.index, self._saved):
-            p.weight.index_copy_(p.neuron_axis, idx, old)
+        for local, axis, lidx, old in self._saved:
+            local.index_copy_(axis, lidx, old)
         self._saved = None
