@@ -93,6 +93,7 @@ def test_grounded_verdict_follows_the_detection_threshold():
     p = torch.sigmoid(det["win_logit"])
     assert p[0] != p[1]
     m.threshold.fill_(float(p.max()))                                       # one window above, one below
+    m.dec_cfg["ground_verdict"] = True
     texts = m._explain(det)
     hi = int(p.argmax())
     assert texts[hi].startswith("verdict: malicious ;") and texts[1 - hi].startswith("verdict: benign ;")

@@ -1,7 +1,8 @@
 """WatchLog experiments on the real Mordor Sysmon windows: WatchLog, ablations and baselines on the same windows.
 
 ``python -m zoo.methods.watchlog.experiments explanations --model watchlog.mordor`` generates explanations for
-held-out windows (see :func:`run_explanations`).
+held-out windows (see :func:`run_explanations`); ``recording`` explains every window of one held-out recording
+(:func:`run_recording`).
 
 ``python -m zoo.methods.watchlog.experiments detection [--max-steps N] [--only NAME ...]`` trains every setting
 with the same budget on the recording split of the shipped data, picks the checkpoint with the best validation F1,
@@ -143,7 +144,7 @@ def bag_of_events(dm: WatchLogDataModule) -> dict:
 
     xtr, ytr = featurise(dm.splits["train"])
     clf = LogisticRegression(C=1.0, class_weight="balanced", max_iter=2000).fit(xtr, ytr)
-    xte, yte = featurise(dm.splits["test"])
+    _, yte = featurise(dm.splits["test"])
     t = time.perf_counter()
     xte2, _ = featurise(dm.splits["test"])
     prob = clf.predict_proba(xte2)[:, 1]
@@ -240,51 +241,58 @@ def run_explanations(ref: str, max_windows: int, command: str) -> None:
     mal = spaced([w for w in ds.windows if w.label == 1], max_windows // 2)
     ben = spaced([w for w in ds.windows if w.label == 0], max_windows - len(mal))
     sub = WindowDataset(mal + ben, ds.log, ds.renderer, ds.hits, ds.n_frames)
-    t0 = time.time()
-    preds = module.predict_dataset(sub, batch_size=16)
-    secs = time.time() - t0
     stride = module.hparams.frame_stride
     ev_labels = [[ds.log.labels[e] for e in w.event_idx][::stride] for w in sub.windows]
-    verdict_ok = sum((p["parsed"]["verdict"] == ("malicious" if w.label else "benign"))
-                     for p, w in zip(preds, sub.windows))
-    parsed_ok = sum(p["parsed"]["verdict"] in ("malicious", "benign") for p in preds)
     m_idx = [i for i, w in enumerate(sub.windows) if w.label == 1]
-    tech_ok = sum(preds[i]["parsed"]["technique"] == sub.windows[i].technique.lower() for i in m_idx)
-    tech_seen = [i for i in m_idx if sub.windows[i].technique.lower() in train_techs]
-    tech_ok_seen = sum(preds[i]["parsed"]["technique"] == sub.windows[i].technique.lower() for i in tech_seen)
-    cited = [p["parsed"]["evidence"] for p in preds]
-    ev_prec, n_cited = evidence_precision(cited, ev_labels)
-    flagged = [i for i, p in enumerate(preds) if p["parsed"]["verdict"] == "malicious"]
-    ev_prec_flagged, _ = evidence_precision([cited[i] for i in flagged], [ev_labels[i] for i in flagged])
-    # reference: cite the detection head's top events (as many as the model cited) in the same windows
-    top = [sorted(range(len(lab)), key=lambda t: -p["event_prob"][t])[:len(c)]
-           for p, c, lab in zip(preds, cited, ev_labels)]
-    top_prec, _ = evidence_precision(top, ev_labels)
-    det = classification_metrics(torch.tensor([p["prob"] for p in preds]),
-                                 torch.tensor([w.label for w in sub.windows]), float(module.threshold))
+    full = module.evaluate(dm)
 
     def prec(x: float) -> float | str:
         return "no events cited" if math.isnan(x) else round(x, 4)
 
-    full = module.evaluate(dm)
-    row = {"windows": len(sub), "malicious": len(m_idx),
-           "generated_verdict_accuracy": round(verdict_ok / len(sub), 4),
-           "well_formed": round(parsed_ok / len(sub), 4),
-           "technique_accuracy (malicious)": round(tech_ok / max(1, len(m_idx)), 4),
-           "technique_accuracy (technique seen in training)": round(tech_ok_seen / max(1, len(tech_seen)), 4)
-           if tech_seen else "no such window",
-           "evidence_precision": prec(ev_prec), "evidence_cited": n_cited,
-           "evidence_precision (windows called malicious)": prec(ev_prec_flagged),
-           "reference: top event-head scores precision": prec(top_prec),
-           "detection_head_f1 (these windows)": round(det["f1"], 4),
-           "detection_head_recall (all test windows)": round(full["test/recall"], 4),
-           "detection_head_f1 (all test windows)": round(full["test/f1"], 4),
-           "seconds_per_window (generate)": round(secs / len(sub), 3)}
+    def score(ground: bool) -> tuple[dict, list[dict]]:
+        module.dec_cfg["ground_verdict"] = ground
+        t0 = time.time()
+        preds = module.predict_dataset(sub, batch_size=16)
+        secs = time.time() - t0
+        verdict_ok = sum((p["parsed"]["verdict"] == ("malicious" if w.label else "benign"))
+                         for p, w in zip(preds, sub.windows))
+        parsed_ok = sum(p["parsed"]["verdict"] in ("malicious", "benign") for p in preds)
+        tech_ok = sum(preds[i]["parsed"]["technique"] == sub.windows[i].technique.lower() for i in m_idx)
+        tech_seen = [i for i in m_idx if sub.windows[i].technique.lower() in train_techs]
+        tech_ok_seen = sum(preds[i]["parsed"]["technique"] == sub.windows[i].technique.lower() for i in tech_seen)
+        cited = [p["parsed"]["evidence"] for p in preds]
+        ev_prec, n_cited = evidence_precision(cited, ev_labels)
+        flagged = [i for i, p in enumerate(preds) if p["parsed"]["verdict"] == "malicious"]
+        ev_prec_flagged, _ = evidence_precision([cited[i] for i in flagged], [ev_labels[i] for i in flagged])
+        # reference: cite the detection head's top events (as many as the model cited) in the same windows
+        top = [sorted(range(len(lab)), key=lambda t: -p["event_prob"][t])[:len(c)]
+               for p, c, lab in zip(preds, cited, ev_labels)]
+        top_prec, _ = evidence_precision(top, ev_labels)
+        det = classification_metrics(torch.tensor([p["prob"] for p in preds]),
+                                     torch.tensor([w.label for w in sub.windows]), float(module.threshold))
+        row = {"verdict written by": "detector (ground_verdict=true)" if ground else "language model (default)",
+               "windows": len(sub), "malicious": len(m_idx),
+               "generated_verdict_accuracy": round(verdict_ok / len(sub), 4),
+               "well_formed": round(parsed_ok / len(sub), 4),
+               "technique_accuracy (malicious)": round(tech_ok / max(1, len(m_idx)), 4),
+               "technique_accuracy (technique seen in training)":
+                   f"{round(tech_ok_seen / len(tech_seen), 4)} of {len(tech_seen)}" if tech_seen else "no such window",
+               "evidence_precision": prec(ev_prec), "evidence_cited": n_cited,
+               "evidence_precision (windows called malicious)": prec(ev_prec_flagged),
+               "reference: top event-head scores precision": prec(top_prec),
+               "detection_head_f1 (these windows)": round(det["f1"], 4),
+               "detection_head_recall (all test windows)": round(full["test/recall"], 4),
+               "detection_head_f1 (all test windows)": round(full["test/f1"], 4),
+               "seconds_per_window (generate)": round(secs / len(sub), 3)}
+        return row, preds
+
+    scored = {ground: score(ground) for ground in (False, True)}
+    rows, preds = [scored[False][0], scored[True][0]], scored[False][1]
     notes = (f"Model `{ref}` on held-out test recordings {dm.recording_split['test']}. Evidence precision = "
              "fraction of cited `#i` events whose event label is attack (weak heuristic labels, SOURCE.md). "
              f"Techniques in the test windows: {sorted({w.technique for w in mal})}; seen in training: "
              f"{sorted(train_techs)}.")
-    write([row], "explanations", command, {"notes": notes})
+    write(rows, "explanations", command, {"notes": notes})
     examples = []
     for i in [m_idx[0], m_idx[len(m_idx) // 2], m_idx[-1], len(sub) - 1] if m_idx else [0]:
         w, p = sub.windows[i], preds[i]
@@ -294,8 +302,51 @@ def run_explanations(ref: str, max_windows: int, command: str) -> None:
         examples.append({"recording": w.recording, "host": w.group, "label": w.label, "technique": w.technique,
                          "p_detect": round(p["prob"], 3), "explanation": p["explanation"],
                          "cited events": "; ".join(ev) or "none"})
-    write(examples, "explanation-examples", command, {"notes": "Generated explanations (greedy decoding) for "
-                                                      "held-out windows; cited events expanded from the raw log."})
+    write(examples, "explanation-examples", command, {"notes": "Generated explanations (greedy decoding, the LM "
+                                                      "writes the verdict) for held-out windows; cited events "
+                                                      "expanded from the raw log."})
+
+
+def run_recording(ref: str, recording: str, command: str) -> None:
+    """Explain every window of one held-out recording (what ``zoo predict`` prints for it), as a table.
+
+    Writes ``results/watchlog/recording.json``: per window its log lines, label, detector probability, the generated
+    explanation and the cited events with their labels.
+
+    Raises:
+        ValueError: ``recording`` is not a test recording of the model's data split.
+    """
+    from zoo.core.build import load_module
+    from zoo.methods.watchlog.datamodule import WindowDataset
+    from zoo.methods.watchlog.windows import describe_event
+
+    torch.set_num_threads(2)
+    module, cfg = load_module(ref)
+    dm = WatchLogDataModule(**cfg["data"])
+    dm.setup()
+    ds = dm.splits["test"]
+    if recording not in dm.recording_split["test"]:
+        raise ValueError(f"--recording {recording!r} is not held out; test recordings: {dm.recording_split['test']}")
+    ws = [w for w in ds.windows if w.recording == recording]
+    preds = module.predict_dataset(WindowDataset(ws, ds.log, ds.renderer, ds.hits, ds.n_frames), batch_size=16)
+    stride, rows = module.hparams.frame_stride, []
+    for k, (w, p) in enumerate(zip(ws, preds)):
+        events = [w.event_idx[t * stride] for t in p["parsed"]["evidence"] if 0 <= t * stride < len(w.event_idx)]
+        cited = [f"#{t} {describe_event(ds.log.events[e])[:48]} ({ds.log.labels[e]})"
+                 for t, e in zip(p["parsed"]["evidence"], events)]
+        rows.append({"window": k, "host": w.group,
+                     "lines": f"{ds.log.lines[w.event_idx[0]]}-{ds.log.lines[w.event_idx[-1]]}",
+                     "label": w.label, "attack events": sum(ds.log.labels[e] == 1 for e in w.event_idx),
+                     "p_detect": round(p["prob"], 3), "explanation": p["explanation"],
+                     "cited events (label)": "; ".join(cited) or "none"})
+    said = [r["explanation"].startswith("verdict: malicious") for r in rows]
+    tp = sum(s and r["label"] == 1 for s, r in zip(said, rows))
+    notes = (f"Model `{ref}` on every 16-event host window of the held-out recording `{recording}` "
+             f"(technique {ws[0].technique if ws else '?'}, never seen in training): {len(rows)} windows, "
+             f"{sum(r['label'] for r in rows)} labelled malicious; the explanation says malicious for {sum(said)} "
+             f"({tp} of them labelled malicious). Lines are line numbers of data/mordor-sysmon/events.jsonl.gz; "
+             "(0/1) after a cited event is its heuristic event label.")
+    write(rows, "recording", command, {"notes": notes})
 
 
 def run_figures() -> None:
@@ -326,8 +377,10 @@ def run_figures() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("experiment", choices=["detection", "explanations", "figures"])
-    ap.add_argument("--model", default="watchlog.mordor", help="explanations: zoo id or run directory")
+    ap.add_argument("experiment", choices=["detection", "explanations", "recording", "figures"])
+    ap.add_argument("--model", default="watchlog.mordor", help="explanations, recording: zoo id or run directory")
+    ap.add_argument("--recording", default="empire_dcsync_dcerpc_drsuapi_DsGetNCChanges",
+                    help="recording: a held-out recording to explain window by window")
     ap.add_argument("--max-windows", type=int, default=200, help="explanations: windows to generate for")
     ap.add_argument("--max-steps", type=int, default=300)
     ap.add_argument("--eval-every", type=int, default=100)
@@ -338,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         run_detection(args.max_steps, args.eval_every, args.only, command)
     elif args.experiment == "figures":
         run_figures()
+    elif args.experiment == "recording":
+        run_recording(args.model, args.recording, command)
     else:
         run_explanations(args.model, args.max_windows, command)
     return 0

@@ -30,7 +30,7 @@ STAGES = ("pretrain", "align", "sft", "detect")
 _ENCODER_DEFAULTS = {"kind": "video", "patch": [8, 16], "dim": 48, "depth": 2, "heads": 2, "adapter": "pixel",
                      "adapter_layers": None, "vocab_size": 8192, "token_len": 48}
 _DECODER_DEFAULTS = {"arch": "zoo-lm-small", "init": None, "tokenizer": None, "max_answer_tokens": 40,
-                     "max_new_tokens": 32, "ground_verdict": True}
+                     "max_new_tokens": 32, "ground_verdict": False}
 
 
 def classification_metrics(prob: torch.Tensor, label: torch.Tensor, threshold: float = 0.5) -> dict[str, float]:
@@ -73,9 +73,11 @@ class WatchLogModule(ZooModule):
         frame_stride: keep every k-th frame (fewer-frames ablation, ours).
         decoder: ``{arch, init, tokenizer, max_answer_tokens, max_new_tokens, ground_verdict}`` or None (no
             language decoder). ``init`` is a zoo id / HF dir whose LM weights are loaded at construction
-            (``zoo-lm.base``). ``ground_verdict`` (ours, default True): at inference the answer starts with the
-            calibrated detection head's verdict (``verdict: malicious ;`` when ``p >= threshold``) and the LM
-            generates the technique and evidence after it; False lets the LM generate the verdict too.
+            (``zoo-lm.base``). ``ground_verdict`` (ours, default False): True forces the answer to start with the
+            calibrated detection head's verdict (``verdict: malicious ;`` when ``p >= threshold``) so the text
+            always agrees with the detector, and the LM generates only the technique and evidence; False lets the
+            LM write the verdict too (it sees the detector's probabilities through the projector, and on the
+            held-out recordings its verdict scored higher F1 than the calibrated threshold, docs/results.md).
         det_weight: weight of the detection loss in ``sft``.
         event_weight: weight of the per-event BCE beside the per-window BCE (ours).
         pos_weight: positive-class weight of both BCE terms (class imbalance; ours).
