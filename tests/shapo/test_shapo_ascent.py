@@ -6,6 +6,17 @@ from zoo.methods.shapo.ascent import MaskedGradient
 from zoo.methods.shapo.subspace import MaskedPerturbation, down_projections
 
 
+def masked_grads(pert: MaskedPerturbation, grads: list) -> list[torch.Tensor]:
+    """Test oracle: the selected neurons' slices of whole (unsharded) down-projection weight gradients, ``(d, k_l)``
+    or ``(k_l, d)`` per layer, zeros for a missing gradient."""
+    out = []
+    for p, idx, g in zip(pert.projections, pert.index, grads):
+        shape = list(p.weight.shape)
+        shape[p.neuron_axis] = idx.numel()
+        out.append(g.index_select(p.neuron_axis, idx) if g is not None else torch.zeros(shape, dtype=p.weight.dtype))
+    return out
+
+
 def _llama():
     from zoo.models.causal_lm import build_causal_lm
 
@@ -21,15 +32,31 @@ def _gpt2():
                                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
 
 
-def _lora(model):
+def _lora(model, targets=("q_proj", "v_proj"), checkpointing=False):
     from peft import LoraConfig, get_peft_model
 
-    return get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.train()
+    model = get_peft_model(model, LoraConfig(r=2, target_modules=list(targets)))
+    if "down_proj" in targets:  # random adapters: lora_B starts at zero, which would hide a wrong base-layer hook
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                if "lora_B" in n:
+                    p.normal_(0, 0.1)
+    return model
 
 
-@pytest.mark.parametrize("build", [_llama, _gpt2, lambda: _lora(_llama())], ids=["llama", "gpt2-conv1d", "lora"])
-def test_masked_gradient_equals_weight_gradient_columns(build):
-    model = build()
+# LoRA on down_proj only: the hook sits on each down_proj's base_layer, and nothing upstream of it trains, so its
+# output is made a leaf (ascent.MaskedGradient._hook); with non-reentrant checkpointing the recompute is ignored
+BUILDS = {"llama": _llama, "gpt2-conv1d": _gpt2, "lora": lambda: _lora(_llama()),
+          "lora-down_proj": lambda: _lora(_llama(), ["down_proj"]),
+          "lora-down_proj-checkpointing": lambda: _lora(_llama(), ["down_proj"], checkpointing=True)}
+
+
+@pytest.mark.parametrize("name", list(BUILDS))
+def test_masked_gradient_equals_weight_gradient_columns(name):
+    model = BUILDS[name]()
     projs = down_projections(model)
     d_ff = projs[0].weight.shape[projs[0].neuron_axis]
     masks = torch.zeros(len(projs), d_ff, dtype=torch.bool)
@@ -44,9 +71,10 @@ def test_masked_gradient_equals_weight_gradient_columns(build):
 
     with MaskedGradient(model, projs, pert.index) as mg:
         got = mg.grads(loss_fn())
-    for w in pert.weights:  # the autograd answer (frozen LoRA base weights switched on for it)
+    weights = [p.weight for p in projs]
+    for w in weights:  # the autograd answer (frozen LoRA base weights switched on for it)
         w.requires_grad_(True)
-    want = pert.masked_grads(list(torch.autograd.grad(loss_fn(), pert.weights)))
+    want = masked_grads(pert, list(torch.autograd.grad(loss_fn(), weights)))
     for g, w, p in zip(got, want, projs):
         assert g.shape == w.shape and torch.allclose(g, w, atol=1e-6, rtol=1e-4), p.name
         assert w.abs().sum() > 0

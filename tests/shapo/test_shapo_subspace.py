@@ -6,6 +6,17 @@ from torch import nn
 from zoo.methods.shapo.subspace import DownProjection, MaskedPerturbation, down_projections, rank_neurons
 
 
+def masked_grads(pert: MaskedPerturbation, grads: list) -> list[torch.Tensor]:
+    """Test oracle: the selected neurons' slices of whole (unsharded) down-projection weight gradients, ``(d, k_l)``
+    or ``(k_l, d)`` per layer, zeros for a missing gradient."""
+    out = []
+    for p, idx, g in zip(pert.projections, pert.index, grads):
+        shape = list(p.weight.shape)
+        shape[p.neuron_axis] = idx.numel()
+        out.append(g.index_select(p.neuron_axis, idx) if g is not None else torch.zeros(shape, dtype=p.weight.dtype))
+    return out
+
+
 def _fake_projections():
     # nn.Linear layout (d=3, d_ff=4): column j is neuron j's value vector; cosines with v = e0 written below
     w0 = torch.tensor([[1.0, -1.0, 0.0, 1.0], [0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])  # 1, -1, 0, .707
@@ -65,7 +76,7 @@ def test_perturbation_touches_only_selected_columns_and_restores_bit_exactly(mod
     before = {k: v.clone() for k, v in model.state_dict().items()}
     grads = [torch.randn_like(p.weight) for p in projs]
     pert = MaskedPerturbation(projs, masks)
-    size = pert.apply(grads, mode, gamma=0.5, rho=0.05)
+    size = pert.apply_masked(masked_grads(pert, grads), mode, gamma=0.5, rho=0.05)
     after = model.state_dict()
     for k, v in after.items():
         if k.endswith("mlp.down_proj.weight"):

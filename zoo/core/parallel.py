@@ -60,13 +60,22 @@ class FSDP2Strategy(ModelParallelStrategy):
                 sub.reshard()
         set_model_state_dict(module, checkpoint.pop("state_dict"),
                              options=StateDictOptions(full_state_dict=True, strict=module.strict_loading))
-        from lightning.fabric.strategies.model_parallel import _rekey_optimizer_state_if_needed
-
         for optimizer, state in zip(self.optimizers, checkpoint.get("optimizer_states", [])):
-            state = _rekey_optimizer_state_if_needed(state, module)  # saved keyed by index, loaded by name
+            state = _rekey_by_name(state, module)  # saved keyed by index, loaded by name
             set_optimizer_state_dict(module, optimizer, optim_state_dict=state,
                                      options=StateDictOptions(full_state_dict=True))
         return checkpoint
+
+
+def _rekey_by_name(state: dict, module) -> dict:
+    """An optimiser state dict keyed by parameter index (a plain ``optimizer.state_dict()``, as saved) rekeyed by
+    parameter name, as ``set_optimizer_state_dict`` reads it (what Lightning's private
+    ``_rekey_optimizer_state_if_needed`` does, with torch's public API; an empty state passes through)."""
+    if not state.get("state") or not isinstance(next(iter(state["state"])), int):
+        return state
+    from torch.distributed.fsdp import FullyShardedDataParallel, OptimStateKeyType
+
+    return FullyShardedDataParallel.rekey_optim_state_dict(state, OptimStateKeyType.PARAM_NAME, module)
 
 
 def register_strategies() -> None:
@@ -83,7 +92,9 @@ def unsharded_copy(module, trainer):
     """After fit under ``fsdp2``: a plain copy of ``module`` on rank 0 for export (``None`` on other ranks).
 
     Every rank must call it (the full state dict is gathered from the shards, on rank 0's CPU); the copy is rebuilt
-    from the module's saved hyperparameters, so packages and HF exports never see a ``DTensor``. Any other strategy:
+    from the module's saved hyperparameters, so packages and HF exports never see a ``DTensor``. Its causal LMs are
+    built empty (:func:`zoo.models.causal_lm.empty_weights`: no second load of the model from disk) and take the
+    gathered tensors themselves (``assign``); non-persistent buffers come from ``module``. Any other strategy:
     ``module`` itself.
     """
     if not isinstance(trainer.strategy, ModelParallelStrategy):
@@ -91,12 +102,26 @@ def unsharded_copy(module, trainer):
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     from zoo.core.build import constructor_kwargs
+    from zoo.models.causal_lm import empty_weights
 
     state = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     if not trainer.is_global_zero:
         return None
     cls = type(module)
-    copy = cls(**constructor_kwargs(cls, dict(module.hparams)))
-    copy.load_state_dict(state, strict=True)
+    kwargs = constructor_kwargs(cls, dict(module.hparams))
+    with empty_weights():
+        copy = cls(**kwargs)
+    copy.load_state_dict(state, strict=True, assign=True)
+    for sub in copy.modules():  # assign gives tied weights a Parameter each: tie them again (HF models)
+        if hasattr(sub, "config") and callable(getattr(sub, "tie_weights", None)):
+            sub.tie_weights()
+    own = dict(module.named_buffers())
+    for name, buf in list(copy.named_buffers()):
+        if buf.is_meta and name in own:
+            owner, _, leaf = name.rpartition(".")
+            copy.get_submodule(owner)._buffers[leaf] = own[name].detach().to("cpu", copy=True)
+    if any(t.is_meta for t in [*copy.parameters(), *copy.buffers()]):  # something empty_weights cannot fill
+        copy = cls(**kwargs)
+        copy.load_state_dict(state, strict=True)
     copy.trainer = trainer  # hooks such as package_extras read the run directory from it
     return copy

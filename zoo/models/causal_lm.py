@@ -7,6 +7,7 @@ Hugging Face model directory (``AutoModelForCausalLM.from_pretrained``: the path
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -31,12 +32,30 @@ ARCHS: dict[str, dict[str, Any]] = {
 """Preset ``LlamaConfig`` keyword arguments. Sizes are ours (the issue asks for a few million parameters)."""
 
 
-def build_causal_lm(arch: str):
+_EMPTY_WEIGHTS = False
+
+
+@contextlib.contextmanager
+def empty_weights():
+    """Within this context :func:`build_causal_lm` builds the architecture on the meta device and reads no weights
+    (for a copy whose weights are assigned next: ``load_state_dict(state, assign=True)``; its non-persistent buffers,
+    such as rotary frequencies, stay on the meta device until the caller fills them)."""
+    global _EMPTY_WEIGHTS
+    before, _EMPTY_WEIGHTS = _EMPTY_WEIGHTS, True
+    try:
+        yield
+    finally:
+        _EMPTY_WEIGHTS = before
+
+
+def build_causal_lm(arch: str, dtype=None):
     """Build a causal LM from a preset name or load one from a local Hugging Face directory.
 
     Args:
         arch: a key of :data:`ARCHS` (randomly initialised with the current torch seed), or a directory
             holding ``config.json`` + weights (loaded with ``AutoModelForCausalLM.from_pretrained``).
+        dtype: parameter dtype (``torch.float32``, ``torch.bfloat16``); a directory is loaded straight into it (no
+            second copy). ``None``: the directory's config dtype, the torch default for a preset.
 
     Returns:
         A ``transformers`` causal LM (``LlamaForCausalLM`` for presets); ``model(input_ids[B, T]).logits``
@@ -47,10 +66,18 @@ def build_causal_lm(arch: str):
     """
     from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
+    if _EMPTY_WEIGHTS and (arch in ARCHS or os.path.isdir(arch)):
+        from transformers import AutoConfig
+
+        config = LlamaConfig(**ARCHS[arch]) if arch in ARCHS else AutoConfig.from_pretrained(arch)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        return model if dtype is None else model.to(dtype)
     if arch in ARCHS:
-        return LlamaForCausalLM(LlamaConfig(**ARCHS[arch]))
+        model = LlamaForCausalLM(LlamaConfig(**ARCHS[arch]))
+        return model if dtype is None else model.to(dtype)
     if os.path.isdir(arch):
-        return AutoModelForCausalLM.from_pretrained(arch)
+        return AutoModelForCausalLM.from_pretrained(arch, **({} if dtype is None else {"dtype": dtype}))
     raise ValueError(f"model.arch: {arch!r} is neither a preset ({', '.join(ARCHS)}) nor a local model directory")
 
 

@@ -74,3 +74,13 @@ def call_as_root(model: nn.Module, fn: Callable, *args: Any, **kwargs: Any) -> A
     gathered first and its backward hooks are in place; otherwise a plain call."""
     call = vars(model).get(_ROOT_CALL)
     return call(fn, *args, **kwargs) if call is not None else fn(*args, **kwargs)
+
+
+def reshard(model: nn.Module) -> None:
+    """Free the gathered parameters of a model sharded by :func:`shard_causal_lm` (no-op otherwise).
+
+    FSDP2 keeps the root unit's parameters (embeddings, final norm, head) gathered after its forward, expecting a
+    backward to follow; a model that only runs without gradients (a frozen reference) would hold them for good.
+    """
+    if is_sharded(model):
+        model.reshard()

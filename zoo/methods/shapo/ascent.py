@@ -65,18 +65,20 @@ class MaskedGradient:
         ``(k_l, d)`` (GPT-2 ``Conv1D``); the record is cleared for the next forward.
 
         Raises:
-            RuntimeError: a layer's output was not recorded or is not connected to ``loss`` (e.g. reentrant
-                gradient checkpointing, which builds no graph in the forward).
+            RuntimeError: a layer's output was not recorded (no forward with gradients enabled went through it, as
+                under reentrant gradient checkpointing, whose forward runs under ``no_grad``), or is not connected
+                to ``loss``.
         """
         missing = [i for i in range(len(self.projections)) if i not in self._record]
         if missing:
-            raise RuntimeError(f"ShaPO ascent: no forward recorded through the down-projections of layers {missing}")
+            raise RuntimeError(f"ShaPO ascent: no forward recorded through the down-projections of layers {missing} "
+                               "(a forward with gradients enabled is needed: reentrant gradient checkpointing runs "
+                               "its forward under no_grad; use it non-reentrant, use_reentrant=False)")
         xs, ys = zip(*(self._record[i] for i in range(len(self.projections))))
         try:  # a checkpointing recompute inside this backward finds every layer recorded and is ignored
             gys = torch.autograd.grad(loss, ys)
         except RuntimeError as e:
-            raise RuntimeError(f"ShaPO ascent: the loss does not reach every down-projection output ({e}); "
-                               "gradient checkpointing must be non-reentrant") from e
+            raise RuntimeError(f"ShaPO ascent: the loss does not reach every down-projection output ({e})") from e
         finally:
             self._record = {}
         out = []

@@ -62,12 +62,13 @@ def sample_completions(model, prompts: list[list[int]], pad_id: int, eos_id: int
                        temperature: float, seed: int, batch_size: int) -> list[list[int]]:
     """Sample a completion for each prompt (left-padded batches, ``model.generate``), cut after the first EOS.
 
+    Under FSDP2 ``generate`` runs with ``synced_gpus`` (ranks that finished keep stepping with the others).
+
     Args:
         prompts: token id lists.
         temperature: 0 = greedy, else multinomial sampling at this temperature (no top-k / top-p).
         seed: the torch RNG seed used for sampling (the global RNG state is restored afterwards).
         batch_size: prompts per ``generate`` call.
-        Under FSDP2 ``generate`` runs with ``synced_gpus`` (ranks that finished keep stepping with the others).
 
     Returns:
         One completion (token ids, EOS included when produced) per prompt.

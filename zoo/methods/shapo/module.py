@@ -19,6 +19,7 @@ from zoo.methods.shapo.probe import mean_pooled_states, train_probe
 from zoo.methods.shapo.subspace import SIGNS, MaskedPerturbation, down_projections, rank_neurons
 from zoo.models.causal_lm import drop_tied_aliases, fill_tied_aliases, tied_aliases
 from zoo.models.preference_data import PreferenceDataModule, format_prompt
+from zoo.models.sharding import reshard
 
 VARIANTS = ("dpo", "token", "reward")
 MASKS_FILE = "shapo_masks.safetensors"
@@ -56,6 +57,28 @@ def map_lm_state(own: dict, state: dict, tied: bool, source: str = "") -> dict:
         emb = next(targets[k] for k in targets if k.endswith("embed_tokens.weight"))
         out[targets["lm_head.weight"]] = out[emb]
     return out
+
+
+def _config_dtype(arch: str) -> torch.dtype | None:
+    """The parameter dtype a local HF model directory declares (``config.json``), ``None`` for a preset or none."""
+    import os
+
+    if not os.path.isdir(arch):
+        return None
+    from transformers import AutoConfig
+
+    dtype = getattr(AutoConfig.from_pretrained(arch), "dtype", None)
+    dtype = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
+    return dtype if isinstance(dtype, torch.dtype) else None
+
+
+def copy_in_dtype(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """A deep copy of ``model`` whose parameters are detached ``dtype`` copies (``requires_grad=False``; buffers and
+    tied parameters kept as they are). Each parameter is converted on its own, so a bf16 copy of an fp32 model never
+    holds a full fp32 copy."""
+    memo = {id(p): torch.nn.Parameter(p.detach().to(dtype, copy=True), requires_grad=False)
+            for p in model.parameters()}
+    return copy.deepcopy(model, memo)
 
 
 @register_method("shapo", datamodule=PreferenceDataModule)
@@ -117,9 +140,11 @@ class ShaPOModule(ZooModule):
         self._check_args()
         from zoo.models.causal_lm import build_causal_lm
 
-        # fp32 weights: a local HF directory loads in its config's dtype (bf16 for Llama 3.2), where AdamW at lr 5e-7
-        # and the un-normalised gamma perturbation would round away; trainer.precision decides the compute dtype
-        self.policy = build_causal_lm(arch).float()
+        # fp32 weights (loaded straight into fp32, no bf16 copy first): a local HF directory would otherwise load in
+        # its config's dtype (bf16 for Llama 3.2), where AdamW at lr 5e-7 and the un-normalised gamma perturbation
+        # would round away; trainer.precision decides the compute dtype
+        self._source_dtype = _config_dtype(arch)  # what export_hf writes back
+        self.policy = build_causal_lm(arch, dtype=torch.float32)
         if gradient_checkpointing:  # non-reentrant: stage C's ascent takes gradients at inner outputs
             self.policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if self.uses_lora:
@@ -232,10 +257,11 @@ class ShaPOModule(ZooModule):
                     f"ShaPO's masked step supports single-device, DDP and FSDP2 (trainer.strategy=fsdp2), not {name}; "
                     "model.variant=dpo runs the baselines under other strategies.")
         if (self.hparams.reference or not self.uses_lora) and "reference" not in self._frozen:
+            dtype = self._reference_dtype()
             if self.hparams.reference:
-                self._frozen["reference"] = self._load_reference(self.hparams.reference)
+                self._frozen["reference"] = self._load_reference(self.hparams.reference, dtype)
             else:
-                self._frozen["reference"] = copy.deepcopy(self.policy)
+                self._frozen["reference"] = copy_in_dtype(self.policy, dtype)
             ref = self._frozen["reference"].eval()
             for p in ref.parameters():
                 p.requires_grad_(False)
@@ -250,11 +276,22 @@ class ShaPOModule(ZooModule):
                 p.requires_grad_(False)
             self._frozen["cost"] = cost.eval()
 
-    def _load_reference(self, ref: str):
+    def _reference_dtype(self) -> torch.dtype:
+        """The frozen reference's parameter dtype: bf16 under ``trainer.precision`` bf16-mixed / bf16-true, else fp32.
+
+        The reference only runs under ``no_grad`` (and, in bf16-mixed, autocast, which computes its matmuls in bf16
+        from fp32 weights too), so fp32 weights would buy it nothing but twice the memory: under bf16-mixed only its
+        elementwise parts differ from an fp32 copy (embedding output, norms and residual stream carried in bf16), so
+        at step 0 its log-probabilities equal the policy's to bf16 rounding rather than bit-exactly.
+        """
+        precision = str(getattr(self._trainer, "precision", "")) if self._trainer is not None else ""
+        return torch.bfloat16 if precision.startswith("bf16") else torch.float32
+
+    def _load_reference(self, ref: str, dtype: torch.dtype = torch.float32):
         from zoo.core.hub import clean_state_dict, load_weights
         from zoo.models.causal_lm import build_causal_lm
 
-        model = build_causal_lm(self.hparams.arch).float()
+        model = build_causal_lm(self.hparams.arch, dtype=dtype)
         state, source = load_weights(ref)
         own = {f"policy.{k}": v for k, v in model.state_dict().items()}
         mapped = map_lm_state(own, clean_state_dict(state), bool(model.config.tie_word_embeddings), source)
@@ -322,6 +359,8 @@ class ShaPOModule(ZooModule):
             if is_sharded(ref):
                 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
+                reshard(ref)  # a root left gathered by a forward would hold plain tensors, not its shards
+
                 set_model_state_dict(ref, checkpoint["shapo_reference"],
                                      options=StateDictOptions(full_state_dict=True))
             else:
@@ -348,7 +387,9 @@ class ShaPOModule(ZooModule):
             vals = torch.tensor([self._ref_cache[k] for k in keys], device=self.device)
             return vals[:, 0], vals[:, 1]
         if "reference" in self._frozen:
-            ref_w, ref_l, _, _ = self._pair_logps(self._frozen_model("reference"), batch)
+            ref = self._frozen_model("reference")
+            ref_w, ref_l, _, _ = self._pair_logps(ref, batch)
+            reshard(ref)  # FSDP2: no backward follows to free its root's gathered parameters
         else:  # LoRA without a named reference: the base model is the reference
             with self.policy.disable_adapter():
                 ref_w, ref_l, _, _ = self._pair_logps(self.policy, batch)
@@ -653,7 +694,10 @@ class ShaPOModule(ZooModule):
 
     def _reference_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if "reference" in self._frozen:
-            return self._frozen_model("reference")(input_ids=input_ids, attention_mask=attention_mask).logits
+            ref = self._frozen_model("reference")
+            logits = ref(input_ids=input_ids, attention_mask=attention_mask).logits
+            reshard(ref)  # FSDP2: no backward follows to free its root's gathered parameters
+            return logits
         with self.policy.disable_adapter():
             return self.policy(input_ids=input_ids, attention_mask=attention_mask).logits
 
@@ -674,9 +718,12 @@ class ShaPOModule(ZooModule):
         return "\n\n".join(f"> {x}\n{tok.decode(r, skip_special_tokens=True).strip()}" for x, r in zip(inputs, replies))
 
     def export_hf(self, out_dir: str) -> None:
-        """Save the policy (LoRA merged into a copy) and its tokenizer as an HF model directory."""
+        """Save the policy (LoRA merged into a copy) and its tokenizer as an HF model directory, in the source model's
+        dtype (``config.dtype``: bf16 for a Llama 3.2 directory, not the fp32 it trained in; a preset stays fp32)."""
         model = self.policy
         if self.uses_lora:
             model = copy.deepcopy(self.policy).merge_and_unload()
+        if self._source_dtype is not None and self._source_dtype != next(model.parameters()).dtype:
+            model = copy_in_dtype(model, self._source_dtype)
         model.save_pretrained(out_dir)
         self._tokenizer().save_pretrained(out_dir)

@@ -149,8 +149,7 @@ class MaskedPerturbation:
     Only the masked neurons' value vectors change; the saved copies are of those columns only. Works on plain
     weights and on FSDP2-sharded ones (``DTensor``, ``Shard(0)``): each process edits and restores the selected
     columns of its own row shard (:func:`local_rows`), so the ``(d, k)`` masked gradient it is given must be the
-    same on every rank. Use as ``pert.apply(grads, ...)`` (or ``pert.apply_masked(sliced, ...)``) then
-    ``pert.restore()``.
+    same on every rank. Use as ``pert.apply_masked(sliced, ...)`` then ``pert.restore()``.
     """
 
     def __init__(self, projections: list[DownProjection], masks: torch.Tensor):
@@ -165,27 +164,6 @@ class MaskedPerturbation:
         self.projections = projections
         self.index = [m.nonzero().flatten().to(p.weight.device) for p, m in zip(projections, masks)]
         self._saved: list[tuple[torch.Tensor, int, torch.Tensor, torch.Tensor]] | None = None
-
-    @property
-    def weights(self) -> list[nn.Parameter]:
-        """The down-projection weights, in layer order."""
-        return [p.weight for p in self.projections]
-
-    def masked_grads(self, grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
-        """The selected neurons' gradient slices, ``(d, k_l)`` or ``(k_l, d)`` per layer (zeros for a missing grad),
-        from gradients of the whole (unsharded) down-projection weights."""
-        out = []
-        for p, idx, g in zip(self.projections, self.index, grads):
-            shape = list(p.weight.shape)
-            shape[p.neuron_axis] = idx.numel()
-            out.append(g.index_select(p.neuron_axis, idx) if g is not None
-                       else torch.zeros(shape, dtype=p.weight.dtype, device=p.weight.device))
-        return out
-
-    @torch.no_grad()
-    def apply(self, grads: list[torch.Tensor | None], mode: str, gamma: float = 0.0, rho: float = 0.0) -> float:
-        """:meth:`apply_masked` on the selected slices of whole-weight gradients ``grads`` (per layer, or ``None``)."""
-        return self.apply_masked(self.masked_grads(grads), mode, gamma=gamma, rho=rho)
 
     @torch.no_grad()
     def apply_masked(self, sliced: list[torch.Tensor], mode: str, gamma: float = 0.0, rho: float = 0.0) -> float:
