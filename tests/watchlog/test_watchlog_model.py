@@ -39,7 +39,7 @@ def test_prompt_places_visual_tokens_after_their_markers():
     number_ids = torch.tensor([mk[-1] for mk in b.markers])
     assert [m.tokenizer.decode([i]) for i in number_ids.tolist()] == ["0", "1", "2"]
     torch.testing.assert_close(x[:, b.visual_pos], vis + m.lm.get_input_embeddings()(number_ids))
-    text = m.tokenizer.decode([i for i in sum(b.markers, [])])
+    text = m.tokenizer.decode([i for mk in b.markers for i in mk])
     assert text == "#0 #1 #2"
     # teacher forcing scores answer tokens only: changing the prompt's visual tokens changes the loss
     l1 = teacher_forced_loss(m.lm, b, vis, ["verdict: benign", "verdict: malicious"])

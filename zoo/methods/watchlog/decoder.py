@@ -67,7 +67,7 @@ class PromptBuilder:
         suspicious frame token can emit that frame's number directly. Without the tag the decoder learned to
         cite the number *after* the attended frame (an off-by-one seen in a 300-step SFT run).
         """
-        B, T, H = visual.shape
+        B, T, _ = visual.shape
         ids = [self.bos]
         for m in self.markers[:T]:
             ids += m + [self.bos]                     # the bos id is a placeholder, overwritten below
