@@ -1,20 +1,10 @@
 """Stage C's masked ascent gradient from activations equals autograd's dL/dW on the selected neurons."""
 import pytest
 import torch
+from shapo_oracles import masked_grads  # tests/shapo/shapo_oracles.py (pytest puts this folder on sys.path)
 
 from zoo.methods.shapo.ascent import MaskedGradient
 from zoo.methods.shapo.subspace import MaskedPerturbation, down_projections
-
-
-def masked_grads(pert: MaskedPerturbation, grads: list) -> list[torch.Tensor]:
-    """Test oracle: the selected neurons' slices of whole (unsharded) down-projection weight gradients, ``(d, k_l)``
-    or ``(k_l, d)`` per layer, zeros for a missing gradient."""
-    out = []
-    for p, idx, g in zip(pert.projections, pert.index, grads):
-        shape = list(p.weight.shape)
-        shape[p.neuron_axis] = idx.numel()
-        out.append(g.index_select(p.neuron_axis, idx) if g is not None else torch.zeros(shape, dtype=p.weight.dtype))
-    return out
 
 
 def _llama():

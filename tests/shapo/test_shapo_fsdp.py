@@ -248,14 +248,15 @@ def test_fsdp1_and_other_sharding_strategies_are_refused_with_a_pointer_to_fsdp2
 
     from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy
 
+    from zoo.core.recipe import RecipeError
     from zoo.methods.shapo.module import ShaPOModule
 
     m = ShaPOModule(arch="zoo-lm-tiny", eval_generation=False)
     m._trainer = SimpleNamespace(strategy=FSDPStrategy())
-    with pytest.raises(NotImplementedError, match="trainer.strategy=fsdp2"):
+    with pytest.raises(RecipeError, match="trainer.strategy=fsdp: .*use trainer.strategy=fsdp2"):
         m.setup("fit")
     m._trainer = SimpleNamespace(strategy=DeepSpeedStrategy.__new__(DeepSpeedStrategy))
-    with pytest.raises(NotImplementedError, match="fsdp2"):
+    with pytest.raises(RecipeError, match="trainer.strategy: .*fsdp2"):
         m.setup("fit")
     m.hparams.variant = "dpo"  # the baselines are not refused
     m._trainer = SimpleNamespace(strategy=FSDPStrategy())

@@ -1,20 +1,10 @@
 """Stage A ranking and stage C perturbation on small models with known answers."""
 import pytest
 import torch
+from shapo_oracles import masked_grads  # tests/shapo/shapo_oracles.py (pytest puts this folder on sys.path)
 from torch import nn
 
 from zoo.methods.shapo.subspace import DownProjection, MaskedPerturbation, down_projections, rank_neurons
-
-
-def masked_grads(pert: MaskedPerturbation, grads: list) -> list[torch.Tensor]:
-    """Test oracle: the selected neurons' slices of whole (unsharded) down-projection weight gradients, ``(d, k_l)``
-    or ``(k_l, d)`` per layer, zeros for a missing gradient."""
-    out = []
-    for p, idx, g in zip(pert.projections, pert.index, grads):
-        shape = list(p.weight.shape)
-        shape[p.neuron_axis] = idx.numel()
-        out.append(g.index_select(p.neuron_axis, idx) if g is not None else torch.zeros(shape, dtype=p.weight.dtype))
-    return out
 
 
 def _fake_projections():

@@ -11,6 +11,7 @@ from torchmetrics.aggregation import MeanMetric
 
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
+from zoo.core.recipe import RecipeError
 from zoo.core.registry import register_method
 from zoo.methods.shapo import losses as L
 from zoo.methods.shapo.ascent import MaskedGradient, all_reduce_mean
@@ -232,7 +233,7 @@ class ShaPOModule(ZooModule):
         """Build the frozen reference and load the cost model (neither is in the state dict).
 
         Raises:
-            NotImplementedError: a ShaPO variant under FSDP1 (``trainer.strategy=fsdp``; use ``fsdp2``), DeepSpeed or
+            RecipeError: a ShaPO variant under FSDP1 (``trainer.strategy=fsdp``; use ``fsdp2``), DeepSpeed or
                 another strategy that is not single-device, DDP or FSDP2 (``ModelParallelStrategy``).
         """
         if self._trainer is not None and self.hparams.variant != "dpo":
@@ -247,14 +248,14 @@ class ShaPOModule(ZooModule):
             strategy = self.trainer.strategy
             name = type(strategy).__name__
             if isinstance(strategy, FSDPStrategy):
-                raise NotImplementedError(
-                    "ShaPO's masked step is not implemented for FSDP1 (trainer.strategy=fsdp, flat parameters); use "
+                raise RecipeError(
+                    "trainer.strategy=fsdp: ShaPO's masked step needs per-parameter shards, not FSDP1's flat ones; use "
                     "trainer.strategy=fsdp2 (FSDP2 fully_shard through Lightning's ModelParallelStrategy, see "
                     "zoo/methods/shapo/README.md), or model.variant=dpo for the baselines.")
             if isinstance(strategy, DeepSpeedStrategy) or not isinstance(
                     strategy, (SingleDeviceStrategy, DDPStrategy, ModelParallelStrategy)):  # DeepSpeed is a DDP
-                raise NotImplementedError(
-                    f"ShaPO's masked step supports single-device, DDP and FSDP2 (trainer.strategy=fsdp2), not {name}; "
+                raise RecipeError(
+                    f"trainer.strategy: ShaPO's masked step supports single-device, DDP and FSDP2 (fsdp2), not {name}; "
                     "model.variant=dpo runs the baselines under other strategies.")
         if (self.hparams.reference or not self.uses_lora) and "reference" not in self._frozen:
             dtype = self._reference_dtype()
