@@ -288,6 +288,8 @@ def run_explanations(ref: str, max_windows: int, command: str) -> None:
         top_prec, _ = evidence_precision(top, ev_labels)
         det = classification_metrics(torch.tensor([p["prob"] for p in preds]),
                                      torch.tensor([w.label for w in sub.windows]), float(module.threshold))
+        said = torch.tensor([float(p["parsed"]["verdict"] == "malicious") for p in module.predict_dataset(ds, 32)])
+        gen_all = classification_metrics(said, torch.tensor([w.label for w in ds.windows]))
         row = {"verdict written by": "detector (ground_verdict=true)" if ground else "language model (default)",
                "windows": len(sub), "malicious": len(m_idx),
                "generated_verdict_accuracy": round(verdict_ok / len(sub), 4),
@@ -298,6 +300,8 @@ def run_explanations(ref: str, max_windows: int, command: str) -> None:
                "evidence_precision": prec(ev_prec), "evidence_cited": n_cited,
                "evidence_precision (windows called malicious)": prec(ev_prec_flagged),
                "reference: top event-head scores precision": prec(top_prec),
+               "generated_verdict_recall (all test windows)": round(gen_all["recall"], 4),
+               "generated_verdict_f1 (all test windows)": round(gen_all["f1"], 4),
                "detection_head_f1 (these windows)": round(det["f1"], 4),
                "detection_head_recall (all test windows)": round(full["test/recall"], 4),
                "detection_head_f1 (all test windows)": round(full["test/f1"], 4),
