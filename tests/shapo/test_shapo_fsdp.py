@@ -261,3 +261,23 @@ def test_fsdp1_and_other_sharding_strategies_are_refused_with_a_pointer_to_fsdp2
     m.hparams.variant = "dpo"  # the baselines are not refused
     m._trainer = SimpleNamespace(strategy=FSDPStrategy())
     m.setup("fit")
+
+
+def test_a_tensor_parallel_mesh_is_refused_naming_the_strategy():
+    from zoo.core.recipe import RecipeError
+    from zoo.methods.shapo.module import ShaPOModule
+
+    class Dim:
+        def size(self):
+            return 2
+
+    class Mesh:                                            # a 2-D (data, tensor) mesh with tensor-parallel size 2
+        mesh_dim_names = ("data_parallel", "tensor_parallel")
+
+        def __getitem__(self, name):
+            return Dim()
+
+    m = ShaPOModule(arch="zoo-lm-tiny", eval_generation=False)
+    m._device_mesh = Mesh()
+    with pytest.raises(RecipeError, match="trainer.strategy: tensor_parallel_size=2 is not supported"):
+        m.configure_model()

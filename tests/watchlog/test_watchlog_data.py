@@ -69,8 +69,10 @@ def test_split_by_recording_never_leaks():
     assert len(s["train"]) == 6 and len(s["val"]) == 2 and len(s["test"]) == 2
     s2 = split_recordings(recs, (0.6, 0.2), seed=1, test_recordings=["r3"])
     assert s2["test"] == ["r3"] and "r3" not in s2["train"] + s2["val"]
-    with pytest.raises(ValueError, match="not in the data"):
+    with pytest.raises(DataError, match="data.test_recordings: not in the data"):
         split_recordings(recs, (0.6, 0.2), 0, test_recordings=["nope"])
+    with pytest.raises(DataError, match=r"got 1 \(\['r0'\]\).*data.recording_key.*data.test_recordings"):
+        split_recordings(["r0"] * 5, (0.6, 0.2), 0)
 
 
 def test_datamodule_items(tmp_path):
@@ -101,6 +103,7 @@ def test_explanation_roundtrip_and_evidence_precision():
     assert parse_explanation(explanation_target(0, "none", [])) == {"verdict": "benign", "technique": "none",
                                                                      "evidence": []}
     assert parse_explanation("garbage")["verdict"] is None
+    assert parse_explanation("verdict: malicious ; technique: x ; evidence: #2 #7 #10 #10 #2")["evidence"] == [2, 7, 10]
     prec, n = evidence_precision([[0, 1], [3], [9]], [[1, 0, 1], [0, 0, 0, 1], [1]])
     assert n == 4 and prec == pytest.approx(2 / 4)
 

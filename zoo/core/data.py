@@ -43,7 +43,7 @@ def read_jsonl(path: str | os.PathLike, required: Sequence[str] = (), types: dic
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line.rstrip("\r\n"))          # so the column is counted within this line
             except json.JSONDecodeError as e:
                 raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
             if not isinstance(row, dict):

@@ -310,14 +310,15 @@ class ShaPOModule(ZooModule):
         """Under ``trainer.strategy=fsdp2`` (a ``ModelParallelStrategy``): shard policy and reference with FSDP2.
 
         Raises:
-            ValueError: a tensor-parallel dimension larger than 1 (this module only shards, it has no TP plan).
+            RecipeError: a tensor-parallel dimension larger than 1 (this module only shards, it has no TP plan).
         """
         mesh = self._device_mesh
         if mesh is None or self._dp_group is not None:
             return
         if "tensor_parallel" in (mesh.mesh_dim_names or ()) and mesh["tensor_parallel"].size() != 1:
-            raise ValueError(f"shapo: tensor_parallel_size={mesh['tensor_parallel'].size()} is not supported; use "
-                             "trainer.strategy=fsdp2 (every device data-parallel, parameters sharded by FSDP2)")
+            raise RecipeError(f"trainer.strategy: tensor_parallel_size={mesh['tensor_parallel'].size()} is not "
+                              "supported by shapo; use trainer.strategy=fsdp2 (every device data-parallel, "
+                              "parameters sharded by FSDP2)")
         self.shard(mesh["data_parallel"] if "data_parallel" in (mesh.mesh_dim_names or ()) else mesh)
 
     def shard(self, mesh) -> None:

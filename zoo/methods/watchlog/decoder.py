@@ -148,10 +148,11 @@ def greedy_generate(lm, builder: PromptBuilder, visual: torch.Tensor, max_new_to
 def parse_explanation(text: str) -> dict:
     """Fields of a generated answer: ``{"verdict": str|None, "technique": str|None, "evidence": [int, ...]}``.
 
-    Evidence indices are the ``#i`` numbers after ``evidence:``; a malformed answer gives ``None`` fields.
+    Evidence indices are the ``#i`` numbers after ``evidence:``, repeats dropped (first order kept); a malformed
+    answer gives ``None`` fields.
     """
     fields = {k: v.strip() for k, v in _FIELD.findall(text)}
-    ev = [int(m) for m in re.findall(r"#\s*(\d+)", fields.get("evidence", ""))]
+    ev = list(dict.fromkeys(int(m) for m in re.findall(r"#\s*(\d+)", fields.get("evidence", ""))))
     return {"verdict": fields.get("verdict"), "technique": fields.get("technique"), "evidence": ev}
 
 

@@ -259,6 +259,9 @@ def run_explanations(ref: str, max_windows: int, command: str) -> None:
     mal = spaced([w for w in ds.windows if w.label == 1], max_windows // 2)
     ben = spaced([w for w in ds.windows if w.label == 0], max_windows - len(mal))
     sub = WindowDataset(mal + ben, ds.log, ds.renderer, ds.hits, ds.n_frames)
+    trn = dm.splits["train"]
+    train_sub = WindowDataset(spaced([w for w in trn.windows if w.label == 1], max_windows // 2), trn.log,
+                              trn.renderer, trn.hits, trn.n_frames)
     stride = module.hparams.frame_stride
     ev_labels = [[ds.log.labels[e] for e in w.event_idx][::stride] for w in sub.windows]
     m_idx = [i for i, w in enumerate(sub.windows) if w.label == 1]
@@ -289,12 +292,16 @@ def run_explanations(ref: str, max_windows: int, command: str) -> None:
         det = classification_metrics(torch.tensor([p["prob"] for p in preds]),
                                      torch.tensor([w.label for w in sub.windows]), float(module.threshold))
         said = torch.tensor([float(p["parsed"]["verdict"] == "malicious") for p in module.predict_dataset(ds, 32)])
+        train_preds = module.predict_dataset(train_sub, batch_size=16)
+        tech_train = sum(p["parsed"]["technique"] == w.technique.lower() for p, w in zip(train_preds, train_sub.windows))
         gen_all = classification_metrics(said, torch.tensor([w.label for w in ds.windows]))
         row = {"verdict written by": "detector (ground_verdict=true)" if ground else "language model (default)",
                "windows": len(sub), "malicious": len(m_idx),
                "generated_verdict_accuracy": round(verdict_ok / len(sub), 4),
                "well_formed": round(parsed_ok / len(sub), 4),
                "technique_accuracy (malicious)": round(tech_ok / max(1, len(m_idx)), 4),
+               "technique_accuracy (malicious training windows)": f"{round(tech_train / len(train_sub), 4)} of "
+                                                                   f"{len(train_sub)}",
                "technique_accuracy (technique seen in training)":
                    f"{round(tech_ok_seen / len(tech_seen), 4)} of {len(tech_seen)}" if tech_seen else "no such window",
                "evidence_precision": prec(ev_prec), "evidence_cited": n_cited,

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
@@ -411,33 +412,54 @@ class WatchLogModule(ZooModule):
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """``zoo predict watchlog.<tag> events.jsonl [labels.csv]``: a verdict and explanation per window.
 
-        Windows are cut per ``group_by`` with this model's ``window``; with ``out_dir`` the clip of the most
-        suspicious window is saved as ``<out_dir>/watchlog_clip.png``.
+        Windows are cut per ``group_by`` with this model's ``window``. Each window's line gives the generated
+        verdict (from the explanation), the detection head's probability, threshold and verdict, and the label when
+        the file has labels; a summary line ends the output. With ``out_dir`` the clip of the most suspicious window
+        is saved as ``<out_dir>/watchlog_clip.png``.
 
         Raises:
-            ValueError: no input file, or more than two.
+            ValueError: no input file, or more than two. DataError: a malformed or empty events file.
         """
         if not 1 <= len(inputs) <= 2:
             raise ValueError("usage: zoo predict <watchlog id> EVENTS.jsonl [LABELS.csv]")
         log = load_event_log(inputs[0], inputs[1] if len(inputs) > 1 else None)
         windows = make_windows(log, self.hparams.window, None, self.hparams.group_by)
+        if not windows:
+            raise DataError(f"{inputs[0]}: no events to explain")
         hits = [self.renderer.pixel_hits(e) for e in log.events]
         token_len = self.enc_cfg["token_len"] if self.enc_cfg["kind"] == "tokens" else 0
         ds = WindowDataset(windows, log, self.renderer, hits, self.hparams.window, token_len,
                            self.enc_cfg["vocab_size"], render=self.enc_cfg["kind"] == "video")
         preds = self.predict_dataset(ds)
         lines = []
-        s = self.hparams.frame_stride
+        s, thr = self.hparams.frame_stride, float(self.threshold)
+        said, flagged = 0, 0
         for k, (w, p) in enumerate(zip(windows, preds)):
-            verdict = "malicious" if p["prob"] >= float(self.threshold) else "benign"
+            detector = "malicious" if p["prob"] >= thr else "benign"
             first, last = log.lines[w.event_idx[0]], log.lines[w.event_idx[-1]]
-            lines.append(f"window {k} [{w.recording} {w.group} lines {first}-{last}]: {verdict} (p={p['prob']:.3f})")
+            head = f"window {k} [{w.recording} {w.group or '(no ' + self.hparams.group_by + ')'} lines {first}-{last}]"
+            generated = (p["parsed"] or {}).get("verdict")
+            if generated in ("malicious", "benign"):
+                head += f": {generated} (explanation); detector p={p['prob']:.3f} vs threshold {thr:.3f}: {detector}"
+            else:
+                head += f": {detector} (detector p={p['prob']:.3f} vs threshold {thr:.3f})"
+            if w.label >= 0:
+                head += f"; label: {'malicious' if w.label else 'benign'}"
+            lines.append(head)
+            said += generated == "malicious"
+            flagged += detector == "malicious"
             if p["explanation"] is not None:
                 lines.append(f"  explanation: {p['explanation']}")
                 for i in p["parsed"]["evidence"]:
                     if 0 <= i * s < len(w.event_idx):
                         e = w.event_idx[i * s]
                         lines.append(f"    #{i} line {log.lines[e]}: {describe_event(log.events[e])}")
+        summary = f"{len(windows)} windows: the detector flags {flagged}"
+        if self.lm is not None:
+            summary += f", the explanations say malicious for {said}"
+        if windows and all(w.label >= 0 for w in windows):
+            summary += f"; {sum(w.label for w in windows)} are labelled malicious"
+        lines.append(summary)
         if out_dir is not None and windows:
             best = max(range(len(windows)), key=lambda k: preds[k]["prob"])
             item = ds[best]

@@ -192,20 +192,21 @@ def split_recordings(recordings: Sequence[str], fractions: Sequence[float], seed
         ``{"train": [...], "val": [...], "test": [...]}``.
 
     Raises:
-        ValueError: a named test recording that is not present, or fewer than 3 recordings without explicit ones.
+        DataError: a named test recording that is not present, or fewer than 3 recordings without explicit ones.
     """
     names = sorted(set(recordings))
     if test_recordings:
         missing = sorted(set(test_recordings) - set(names))
         if missing:
-            raise ValueError(f"data.test_recordings: not in the data: {missing}")
+            raise DataError(f"data.test_recordings: not in the data: {missing}")
         rest = [n for n in names if n not in set(test_recordings)]
         p = fractions[0] / (fractions[0] + fractions[1])
         tr, va = seeded_split(len(rest), [p, 1.0 - p], seed)
         return {"train": [rest[i] for i in tr], "val": [rest[i] for i in va], "test": sorted(test_recordings)}
     if len(names) < 3:
-        raise ValueError(f"need >= 3 recordings to split by recording, got {len(names)}; pass test_recordings "
-                         "or add a recording key")
+        raise DataError(f"data: need >= 3 recordings to split by recording, got {len(names)} ({names}); give every "
+                        "event a recording key (data.recording_key, default 'dataset') or list the held-out "
+                        "recordings in data.test_recordings")
     tr, va, te = seeded_split(len(names), [fractions[0], fractions[1], 1.0 - fractions[0] - fractions[1]], seed)
     return {"train": [names[i] for i in tr], "val": [names[i] for i in va], "test": [names[i] for i in te]}
 
