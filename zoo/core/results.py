@@ -75,4 +75,8 @@ def write_results(results_dir: Path | None = None, out: Path | None = None) -> P
 
 
 if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(prog="python -m zoo.core.results",
+                            description="Regenerate docs/results.md from results/<method>/*.json.").parse_args()
     print(write_results())
