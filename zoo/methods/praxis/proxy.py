@@ -337,6 +337,28 @@ def _memo(p: Problem, masks: np.ndarray, depth: int, k: int, compute) -> np.ndar
     return out
 
 
+def _scored_splits(p: Problem, ms: np.ndarray, score) -> tuple[np.ndarray, np.ndarray, tuple | None]:
+    """Leaf objectives of ``ms (M, W)`` and every split of the nodes that a split could still improve.
+
+    A node is active when its leaf cost exceeds ``2 * gamma`` (two leaves cost at least that). Returns
+    ``(out (M,), active (A,), split)`` with ``split = (left, right, valid, sums)``: the children ``(A, F, W)``,
+    which splits are valid ``(A, F)``, and ``sums[a, f] = score(left) + score(right)`` (int64 max where invalid);
+    ``split`` is None when no active node has a valid split. ``score`` maps ``(n, W)`` subproblems to ``(n,)``.
+    """
+    out = leaf_cost(p.gamma, class_counts(p, ms))
+    active = np.flatnonzero(out > 2 * p.gamma)
+    if len(active) == 0:
+        return out, active, None
+    left, right, valid = _all_children(p, ms[active])
+    r, f = np.nonzero(valid)
+    if len(r) == 0:
+        return out, active, None
+    both = score(np.concatenate([left[r, f], right[r, f]]))
+    sums = np.full(valid.shape, np.iinfo(np.int64).max)
+    sums[r, f] = both[: len(r)] + both[len(r):]
+    return out, active, (left, right, valid, sums)
+
+
 def exact(p: Problem, masks: np.ndarray, depth: int) -> np.ndarray:
     """Optimal objective at depth <= ``depth`` by exhaustive dynamic programming over cached subproblems."""
     if depth <= 0:
@@ -347,17 +369,9 @@ def exact(p: Problem, masks: np.ndarray, depth: int) -> np.ndarray:
         return _memo(p, masks, 2, 1, lambda ms: exact2(p, ms))
 
     def compute(ms: np.ndarray) -> np.ndarray:
-        out = leaf_cost(p.gamma, class_counts(p, ms))
-        active = np.flatnonzero(out > 2 * p.gamma)
-        if len(active) == 0:
-            return out
-        left, right, valid = _all_children(p, ms[active])
-        r, f = np.nonzero(valid)
-        if len(r):
-            both = exact(p, np.concatenate([left[r, f], right[r, f]]), depth - 1)
-            sums = np.full(valid.shape, np.iinfo(np.int64).max)
-            sums[r, f] = both[: len(r)] + both[len(r):]
-            out[active] = np.minimum(out[active], sums.min(axis=1))
+        out, active, split = _scored_splits(p, ms, lambda ch: exact(p, ch, depth - 1))
+        if split is not None:
+            out[active] = np.minimum(out[active], split[3].min(axis=1))
         return out
 
     return _memo(p, masks, depth, depth - 1, compute)
@@ -389,17 +403,10 @@ def lookahead(p: Problem, masks: np.ndarray, depth: int, k: int) -> np.ndarray:
         return exact(p, masks, depth)
 
     def compute(ms: np.ndarray) -> np.ndarray:
-        out = leaf_cost(p.gamma, class_counts(p, ms))
-        active = np.flatnonzero(out > 2 * p.gamma)
-        if len(active) == 0:
+        out, active, split = _scored_splits(p, ms, lambda ch: lookahead(p, ch, depth - 1, k - 1))
+        if split is None:
             return out
-        left, right, valid = _all_children(p, ms[active])
-        r, f = np.nonzero(valid)
-        if len(r) == 0:
-            return out
-        both = lookahead(p, np.concatenate([left[r, f], right[r, f]]), depth - 1, k - 1)
-        sums = np.full(valid.shape, np.iinfo(np.int64).max)
-        sums[r, f] = both[: len(r)] + both[len(r):]
+        left, right, valid, sums = split
         best = sums.argmin(axis=1)
         has = valid[np.arange(len(active)), best]
         rows = np.flatnonzero(has)
