@@ -85,9 +85,6 @@ def register_strategies() -> None:
                                   description="FSDP2 (fully_shard) over all processes via ModelParallelStrategy")
 
 
-register_strategies()
-
-
 def unsharded_copy(module, trainer):
     """After fit under ``fsdp2``: a plain copy of ``module`` on rank 0 for export (``None`` on other ranks).
 
