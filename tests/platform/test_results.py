@@ -35,3 +35,54 @@ def test_committed_results_md_is_up_to_date():
         pytest.skip("no results yet")
     assert (root / "docs" / "results.md").read_text() == render(root / "results"), \
         "docs/results.md is stale: run python -m zoo.core.results"
+
+
+def test_summarise_hand_values():
+    from zoo.core.results import summarise
+    rows = [{"model": "a", "seed": 0, "f1": 0.8}, {"model": "a", "seed": 1, "f1": 0.9},
+            {"model": "a", "seed": 2, "f1": 1.0}, {"model": "b", "seed": 0, "f1": 0.5, "auc": None}]
+    a, b = summarise(rows, ["f1", "auc"], by=["model"])
+    assert a["model"] == "a" and a["seeds"] == 3
+    assert a["f1"]["mean"] == pytest.approx(0.9) and a["f1"]["sd"] == pytest.approx(0.1) and a["f1"]["n"] == 3
+    assert a["auc"] == {"mean": None, "sd": None, "n": 0}
+    assert b["f1"] == {"mean": 0.5, "sd": None, "n": 1}
+    with pytest.raises(ValueError, match="repeats a seed"):
+        summarise(rows + [{"model": "b", "seed": 0, "f1": 0.1}], ["f1"], by=["model"])
+    with pytest.raises(ValueError, match="non-number"):
+        summarise([{"seed": 0, "f1": "0.9"}], ["f1"])
+
+
+def test_write_result_records_provenance_and_numbers(tmp_path):
+    from zoo.core.results import render, summarise, write_result
+    rows = [{"seed": s, "acc": 0.5 + s / 10} for s in range(3)]
+    path = write_result("m", "exp", rows, summary=summarise(rows, ["acc"]), paper={"acc": "0.7 (Table 2)"},
+                        command="python -m m.experiments exp", results_dir=tmp_path / "results", packages=["pytest"])
+    doc = json.loads(path.read_text())
+    prov = doc["provenance"]
+    assert doc["command"] == prov["command"] == "python -m m.experiments exp" and doc["kind"] == "result"
+    assert set(prov) >= {"sha", "dirty", "packages", "machine", "date"}
+    assert prov["packages"]["pytest"] == pytest.__version__ and prov["packages"]["numpy"]
+    assert prov["machine"]["cpus"] >= 1 and "load_at_start" in prov["machine"]
+    assert doc["rows"][2]["acc"] == pytest.approx(0.7) and doc["summary"][0]["acc"]["mean"] == pytest.approx(0.6)
+    text = render(tmp_path / "results")
+    assert "| 0.6 ± 0.1 |" in text and "Paper: acc: 0.7 (Table 2)" in text
+    assert render(tmp_path / "results", kind="benchmark").count("###") == 0
+
+
+def test_write_result_refuses_strings_for_numbers_and_nan(tmp_path):
+    import numpy as np
+
+    from zoo.core.results import write_result
+    with pytest.raises(ValueError, match=r"rows\[0\].f1.*mean ± sd string"):
+        write_result("m", "x", [{"f1": "0.878 ± 0.008"}], results_dir=tmp_path)
+    with pytest.raises(ValueError, match="not a finite number"):
+        write_result("m", "x", [{"f1": float("nan")}], results_dir=tmp_path)
+    with pytest.raises(ValueError, match="kind"):
+        write_result("m", "x", [{"f1": 1.0}], kind="table", results_dir=tmp_path)
+    path = write_result("m", "x", [{"f1": np.float32(0.5), "n": np.int64(3)}], kind="benchmark", results_dir=tmp_path)
+    assert json.loads(path.read_text())["rows"] == [{"f1": 0.5, "n": 3}]
+
+
+def test_command_line_reconstructs_module_invocation():
+    from zoo.core.provenance import command_line
+    assert command_line(["zoo", "eval", "a b"]) == "zoo eval 'a b'"

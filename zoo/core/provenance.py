@@ -1,0 +1,87 @@
+"""Provenance of a number: the command, commit, package versions and machine that produced it.
+
+``provenance()`` is what :func:`zoo.core.results.write_result` stores beside every table. It imports no torch
+(package versions are read from installed metadata), so it is cheap to call from any script.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from importlib import metadata
+
+from zoo.core.data import repo_root
+
+#: Packages whose versions every result records (those missing are recorded as ``None``).
+CORE_PACKAGES = ("torch", "lightning", "numpy", "scikit-learn", "transformers", "peft", "torchmetrics")
+
+#: 1-minute load average when this module was first imported: the load an experiment started under.
+LOAD_AT_START: float | None = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command that is running, as a user would retype it.
+
+    ``python -m pkg.mod`` is reconstructed from ``__main__.__spec__`` (``sys.argv[0]`` is then the file path);
+    a script path inside the repository is made relative to the repository root.
+    """
+    argv = list(sys.argv if argv is None else argv)
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if argv and spec is not None and spec.name and spec.name != "__main__" and argv[0].endswith(".py"):
+        head = ["python", "-m", spec.name.removesuffix(".__main__")]
+    elif argv and argv[0].endswith(".py"):
+        path = os.path.abspath(argv[0])
+        root = str(repo_root())
+        head = ["python", os.path.relpath(path, root) if path.startswith(root + os.sep) else argv[0]]
+    elif argv and os.path.basename(argv[0]) in ("zoo", "pytest", "py.test"):
+        head = [os.path.basename(argv[0])]
+    else:
+        head = argv[:1]
+    return shlex.join(head + argv[1:])
+
+
+def git_state(root=None) -> dict:
+    """``{"sha": str | None, "dirty": bool | None}`` of the repository (``None`` outside a git checkout).
+
+    ``dirty`` ignores untracked files under ``results/`` and ``runs/`` (what an experiment writes itself).
+    """
+    root = str(root or repo_root())
+    try:
+        sha = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {"sha": None, "dirty": None}
+    changed = [ln[3:] for ln in status.splitlines() if ln.strip()]
+    dirty = any(not p.startswith(("results/", "docs/results.md", "docs/benchmarks.md")) for p in changed)
+    return {"sha": sha, "dirty": dirty}
+
+
+def package_versions(extra: tuple[str, ...] | list[str] = ()) -> dict[str, str | None]:
+    """Installed versions of :data:`CORE_PACKAGES` plus ``extra`` (distribution names), ``None`` if absent."""
+    out: dict[str, str | None] = {}
+    for name in (*CORE_PACKAGES, *extra):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def machine() -> dict:
+    """Cores, 1-minute load at start and now, platform and Python version of this machine."""
+    load_now = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"cpus": os.cpu_count(), "load_at_start": LOAD_AT_START, "load_at_end": load_now,
+            "platform": platform.platform(), "python": platform.python_version()}
+
+
+def provenance(command: str | None = None, packages: tuple[str, ...] | list[str] = ()) -> dict:
+    """Everything needed to trace a number back: command, git SHA and dirty flag, versions, machine, UTC date."""
+    return {"command": command or command_line(), **git_state(),
+            "packages": package_versions(packages), "machine": machine(),
+            "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
