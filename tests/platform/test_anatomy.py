@@ -69,6 +69,20 @@ def test_method_package_has_the_anatomy(name):
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
+def test_registered_datamodule_is_reached_from_datamodule_py(name):
+    """``datamodule.py`` defines the method's datamodule or re-exports the shared one it registers."""
+    import importlib
+
+    from zoo.core.registry import get_method
+
+    entry = get_method(name)
+    mod = importlib.import_module(METHODS[name].rsplit(".", 1)[0] + ".datamodule")
+    assert entry.datamodule_cls is not None, f"{name}: register_method names no datamodule"
+    assert getattr(mod, entry.datamodule_cls.__name__, None) is entry.datamodule_cls, (
+        f"{name}: {mod.__name__} neither defines nor re-exports {entry.datamodule_cls.__name__}")
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
 def test_card_has_equation_table_and_ends_with_a_verdict(name):
     card = (package_dir(name) / "README.md").read_text()
     headers = [h.lower() for h in table_headers(card)]
