@@ -22,8 +22,10 @@ VERDICTS = ("Verdict: reproduced", "Verdict: partly", "Verdict: not at this scal
 MAX_LINES = 400
 # methods with baselines: their baselines live in baselines.py (not as flags or inside experiments.py)
 WITH_BASELINES = {"watchlog"}
-# the one import of zoo.methods that core may make: the registry's static name table (a dict of strings, no code)
-CORE_MAY_IMPORT = {("zoo/core/registry.py", "zoo.methods"), ("zoo/core/registry.py", "zoo.methods.METHODS")}
+# the imports of zoo.methods that core may make: the registry's static tables (names and extras: dicts of strings,
+# no method code)
+CORE_MAY_IMPORT = {("zoo/core/registry.py", "zoo.methods"), ("zoo/core/registry.py", "zoo.methods.METHODS"),
+                   ("zoo/core/registry.py", "zoo.methods.EXTRAS")}
 
 
 def package_dir(name: str) -> Path:
