@@ -14,7 +14,7 @@ def test_simulation_recipe_writes_curves_and_predicts(tmp_path, capsys):
                  f"out_dir={tmp_path}", "export.formats=[]"]) == 0
     run = tmp_path / "survshap-iq-simulation" / "version_0"
     out = run / "survshap_iq"
-    rows = list(csv.DictReader(open(out / "curves.csv")))
+    rows = list(csv.DictReader((out / "curves.csv").read_text().splitlines()))
     assert {r["scale"] for r in rows} == {"survival", "log_hazard"}
     pairs = {r["interaction"] for r in rows if r["order"] == "2"}
     assert pairs == {"x1 * x2", "x1 * x3", "x2 * x3"}

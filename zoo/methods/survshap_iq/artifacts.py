@@ -8,11 +8,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from zoo.methods.survshap_iq.decomposition import Decomposition, classify_components  # noqa: E402
-from zoo.methods.survshap_iq.explain import InteractionCurves, survshap_iq  # noqa: E402
+from zoo.methods.survshap_iq.decomposition import Decomposition, classify_components
+from zoo.methods.survshap_iq.explain import InteractionCurves, survshap_iq
 
 SCALE_LABEL = {"survival": "S(t|x)", "hazard": "h(t|x)", "log_hazard": "log h(t|x)"}
 
