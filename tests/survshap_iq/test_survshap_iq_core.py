@@ -135,3 +135,23 @@ def test_local_accuracy_hand_values():
     F = np.array([[1.0], [3.0]])
     assert local_accuracy(F, np.array([[-1.0], [1.0]]))[0] == 0.0
     assert local_accuracy(F, np.zeros((2, 1)))[0] == pytest.approx(np.sqrt(1.0 / 5.0))
+
+
+@pytest.mark.parametrize("index,order", [("SV", 1), ("k-SII", 2), ("k-SII", 3), ("FSII", 2), ("STII", 2),
+                                         ("SII", 2), ("Moebius", 4)])
+def test_index_operator_equals_shapiq_on_a_random_game(index, order):
+    from zoo.methods.survshap_iq.explain import index_operator
+
+    rng = np.random.default_rng(1)
+    v = rng.normal(size=16)
+    v[0] = 0.0
+    weights = 1 << np.arange(4)
+
+    def game(C):
+        return v[C.astype(int) @ weights]
+
+    iv = shapiq.ExactComputer(game, n_players=4)(index, order)
+    sets, W = index_operator(4, index, order)
+    ours = W @ moebius_transform(v[:, None], 4)[:, 0]
+    for K, val in zip(sets, ours):
+        assert val == pytest.approx(iv[K], abs=1e-9)

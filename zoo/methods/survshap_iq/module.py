@@ -240,7 +240,7 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
         if not self.trainer.is_global_zero or dm is None or self.cfg["n_points"] <= 0:
             return
         self._refresh_baseline()
-        root = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "survshap_iq"
+        root = Path(self.trainer.default_root_dir) / "survshap_iq"   # the run directory
         X = dm.X_test[: self.cfg["n_points"]]
         self._artifacts = self.explain(X, root, prefix="patient")
         metrics = self._metrics("test")
