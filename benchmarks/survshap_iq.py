@@ -28,8 +28,8 @@ def main(argv=None) -> None:
     dm = SurvivalDataModule(dataset="gbsg2", seed=0)
     model = SksurvModel("gbsa", 0).fit(dm.X_train, dm.time_train, dm.event_train)   # the authors' GBSA
     rng = np.random.default_rng(0)
-    bg = dm.X_train[rng.choice(len(dm.X_train), 32, replace=False)]
-    points = dm.X_test[: (1 if a.quick else 3)]
+    bg = dm.X_train[rng.choice(len(dm.X_train), 16, replace=False)]
+    points = dm.X_test[: (1 if a.quick else 2)]
     t_lo, t_hi = np.quantile(dm.time_train[dm.event_train], [0.05, 0.8])
     settings = [("exact", "k-SII", None, 11)] if a.quick else [
         ("exact", "k-SII", None, 11), ("exact", "k-SII", None, 41), ("kernel", "k-SII", 128, 11)]
@@ -54,7 +54,7 @@ def main(argv=None) -> None:
     write_result("survshap-iq", "vectorised-vs-separate", rows, kind="benchmark",
                  paper="no speed figure in the paper; the issue's target is a ratio >= T/2",
                  notes=f"GBSG2 (scikit-survival), GradientBoostingSurvivalAnalysis (100 trees, depth 3), 8 players, "
-                       f"32 background rows, 3 test patients, times between the 5 % and 80 % quantiles of the "
+                       f"16 background rows, 2 test patients, times between the 5 % and 80 % quantiles of the "
                        f"training event times. Wall time on one process, load average {os.getloadavg()[0]:.1f} at the "
                        f"end (2-core machine shared with other engineers).")
 
