@@ -39,3 +39,13 @@ def test_bad_explain_key_fails_before_training(tmp_path):
         from zoo.methods.survshap_iq.module import SurvShapIQModule
 
         SurvShapIQModule(explain={"n_point": 3})
+
+
+def test_bad_user_csv_fails_before_a_run_directory(tmp_path, capsys):
+    bad = tmp_path / "patients.csv"
+    bad.write_text("time,event,age\n12,1,60\n-3,0,55\n")
+    out = tmp_path / "runs"
+    assert main(["train", "recipe=survshap-iq.yaml", "overlay=tiny/survshap-iq.yaml", f"data.path={bad}",
+                 f"out_dir={out}"]) == 2
+    assert "patients.csv:3: column 'time'" in capsys.readouterr().err
+    assert not out.exists() or not any(out.rglob("config.yaml"))
