@@ -7,6 +7,7 @@ METHODS: dict[str, str] = {
     "shapo-cost-model": "zoo.methods.shapo_cost_model.module",
     "praxis": "zoo.methods.praxis.module",
     "watchlog": "zoo.methods.watchlog.module",
+    "survshap-iq": "zoo.methods.survshap_iq.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
