@@ -15,4 +15,5 @@ METHODS: dict[str, str] = {
 #: the one-line install command instead of a traceback.
 EXTRAS: dict[str, str] = {
     "st-tgexplainer": "graph",
+    "survshap-iq": "survival",
 }
