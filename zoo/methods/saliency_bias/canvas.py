@@ -96,7 +96,8 @@ def corner_shift_set(objects: torch.Tensor, labels: torch.Tensor, kind: str = "m
 
     Args:
         objects: ``(N, C, h, w)`` normalised object images; labels ``(N,)``.
-        kind, noise_sd: background (:func:`background`); ``pool`` defaults to ``objects`` for ``blur``.
+        kind, noise_sd: background (:func:`background`); ``blur`` draws from ``pool`` (default ``objects``), whose
+            first ``N`` entries must be ``objects`` so an object never lies on its own image.
         factor: canvas side / object side.
     """
     n, C, h, w = objects.shape
@@ -106,7 +107,7 @@ def corner_shift_set(objects: torch.Tensor, labels: torch.Tensor, kind: str = "m
     src = torch.arange(n).repeat_interleave(len(positions))
     boxes = torch.tensor([box_for(positions[p], (h, w), (H, W)) for p in pos.tolist()])
     bg = background(kind, len(src), (C, H, W), objects if pool is None else pool, noise_sd, generator=g,
-                    exclude=src if pool is None else None)
+                    exclude=src)
     x = paste(objects[src], boxes, bg)
     pos_index = torch.tensor([POSITIONS.index(positions[p]) for p in pos.tolist()])
     return CornerShiftSet(x, labels[src].clone(), boxes, pos_index, src)
