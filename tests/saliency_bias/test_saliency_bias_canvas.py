@@ -63,7 +63,32 @@ def test_readers_shapes_and_errors(tmp_path):
     assert train.x.shape == (2500, 1, 28, 28) and len(test) == 500
     with pytest.raises(DataError, match="unknown dataset"):
         read_images("imagenet")
+    bad = tmp_path / "broken.npz"
+    bad.write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(DataError, match="broken.npz"):
+        read_images("cifar10", str(bad))
     (tmp_path / "cat").mkdir()
     (tmp_path / "cat" / "a.png").write_bytes(b"not an image")
     with pytest.raises(DataError, match="a.png"):
         read_images("folder", str(tmp_path))
+
+
+def test_datamodule_on_a_user_folder(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from zoo.methods.saliency_bias.datamodule import CornerShiftDataModule
+
+    rng = np.random.default_rng(0)
+    for name in ("cats", "dogs"):
+        (tmp_path / name).mkdir()
+        for i in range(5):
+            Image.fromarray(rng.integers(0, 255, (20, 20, 3), dtype=np.uint8)).save(tmp_path / name / f"{i}.png")
+    dm = CornerShiftDataModule(dataset="folder", path=str(tmp_path), size=8, background="noise", n_eval_objects=2)
+    dm.setup("fit")
+    assert dm.classes == ["cats", "dogs"] and dm.img_size == 16 and dm.in_channels == 3
+    assert dm.eval_set.x.shape == (10, 3, 16, 16) and dm.random_set.random_input
+    x, y = next(iter(dm.train_dataloader()))
+    assert x.shape[1:] == (3, 16, 16)
+    with pytest.raises(DataError, match="background"):
+        CornerShiftDataModule(background="checkerboard")
