@@ -2,12 +2,22 @@
 from __future__ import annotations
 
 import lightning as L
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from zoo.core.data import DataError
 from zoo.data.images import DATASETS, read_images
 from zoo.methods.saliency_bias.canvas import BACKGROUNDS, CornerShiftTrainSet, corner_shift_set, random_input_set
+
+
+def balanced_order(labels: torch.Tensor) -> torch.Tensor:
+    """Indices ``(N,)`` taking the classes round-robin (first of each class, then second, ...), stable within a class."""
+    rank = torch.zeros_like(labels)
+    for c in labels.unique():
+        idx = (labels == c).nonzero().flatten()
+        rank[idx] = torch.arange(len(idx))
+    return torch.from_numpy(np.lexsort((labels.numpy(), rank.numpy())))
 
 
 class CornerShiftDataModule(L.LightningDataModule):
@@ -29,6 +39,8 @@ class CornerShiftDataModule(L.LightningDataModule):
         noise_sd: sd of the ``noise`` background in normalised units.
         n_train: keep the first ``n_train`` training images (None = all).
         n_eval_objects: test objects in the benchmark set.
+        eval_selection: ``balanced`` takes them round-robin over classes (test splits are often sorted by class),
+            ``first`` the first ``n_eval_objects`` of the test split.
         batch_size, seed: loader batch size; seed of the benchmark backgrounds and random inputs.
 
     Attributes after ``setup()``: ``in_channels``, ``num_classes``, ``img_size`` (canvas side), ``mean``, ``std``
@@ -40,17 +52,21 @@ class CornerShiftDataModule(L.LightningDataModule):
 
     def __init__(self, dataset: str = "cifar10", path: str | None = None, size: int = 32, channels: int = 3,
                  upscale: int = 1, factor: int = 2, background: str = "mean", noise_sd: float = 0.5,
-                 n_train: int | None = None, n_eval_objects: int = 8, batch_size: int = 64, seed: int = 0):
+                 n_train: int | None = None, n_eval_objects: int = 8, eval_selection: str = "balanced",
+                 batch_size: int = 64, seed: int = 0):
         super().__init__()
         if dataset not in DATASETS:
             raise DataError(f"data.dataset: unknown dataset {dataset!r}; one of {DATASETS}")
         if background not in BACKGROUNDS:
             raise DataError(f"data.background: unknown background {background!r}; one of {BACKGROUNDS}")
+        if eval_selection not in ("balanced", "first"):
+            raise DataError(f"data.eval_selection: one of 'balanced', 'first'; got {eval_selection!r}")
         if factor < 2 or upscale < 1:
             raise DataError(f"data.factor must be >= 2 and data.upscale >= 1, got {factor}, {upscale}")
         self.dataset, self.path, self.size, self.channels = dataset, path, int(size), int(channels)
         self.upscale, self.factor, self.background, self.noise_sd = int(upscale), int(factor), background, noise_sd
         self.n_train, self.n_eval_objects, self.batch_size, self.seed = n_train, int(n_eval_objects), batch_size, seed
+        self.eval_selection = eval_selection
         self.train_objects = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -69,10 +85,13 @@ class CornerShiftDataModule(L.LightningDataModule):
         self.img_size = self.factor * self.train_objects.shape[-1]
         self.val_set = corner_shift_set(self.test_objects, self.test_labels, self.background, self.factor,
                                         seed=self.seed + 1, noise_sd=self.noise_sd)
+        pick = balanced_order(self.test_labels) if self.eval_selection == "balanced" else torch.arange(len(test))
+        order = torch.cat([pick[:self.n_eval_objects], pick[self.n_eval_objects:]])  # benchmark objects first
+        pool = self.test_objects[order]
         n = min(self.n_eval_objects, len(test))
-        self.eval_set = corner_shift_set(self.test_objects[:n], self.test_labels[:n], self.background, self.factor,
+        self.eval_set = corner_shift_set(pool[:n], self.test_labels[order[:n]], self.background, self.factor,
                                          seed=self.seed, noise_sd=self.noise_sd,
-                                         pool=self.test_objects if self.background == "blur" else None)
+                                         pool=pool if self.background == "blur" else None)
         self.random_set = random_input_set(self.eval_set, seed=self.seed)
 
     def train_dataloader(self) -> DataLoader:
