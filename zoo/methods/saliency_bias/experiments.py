@@ -5,7 +5,9 @@
 Per seed, one :class:`SaliencyBiasModule` trains the whole family together on corner-shift canvases (the seed sets
 data order, backgrounds and initialisation; the randomised models use ``random_seed = 1000 + 100 * seed``), then the
 benchmark runs every state × saliency method (:mod:`evaluate`). Finished seeds are kept in
-``runs/saliency-bias-experiments/<grid>/seed_<k>.json`` so an interrupted run resumes. Four tables are written
+``runs/saliency-bias-experiments/<grid>/<dataset>_<background>_seed_<k>.json`` so an interrupted run resumes, and
+the first seed's PNG grids in ``runs/saliency-bias-experiments/<grid>/grids/``. ``--figure ZOO_ID`` only redraws the
+card's figure (``corner_shift.png``) from zoo weights. Four tables are written
 through ``zoo.core.results.write_result``: CSI by architecture (Gradient), CSI by saliency method (the zero-padded
 deep VGG and the ViT), trained-vs-random similarity, and path counts vs measured random-init saliency.
 """
@@ -102,11 +104,39 @@ def tables(rows: list[dict], path_rows: list[dict], grid_name: str, seconds: lis
     return out
 
 
+def card_figure(ref: str, out: Path, obj: int = 3) -> Path:
+    """Gradient maps of every member of the zoo weights ``ref`` and of its freshly initialised twin for one test
+    object at the five positions (the card's figure); the benchmark set of the recipe the weights were trained with."""
+    from zoo.core.build import load_module
+    from zoo.methods.saliency_bias.module import build_member
+    from zoo.methods.saliency_bias.render import plot_grid
+    from zoo.methods.saliency_bias.saliency import saliency_maps
+
+    module, cfg = load_module(ref)
+    dm = CornerShiftDataModule(**cfg["data"])
+    dm.setup("fit")
+    hp, data, rows = module.hparams, dm.eval_set, {}
+    for i, spec in enumerate(hp.family):
+        fresh = build_member(spec, hp.in_channels, hp.num_classes, hp.img_size, seed=hp.random_seed + i)
+        rows[f"{spec['name']} trained"] = saliency_maps(module.models[spec["name"]], data.x, data.y, "gradient")
+        rows[f"{spec['name']} random"] = saliency_maps(fresh, data.x, data.y, "gradient")
+    name = dm.classes[int(data.y[obj * 5])]
+    path = plot_grid(out, data, rows, obj, title=f"{ref}: Gradient maps, test object {obj} ({name})")
+    from PIL import Image
+
+    Image.open(path).convert("RGB").quantize(128).save(path, optimize=True)  # a palette PNG: a third of the bytes
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m zoo.methods.saliency_bias.experiments", description=__doc__)
     ap.add_argument("--grid", choices=sorted(GRIDS), default="reduced")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--figure", metavar="ZOO_ID", help="only write the card's figure for these zoo weights")
     args = ap.parse_args(argv)
+    if args.figure:
+        print(card_figure(args.figure, repo_root() / "zoo" / "methods" / "saliency_bias" / "corner_shift.png"))
+        return
     grid = GRIDS[args.grid]
     keep = repo_root() / "runs" / "saliency-bias-experiments" / args.grid
     keep.mkdir(parents=True, exist_ok=True)
@@ -116,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
             for seed in args.seeds:
                 f = keep / f"{dataset}_{background}_seed_{seed}.json"
                 if not f.is_file():
-                    grids_dir = repo_root() / "results" / METHOD / "grids" if seed == args.seeds[0] else None
+                    grids_dir = keep / "grids" if seed == args.seeds[0] else None
                     f.write_text(json.dumps(run_seed(grid, dataset, background, seed, grids_dir)))
                 done = json.loads(f.read_text())
                 rows += done["rows"]
