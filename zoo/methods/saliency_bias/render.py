@@ -51,7 +51,7 @@ def plot_grid(path: str | Path, data: CornerShiftSet, rows: dict[str, torch.Tens
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / n_rows if title else 1))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=72)
     plt.close(fig)
     return path
 
