@@ -8,6 +8,7 @@ METHODS: dict[str, str] = {
     "praxis": "zoo.methods.praxis.module",
     "watchlog": "zoo.methods.watchlog.module",
     "survshap-iq": "zoo.methods.survshap_iq.module",
+    "saliency-bias": "zoo.methods.saliency_bias.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -16,4 +17,5 @@ METHODS: dict[str, str] = {
 EXTRAS: dict[str, str] = {
     "st-tgexplainer": "graph",
     "survshap-iq": "survival",
+    "saliency-bias": "vision",
 }

@@ -1,0 +1,205 @@
+"""Small real image datasets as float tensors, and a plain image-classification DataModule.
+
+Shared by the image methods (saliency-bias, mad, ltc, sembind). Every reader returns ``(train, test)`` as
+:class:`ImageSet` objects holding ``x`` float32 ``(N, C, H, W)`` in ``[0, 1]`` and ``y`` int64 ``(N,)``.
+
+Datasets (``dataset=`` in :func:`read_images`):
+
+- ``cifar10``: ``data/cifar10-subset/cifar10_subset_2200.npz`` (2,000 train / 200 test, 3×32×32, 10 classes).
+- ``mnist``: ``data/mnist-test/mnist_test_3000.npz`` (rows 0..2499 train, 2500..2999 test, 1×28×28).
+- ``digits``: scikit-learn's 8×8 digits (1,797 images; first 1,500 train, rest test; values 0..16 scaled to [0, 1]).
+- ``folder``: a user's folder ``ROOT/<class name>/<image file>`` (png, jpg, jpeg, bmp, gif, webp); classes are the
+  sorted sub-folder names, every image converted to RGB (or L with ``channels=1``) and resized to ``size``×``size``;
+  a seeded 20 % of each class is the test split.
+"""
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from zoo.core.data import DataError, repo_root
+
+DEFAULT_PATHS = {"cifar10": "data/cifar10-subset/cifar10_subset_2200.npz",
+                 "mnist": "data/mnist-test/mnist_test_3000.npz"}
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
+DATASETS = ("cifar10", "mnist", "digits", "folder")
+
+
+@dataclass
+class ImageSet:
+    """Images and labels.
+
+    Attributes:
+        x: float32 ``(N, C, H, W)`` in ``[0, 1]``.
+        y: int64 ``(N,)`` class indices.
+        classes: class names, ``classes[y[i]]``.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    classes: list[str]
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def subset(self, n: int | None) -> ImageSet:
+        """The first ``n`` images (all when ``n`` is None or larger than the set)."""
+        return self if n is None else ImageSet(self.x[:n], self.y[:n], self.classes)
+
+
+def _resolve(path: str | None, dataset: str) -> Path:
+    p = Path(path or DEFAULT_PATHS[dataset])
+    if not p.is_absolute() and not p.exists():
+        p = repo_root() / p
+    if not p.is_file():
+        raise DataError(f"{p}: no such file (data.path for dataset {dataset!r})")
+    return p
+
+
+def _load_npz(p: Path, keys: tuple[str, ...]) -> dict:
+    try:
+        z = np.load(p, allow_pickle=False)
+    except (OSError, ValueError, zipfile.BadZipFile) as e:  # a truncated or non-npz file
+        raise DataError(f"{p}: not a readable .npz file ({e})") from None
+    missing = [k for k in keys if k not in z.files]
+    if missing:
+        raise DataError(f"{p}: missing array(s) {missing}; has {z.files}")
+    return {k: z[k] for k in keys}
+
+
+def _to_set(x: np.ndarray, y: np.ndarray, classes: list[str], channels_last: bool, scale: float) -> ImageSet:
+    t = torch.from_numpy(np.ascontiguousarray(x)).float() / scale
+    t = t.permute(0, 3, 1, 2) if channels_last else t.unsqueeze(1)
+    return ImageSet(t.contiguous(), torch.from_numpy(y.astype(np.int64)), classes)
+
+
+def read_cifar10(path: str | None = None) -> tuple[ImageSet, ImageSet]:
+    """CIFAR-10 subset: train ``(2000, 3, 32, 32)``, test ``(200, 3, 32, 32)``.
+
+    Raises:
+        DataError: missing or unreadable file, missing arrays.
+    """
+    p = _resolve(path, "cifar10")
+    z = _load_npz(p, ("x_train", "y_train", "x_test", "y_test", "classes"))
+    classes = [str(c) for c in z["classes"]]
+    return (_to_set(z["x_train"], z["y_train"], classes, True, 255.0),
+            _to_set(z["x_test"], z["y_test"], classes, True, 255.0))
+
+
+def read_mnist(path: str | None = None, n_train: int = 2500) -> tuple[ImageSet, ImageSet]:
+    """MNIST (first 3,000 test-set images): rows ``[0, n_train)`` train, the rest test; ``(N, 1, 28, 28)``.
+
+    Raises:
+        DataError: missing or unreadable file, missing arrays.
+    """
+    z = _load_npz(_resolve(path, "mnist"), ("x", "y"))
+    classes = [str(i) for i in range(10)]
+    return (_to_set(z["x"][:n_train], z["y"][:n_train], classes, False, 255.0),
+            _to_set(z["x"][n_train:], z["y"][n_train:], classes, False, 255.0))
+
+
+def read_digits(n_train: int = 1500) -> tuple[ImageSet, ImageSet]:
+    """scikit-learn's digits (data inside the wheel): ``(N, 1, 8, 8)``, first ``n_train`` train."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x, y = d.images.astype(np.float32), d.target
+    classes = [str(i) for i in range(10)]
+    return (_to_set(x[:n_train], y[:n_train], classes, False, 16.0),
+            _to_set(x[n_train:], y[n_train:], classes, False, 16.0))
+
+
+def read_image_folder(root: str, size: int = 32, channels: int = 3, test_fraction: float = 0.2,
+                      seed: int = 0) -> tuple[ImageSet, ImageSet]:
+    """A user's folder ``root/<class>/<image>``: images resized to ``(channels, size, size)``.
+
+    Raises:
+        DataError: ``root`` missing, fewer than one class folder with images, or an unreadable image (file named).
+    """
+    from PIL import Image
+
+    base = Path(root)
+    if not base.is_dir():
+        raise DataError(f"{base}: no such folder (data.path; expected <root>/<class name>/<image files>)")
+    classes = sorted(d.name for d in base.iterdir() if d.is_dir())
+    if not classes:
+        raise DataError(f"{base}: no class sub-folders (expected <root>/<class name>/<image files>)")
+    xs, ys = [], []
+    for c, name in enumerate(classes):
+        files = sorted(f for f in (base / name).iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
+        if not files:
+            raise DataError(f"{base / name}: no image files ({', '.join(IMAGE_SUFFIXES)})")
+        for f in files:
+            try:
+                with Image.open(f) as im:
+                    im = im.convert("RGB" if channels == 3 else "L").resize((size, size), Image.BILINEAR)
+                    xs.append(np.asarray(im, dtype=np.uint8).reshape(size, size, channels))
+            except (OSError, ValueError) as e:  # PIL's UnidentifiedImageError is an OSError
+                raise DataError(f"{f}: not a readable image ({e})") from None
+            ys.append(c)
+    x, y = np.stack(xs), np.array(ys)
+    rng = np.random.default_rng(seed)
+    test = np.zeros(len(y), dtype=bool)
+    for c in range(len(classes)):
+        idx = np.where(y == c)[0]
+        test[rng.permutation(idx)[: round(test_fraction * len(idx))]] = True
+    return (_to_set(x[~test], y[~test], classes, True, 255.0), _to_set(x[test], y[test], classes, True, 255.0))
+
+
+def read_images(dataset: str, path: str | None = None, size: int = 32, channels: int = 3
+                ) -> tuple[ImageSet, ImageSet]:
+    """Dispatch to the reader of ``dataset`` (one of :data:`DATASETS`); ``size``/``channels`` apply to ``folder``.
+
+    Raises:
+        DataError: an unknown dataset name, or the reader's errors.
+    """
+    if dataset == "cifar10":
+        return read_cifar10(path)
+    if dataset == "mnist":
+        return read_mnist(path)
+    if dataset == "digits":
+        return read_digits()
+    if dataset == "folder":
+        if not path:
+            raise DataError("data.path: dataset 'folder' needs a folder <root>/<class name>/<image files>")
+        return read_image_folder(path, size=size, channels=channels)
+    raise DataError(f"data.dataset: unknown dataset {dataset!r}; one of {DATASETS}")
+
+
+class ImageClassificationDataModule(L.LightningDataModule):
+    """Plain image classification on one of :data:`DATASETS`; batches are ``(x (B, C, H, W) in [0, 1], y (B,))``.
+
+    Args:
+        dataset: ``cifar10`` | ``mnist`` | ``digits`` | ``folder``.
+        path: file (cifar10, mnist) or folder (folder); default the shipped file.
+        batch_size: batch size of both loaders.
+        size, channels: image size and channels for ``folder``.
+        n_train: keep only the first ``n_train`` training images (None = all).
+
+    Raises:
+        DataError: from ``setup()``, naming the file.
+    """
+
+    def __init__(self, dataset: str = "cifar10", path: str | None = None, batch_size: int = 64, size: int = 32,
+                 channels: int = 3, n_train: int | None = None):
+        super().__init__()
+        self.dataset, self.path, self.batch_size = dataset, path, int(batch_size)
+        self.size, self.channels, self.n_train = int(size), int(channels), n_train
+        self.train_set: ImageSet | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is None:
+            train, self.test_set = read_images(self.dataset, self.path, self.size, self.channels)
+            self.train_set = train.subset(self.n_train)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(TensorDataset(self.train_set.x, self.train_set.y), batch_size=self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(TensorDataset(self.test_set.x, self.test_set.y), batch_size=self.batch_size)
