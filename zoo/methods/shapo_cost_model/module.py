@@ -6,6 +6,8 @@ training pairs (never flipped), and the loss is Bradley-Terry with the rejected 
 """
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -15,7 +17,6 @@ from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
 from zoo.models.preference_data import PreferenceDataModule
-
 
 
 def bradley_terry_cost_loss(cost_chosen: torch.Tensor, cost_rejected: torch.Tensor,
@@ -53,6 +54,7 @@ class CostModelModule(ZooModule):
 
     head_keys = ("head.",)
     export_formats = ("package",)
+    weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
     def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, center_weight: float = 0.01,
                  threshold: float = 0.0, optimizer: dict | None = None):
@@ -76,16 +78,17 @@ class CostModelModule(ZooModule):
 
     def remap_init_state(self, state: dict, source_method: str) -> dict:
         """A causal LM's weights (zoo-lm ``lm.model.*``, an HF ``model.*`` state dict) onto ``backbone.*``; the output
-        projection is dropped and the head keeps its zero init. Another cost model's state passes unchanged."""
+        projection is dropped and the head (a head key) keeps its zero init; any other key is passed on for the loader
+        to refuse. Another cost model's state passes unchanged."""
         if any(k.startswith("backbone.") for k in state):
             return state
-        own = self.state_dict()
-        out = {k: v for k, v in own.items() if k.startswith("head.")}
+        out = {}
         for key, value in state.items():
-            for prefix in ("lm.model.", "model."):
-                if key.startswith(prefix) and "backbone." + key[len(prefix):] in own:
-                    out["backbone." + key[len(prefix):]] = value
-                    break
+            prefix = next((p for p in ("lm.model.", "model.") if key.startswith(p)), None)
+            if prefix is not None:
+                out["backbone." + key[len(prefix):]] = value
+            elif not key.endswith("lm_head.weight"):
+                out[key] = value  # left for the loader to report as unexpected
         return out
 
     def _pair(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
