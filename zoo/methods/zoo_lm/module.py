@@ -140,13 +140,14 @@ class ZooLM(ZooModule):
         return build_optimizer(groups, self.hparams.optimizer, total_steps=self.trainer.estimated_stepping_batches)
 
     def prompt_ids(self, prompt: str) -> list[int]:
-        """Token ids that start a reply to ``prompt`` (chat template + generation prompt, or ``<bos>`` + text)."""
+        """Token ids that start a reply to ``prompt`` (chat template + generation prompt, or ``<bos>`` + text); the
+        prompt's own text is encoded with special-token parsing off (:mod:`zoo.models.chat`)."""
+        from zoo.models.chat import encode_rendered, encode_text
+
         if self.hparams.prompt_format == "chat":
-            return list(self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
-                                                           add_generation_prompt=True, tokenize=True,
-                                                           return_dict=True)["input_ids"])
+            return encode_rendered(self.tokenizer, [{"role": "user", "content": prompt}], add_generation_prompt=True)[1]
         bos = [self.tokenizer.bos_token_id] if self.tokenizer.bos_token_id is not None else []
-        return bos + self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        return bos + encode_text(self.tokenizer, prompt)
 
     @torch.no_grad()
     def generate(self, prompts: list[str], **overrides) -> list[str]:
