@@ -34,7 +34,7 @@ def main() -> None:
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
-    from zoo.models.preference_data import PreferenceDataModule
+    from zoo.data.preference import PreferenceDataModule
     from zoo.methods.shapo.module import ShaPOModule
     from zoo.methods.shapo.subspace import down_projections, rank_neurons
 

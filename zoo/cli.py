@@ -63,10 +63,13 @@ def cmd_train(argv: list[str]) -> Path:
 
 def cmd_list(_args) -> None:
     import zoo
+    from zoo.core.registry import install_hint, method_extra, missing_requirements
 
     print("methods:")
     for m in zoo.list_methods():
-        print(f"  {m}")
+        extra = method_extra(m)
+        missing = missing_requirements(extra) if extra else []
+        print(f"  {m}" + (f"  (not ready: {install_hint(m)}; missing {', '.join(missing)})" if missing else ""))
     print("zoo weights:")
     for i in zoo.list_pretrained():
         print(f"  {i}")
@@ -129,7 +132,6 @@ def cmd_export(args) -> None:
 
 def cmd_predict(args) -> None:
     from zoo.core.build import load_module
-
     from zoo.core.data import DataError
 
     module, _ = load_module(args.ref, args.which)

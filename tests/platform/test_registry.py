@@ -80,3 +80,33 @@ def test_methods_do_not_reach_into_each_other():
             for other in re.findall(r"zoo\.methods\.(\w+)", f.read_text()):
                 assert other == pkg.name, f"{f}: uses zoo.methods.{other}"
             assert "get_method(" not in f.read_text(), f"{f}: reaches another method through the registry"
+
+
+def test_method_with_a_missing_extra_fails_with_the_install_command(tmp_path, monkeypatch, capsys):
+    """A method whose stack is not installed says which extra to install, in one line, never a traceback."""
+    import zoo.methods
+    from zoo.cli import main
+    from zoo.core import registry
+
+    (tmp_path / "needs_stack.py").write_text("import zoo_test_absent_stack  # noqa\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("ZOO_PLUGINS", "stacked=needs_stack")
+    monkeypatch.setitem(zoo.methods.EXTRAS, "stacked", "graph")
+    with pytest.raises(registry.RegistryError,
+                       match=r"^stacked needs pip install -e \"\.\[graph\]\" \(missing module 'zoo_test_absent_stack'\)$"):
+        registry.get_method("stacked")
+    assert main(["info", "stacked"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "error: stacked needs pip install -e \".[graph]\" (missing module 'zoo_test_absent_stack')"]
+
+
+def test_missing_requirements_reads_the_extras_from_package_metadata(monkeypatch):
+    from importlib import metadata
+
+    from zoo.core import registry
+    monkeypatch.setattr(metadata, "requires", lambda _: ['torch-geometric>=2.6; extra == "graph"',
+                                                          'zoo_absent_dist>=1; extra == "graph"',
+                                                          'zoo[export]; extra == "dev"', "numpy>=2"])
+    assert registry.missing_requirements("graph") == ["zoo_absent_dist"]
+    assert registry.missing_requirements("dev") == []

@@ -20,7 +20,7 @@ ROWS = [{"prompt": f"\n\nHuman: question number {i}?\n\nAssistant:", "chosen": f
 
 
 def _batches(tmp, batch_size):
-    from zoo.models.preference_data import PreferenceDataModule
+    from zoo.data.preference import PreferenceDataModule
 
     dm = PreferenceDataModule(path=tmp, val_path=tmp, batch_size=batch_size, shuffle=False, max_length=40,
                               redteam_path=None)

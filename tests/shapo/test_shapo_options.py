@@ -4,7 +4,7 @@ import json
 import lightning as L
 import torch
 
-from zoo.models.preference_data import PreferenceDataModule
+from zoo.data.preference import PreferenceDataModule
 from zoo.methods.shapo.module import ShaPOModule
 
 

@@ -6,7 +6,7 @@ import lightning as L
 import pytest
 import torch
 
-from zoo.models.preference_data import PreferenceDataModule
+from zoo.data.preference import PreferenceDataModule
 from zoo.methods.shapo.module import ShaPOModule
 
 

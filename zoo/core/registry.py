@@ -9,8 +9,9 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 class RegistryError(KeyError):
@@ -76,6 +77,44 @@ def list_methods(pattern: str = "*") -> list[str]:
     return sorted(n for n in set(_known()) | set(_METHODS) if fnmatch.fnmatch(n, pattern))
 
 
+def method_extra(name: str) -> str | None:
+    """The pyproject extra ``name`` needs beyond the core install (``zoo.methods.EXTRAS``), or None."""
+    from zoo.methods import EXTRAS
+
+    return EXTRAS.get(name)
+
+
+def install_hint(name: str) -> str:
+    """The install command that makes method ``name`` runnable: ``pip install -e ".[graph]"``."""
+    extra = method_extra(name)
+    return f'pip install -e ".[{extra}]"' if extra else 'pip install -e .'
+
+
+def missing_requirements(extra: str) -> list[str]:
+    """Distributions of the installed ``zoo`` package's ``extra`` that are not installed (empty: ready).
+
+    Read from the package metadata (pyproject's optional-dependencies), so the extras are declared once.
+    """
+    import re
+    from importlib import metadata
+
+    try:
+        reqs = metadata.requires("zoo") or []
+    except metadata.PackageNotFoundError:
+        return []
+    missing = []
+    for req in reqs:
+        if re.search(rf"""extra\s*==\s*["']{re.escape(extra)}["']""", req):
+            dist = re.split(r"[\s\[<>=!~;(]", req, maxsplit=1)[0]
+            if dist == "zoo":
+                continue
+            try:
+                metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                missing.append(dist)
+    return missing
+
+
 def suggest(word: str, choices) -> str:
     """A ' (did you mean X?)' hint, or '' when nothing is close."""
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
@@ -86,7 +125,8 @@ def get_method(name: str) -> MethodEntry:
     """The registered entry for ``name``, importing its module on first use.
 
     Raises:
-        RegistryError: no such method (the message lists the known names and the closest one).
+        RegistryError: no such method (the message lists the known names and the closest one), or its extra is
+            not installed (the message is the install command).
     """
     if name not in _METHODS:
         known = _known()
@@ -94,7 +134,12 @@ def get_method(name: str) -> MethodEntry:
             raise RegistryError(
                 f"unknown method {name!r}{suggest(name, known)}; known methods: {', '.join(sorted(known))}"
             )
-        importlib.import_module(known[name])
+        try:
+            importlib.import_module(known[name])
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] == "zoo":
+                raise
+            raise RegistryError(f"{name} needs {install_hint(name)} (missing module {e.name!r})") from None
         if name not in _METHODS:
             raise RegistryError(f"module {known[name]} did not register method {name!r}")
     return _METHODS[name]

@@ -8,3 +8,10 @@ METHODS: dict[str, str] = {
     "praxis": "zoo.methods.praxis.module",
     "watchlog": "zoo.methods.watchlog.module",
 }
+
+#: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
+#: listed run on the core install. ``zoo list`` marks a method whose extra is missing, and using it fails with
+#: the one-line install command instead of a traceback.
+EXTRAS: dict[str, str] = {
+    "st-tgexplainer": "graph",
+}

@@ -16,8 +16,7 @@ from torchmetrics.aggregation import MeanMetric
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
-from zoo.models.preference_data import PreferenceDataModule
-
+from zoo.methods.shapo_cost_model.datamodule import PreferenceDataModule
 
 def bradley_terry_cost_loss(cost_chosen: torch.Tensor, cost_rejected: torch.Tensor,
                             center_weight: float = 0.0) -> torch.Tensor:

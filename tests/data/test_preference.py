@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from zoo.core.data import DataError
-from zoo.models.preference_data import PreferenceDataModule, collate_pairs, flip_indices, hh_to_messages, read_pairs
+from zoo.data.preference import PreferenceDataModule, collate_pairs, flip_indices, hh_to_messages, read_pairs
 
 
 def _write(path, rows):

@@ -1,0 +1,1 @@
+"""PRAXIS: approximate Rashomon sets of sparse decision trees (see README.md)."""

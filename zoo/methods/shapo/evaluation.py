@@ -1,0 +1,94 @@
+"""ShaPO's evaluation: preference accuracy and reward margin on held-out pairs, and on sampled replies the KL to the
+reference and the cost model's harmful-completion rate; ``zoo predict`` replies. A mixin of
+:class:`zoo.methods.shapo.module.ShaPOModule`."""
+from __future__ import annotations
+
+import torch
+
+from zoo.methods.shapo.datamodule import format_prompt
+from zoo.methods.shapo.lm import completion_kl, right_pad, sample_completions
+from zoo.models.sharding import reshard
+
+
+class Evaluation:
+    """Validation metrics and user-facing sampling of :class:`ShaPOModule` (a mixin)."""
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        """Preference accuracy, reward margin and loss on clean held-out pairs (never flipped)."""
+        loss, stats = self._loss(batch, "val")
+        n = stats["margin"].numel()
+        self.val_accuracy.update((stats["margin"] > 0).float())
+        self.val_margin.update(stats["margin"])
+        self.val_loss.update(loss.detach(), weight=n)
+        self.log("val/accuracy", self.val_accuracy, on_epoch=True, prog_bar=True, batch_size=n)
+        self.log("val/margin", self.val_margin, on_epoch=True, batch_size=n)
+        self.log("val/loss", self.val_loss, on_epoch=True, batch_size=n)
+
+    def on_validation_epoch_end(self) -> None:
+        if not self.hparams.eval_generation or self.trainer.sanity_checking:
+            return
+        dm = self.trainer.datamodule
+        for name, value in self.generation_metrics(dm.generation_prompts(), dm.tokenizer).items():
+            self.log(f"val/{name}", value)
+
+    @torch.no_grad()
+    def generation_metrics(self, prompts: list[tuple[str, list[int]]], tokenizer) -> dict[str, torch.Tensor]:
+        """Sample a reply to each prompt; KL to the reference along it; the cost model's verdict.
+
+        Args:
+            prompts: ``(source, token ids)`` with source ``redteam`` or ``heldout``.
+
+        Returns:
+            ``kl_ref`` (nats per reply) and, with a cost model, ``harmful_rate`` (share of replies whose cost
+            exceeds the cost model's threshold), ``harmful_rate_redteam``, ``harmful_rate_heldout``, ``cost``.
+        """
+        hp = self.hparams
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        ids = [p for _, p in prompts]
+        was_training = self.policy.training
+        self.policy.eval()
+        completions = sample_completions(self.policy, ids, pad, tokenizer.eos_token_id, hp.max_new_tokens,
+                                         hp.temperature, hp.gen_seed, hp.gen_batch_size)
+        kl = completion_kl(lambda i, m: self.policy(input_ids=i, attention_mask=m).logits, self._reference_logits,
+                           ids, completions, pad, hp.gen_batch_size)
+        self.val_kl.update(kl)
+        out = {"kl_ref": self.val_kl.compute()}
+        self.val_kl.reset()
+        if "cost" in self._frozen:
+            cost_model = self._frozen_model("cost")
+            costs = []
+            for i in range(0, len(ids), hp.gen_batch_size):
+                seqs = [p + c for p, c in zip(ids[i: i + hp.gen_batch_size], completions[i: i + hp.gen_batch_size])]
+                costs.append(cost_model.score(*right_pad(seqs, pad, self.device)))
+            costs = torch.cat(costs)
+            harmful = (costs > cost_model.threshold).float()
+            src = torch.tensor([s == "redteam" for s, _ in prompts], device=harmful.device)
+            for metric, values, key in ((self.val_harmful, harmful, "harmful_rate"),
+                                        (self.val_harmful_redteam, harmful[src], "harmful_rate_redteam"),
+                                        (self.val_harmful_heldout, harmful[~src], "harmful_rate_heldout"),
+                                        (self.val_cost, costs, "cost")):
+                if values.numel():
+                    metric.update(values)
+                    out[key] = metric.compute()
+                    metric.reset()
+        self.policy.train(was_training)
+        return out
+
+    def _reference_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if "reference" in self._frozen:
+            ref = self._frozen_model("reference")
+            logits = ref(input_ids=input_ids, attention_mask=attention_mask).logits
+            reshard(ref)  # FSDP2: no backward follows to free its root's gathered parameters
+            return logits
+        with self.policy.disable_adapter():
+            return self.policy(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """``zoo predict shapo.zoo-lm-hh "PROMPT" ...``: one sampled reply per prompt (the recipe's sampling)."""
+        tok = self._tokenizer()
+        prompts = [tok(format_prompt(tok, f"\n\nHuman: {x}\n\nAssistant:"), add_special_tokens=False)["input_ids"]
+                   for x in inputs]
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        replies = sample_completions(self.policy.eval(), prompts, pad, tok.eos_token_id, self.hparams.max_new_tokens,
+                                     self.hparams.temperature, self.hparams.gen_seed, self.hparams.gen_batch_size)
+        return "\n\n".join(f"> {x}\n{tok.decode(r, skip_special_tokens=True).strip()}" for x, r in zip(inputs, replies))
