@@ -133,7 +133,7 @@ def build_module(cfg: dict):
             log.warning("init_from %s: adopted %s", ref, line)
     module = _construct(entry.module_cls, cfg.get("model") or {}, "model")
     if ref:
-        report = hub.adapt_and_load(module, state, source, where=f"init_from {ref}")
+        report = hub.adapt_and_load(module, state, source, where=f"init_from {ref}", source_cfg=src_cfg)
         fresh = sorted(set(report["missing"]) | set(report["reshaped"]))
         if fresh:
             log.warning("init_from %s: re-initialised head keys %s", ref, fresh)

@@ -337,7 +337,8 @@ def load_exact(module, state: dict, where: str = "weights") -> None:
     module.load_state_dict(state, strict=True)
 
 
-def adapt_and_load(module, state: dict, source_method: str = "", where: str = "init_from") -> dict[str, list[str]]:
+def adapt_and_load(module, state: dict, source_method: str = "", where: str = "init_from",
+                   source_cfg: dict | None = None) -> dict[str, list[str]]:
     """``init_from``: load weights into ``module`` under the loading contract, re-initialising declared head keys.
 
     ``module.remap_init_state`` first maps the source's keys (another method's, an HF directory's) onto this
@@ -351,7 +352,7 @@ def adapt_and_load(module, state: dict, source_method: str = "", where: str = "i
         HubError: any other missing, unexpected or reshaped key, with a table of key, checkpoint and model shape.
     """
     try:
-        state = module.remap_init_state(clean_state_dict(state), source_method)
+        state = module.remap_init_state(clean_state_dict(state), source_method, source_cfg)
     except (KeyError, ValueError) as e:
         raise HubError(f"{where}: {e}") from None
     report = check_fit(module, state, tuple(module.head_keys), where)

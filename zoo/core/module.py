@@ -36,8 +36,11 @@ class ZooModule(L.LightningModule):
         """Inputs for ONNX / torch.export; ``self(*self.example_input())`` must run."""
         raise TypeError(f"{type(self).__name__} defines no example_input(); it cannot be exported as a graph")
 
-    def remap_init_state(self, state: dict[str, Any], source_method: str) -> dict[str, Any]:
-        """Map a state dict saved by ``source_method`` onto this module's keys (default: unchanged)."""
+    def remap_init_state(self, state: dict[str, Any], source_method: str,
+                         source_cfg: dict | None = None) -> dict[str, Any]:
+        """Map a state dict saved by ``source_method`` (with its resolved recipe ``source_cfg`` when known) onto this
+        module's keys (default: unchanged). Return only what the source provides: keys left out are reported missing
+        by the loader (and refused unless they are head keys)."""
         return state
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:

@@ -18,6 +18,7 @@ from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
 from zoo.methods.shapo_cost_model.datamodule import PreferenceDataModule
 
+
 def bradley_terry_cost_loss(cost_chosen: torch.Tensor, cost_rejected: torch.Tensor,
                             center_weight: float = 0.0) -> torch.Tensor:
     """-log sigma(c(x, y_l) - c(x, y_w)) + lambda (c(x, y_w) + c(x, y_l))^2, averaged over the batch.
@@ -59,9 +60,12 @@ class CostModelModule(ZooModule):
                  threshold: float = 0.0, optimizer: dict | None = None):
         super().__init__()
         self.save_hyperparameters()
-        from zoo.models.causal_lm import build_causal_lm
+        from zoo.models.causal_lm import build_causal_lm, check_tokenizer_fits, load_tokenizer, tokenizer_for
 
         lm = build_causal_lm(arch)
+        self.tokenizer = load_tokenizer(tokenizer_for(arch, tokenizer))  # follows the model; datamodules take it
+        check_tokenizer_fits(self.tokenizer, lm, f"model.arch {arch!r}",
+                             f"the tokenizer {tokenizer_for(arch, tokenizer) or 'zoo-lm-bpe8k (shipped)'}")
         self.backbone = lm.base_model
         self.head = nn.Linear(lm.config.hidden_size, 1)
         nn.init.zeros_(self.head.weight)
@@ -75,7 +79,7 @@ class CostModelModule(ZooModule):
         last = attention_mask.long().sum(1).clamp_min(1) - 1
         return self.head(h[torch.arange(h.shape[0], device=h.device), last]).squeeze(-1).float()
 
-    def remap_init_state(self, state: dict, source_method: str) -> dict:
+    def remap_init_state(self, state: dict, source_method: str, source_cfg: dict | None = None) -> dict:
         """A causal LM's weights (zoo-lm ``lm.model.*``, an HF ``model.*`` state dict) onto ``backbone.*``; the output
         projection is dropped and the head (a head key) keeps its zero init; any other key is passed on for the loader
         to refuse. Another cost model's state passes unchanged."""
@@ -124,9 +128,7 @@ class CostModelModule(ZooModule):
         """``zoo predict shapo-cost-model.zoo-lm-hh PROMPT REPLY [PROMPT REPLY ...]``: the cost of each reply."""
         if len(inputs) % 2:
             raise ValueError("give PROMPT REPLY pairs")
-        from zoo.models.causal_lm import load_tokenizer, tokenizer_for
-
-        tok = load_tokenizer(tokenizer_for(self.hparams.arch, self.hparams.tokenizer))
+        tok = self.tokenizer
         lines = []
         for prompt, reply in zip(inputs[::2], inputs[1::2]):
             ids = torch.tensor([PreferenceDataModule.encode_reply(tok, prompt, reply)], device=self.device)

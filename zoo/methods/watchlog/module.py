@@ -156,7 +156,8 @@ class WatchLogModule(ZooModule):
             self.register_state_dict_post_hook(_drop_tied_head)
             self.register_load_state_dict_pre_hook(_fill_tied_head)
 
-    def remap_init_state(self, state: dict[str, Any], source_method: str) -> dict[str, Any]:
+    def remap_init_state(self, state: dict[str, Any], source_method: str,
+                         source_cfg: dict | None = None) -> dict[str, Any]:
         """Chain the stages: keep this module's own values for whole parts the source lacks (ours).
 
         A stage-1 checkpoint has no ``lm.*`` / ``projector.*`` (taken from ``decoder.init`` and fresh); a ``zoo-lm``

@@ -201,7 +201,9 @@ class LMDataModule(L.LightningDataModule):
 
     def _document(self, text: str) -> list[int]:
         tok = self.tokenizer
-        return [tok.bos_token_id, *tok(text, add_special_tokens=False, verbose=False)["input_ids"], tok.eos_token_id]
+        # literal "</s>" in a document is text, not a document boundary (special-token parsing off)
+        ids = tok(text, add_special_tokens=False, split_special_tokens=True, verbose=False)["input_ids"]
+        return [tok.bos_token_id, *ids, tok.eos_token_id]
 
     def _pretrain_sets(self):
         train_docs, val_docs = [], []

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -67,6 +68,7 @@ class ZooLM(ZooModule):
     """
 
     export_formats = ("package", "hf")
+    weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
     def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, optimizer: dict | None = None,
                  prompt_format: str = "chat", generation: dict | None = None, gradient_checkpointing: bool = False):
@@ -87,7 +89,7 @@ class ZooLM(ZooModule):
         self.register_state_dict_post_hook(drop_tied_aliases)
         self.register_load_state_dict_pre_hook(fill_tied_aliases)
 
-    def remap_init_state(self, state: dict, source_method: str) -> dict:
+    def remap_init_state(self, state: dict, source_method: str, source_cfg: dict | None = None) -> dict:
         """``init_from`` weights: a Hugging Face directory's keys (``source_method == "hf"``) gain the ``lm.``
         prefix; tied aliases (``lm.lm_head.weight``) are dropped, the load pre-hook restores them."""
         if source_method == "hf":
