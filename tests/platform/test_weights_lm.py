@@ -165,3 +165,30 @@ def test_case1_and_case3_on_the_released_shapo_package(tmp_path, caplog):
 
     full = zoo.load("shapo.zoo-lm-hh")
     assert lora.uses_lora and torch.allclose(_logits(lora), _logits(full), atol=1e-4)
+
+
+def _register(zoo_home, zoo_id: str, module, method: str) -> None:
+    files = write_package(module, {"method": method}, zoo_home / zoo_id, zoo_id=zoo_id)
+    hub.write_manifest_entry(zoo_id, {"method": method, "path": zoo_id, "files": files})
+
+
+def test_lora_adapter_package_over_its_base(zoo_home):
+    """A LoRA ShaPO package released over its base stores only the adapters and stage-A buffers; ``zoo.load`` verifies
+    the base and rebuilds the same model, and a full recipe merges it."""
+    import zoo
+    from zoo.core.delta import rebase_package
+
+    torch.manual_seed(0)
+    _register(zoo_home, "zoo-lm.tinybase", zoo.create("zoo-lm", arch="zoo-lm-tiny"), "zoo-lm")
+    lora = build_module(compose_and_validate([*TINY, "init_from=zoo-lm.tinybase", "model.lora.r=4",
+                                              "model.lora.alpha=8"]))
+    for name, p in lora.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    _register(zoo_home, "shapo.tinylora", lora, "shapo")
+    sizes = rebase_package("shapo.tinylora", "zoo-lm.tinybase")
+    stored = load_file(str(zoo_home / "shapo.tinylora" / "model.safetensors"))
+    assert all("lora_" in k or k in ShaPOModule.head_keys for k in stored) and sizes["after"] < sizes["before"] / 3
+    assert torch.allclose(_logits(zoo.load("shapo.tinylora")), _logits(lora), atol=1e-6)
+    full = build_module(compose_and_validate([*TINY, "init_from=shapo.tinylora", "model.lora.r=0"]))
+    assert torch.allclose(_logits(full), _logits(lora), atol=1e-5)

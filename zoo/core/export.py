@@ -150,8 +150,10 @@ def export_module(module, cfg: dict, formats: list[str], out_dir: Path) -> dict[
     return written
 
 
-def release(run_dir: Path, zoo_id: str, which: str = "best") -> Path:
-    """Turn a finished run into a zoo package ``checkpoints/<zoo_id>/`` and its manifest entry.
+def release(run_dir: Path, zoo_id: str, which: str = "best", base: str | None = None) -> Path:
+    """Turn a finished run into a zoo package ``checkpoints/<zoo_id>/`` and its manifest entry; with ``base`` (a
+    manifest id) the package stores only the tensors that differ from it (:func:`zoo.core.delta.rebase_package`:
+    frozen parts, or the base layers under LoRA adapters, are taken from the verified base).
 
     Raises:
         hub.HubError: a malformed id, or an id whose method differs from the run's.
@@ -185,4 +187,8 @@ def release(run_dir: Path, zoo_id: str, which: str = "best") -> Path:
         "license": card.get("license", "unspecified"),
         "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     })
+    if base:
+        from zoo.core.delta import rebase_package
+
+        rebase_package(zoo_id, base)
     return folder
