@@ -281,7 +281,7 @@ def is_head_key(key: str, heads) -> bool:
 
 def _table(title: str, bad: list[tuple[str, Any, Any]]) -> str:
     width = max(len(b[0]) for b in bad)
-    rows = "\n".join(f"  {k:<{width}}  {str(a):>18}  {str(b):>18}" for k, a, b in bad[:40])
+    rows = "\n".join(f"  {k:<{width}}  {a!s:>18}  {b!s:>18}" for k, a, b in bad[:40])
     more = f"\n  ... and {len(bad) - 40} more" if len(bad) > 40 else ""
     return f"{title}\n  {'key':<{width}}  {'checkpoint':>18}  {'model':>18}\n{rows}{more}"
 
