@@ -142,7 +142,7 @@ def cmd_predict(args) -> None:
 
 
 def cmd_release(args) -> None:
-    from zoo.core.export import release
+    from zoo.core.build import release
 
     print(f"released {args.id} -> {release(Path(args.run_dir), args.id, args.which, args.base)}")
 

@@ -15,7 +15,7 @@ import torch
 
 from zoo.core import hub, run
 from zoo.core.data import set_seed
-from zoo.core.registry import get_method
+from zoo.core.registry import constructor_kwargs, get_method
 
 log = logging.getLogger("zoo")
 
@@ -271,16 +271,6 @@ def _check_resume(cfg: dict, module, ckpt_path: str):
     return module
 
 
-def constructor_kwargs(cls, kwargs: dict) -> dict:
-    """``kwargs`` restricted to what ``cls.__init__`` takes (saved hparams may carry extra entries)."""
-    import inspect
-
-    params = inspect.signature(cls.__init__).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return dict(kwargs)
-    return {k: v for k, v in kwargs.items() if k in params}
-
-
 def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
     """The run's best checkpoint (``which="best"``, falling back to last) or its ``last.ckpt``.
 
@@ -344,3 +334,51 @@ def evaluate(module, cfg: dict, overrides_data: dict | None = None) -> dict[str,
         for m in trainer.test(module, datamodule=datamodule, verbose=False):
             metrics.update(m)
     return _plain(metrics)
+
+
+def release(run_dir: Path, zoo_id: str, which: str = "best", base: str | None = None) -> Path:
+    """Turn a finished run into a zoo package ``checkpoints/<zoo_id>/`` and its manifest entry; with ``base`` (a
+    manifest id) the package stores only the tensors that differ from it (:func:`zoo.core.delta.rebase_package`:
+    frozen parts, or the base layers under LoRA adapters, are taken from the verified base).
+
+    Raises:
+        hub.HubError: a malformed id, or an id whose method differs from the run's.
+    """
+    import datetime as dt
+
+    import yaml
+
+    from zoo.core.export import write_package
+
+    if not hub.ID_RE.match(zoo_id):
+        raise hub.HubError(f"zoo id {zoo_id!r} must look like <method>.<tag>")
+    module, cfg = load_module(str(run_dir), which)
+    if zoo_id.split(".")[0] != cfg["method"]:
+        raise hub.HubError(f"zoo id {zoo_id!r} must start with the run's method {cfg['method']!r}")
+    metrics_file = Path(run_dir) / "metrics.json"
+    doc = yaml.safe_load(metrics_file.read_text()) if metrics_file.is_file() else {}
+    metrics = doc.get("metrics", {})
+    folder = hub.checkpoints_dir() / zoo_id
+    if folder.exists():
+        shutil.rmtree(folder)
+    files = write_package(module, cfg, folder, metrics, zoo_id)
+    card = cfg.get("card") or {}
+    recipe = Path(cfg.get("_recipe", ""))
+    try:
+        from zoo.core.data import repo_root
+
+        recipe = recipe.resolve().relative_to(repo_root())
+    except ValueError:
+        pass
+    hub.write_manifest_entry(zoo_id, {
+        "method": cfg["method"], "path": zoo_id, "files": files, "recipe": str(recipe),
+        "data": card.get("data", cfg.get("data")), "metrics": metrics,
+        "metrics_source": doc.get("source", "end of training") if metrics else "none (run `zoo eval RUN_DIR` first)",
+        "license": card.get("license", "unspecified"),
+        "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    })
+    if base:
+        from zoo.core.delta import rebase_package
+
+        rebase_package(zoo_id, base)
+    return folder

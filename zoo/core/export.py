@@ -5,7 +5,6 @@ No TorchScript: Lightning deprecated ``to_torchscript`` and PyTorch moved to ``t
 """
 from __future__ import annotations
 
-import datetime as dt
 import shutil
 from pathlib import Path
 
@@ -69,7 +68,7 @@ def write_package(module, cfg: dict, out_dir: Path, metrics: dict | None = None,
               metadata={"zoo_method": cfg["method"], "zoo_id": zoo_id or "", "format": "full"})
     clean = {k: v for k, v in cfg.items() if k not in ("resume", "init_from")}
     if module.hparams:
-        from zoo.core.build import constructor_kwargs
+        from zoo.core.registry import constructor_kwargs
 
         clean["model"] = _plain(constructor_kwargs(type(module), dict(module.hparams)))
     (out_dir / "config.yaml").write_text(yaml.safe_dump(clean, sort_keys=False))
@@ -148,47 +147,3 @@ def export_module(module, cfg: dict, formats: list[str], out_dir: Path) -> dict[
                 _check_close(ref, sess.run(None, feeds), atol, "onnx (onnxruntime)")
             written[fmt] = str(path)
     return written
-
-
-def release(run_dir: Path, zoo_id: str, which: str = "best", base: str | None = None) -> Path:
-    """Turn a finished run into a zoo package ``checkpoints/<zoo_id>/`` and its manifest entry; with ``base`` (a
-    manifest id) the package stores only the tensors that differ from it (:func:`zoo.core.delta.rebase_package`:
-    frozen parts, or the base layers under LoRA adapters, are taken from the verified base).
-
-    Raises:
-        hub.HubError: a malformed id, or an id whose method differs from the run's.
-    """
-    from zoo.core.build import load_module
-
-    if not hub.ID_RE.match(zoo_id):
-        raise hub.HubError(f"zoo id {zoo_id!r} must look like <method>.<tag>")
-    module, cfg = load_module(str(run_dir), which)
-    if zoo_id.split(".")[0] != cfg["method"]:
-        raise hub.HubError(f"zoo id {zoo_id!r} must start with the run's method {cfg['method']!r}")
-    metrics_file = Path(run_dir) / "metrics.json"
-    doc = yaml.safe_load(metrics_file.read_text()) if metrics_file.is_file() else {}
-    metrics = doc.get("metrics", {})
-    folder = hub.checkpoints_dir() / zoo_id
-    if folder.exists():
-        shutil.rmtree(folder)
-    files = write_package(module, cfg, folder, metrics, zoo_id)
-    card = cfg.get("card") or {}
-    recipe = Path(cfg.get("_recipe", ""))
-    try:
-        from zoo.core.data import repo_root
-
-        recipe = recipe.resolve().relative_to(repo_root())
-    except ValueError:
-        pass
-    hub.write_manifest_entry(zoo_id, {
-        "method": cfg["method"], "path": zoo_id, "files": files, "recipe": str(recipe),
-        "data": card.get("data", cfg.get("data")), "metrics": metrics,
-        "metrics_source": doc.get("source", "end of training") if metrics else "none (run `zoo eval RUN_DIR` first)",
-        "license": card.get("license", "unspecified"),
-        "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    })
-    if base:
-        from zoo.core.delta import rebase_package
-
-        rebase_package(zoo_id, base)
-    return folder

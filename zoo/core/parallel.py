@@ -90,7 +90,7 @@ def unsharded_copy(module, trainer):
 
     Every rank must call it (the full state dict is gathered from the shards, on rank 0's CPU); the copy is rebuilt
     from the module's saved hyperparameters, so packages and HF exports never see a ``DTensor``. Its causal LMs are
-    built empty (:func:`zoo.models.causal_lm.empty_weights`: no second load of the model from disk) and take the
+    built empty (:func:`zoo.core.empty.empty_weights`: no second load of the model from disk) and take the
     gathered tensors themselves (``assign``); non-persistent buffers come from ``module``. Any other strategy:
     ``module`` itself.
     """
@@ -98,8 +98,8 @@ def unsharded_copy(module, trainer):
         return module
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    from zoo.core.build import constructor_kwargs
-    from zoo.models.causal_lm import empty_weights
+    from zoo.core.empty import empty_weights
+    from zoo.core.registry import constructor_kwargs
 
     state = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     if not trainer.is_global_zero:

@@ -168,6 +168,14 @@ def check_kwargs(cls: type, kwargs: dict[str, Any], where: str) -> None:
             )
 
 
+def constructor_kwargs(cls, kwargs: dict) -> dict:
+    """``kwargs`` restricted to what ``cls.__init__`` takes (saved hparams may carry extra entries)."""
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(kwargs)
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
 def create(name: str, **kwargs: Any):
     """Construct the LightningModule registered as ``name`` with checked keyword arguments.
 

@@ -7,12 +7,13 @@ Hugging Face model directory (``AutoModelForCausalLM.from_pretrained``: the path
 """
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from zoo.core.empty import weights_are_empty
 
 TOKENIZER_DIR = Path(__file__).resolve().parent / "assets" / "zoo-lm-bpe8k"
 """The shipped byte-level BPE tokenizer (8,192 tokens; rebuilt by ``python -m zoo.models.train_tokenizer``)."""
@@ -30,22 +31,6 @@ ARCHS: dict[str, dict[str, Any]] = {
                      "num_attention_heads": 8, "num_key_value_heads": 8, "max_position_embeddings": 1024},
 }
 """Preset ``LlamaConfig`` keyword arguments. Sizes are ours (the issue asks for a few million parameters)."""
-
-
-_EMPTY_WEIGHTS = False
-
-
-@contextlib.contextmanager
-def empty_weights():
-    """Within this context :func:`build_causal_lm` builds the architecture on the meta device and reads no weights
-    (for a copy whose weights are assigned next: ``load_state_dict(state, assign=True)``; its non-persistent buffers,
-    such as rotary frequencies, stay on the meta device until the caller fills them)."""
-    global _EMPTY_WEIGHTS
-    before, _EMPTY_WEIGHTS = _EMPTY_WEIGHTS, True
-    try:
-        yield
-    finally:
-        _EMPTY_WEIGHTS = before
 
 
 def build_causal_lm(arch: str, dtype=None):
@@ -66,7 +51,7 @@ def build_causal_lm(arch: str, dtype=None):
     """
     from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-    if _EMPTY_WEIGHTS and (arch in ARCHS or os.path.isdir(arch)):
+    if weights_are_empty() and (arch in ARCHS or os.path.isdir(arch)):
         from transformers import AutoConfig
 
         config = LlamaConfig(**ARCHS[arch]) if arch in ARCHS else AutoConfig.from_pretrained(arch)

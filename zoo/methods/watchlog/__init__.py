@@ -1,0 +1,1 @@
+"""WatchLog: EDR logs as video, a temporal cross-attention adapter, generated explanations (see README.md)."""

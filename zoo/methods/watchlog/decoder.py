@@ -108,7 +108,8 @@ def teacher_forced_loss(lm, builder: PromptBuilder, visual: torch.Tensor, texts:
 @torch.no_grad()
 def greedy_generate(lm, builder: PromptBuilder, visual: torch.Tensor, max_new_tokens: int = 32,
                     prefix: str = "") -> list[str]:
-    """Greedy decoding from the prompt (all prompts have the same length, so no padding is needed).
+    """Greedy decoding from the prompt with transformers' ``generate(inputs_embeds=...)`` (all prompts have the same
+    length, so no padding is needed).
 
     Args:
         visual: ``(B, T, H)`` projected frame tokens.
@@ -119,25 +120,15 @@ def greedy_generate(lm, builder: PromptBuilder, visual: torch.Tensor, max_new_to
         One answer string per window (the prefix, then the decoded tokens up to eos).
     """
     x = builder.prompt_embeds(lm.get_input_embeddings(), visual)
-    embed = lm.get_input_embeddings()
     if prefix:
         pre = torch.tensor(builder.answer_prefix_ids(prefix), device=x.device)
-        x = torch.cat([x, embed(pre)[None].expand(x.shape[0], -1, -1)], 1)
-    out = lm(inputs_embeds=x, use_cache=True)
-    past, B = out.cache, x.shape[0]
-    done = torch.zeros(B, dtype=torch.bool, device=x.device)
-    ids: list[torch.Tensor] = []
-    nxt = out.logits[:, -1].argmax(-1)
-    for _ in range(max_new_tokens):
-        nxt = torch.where(done, torch.full_like(nxt, builder.eos), nxt)
-        ids.append(nxt)
-        done |= nxt == builder.eos
-        if bool(done.all()):
-            break
-        out = lm(inputs_embeds=embed(nxt[:, None]), cache=past, use_cache=True)
-        past = out.cache
-        nxt = out.logits[:, -1].argmax(-1)
-    seqs = torch.stack(ids, 1).tolist() if ids else [[] for _ in range(B)]
+        x = torch.cat([x, lm.get_input_embeddings()(pre)[None].expand(x.shape[0], -1, -1)], 1)
+    seqs: list[list[int]] = [[] for _ in range(x.shape[0])]
+    if max_new_tokens > 0:
+        # given only embeddings, a decoder-only model's generate returns the new tokens alone
+        seqs = lm.generate(inputs_embeds=x, attention_mask=torch.ones(x.shape[:2], dtype=torch.long, device=x.device),
+                           max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, eos_token_id=builder.eos,
+                           pad_token_id=builder.eos).tolist()
     texts = []
     for s in seqs:
         s = s[:s.index(builder.eos)] if builder.eos in s else s

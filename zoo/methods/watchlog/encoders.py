@@ -1,5 +1,5 @@
-"""Window encoders: the per-frame ViT + temporal adapter (WatchLog), the serialised-token transformer (baseline),
-and the detection head both share.
+"""Window encoders: the per-frame ViT + temporal adapter (WatchLog) and the detection head it shares with the
+serialised-token transformer baseline (``baselines.TokenEncoder``).
 """
 from __future__ import annotations
 
@@ -79,49 +79,6 @@ class FrameEncoder(nn.Module):
             if str(i) in self.adapters:
                 x = self.adapters[str(i)](x.view(B, T, -1, self.dim), mask).reshape(B * T, -1, self.dim)
         return v.norm(x).view(B, T, -1, self.dim)
-
-
-class TokenEncoder(nn.Module):
-    """Baseline (ours, after LcaLLM-style serialised-log models): a transformer over all serialised event tokens.
-
-    The ``T`` events' token rows are concatenated into one sequence of ``T * L`` tokens with learned positions;
-    full self-attention runs over the whole window (what a text LLM over serialised logs pays); each event's
-    tokens are then mean-pooled into one vector.
-
-    Args:
-        vocab_size, dim, depth, heads: embedding table and transformer sizes.
-        max_tokens: longest ``T * L``.
-    """
-
-    def __init__(self, vocab_size: int = 8192, dim: int = 48, depth: int = 2, heads: int = 2,
-                 max_tokens: int = 4096):
-        super().__init__()
-        self.embed = nn.Embedding(vocab_size, dim, padding_idx=0)
-        self.pos = nn.Parameter(torch.zeros(max_tokens, dim))
-        nn.init.trunc_normal_(self.pos, std=0.02)
-        layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=0.0, batch_first=True, norm_first=True,
-                                           activation="gelu")
-        self.blocks = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
-        self.norm = nn.LayerNorm(dim)
-        self.dim = dim
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Per-event vectors ``(B, T, 1, D)`` from token ids ``(B, T, L)`` (0 = padding).
-
-        Raises:
-            ValueError: ``T * L`` longer than ``max_tokens``.
-        """
-        B, T, L = tokens.shape
-        if T * L > self.pos.shape[0]:
-            raise ValueError(f"token window {T}x{L} exceeds max_tokens {self.pos.shape[0]}")
-        flat = tokens.reshape(B, T * L)
-        pad = flat == 0
-        pad_all = pad.all(1, keepdim=True)                                    # an all-padding row attends anyway
-        x = self.embed(flat) + self.pos[:T * L]
-        x = self.norm(self.blocks(x, src_key_padding_mask=pad & ~pad_all))
-        keep = (~pad).to(x.dtype).view(B, T, L, 1)
-        pooled = (x.view(B, T, L, -1) * keep).sum(2) / keep.sum(2).clamp(min=1)
-        return pooled[:, :, None, :]
 
 
 class DetectionHead(nn.Module):

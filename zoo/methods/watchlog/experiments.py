@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from zoo.core.data import repo_root, set_seed
-from zoo.methods.watchlog.datamodule import WatchLogDataModule, serialise_tokens
+from zoo.methods.watchlog.baselines import BagOfEvents, label_heuristic_scores
+from zoo.methods.watchlog.datamodule import WatchLogDataModule
 from zoo.methods.watchlog.module import WatchLogModule, best_f1_threshold, classification_metrics
 
 WINDOW = 16
@@ -125,51 +126,20 @@ def train_setting(name: str, cfg: dict, dm: WatchLogDataModule, max_steps: int, 
 
 
 def bag_of_events(dm: WatchLogDataModule) -> dict:
-    """Baseline (ours): logistic regression on the window's bag of serialised event tokens (hashed, log counts)."""
-    from scipy.sparse import csr_matrix
-    from sklearn.linear_model import LogisticRegression
-
-    vocab = 8192
-
-    def featurise(ds):
-        rows, cols, vals, y = [], [], [], []
-        for r, w in enumerate(ds.windows):
-            counts: dict[int, int] = {}
-            for e in w.event_idx:
-                for t in serialise_tokens(ds.log.events[e], vocab, 10_000):
-                    counts[t] = counts.get(t, 0) + 1
-            rows += [r] * len(counts)
-            cols += list(counts)
-            vals += [math.log1p(c) for c in counts.values()]
-            y.append(w.label)
-        return csr_matrix((vals, (rows, cols)), shape=(len(ds.windows), vocab)), np.array(y)
-
-    xtr, ytr = featurise(dm.splits["train"])
-    clf = LogisticRegression(C=1.0, class_weight="balanced", max_iter=2000).fit(xtr, ytr)
-    _, yte = featurise(dm.splits["test"])
+    """Baseline (ours): logistic regression on the bag of serialised event tokens (``baselines.BagOfEvents``)."""
+    model, test = BagOfEvents().fit(dm.splits["train"]), dm.splits["test"]
     t = time.perf_counter()
-    xte2, _ = featurise(dm.splits["test"])
-    prob = clf.predict_proba(xte2)[:, 1]
+    prob = model.predict_proba(test)
     secs = time.perf_counter() - t
-    m = classification_metrics(torch.tensor(prob), torch.tensor(yte))
+    m = classification_metrics(torch.tensor(prob), torch.tensor([w.label for w in test.windows]))
     return {"setting": "baseline: bag-of-events (logistic regression)", **{k: round(v, 4) for k, v in m.items()},
-            "windows_per_s": round(len(yte) / secs, 1), "note": "windows/s includes featurising the raw events"}
+            "windows_per_s": round(len(test) / secs, 1), "note": "windows/s includes featurising the raw events"}
 
 
 def label_rule(dm: WatchLogDataModule) -> dict:
-    """Reference, not a detector: flag a window when any event's acting image is powershell.exe.
-
-    The event labels are *defined* from PowerShell process trees (SOURCE.md), so this shows how much of the task
-    the labelling heuristic itself gives away.
-    """
+    """Reference, not a detector: the labelling heuristic itself (``baselines.label_heuristic_scores``)."""
     ds = dm.splits["test"]
-    prob, y = [], []
-    for w in ds.windows:
-        hit = any("powershell" in str(ds.log.events[e].get("image") or ds.log.events[e].get("source_image") or
-                                      "").lower() for e in w.event_idx)
-        prob.append(float(hit))
-        y.append(w.label)
-    m = classification_metrics(torch.tensor(prob), torch.tensor(y))
+    m = classification_metrics(torch.tensor(label_heuristic_scores(ds)), torch.tensor([w.label for w in ds.windows]))
     return {"setting": "reference: label heuristic (actor is powershell.exe)", **{k: round(v, 4) for k, v in m.items()}}
 
 

@@ -1,32 +1,28 @@
 """``WatchLogModule``: EDR event windows as videos -> ViT + temporal cross-attention adapter -> detection head and a
 causal-LM explanation (WatchLog, ICML 2026; only the abstract is public, see README.md for what is ours).
+
+Construction, the losses of the four stages and threshold calibration live here; verdicts, explanations and
+``zoo predict`` in ``inference.py``; the baselines in ``baselines.py``.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
+from zoo.methods.watchlog.baselines import TokenEncoder
 from zoo.methods.watchlog.datamodule import WatchLogDataModule, WindowDataset
-from zoo.methods.watchlog.decoder import (
-    Projector,
-    PromptBuilder,
-    greedy_generate,
-    parse_explanation,
-    teacher_forced_loss,
-)
-from zoo.methods.watchlog.encoders import DetectionHead, FrameEncoder, TokenEncoder
-from zoo.methods.watchlog.render import SYSMON_LAYOUT, EventRenderer, save_frames_png
-from zoo.methods.watchlog.windows import describe_event, load_event_log, make_windows
+from zoo.methods.watchlog.decoder import Projector, PromptBuilder, teacher_forced_loss
+from zoo.methods.watchlog.encoders import DetectionHead, FrameEncoder
+from zoo.methods.watchlog.inference import Inference
+from zoo.methods.watchlog.render import SYSMON_LAYOUT, EventRenderer
 
 _log = logging.getLogger("zoo")
 STAGES = ("pretrain", "align", "sft", "detect")
@@ -61,8 +57,9 @@ def best_f1_threshold(prob: torch.Tensor, label: torch.Tensor) -> float:
 
 
 @register_method("watchlog", datamodule=WatchLogDataModule)
-class WatchLogModule(ZooModule):
-    """WatchLog detector + explainer, also the baselines and ablations through its options.
+class WatchLogModule(Inference, ZooModule):
+    """WatchLog detector + explainer; its options also build the ablations and, with ``encoder.kind=tokens``, the
+    serialised-token baseline (:class:`zoo.methods.watchlog.baselines.TokenEncoder` under the same head).
 
     Args:
         stage: ``pretrain`` (masked-frame modelling: frame encoder + adapter), ``align`` (captioning: projector
@@ -141,7 +138,15 @@ class WatchLogModule(ZooModule):
 
     # ------------------------------------------------------------------ construction helpers
     def _build_decoder(self, dec: dict, dim: int) -> None:
-        from zoo.models.causal_lm import build_causal_lm, load_causal_lm, load_tokenizer, tokenizer_for
+        from zoo.models.causal_lm import (
+            build_causal_lm,
+            drop_tied_aliases,
+            fill_tied_aliases,
+            load_causal_lm,
+            load_tokenizer,
+            tied_aliases,
+            tokenizer_for,
+        )
 
         if dec["init"]:
             self.lm, tok = load_causal_lm(dec["init"])
@@ -153,8 +158,9 @@ class WatchLogModule(ZooModule):
         self.projector = Projector(dim, self.lm.config.hidden_size)
         self.builder = PromptBuilder(tok, self.n_frames)
         if getattr(self.lm.config, "tie_word_embeddings", False):
-            self.register_state_dict_post_hook(_drop_tied_head)
-            self.register_load_state_dict_pre_hook(_fill_tied_head)
+            self._tied = tied_aliases(self.lm, "lm.")
+            self.register_state_dict_post_hook(drop_tied_aliases)
+            self.register_load_state_dict_pre_hook(fill_tied_aliases)
 
     def remap_init_state(self, state: dict[str, Any], source_method: str,
                          source_cfg: dict | None = None) -> dict[str, Any]:
@@ -342,7 +348,6 @@ class WatchLogModule(ZooModule):
             self.calibrate_threshold(dm)
             self.train(was)
 
-    # ------------------------------------------------------------------ inference
     def evaluate(self, datamodule: WatchLogDataModule) -> dict[str, float]:
         """Window detection metrics on the validation and test recordings (what ``zoo eval`` writes).
 
@@ -380,121 +385,6 @@ class WatchLogModule(ZooModule):
             n += len(batch["label"])
         torch.random.set_rng_state(gen_state)
         return total / max(1, n)
-
-    @torch.no_grad()
-    def predict_dataset(self, ds: WindowDataset, batch_size: int = 32, explain: bool = True) -> list[dict]:
-        """Verdicts (and explanations when a decoder is present) for every window of ``ds``.
-
-        Returns:
-            Per window: ``{"prob", "event_prob" (list over frames), "explanation" (str or None), "parsed"}``.
-        """
-        from torch.utils.data import DataLoader
-
-        self.eval()
-        out = []
-        for batch in DataLoader(ds, batch_size=batch_size):
-            batch = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in batch.items()}
-            det = self._detection({**batch, "label": torch.full_like(batch["label"], -1)})
-            texts = [None] * len(batch["label"])
-            if explain and self.lm is not None:
-                texts = self._explain(det)
-            probs = torch.sigmoid(det["win_logit"]).tolist()
-            ev = torch.sigmoid(det["ev_logit"]).tolist()
-            for p, e, t in zip(probs, ev, texts):
-                out.append({"prob": p, "event_prob": e, "explanation": t,
-                            "parsed": parse_explanation(t) if t is not None else None})
-        return out
-
-    def _explain(self, det: dict) -> list[str]:
-        """Greedy explanations for a batch; with ``ground_verdict`` the detection verdict is forced first."""
-        visual, n_new = self._visual(det), self.dec_cfg["max_new_tokens"]
-        if not self.dec_cfg["ground_verdict"]:
-            return greedy_generate(self.lm, self.builder, visual, n_new)
-        flagged = torch.sigmoid(det["win_logit"]) >= self.threshold
-        texts: list[str] = [""] * len(flagged)
-        for verdict, rows in (("malicious", flagged), ("benign", ~flagged)):
-            idx = rows.nonzero().flatten()
-            if len(idx):
-                gen = greedy_generate(self.lm, self.builder, visual[idx], n_new, prefix=f"verdict: {verdict} ;")
-                for i, t in zip(idx.tolist(), gen):
-                    texts[i] = t
-        return texts
-
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict watchlog.<tag> events.jsonl [labels.csv]``: a verdict and explanation per window.
-
-        Windows are cut per ``group_by`` with this model's ``window``. Each window's line gives the generated
-        verdict (from the explanation), the detection head's probability, threshold and verdict, and the label when
-        the file has labels; a summary line ends the output. With ``out_dir`` the clip of the most suspicious window
-        is saved as ``<out_dir>/watchlog_clip.png``.
-
-        Raises:
-            ValueError: no input file, or more than two. DataError: a malformed or empty events file.
-        """
-        if not 1 <= len(inputs) <= 2:
-            raise ValueError("usage: zoo predict <watchlog id> EVENTS.jsonl [LABELS.csv]")
-        log = load_event_log(inputs[0], inputs[1] if len(inputs) > 1 else None)
-        windows = make_windows(log, self.hparams.window, None, self.hparams.group_by)
-        if not windows:
-            raise DataError(f"{inputs[0]}: no events to explain")
-        hits = [self.renderer.pixel_hits(e) for e in log.events]
-        token_len = self.enc_cfg["token_len"] if self.enc_cfg["kind"] == "tokens" else 0
-        ds = WindowDataset(windows, log, self.renderer, hits, self.hparams.window, token_len,
-                           self.enc_cfg["vocab_size"], render=self.enc_cfg["kind"] == "video")
-        preds = self.predict_dataset(ds)
-        lines = []
-        s, thr = self.hparams.frame_stride, float(self.threshold)
-        said, flagged = 0, 0
-        for k, (w, p) in enumerate(zip(windows, preds)):
-            detector = "malicious" if p["prob"] >= thr else "benign"
-            first, last = log.lines[w.event_idx[0]], log.lines[w.event_idx[-1]]
-            head = f"window {k} [{w.recording} {w.group or '(no ' + self.hparams.group_by + ')'} lines {first}-{last}]"
-            generated = (p["parsed"] or {}).get("verdict")
-            if generated in ("malicious", "benign"):
-                head += f": {generated} (explanation); detector p={p['prob']:.3f} vs threshold {thr:.3f}: {detector}"
-            else:
-                head += f": {detector} (detector p={p['prob']:.3f} vs threshold {thr:.3f})"
-            if w.label >= 0:
-                head += f"; label: {'malicious' if w.label else 'benign'}"
-            lines.append(head)
-            said += generated == "malicious"
-            flagged += detector == "malicious"
-            if p["explanation"] is not None:
-                lines.append(f"  explanation: {p['explanation']}")
-                for i in p["parsed"]["evidence"]:
-                    if 0 <= i * s < len(w.event_idx):
-                        e = w.event_idx[i * s]
-                        lines.append(f"    #{i} line {log.lines[e]}: {describe_event(log.events[e])}")
-        summary = f"{len(windows)} windows: the detector flags {flagged}"
-        if self.lm is not None:
-            summary += f", the explanations say malicious for {said}"
-        if windows and all(w.label >= 0 for w in windows):
-            summary += f"; {sum(w.label for w in windows)} are labelled malicious"
-        lines.append(summary)
-        if out_dir is not None and windows:
-            best = max(range(len(windows)), key=lambda k: preds[k]["prob"])
-            item = ds[best]
-            n = int(item["mask"].sum())
-            save_frames_png(item["frames"][:n].numpy(), self.renderer, str(Path(out_dir) / "watchlog_clip.png"),
-                            [f"#{t} {describe_event(log.events[e])[:40]}" for t, e in
-                             enumerate(windows[best].event_idx)])
-            lines.append(f"saved the clip of window {best} to {Path(out_dir) / 'watchlog_clip.png'}")
-        return "\n".join(lines)
-
-
-_TIED, _EMBED = "lm.lm_head.weight", "lm.model.embed_tokens.weight"
-
-
-def _drop_tied_head(module, state_dict, prefix, local_metadata) -> None:
-    """``state_dict`` post-hook: the tied LM output matrix is the input embedding; store it once (safetensors)."""
-    state_dict.pop(prefix + _TIED, None)
-
-
-def _fill_tied_head(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                    error_msgs) -> None:
-    """``load_state_dict`` pre-hook: restore the tied output matrix left out by :func:`_drop_tied_head`."""
-    if prefix + _TIED not in state_dict and prefix + _EMBED in state_dict:
-        state_dict[prefix + _TIED] = state_dict[prefix + _EMBED]
 
 
 def _merge(defaults: dict, given: dict | None, where: str) -> dict:

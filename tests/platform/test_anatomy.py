@@ -1,0 +1,154 @@
+"""One anatomy for every method, and the layering of zoo/core (GUIDE.md "Every method also means", DESIGN.md).
+
+Each registered method's package has the same files in the same places; its card ends with a verdict and maps
+equations to files; no file in zoo/ is over 400 lines without saying why; zoo/core depends on nothing above it and
+its modules import each other without a cycle (imports parsed with ``ast``, function-level ones included).
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+
+from zoo.core.data import repo_root
+from zoo.methods import METHODS
+
+ROOT = repo_root()
+REQUIRED = ("__init__.py", "module.py", "datamodule.py", "experiments.py", "README.md")
+VERDICTS = ("Verdict: reproduced", "Verdict: partly", "Verdict: not at this scale")
+MAX_LINES = 400
+# methods with baselines: their baselines live in baselines.py (not as flags or inside experiments.py)
+WITH_BASELINES = {"watchlog"}
+# the imports of zoo.methods that core may make: the registry's static tables (names and extras: dicts of strings,
+# no method code)
+CORE_MAY_IMPORT = {("zoo/core/registry.py", "zoo.methods"), ("zoo/core/registry.py", "zoo.methods.METHODS"),
+                   ("zoo/core/registry.py", "zoo.methods.EXTRAS")}
+
+
+def package_dir(name: str) -> Path:
+    """``zoo/methods/<pkg>/`` of a registry name, from the module path its METHODS line names."""
+    module = METHODS[name]
+    assert module.startswith("zoo.methods."), f"{name}: {module} is not under zoo.methods"
+    return ROOT.joinpath(*module.split(".")[:3])
+
+
+def imports(path: Path, root: Path = ROOT) -> list[tuple[str, int]]:
+    """Every module ``path`` imports, at any depth (functions, ``if`` blocks), with its line; relative imports are
+    resolved against the file's package (dotted path of its folder under ``root``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            out.append((base, node.lineno))
+            out += [(f"{base}.{alias.name}", node.lineno) for alias in node.names]  # `from zoo.core import hub`
+    return out
+
+
+def table_headers(text: str) -> list[str]:
+    """Header rows of the markdown tables in ``text`` (a row followed by a ``|---|`` separator row)."""
+    lines = text.splitlines()
+    return [a for a, b in itertools.pairwise(lines)
+            if a.lstrip().startswith("|") and re.fullmatch(r"\s*\|[\s:|-]+\|\s*", b)]
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_method_package_has_the_anatomy(name):
+    pkg = package_dir(name)
+    missing = [f for f in REQUIRED if not (pkg / f).is_file()]
+    assert not missing, f"{name}: {pkg.relative_to(ROOT)} lacks {missing} (docs/adding-a-method.md)"
+    if name in WITH_BASELINES:
+        assert (pkg / "baselines.py").is_file(), f"{name}: its baselines belong in baselines.py"
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_registered_datamodule_is_reached_from_datamodule_py(name):
+    """``datamodule.py`` defines the method's datamodule or re-exports the shared one it registers."""
+    import importlib
+
+    from zoo.core.registry import get_method
+
+    entry = get_method(name)
+    mod = importlib.import_module(METHODS[name].rsplit(".", 1)[0] + ".datamodule")
+    assert entry.datamodule_cls is not None, f"{name}: register_method names no datamodule"
+    assert getattr(mod, entry.datamodule_cls.__name__, None) is entry.datamodule_cls, (
+        f"{name}: {mod.__name__} neither defines nor re-exports {entry.datamodule_cls.__name__}")
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_card_has_equation_table_and_ends_with_a_verdict(name):
+    card = (package_dir(name) / "README.md").read_text()
+    headers = [h.lower() for h in table_headers(card)]
+    assert any(("equation" in h or "eq." in h) and "file" in h for h in headers), (
+        f"{name}: README.md needs an equation-to-file table (a header naming 'equation' and 'file'); "
+        f"headers: {headers}")
+    last = [line for line in card.splitlines() if line.strip()][-1].strip()
+    assert last.startswith(VERDICTS), f"{name}: README.md's last line must start with one of {VERDICTS}: {last!r}"
+    verdict = next(v for v in VERDICTS if last.startswith(v))
+    assert len(last) > len(verdict) + 20, f"{name}: the verdict needs its reason: {last!r}"
+
+
+def test_no_file_over_the_line_limit_without_a_reason():
+    too_long = []
+    for path in sorted((ROOT / "zoo").rglob("*.py")):
+        n = len(path.read_text().splitlines())
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        if n > MAX_LINES and not re.search(rf"over {MAX_LINES} lines", doc):
+            too_long.append(f"{path.relative_to(ROOT)} ({n} lines)")
+    assert not too_long, (f"over {MAX_LINES} lines without 'over {MAX_LINES} lines because ...' in the module "
+                          f"docstring: {too_long}")
+
+
+def test_core_imports_nothing_above_it():
+    bad = []
+    for path in sorted((ROOT / "zoo" / "core").rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        for module, line in imports(path):
+            top = ".".join(module.split(".")[:2])
+            if top in ("zoo.models", "zoo.data", "zoo.methods") and (rel, module) not in CORE_MAY_IMPORT:
+                bad.append(f"{rel}:{line} imports {module}")
+    assert not bad, bad
+
+
+def test_core_modules_import_each_other_without_a_cycle():
+    core = ROOT / "zoo" / "core"
+    names = {p.stem for p in core.glob("*.py") if p.stem != "__init__"}
+    graph = {n: {m.split(".")[2] for m, _ in imports(core / f"{n}.py")
+                 if m.startswith("zoo.core.") and m.split(".")[2] in names} - {n} for n in names}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph[n]):
+            if state.get(m) == 1:
+                raise AssertionError(f"import cycle in zoo/core: {' -> '.join(stack[stack.index(m):] + [m])}")
+            if m not in state:
+                visit(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(names):
+        if n not in state:
+            visit(n)
+
+
+def test_the_import_parser_sees_function_level_and_relative_imports(tmp_path):
+    """The checks above are only as good as :func:`imports`: a hand case with both kinds."""
+    path = tmp_path / "zoo" / "core" / "probe.py"
+    path.parent.mkdir(parents=True)
+    path.write_text("import os\n\ndef f():\n    from zoo.models.causal_lm import empty_weights\n"
+                    "    if True:\n        from . import hub\n")
+    assert imports(path, tmp_path) == [("os", 1), ("zoo.models.causal_lm", 4),
+                                       ("zoo.models.causal_lm.empty_weights", 4), ("zoo.core", 6),
+                                       ("zoo.core.hub", 6)]
