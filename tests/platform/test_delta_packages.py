@@ -7,6 +7,7 @@ from safetensors.torch import load_file, save_file
 import zoo
 from zoo.cli import main
 from zoo.core import delta, hub
+from zoo.core.rebase import rebase_package
 
 RECIPE = "tests/platform/recipes/digits.yaml"
 
@@ -35,7 +36,7 @@ def test_delta_package_stores_only_changed_tensors_and_loads_identically(zoo_hom
     assert main(["release", str(digits_run), "--id", "digits-mlp.base"]) == 0
     full = _fine_tuned_head(zoo_home, digits_run, "digits-mlp.head")
     before = zoo.load("digits-mlp.head")
-    sizes = delta.rebase_package("digits-mlp.head", "digits-mlp.base")
+    sizes = rebase_package("digits-mlp.head", "digits-mlp.base")
     assert sizes["stored"] == 1 and sizes["from_base"] == len(full) - 1 and sizes["after"] < sizes["before"]
     assert set(load_file(str(zoo_home / "digits-mlp.head" / "model.safetensors"))) == {"head.weight"}
     entry = hub.read_manifest()["digits-mlp.head"]
@@ -47,7 +48,7 @@ def test_delta_package_stores_only_changed_tensors_and_loads_identically(zoo_hom
 def test_delta_refuses_a_base_that_changed(zoo_home, digits_run):
     assert main(["release", str(digits_run), "--id", "digits-mlp.base"]) == 0
     _fine_tuned_head(zoo_home, digits_run, "digits-mlp.head")
-    delta.rebase_package("digits-mlp.head", "digits-mlp.base")
+    rebase_package("digits-mlp.head", "digits-mlp.base")
     _fine_tuned_head(zoo_home, digits_run, "digits-mlp.base")     # the base is re-released with other weights
     with pytest.raises(hub.HubError, match="the base changed"):
         zoo.load("digits-mlp.head")
@@ -56,7 +57,7 @@ def test_delta_refuses_a_base_that_changed(zoo_home, digits_run):
 def test_delta_refuses_a_tampered_base(zoo_home, digits_run):
     assert main(["release", str(digits_run), "--id", "digits-mlp.base"]) == 0
     _fine_tuned_head(zoo_home, digits_run, "digits-mlp.head")
-    delta.rebase_package("digits-mlp.head", "digits-mlp.base")
+    rebase_package("digits-mlp.head", "digits-mlp.base")
     f = zoo_home / "digits-mlp.base" / "model.safetensors"
     data = bytearray(f.read_bytes())
     data[-1] ^= 0xFF
@@ -80,5 +81,5 @@ def test_split_over_base_matches_lora_wrapped_names_and_exact_values():
 
 def test_base_yaml_must_be_well_formed(tmp_path):
     (tmp_path / "base.yaml").write_text(yaml.safe_dump({"base": "zoo-lm.base"}))
-    with pytest.raises(hub.HubError, match="must map base"):
+    with pytest.raises(delta.DeltaError, match="must map base"):
         delta.read_base(tmp_path)

@@ -176,7 +176,7 @@ def test_lora_adapter_package_over_its_base(zoo_home):
     """A LoRA ShaPO package released over its base stores only the adapters and stage-A buffers; ``zoo.load`` verifies
     the base and rebuilds the same model, and a full recipe merges it."""
     import zoo
-    from zoo.core.delta import rebase_package
+    from zoo.core.rebase import rebase_package
 
     torch.manual_seed(0)
     _register(zoo_home, "zoo-lm.tinybase", zoo.create("zoo-lm", arch="zoo-lm-tiny"), "zoo-lm")

@@ -338,7 +338,7 @@ def evaluate(module, cfg: dict, overrides_data: dict | None = None) -> dict[str,
 
 def release(run_dir: Path, zoo_id: str, which: str = "best", base: str | None = None) -> Path:
     """Turn a finished run into a zoo package ``checkpoints/<zoo_id>/`` and its manifest entry; with ``base`` (a
-    manifest id) the package stores only the tensors that differ from it (:func:`zoo.core.delta.rebase_package`:
+    manifest id) the package stores only the tensors that differ from it (:func:`zoo.core.rebase.rebase_package`:
     frozen parts, or the base layers under LoRA adapters, are taken from the verified base).
 
     Raises:
@@ -378,7 +378,7 @@ def release(run_dir: Path, zoo_id: str, which: str = "best", base: str | None = 
         "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     })
     if base:
-        from zoo.core.delta import rebase_package
+        from zoo.core.rebase import rebase_package
 
         rebase_package(zoo_id, base)
     return folder

@@ -25,61 +25,63 @@ import yaml
 BASE_FILE = "base.yaml"
 
 
+class DeltaError(ValueError):
+    """A delta package that cannot be joined (malformed ``base.yaml``, a base that is missing or changed);
+    ``zoo.core.hub.load_package`` reports it as a ``HubError``."""
+
+
 def read_base(folder: Path) -> dict | None:
     """The ``base.yaml`` of a package folder, ``None`` for a full package.
 
     Raises:
-        HubError: the file is not a mapping with ``base``, ``base_sha256`` and ``keys``.
+        DeltaError: the file is not a mapping with ``base``, ``base_sha256`` and ``keys``.
     """
-    from zoo.core.hub import HubError
-
     path = Path(folder) / BASE_FILE
     if not path.is_file():
         return None
     try:
         doc = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
-        raise HubError(f"{path}: invalid YAML: {e}") from None
+        raise DeltaError(f"{path}: invalid YAML: {e}") from None
     if not isinstance(doc, dict) or not {"base", "base_sha256", "keys"} <= set(doc) or not isinstance(doc["keys"], dict):
-        raise HubError(f"{path}: must map base (a zoo id), base_sha256 and keys (own key -> base key)")
+        raise DeltaError(f"{path}: must map base (a zoo id), base_sha256 and keys (own key -> base key)")
     return doc
 
 
-def base_state(doc: dict, where: str) -> dict:
+def base_state(doc: dict, where: str, manifest: dict, load_package) -> dict:
     """The verified base state dict named by a ``base.yaml`` document (the base's own chain verified first).
 
-    Raises:
-        HubError: the base is not in the manifest, or its weights are not the ones the delta was written against.
-    """
-    from zoo.core.hub import HubError, load_package, read_manifest
+    Args:
+        manifest: the manifest's ``weights`` mapping; load_package: ``zoo.core.hub.load_package`` (passed in so that
+            this module does not import the hub).
 
+    Raises:
+        DeltaError: the base is not in the manifest, or its weights are not the ones the delta was written against.
+    """
     base = doc["base"]
-    entry = read_manifest().get(base)
+    entry = manifest.get(base)
     if entry is None:
-        raise HubError(f"{where}: its base {base!r} is not in the manifest; a delta package needs its base")
+        raise DeltaError(f"{where}: its base {base!r} is not in the manifest; a delta package needs its base")
     have = (entry.get("files") or {}).get("model.safetensors", {}).get("sha256")
     if have != doc["base_sha256"]:
-        raise HubError(f"{where}: written over {base} with model.safetensors sha256 {doc['base_sha256']}, but the "
-                       f"manifest's {base} is {have}; the base changed, so this delta no longer describes its model")
+        raise DeltaError(f"{where}: written over {base} with model.safetensors sha256 {doc['base_sha256']}, but the "
+                         f"manifest's {base} is {have}; the base changed, so this delta no longer describes its model")
     _, state = load_package(base)
     return state
 
 
-def join(doc: dict, delta: dict, where: str, base: dict | None = None) -> dict:
-    """A delta package's full state dict: ``keys`` taken from the verified base (``base``, or loaded with
-    :func:`base_state`), the stored tensors on top.
+def join(doc: dict, delta: dict, where: str, base: dict) -> dict:
+    """A delta package's full state dict: ``keys`` taken from the verified ``base`` state (:func:`base_state`), the
+    stored tensors on top.
 
     Raises:
-        HubError: a key is both stored and taken from the base, or names a tensor the base lacks.
+        DeltaError: a key is both stored and taken from the base, or names a tensor the base lacks.
     """
-    from zoo.core.hub import HubError
-
-    base = base_state(doc, where) if base is None else base
     both = sorted(set(doc["keys"]) & set(delta))
     absent = sorted(b for b in doc["keys"].values() if b not in base)
     if both or absent:
-        raise HubError(f"{where}: base.yaml is inconsistent: stored and taken from the base {both[:5]}; not in "
-                       f"{doc['base']} {absent[:5]}")
+        raise DeltaError(f"{where}: base.yaml is inconsistent: stored and taken from the base {both[:5]}; not in "
+                         f"{doc['base']} {absent[:5]}")
     return {**{k: base[b] for k, b in doc["keys"].items()}, **delta}
 
 
@@ -114,48 +116,3 @@ def split_over_base(state: dict, base: dict) -> tuple[dict, dict]:
         else:
             stored[k] = v
     return keys, stored
-
-
-def rebase_package(zoo_id: str, base_id: str) -> dict:
-    """Re-release the manifest entry ``zoo_id`` as a delta over ``base_id``, in place and without retraining: its
-    tensors equal to the base's are dropped from ``model.safetensors`` and named in ``base.yaml``.
-
-    Returns:
-        ``{"before": bytes, "after": bytes, "from_base": n keys, "stored": n keys}``.
-
-    Raises:
-        HubError: either id is unknown or fails verification, or the joined package does not reproduce the original
-            state dict exactly.
-    """
-    import torch
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    from zoo.core import hub
-
-    manifest = hub.read_manifest()
-    if base_id not in manifest:
-        raise hub.HubError(f"unknown base {base_id!r}")
-    _, full = hub.load_package(zoo_id)
-    _, base = hub.load_package(base_id)
-    keys, stored = split_over_base(full, base)
-    entry = manifest[zoo_id]
-    folder = hub.checkpoints_dir() / entry.get("path", zoo_id)
-    weights = folder / "model.safetensors"
-    before = weights.stat().st_size + ((folder / BASE_FILE).stat().st_size if (folder / BASE_FILE).is_file() else 0)
-    with safe_open(str(weights), "pt") as f:
-        meta = dict(f.metadata() or {})
-    meta["format"] = "delta"
-    meta["base"] = base_id
-    doc = {"base": base_id, "base_sha256": manifest[base_id]["files"]["model.safetensors"]["sha256"], "keys": keys}
-    joined = {**{k: base[b] for k, b in keys.items()}, **stored}
-    if set(joined) != set(full) or not all(torch.equal(joined[k], v) for k, v in full.items()):
-        raise hub.HubError(f"{zoo_id}: the delta over {base_id} does not reproduce the package; left unchanged")
-    save_file({k: v.contiguous() for k, v in stored.items()}, str(weights), metadata=meta)
-    (folder / BASE_FILE).write_text(yaml.safe_dump(doc, sort_keys=False))
-    entry = dict(entry, base=base_id)
-    entry["files"] = {**entry["files"], "model.safetensors": hub.file_entry(weights),
-                      BASE_FILE: hub.file_entry(folder / BASE_FILE)}
-    hub.write_manifest_entry(zoo_id, entry)
-    after = weights.stat().st_size + (folder / BASE_FILE).stat().st_size
-    return {"before": before, "after": after, "from_base": len(keys), "stored": len(stored)}

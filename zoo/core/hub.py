@@ -156,16 +156,16 @@ def load_package(ref: str, verify: bool = True) -> tuple[dict, dict]:
                            f" (a local folder must hold config.yaml and model.safetensors)")
         entry = manifest[ref]
         folder = checkpoints_dir() / entry.get("path", ref)
+    try:
         doc = delta.read_base(folder)
-        base = delta.base_state(doc, ref) if doc else None  # the chain is verified base first
-        if verify:
-            verify_entry(ref, entry)
-    else:
-        doc = delta.read_base(folder)
-        base = delta.base_state(doc, ref) if doc else None
-    state = _load_safetensors(folder / "model.safetensors")
-    if doc:
-        state = delta.join(doc, state, ref, base)
+        base = delta.base_state(doc, ref, read_manifest(), load_package) if doc else None  # base first
+        if verify and ref in read_manifest() and not Path(ref).is_dir():
+            verify_entry(ref, read_manifest()[ref])
+        state = _load_safetensors(folder / "model.safetensors")
+        if doc:
+            state = delta.join(doc, state, ref, base)
+    except delta.DeltaError as e:
+        raise HubError(str(e)) from None
     return _read_config(folder / "config.yaml"), state
 
 
