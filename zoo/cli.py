@@ -17,7 +17,7 @@ USAGE = """usage: zoo train recipe=NAME [overlay=FILE ...] [key=value | +key=val
        zoo eval RUN_DIR|ID [--out FILE] [--which best|last]
        zoo export RUN_DIR|ID [--formats package,hf,onnx,torch_export] [--out DIR]
        zoo predict RUN_DIR|ID INPUT ... [--out-dir DIR]
-       zoo release RUN_DIR --id METHOD.TAG [--which best|last]
+       zoo release RUN_DIR --id METHOD.TAG [--which best|last] [--base ID]   (--base: store only what differs)
        zoo results                                 regenerate docs/results.md from results/"""
 
 
@@ -144,7 +144,7 @@ def cmd_predict(args) -> None:
 def cmd_release(args) -> None:
     from zoo.core.build import release
 
-    print(f"released {args.id} -> {release(Path(args.run_dir), args.id, args.which)}")
+    print(f"released {args.id} -> {release(Path(args.run_dir), args.id, args.which, args.base)}")
 
 
 def cmd_results(_args) -> None:
@@ -191,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("run_dir")
             p.add_argument("--id", required=True)
             p.add_argument("--which", default="best", choices=["best", "last"])
+            p.add_argument("--base")
         elif cmd not in ("list", "results"):
             print(f"zoo: unknown command {cmd!r}\n{USAGE}", file=sys.stderr)
             return 2

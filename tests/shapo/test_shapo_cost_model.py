@@ -29,4 +29,8 @@ def test_score_ignores_right_padding_and_maps_zoo_lm_keys():
     lm_state = {k.replace("lm.", "lm.model.", 1): v for k, v in lm_state.items()}
     lm_state["lm.lm_head.weight"] = torch.zeros(1)
     mapped = m.remap_init_state(lm_state, "zoo-lm")
-    assert set(mapped) == set(m.state_dict())
+    assert set(mapped) == set(m.state_dict()) - {"head.weight", "head.bias"}  # the head is a head key: fresh
+    from zoo.core import hub
+
+    report = hub.adapt_and_load(m, lm_state, "zoo-lm")
+    assert sorted(report["missing"]) == ["head.bias", "head.weight"] and not report["unexpected"]

@@ -31,16 +31,115 @@ def _construct(cls, kwargs: dict, block: str):
         raise RecipeError(msg if msg.startswith(block + ".") else f"{block}: {msg}") from e
 
 
+def _get(cfg: dict, path: str):
+    for part in path.split("."):
+        if not isinstance(cfg, dict):
+            return None
+        cfg = cfg.get(part)
+    return cfg
+
+
+def _set(cfg: dict, path: str, value) -> None:
+    *parents, last = path.split(".")
+    for part in parents:
+        cfg = cfg.setdefault(part, {}) if isinstance(cfg.get(part), dict) or part not in cfg else cfg[part]
+        if not isinstance(cfg, dict):
+            return
+    cfg[last] = value
+
+
+def _norm(v):
+    return [_norm(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+
+def reconcile_settings(cfg: dict, src_cfg: dict, src_method: str, ref: str) -> list[str]:
+    """Bring the settings the weights depend on (``weight_settings`` of both methods, matched by name) into ``cfg``.
+
+    A recipe value of ``None`` adopts the package's; any other difference fails. ``cfg`` is updated in place (so the
+    run's config.yaml records what was adopted).
+
+    Returns:
+        One log line per adopted setting.
+
+    Raises:
+        RecipeError: settings that differ, each named with the recipe's and the package's value.
+    """
+    from zoo.core.recipe import RecipeError
+    from zoo.core.registry import RegistryError
+
+    if not src_cfg or not src_method or src_method == "hf":
+        return []
+    mine = get_method(cfg["method"]).module_cls.weight_settings
+    try:
+        theirs = get_method(src_method).module_cls.weight_settings
+    except RegistryError:  # a package of a method this install does not have: nothing to compare
+        return []
+    adopted, clashes = [], []
+    for name, path in mine.items():
+        if name not in theirs:
+            continue
+        want, have = _get(src_cfg, theirs[name]), _get(cfg, path)
+        if want is None:
+            continue
+        if have is None:
+            _set(cfg, path, want)
+            adopted.append(f"{path} = {want!r} (from {ref})")
+        elif _norm(have) != _norm(want):
+            clashes.append(f"{path}: recipe {have!r}, {ref} ({theirs[name]}) {want!r}")
+    if clashes:
+        raise RecipeError(f"init_from {ref}: the weights were trained with other data-side settings; set these as the "
+                          "package has them, or leave them unset (null) to adopt the package's:\n  "
+                          + "\n  ".join(clashes))
+    return adopted
+
+
+def size_from_source(cfg: dict, state: dict, src_cfg: dict, src_method: str) -> list[str]:
+    """Fill the data-derived sizes a method declares (the keys of its ``sizes_from_state``) that the recipe leaves
+    ``None`` from the source's saved hparams, else from its tensor shapes, when the source is the same method: the
+    networks are then built in ``__init__``, before the weights arrive.
+
+    Returns:
+        One log line per filled argument.
+    """
+    if src_method != cfg["method"]:
+        return []
+    cls = get_method(cfg["method"]).module_cls
+    saved = src_cfg.get("model") or {}
+    model = cfg.setdefault("model", {})
+    lines = []
+    for k, from_shapes in cls.sizes_from_state(state).items():
+        v = saved.get(k) if saved.get(k) is not None else from_shapes
+        if model.get(k) is None and v is not None:
+            model[k] = v
+            lines.append(f"model.{k} = {v!r}")
+    return lines
+
+
 def build_module(cfg: dict):
-    """Construct the method's LightningModule from ``cfg["model"]`` and apply ``init_from`` (weights only)."""
+    """Construct the method's LightningModule from ``cfg["model"]`` and apply ``init_from`` (weights only).
+
+    With ``init_from``, the source's saved hparams size the networks first (:func:`size_from_source`), its
+    data-side settings are reconciled with the recipe's (:func:`reconcile_settings`), and the weights are loaded
+    under the loading contract (:func:`zoo.core.hub.adapt_and_load`: missing, unexpected or reshaped keys are
+    refused except declared head keys, which are re-initialised and logged). ``cfg`` is updated in place with
+    what was adopted.
+    """
     entry = get_method(cfg["method"])
+    ref = str(cfg["init_from"]) if cfg.get("init_from") else None
+    state = source = None
+    if ref:
+        state, source, src_cfg = hub.load_source(ref)
+        for line in size_from_source(cfg, state, src_cfg, source) + reconcile_settings(cfg, src_cfg, source, ref):
+            log.warning("init_from %s: adopted %s", ref, line)
     module = _construct(entry.module_cls, cfg.get("model") or {}, "model")
-    if cfg.get("init_from"):
-        state, source = hub.load_weights(str(cfg["init_from"]))
-        report = hub.adapt_and_load(module, state, source)
-        if report["dropped"] or report["missing_heads"]:
-            log.warning("init_from %s: re-initialised head keys %s", cfg["init_from"],
-                        sorted(set(report["dropped"]) | set(report["missing_heads"])))
+    if ref:
+        report = hub.adapt_and_load(module, state, source, where=f"init_from {ref}", source_cfg=src_cfg)
+        fresh = sorted(set(report["missing"]) | set(report["reshaped"]))
+        if fresh:
+            log.warning("init_from %s: re-initialised head keys %s", ref, fresh)
+        if report["unexpected"]:
+            log.warning("init_from %s: dropped head keys the model does not have %s", ref, sorted(report["unexpected"]))
+        module.init_from_ref = ref
     return module
 
 
@@ -126,6 +225,8 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
         for line in changed:
             log.warning("resume: recipe differs from the saved config.yaml at %s", line)
     try:
+        if resume_ckpt:
+            module = _check_resume(cfg, module, resume_ckpt)
         with run.pinned_run_dir(run_dir):
             trainer = build_trainer(cfg, run_dir, callbacks)
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
@@ -155,6 +256,21 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     return run_dir
 
 
+def _check_resume(cfg: dict, module, ckpt_path: str):
+    """``resume``: size the module from the checkpoint's hparams (rebuilding it when they fill a ``None`` size), then
+    hold the checkpoint's weights to the loading contract with no head keys excused, before Lightning restores them.
+
+    Raises:
+        hub.HubError: missing, unexpected or reshaped keys, with the table.
+    """
+    ckpt = hub.read_ckpt(ckpt_path)
+    state = hub.clean_state_dict(ckpt["state_dict"])
+    if size_from_source(cfg, state, {"model": ckpt.get("hyper_parameters") or {}}, cfg["method"]):
+        module = build_module(dict(cfg, init_from=None))
+    hub.check_fit(module, state, (), where=f"resume {ckpt_path}")
+    return module
+
+
 def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
     """The run's best checkpoint (``which="best"``, falling back to last) or its ``last.ckpt``.
 
@@ -171,7 +287,10 @@ def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
 
 
 def load_module(ref: str, which: str = "best") -> tuple[Any, dict]:
-    """A trained LightningModule and its resolved recipe from a zoo id, a package folder or a run directory.
+    """A trained LightningModule and its resolved recipe from a zoo id, a package folder or a run directory: the path
+    of ``zoo.load``, ``zoo eval``, ``zoo predict``, ``zoo export`` and ``zoo release``. Networks are sized from the
+    saved hparams (and ``sizes_from_state``) before the weights arrive; the weights must then fit exactly
+    (:func:`zoo.core.hub.load_exact`: no missing, unexpected or reshaped key, head keys included).
 
     Raises:
         hub.HubError / run.RunError: nothing loadable at ``ref``.
@@ -188,8 +307,12 @@ def load_module(ref: str, which: str = "best") -> tuple[Any, dict]:
     else:
         cfg, state = hub.load_package(ref)
     entry = get_method(cfg["method"])
-    module = entry.module_cls(**constructor_kwargs(entry.module_cls, cfg.get("model") or {}))
-    module.load_state_dict(hub.clean_state_dict(state), strict=True)
+    kwargs = constructor_kwargs(entry.module_cls, cfg.get("model") or {})
+    for k, v in entry.module_cls.sizes_from_state(hub.clean_state_dict(state)).items():
+        if kwargs.get(k) is None:
+            kwargs[k] = v
+    module = _construct(entry.module_cls, kwargs, "model")
+    hub.load_exact(module, state, where=str(ref))
     module.eval()
     return module, cfg
 
@@ -213,8 +336,10 @@ def evaluate(module, cfg: dict, overrides_data: dict | None = None) -> dict[str,
     return _plain(metrics)
 
 
-def release(run_dir: Path, zoo_id: str, which: str = "best") -> Path:
-    """Turn a finished run into a zoo package ``checkpoints/<zoo_id>/`` and its manifest entry.
+def release(run_dir: Path, zoo_id: str, which: str = "best", base: str | None = None) -> Path:
+    """Turn a finished run into a zoo package ``checkpoints/<zoo_id>/`` and its manifest entry; with ``base`` (a
+    manifest id) the package stores only the tensors that differ from it (:func:`zoo.core.rebase.rebase_package`:
+    frozen parts, or the base layers under LoRA adapters, are taken from the verified base).
 
     Raises:
         hub.HubError: a malformed id, or an id whose method differs from the run's.
@@ -252,4 +377,8 @@ def release(run_dir: Path, zoo_id: str, which: str = "best") -> Path:
         "license": card.get("license", "unspecified"),
         "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     })
+    if base:
+        from zoo.core.rebase import rebase_package
+
+        rebase_package(zoo_id, base)
     return folder

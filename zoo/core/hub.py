@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from zoo.core import delta
+
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*\.[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -135,11 +137,14 @@ def load_package(ref: str, verify: bool = True) -> tuple[dict, dict]:
         ref: a zoo id from the manifest, or a package folder (``config.yaml`` + ``model.safetensors``).
         verify: check sha256 of every file of a zoo id first (default; never skip for untrusted files).
 
+    A delta package (``base.yaml``, :mod:`zoo.core.delta`) is verified base first (the base's files, then its
+    sha256 against the one the delta was written over), then its own files, and returned joined with its base.
+
     Returns:
         ``(config, state_dict)``; ``config`` is the resolved recipe (``method``, ``model``, ``data``, ...).
 
     Raises:
-        HubError: unknown id (with a "did you mean"), missing or tampered files.
+        HubError: unknown id (with a "did you mean"), missing or tampered files, a base that changed.
     """
     folder = Path(ref)
     if not (folder.is_dir() and (folder / "config.yaml").is_file()):
@@ -150,8 +155,18 @@ def load_package(ref: str, verify: bool = True) -> tuple[dict, dict]:
             raise HubError(f"unknown zoo id {ref!r}{suggest(ref, manifest)}; known: {', '.join(sorted(manifest)) or 'none'}"
                            f" (a local folder must hold config.yaml and model.safetensors)")
         entry = manifest[ref]
-        folder = verify_entry(ref, entry) if verify else checkpoints_dir() / entry.get("path", ref)
-    return _read_config(folder / "config.yaml"), _load_safetensors(folder / "model.safetensors")
+        folder = checkpoints_dir() / entry.get("path", ref)
+    try:
+        doc = delta.read_base(folder)
+        base = delta.base_state(doc, ref, read_manifest(), load_package) if doc else None  # base first
+        if verify and ref in read_manifest() and not Path(ref).is_dir():
+            verify_entry(ref, read_manifest()[ref])
+        state = _load_safetensors(folder / "model.safetensors")
+        if doc:
+            state = delta.join(doc, state, ref, base)
+    except delta.DeltaError as e:
+        raise HubError(str(e)) from None
+    return _read_config(folder / "config.yaml"), state
 
 
 def describe_ref(ref: str) -> str:
@@ -210,29 +225,39 @@ def load_ckpt_state(path: str | Path) -> dict:
     return read_ckpt(path)["state_dict"]
 
 
-def load_weights(ref: str) -> tuple[dict, str]:
-    """Weights for ``init_from``: ``(state_dict, source_method)``.
+def load_source(ref: str) -> tuple[dict, str, dict]:
+    """Weights for ``init_from`` with what is known of their origin: ``(state_dict, source_method, source_cfg)``.
 
-    ``source_method`` is the method that saved them (from the package config or checkpoint hparams),
-    ``"hf"`` for an HF model directory and ``""`` when unknown (a bare .safetensors).
+    ``source_method`` is the method that saved them (from the package config or the run's config), ``"hf"`` for an
+    HF model directory and ``""`` when unknown (a bare .safetensors). ``source_cfg`` is the resolved recipe that
+    produced them (for a ``.ckpt``: the run's config.yaml with ``model`` replaced by the checkpoint's saved
+    hyperparameters), ``{}`` when unknown.
     """
     kind = describe_ref(ref)
     if kind in ("zoo", "package"):
         cfg, state = load_package(ref)
-        return state, cfg.get("method", "")
+        return state, cfg.get("method", ""), cfg
     if kind == "ckpt":
         import yaml
 
-        state = load_ckpt_state(ref)
+        ckpt = read_ckpt(ref)
         cfg_file = Path(ref).resolve().parent.parent / "config.yaml"
-        method = (yaml.safe_load(cfg_file.read_text()) or {}).get("method", "") if cfg_file.is_file() else ""
-        return state, method
+        cfg = (yaml.safe_load(cfg_file.read_text()) or {}) if cfg_file.is_file() else {}
+        if ckpt.get("hyper_parameters"):
+            cfg["model"] = dict(ckpt["hyper_parameters"])
+        return ckpt["state_dict"], cfg.get("method", ""), cfg
     if kind == "safetensors":
-        return _load_safetensors(Path(ref)), ""
+        return _load_safetensors(Path(ref)), "", {}
     state: dict = {}
     for f in sorted(Path(ref).glob("*.safetensors")):
         state.update(_load_safetensors(f))
-    return state, "hf"
+    return state, "hf", {}
+
+
+def load_weights(ref: str) -> tuple[dict, str]:
+    """``(state_dict, source_method)`` of :func:`load_source`."""
+    state, method, _ = load_source(ref)
+    return state, method
 
 
 def clean_state_dict(state: dict) -> dict:
@@ -246,46 +271,94 @@ def clean_state_dict(state: dict) -> dict:
     return out
 
 
-def adapt_and_load(module, state: dict, source_method: str = "") -> dict[str, list[str]]:
-    """Load weights into ``module``, dropping only its declared head keys when their shapes differ.
+def is_head_key(key: str, heads) -> bool:
+    """Whether ``key`` is one of a module's declared ``head_keys``: a prefix, or an fnmatch pattern when it holds
+    ``*`` (``"policy.*lora_*"``)."""
+    import fnmatch
 
-    Args:
-        module: a ``ZooModule``; ``module.head_keys`` lists the key prefixes that may be re-initialised.
-        state: the weights (``module.remap_init_state`` is applied first with ``source_method``).
+    return any(fnmatch.fnmatchcase(key, h) if "*" in h else key.startswith(h) for h in heads)
+
+
+def _table(title: str, bad: list[tuple[str, Any, Any]]) -> str:
+    width = max(len(b[0]) for b in bad)
+    rows = "\n".join(f"  {k:<{width}}  {a!s:>18}  {b!s:>18}" for k, a, b in bad[:40])
+    more = f"\n  ... and {len(bad) - 40} more" if len(bad) > 40 else ""
+    return f"{title}\n  {'key':<{width}}  {'checkpoint':>18}  {'model':>18}\n{rows}{more}"
+
+
+def check_fit(module, state: dict, heads=(), where: str = "weights") -> dict[str, list[str]]:
+    """Compare a state dict with ``module.state_dict()``: THE loading contract of every load path.
+
+    Missing keys (in the model, not in ``state``), unexpected keys (in ``state``, not in the model) and keys whose
+    shapes differ are refused, except keys matching ``heads`` (:func:`is_head_key`), which are reported for
+    re-initialisation (missing or reshaped) or dropping (unexpected).
 
     Returns:
-        ``{"dropped": [...], "missing_heads": [...]}`` for the log.
+        ``{"missing": [...], "unexpected": [...], "reshaped": [...]}``, head keys only.
 
     Raises:
-        HubError: any other mismatch, with a table of key, checkpoint shape and model shape.
+        HubError: any non-head mismatch; the message counts each kind and tables key, checkpoint shape, model shape.
     """
-    state = module.remap_init_state(clean_state_dict(state), source_method)
     own = module.state_dict()
-    heads = tuple(module.head_keys)
-    is_head = (lambda k: k.startswith(heads)) if heads else (lambda k: False)
-    dropped, missing_heads, bad = [], [], []
+    report: dict[str, list[str]] = {"missing": [], "unexpected": [], "reshaped": []}
+    bad, counts = [], {"missing": 0, "unexpected": 0, "reshaped": 0}
     for k, v in state.items():
-        if k not in own:
-            bad.append((k, tuple(v.shape), "-"))
-        elif tuple(v.shape) != tuple(own[k].shape):
-            if is_head(k):
-                dropped.append(k)
-            else:
-                bad.append((k, tuple(v.shape), tuple(own[k].shape)))
+        kind = "unexpected" if k not in own else "reshaped" if tuple(v.shape) != tuple(own[k].shape) else None
+        if kind is None:
+            continue
+        if is_head_key(k, heads):
+            report[kind].append(k)
+        else:
+            counts[kind] += 1
+            bad.append((k, tuple(v.shape), "-" if k not in own else tuple(own[k].shape)))
     for k, v in own.items():
         if k not in state:
-            if is_head(k):
-                missing_heads.append(k)
+            if is_head_key(k, heads):
+                report["missing"].append(k)
             else:
+                counts["missing"] += 1
                 bad.append((k, "-", tuple(v.shape)))
     if bad:
-        width = max(len(b[0]) for b in bad)
-        rows = "\n".join(f"  {k:<{width}}  {str(a):>18}  {str(b):>18}" for k, a, b in bad[:40])
-        more = f"\n  ... and {len(bad) - 40} more" if len(bad) > 40 else ""
-        raise HubError(f"weights do not fit {type(module).__name__} (head keys that may change: {heads or 'none'}):\n"
-                       f"  {'key':<{width}}  {'checkpoint':>18}  {'model':>18}\n{rows}{more}")
-    module.load_state_dict({k: v for k, v in state.items() if k not in dropped}, strict=False)
-    return {"dropped": dropped, "missing_heads": missing_heads}
+        summary = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+        raise HubError(_table(f"{where} do not fit {type(module).__name__} ({summary}; head keys that may change: "
+                              f"{tuple(heads) or 'none'}):", bad))
+    return report
+
+
+def load_exact(module, state: dict, where: str = "weights") -> None:
+    """Load a state dict saved by the same method into ``module``: every key must be present, known and of the
+    same shape (no head keys excused). Used by ``zoo.load``, ``zoo eval / predict / export`` and ``resume``.
+
+    Raises:
+        HubError: the :func:`check_fit` table.
+    """
+    state = clean_state_dict(state)
+    check_fit(module, state, (), where)
+    module.load_state_dict(state, strict=True)
+
+
+def adapt_and_load(module, state: dict, source_method: str = "", where: str = "init_from",
+                   source_cfg: dict | None = None) -> dict[str, list[str]]:
+    """``init_from``: load weights into ``module`` under the loading contract, re-initialising declared head keys.
+
+    ``module.remap_init_state`` first maps the source's keys (another method's, an HF directory's) onto this
+    module's; what it returns is then held to :func:`check_fit` with ``module.head_keys`` excused: head keys
+    missing from the source or of another shape keep their fresh initialisation, unexpected head keys are dropped.
+
+    Returns:
+        ``{"missing": [...], "unexpected": [...], "reshaped": [...]}`` (head keys) for the log.
+
+    Raises:
+        HubError: any other missing, unexpected or reshaped key, with a table of key, checkpoint and model shape.
+    """
+    try:
+        state = module.remap_init_state(clean_state_dict(state), source_method, source_cfg)
+    except (KeyError, ValueError) as e:
+        raise HubError(f"{where}: {e}") from None
+    report = check_fit(module, state, tuple(module.head_keys), where)
+    skip = set(report["unexpected"]) | set(report["reshaped"])
+    module.load_state_dict({k: v for k, v in state.items() if k not in skip}, strict=False)
+    return report
 
 
 @contextmanager

@@ -14,18 +14,33 @@ class ZooModule(L.LightningModule):
         head_keys: state-dict key prefixes that ``init_from`` may drop when their shapes differ
             (a classifier whose number of classes changed). Any other mismatch is an error.
         export_formats: which of ``package``, ``hf``, ``onnx``, ``torch_export`` the method supports.
+        weight_settings: ``{name: dotted recipe path}`` of the settings the weights only make sense with (canvas
+            layout, LM architecture, K neighbours...). ``init_from`` compares them by name with the source package's
+            (``zoo.core.build.reconcile_settings``): a recipe value of ``None`` adopts the package's (logged), a
+            different value fails naming both.
     """
 
     method_name: ClassVar[str] = ""
     head_keys: ClassVar[tuple[str, ...]] = ()
     export_formats: ClassVar[tuple[str, ...]] = ("package",)
+    weight_settings: ClassVar[dict[str, str]] = {}
+    init_from_ref: str | None = None  # set by ``zoo.core.build.build_module`` after loading ``init_from`` weights
+
+    @classmethod
+    def sizes_from_state(cls, state: dict[str, Any]) -> dict[str, Any]:
+        """Constructor arguments read off a state dict's shapes (data-derived sizes such as a node count), used to
+        size the networks before weights arrive when the saved hparams leave them ``None`` (default: none)."""
+        return {}
 
     def example_input(self) -> tuple:
         """Inputs for ONNX / torch.export; ``self(*self.example_input())`` must run."""
         raise TypeError(f"{type(self).__name__} defines no example_input(); it cannot be exported as a graph")
 
-    def remap_init_state(self, state: dict[str, Any], source_method: str) -> dict[str, Any]:
-        """Map a state dict saved by ``source_method`` onto this module's keys (default: unchanged)."""
+    def remap_init_state(self, state: dict[str, Any], source_method: str,
+                         source_cfg: dict | None = None) -> dict[str, Any]:
+        """Map a state dict saved by ``source_method`` (with its resolved recipe ``source_cfg`` when known) onto this
+        module's keys (default: unchanged). Return only what the source provides: keys left out are reported missing
+        by the loader (and refused unless they are head keys)."""
         return state
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:

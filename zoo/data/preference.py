@@ -65,15 +65,27 @@ def format_prompt(tokenizer, prompt: str) -> str:
     return prompt
 
 
+def encode_prompt(tokenizer, prompt: str) -> list[int]:
+    """Token ids of the prompt text the LM sees (:func:`format_prompt`), with user text encoded with special-token
+    parsing off: only the chat template writes control tokens (:func:`zoo.models.chat.encode_rendered`)."""
+    from zoo.models.chat import encode_rendered, encode_text
+
+    if getattr(tokenizer, "chat_template", None):
+        return encode_rendered(tokenizer, hh_to_messages(prompt), add_generation_prompt=True)[1]
+    return encode_text(tokenizer, prompt)
+
+
 def encode_pair(tokenizer, prompt: str, chosen: str, rejected: str, max_length: int,
                 max_prompt_length: int) -> dict[str, list[int]]:
     """Token ids of one pair: prompt ids (left-truncated to ``max_prompt_length``, keeping the end) and each
     reply's ids followed by EOS (right-truncated so prompt + reply fits in ``max_length``); the Mitchell et al.
     DPO truncation rule, which the authors' code inherits."""
-    p = tokenizer(format_prompt(tokenizer, prompt), add_special_tokens=False)["input_ids"]
+    from zoo.models.chat import encode_text
+
+    p = encode_prompt(tokenizer, prompt)
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    c = tokenizer(chosen.strip(), add_special_tokens=False)["input_ids"] + eos
-    r = tokenizer(rejected.strip(), add_special_tokens=False)["input_ids"] + eos
+    c = encode_text(tokenizer, chosen.strip()) + eos   # a reply mentioning "</s>" gets no EOS inside its target
+    r = encode_text(tokenizer, rejected.strip()) + eos
     if len(p) + max(len(c), len(r)) > max_length:
         p = p[-max_prompt_length:]
     room = max_length - len(p)
@@ -170,7 +182,9 @@ class PreferenceDataModule(L.LightningDataModule):
             val_path: held-out pairs JSONL for a user ``path`` (else a seeded 90/10 split of ``path``).
             split_file: JSON ``{"preference_train": [...], "preference_eval": [...], "sft": [...]}`` of line
                 indices into ``path`` (default: ``split.json`` next to the shipped pairs).
-            tokenizer: a local tokenizer directory; ``None`` = zoo-lm's tokenizer.
+            tokenizer: ``None`` (default) = the tokenizer of the model this datamodule feeds (it follows
+                ``model.arch`` / ``model.tokenizer``), zoo-lm's when no model is attached; a directory is accepted only
+                if it is the same tokenizer as the model's (see :meth:`_resolve_tokenizer`).
             batch_size, eval_batch_size: pairs per training / evaluation batch.
             max_length, max_prompt_length: token limits (see :func:`encode_pair`).
             flip_rate: fraction of training pairs whose replies are swapped (0 <= r <= 1).
@@ -250,16 +264,35 @@ class PreferenceDataModule(L.LightningDataModule):
         """Read, flip and tokenise (once)."""
         if self.train_set is not None:
             return
-        from zoo.models.causal_lm import load_tokenizer
-
         hp = self.hparams
-        self.tokenizer = load_tokenizer(hp.tokenizer)
+        self.tokenizer = self._resolve_tokenizer()
         train, val = self._rows()
         flipped = flip_indices(len(train), hp.flip_rate, hp.flip_seed)
         self.train_set = PreferencePairs(train, self.tokenizer, hp.max_length, hp.max_prompt_length, flipped)
         self.val_set = PreferencePairs(val, self.tokenizer, hp.max_length, hp.max_prompt_length)
         self.clean_train_set = (self.train_set if not flipped else
                                 PreferencePairs(train, self.tokenizer, hp.max_length, hp.max_prompt_length))
+
+    def _resolve_tokenizer(self):
+        """The tokenizer of the model this datamodule feeds (its ``tokenizer`` attribute, which follows
+        ``model.arch`` / ``model.tokenizer``); ``data.tokenizer`` only when no model is attached, or when it is the
+        same tokenizer (checked: vocabulary, special-token ids, chat template).
+
+        Raises:
+            ValueError: ``data.tokenizer`` differs from the model's, naming both sides.
+        """
+        from zoo.models.causal_lm import check_same_tokenizer, load_tokenizer
+
+        trainer = getattr(self, "trainer", None)
+        module = getattr(trainer, "lightning_module", None) if trainer is not None else None
+        model_tok = getattr(module, "tokenizer", None)
+        if self.hparams.tokenizer is None:
+            return model_tok if model_tok is not None else load_tokenizer(None)
+        tok = load_tokenizer(self.hparams.tokenizer)
+        if model_tok is not None:
+            check_same_tokenizer(tok, model_tok, f"data.tokenizer {self.hparams.tokenizer!r}",
+                                 f"the model's tokenizer ({type(module).__name__})")
+        return tok
 
     def _loader(self, data: Dataset, batch_size: int, shuffle: bool) -> DataLoader:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
@@ -307,5 +340,5 @@ class PreferenceDataModule(L.LightningDataModule):
         return out
 
     def _prompt_ids(self, prompt: str) -> list[int]:
-        ids = self.tokenizer(format_prompt(self.tokenizer, prompt), add_special_tokens=False)["input_ids"]
+        ids = encode_prompt(self.tokenizer, prompt)
         return ids[-self.hparams.max_prompt_length:]

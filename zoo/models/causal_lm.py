@@ -97,6 +97,49 @@ def tokenizer_for(arch: str, tokenizer: str | None) -> str | None:
     return arch if arch not in ARCHS and os.path.isdir(arch) else None
 
 
+def tokenizer_signature(tokenizer) -> dict[str, Any]:
+    """What must agree between two tokenizers for token ids to mean the same thing: vocabulary size, the
+    special-token ids and the chat template."""
+    return {"vocabulary": len(tokenizer), "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id,
+            "chat_template": getattr(tokenizer, "chat_template", None)}
+
+
+def check_tokenizer_fits(tokenizer, model, where: str, tokenizer_name: str) -> None:
+    """Fail before any training when ``tokenizer`` produces ids that ``model``'s embedding cannot hold, or special
+    ids the model's config does not name.
+
+    Args:
+        tokenizer: a transformers tokenizer; model: a transformers causal LM (its ``config.vocab_size`` and
+            ``bos/eos/pad_token_id``); where / tokenizer_name: how to name both sides in the message.
+
+    Raises:
+        ValueError: naming the tokenizer's vocabulary (or special id) and the model's.
+    """
+    cfg = model.config
+    if len(tokenizer) > cfg.vocab_size:
+        raise ValueError(f"{tokenizer_name} has {len(tokenizer)} tokens but {where} embeds only {cfg.vocab_size} "
+                         "rows; ids past the embedding would be out of range. Use the model's own tokenizer (leave "
+                         "the tokenizer unset: it follows model.arch / init_from)")
+    for key in ("eos_token_id", "bos_token_id"):
+        mine, theirs = getattr(tokenizer, key), getattr(cfg, key, None)
+        if mine is not None and theirs is not None and not isinstance(theirs, list) and mine != theirs:
+            raise ValueError(f"{tokenizer_name} has {key}={mine} but {where} was built with {key}={theirs}")
+
+
+def check_same_tokenizer(a, b, a_name: str, b_name: str) -> None:
+    """Fail when two tokenizers that must share ids (a policy and its cost model, a datamodule and its model) differ.
+
+    Raises:
+        ValueError: naming each differing item with both sides' values.
+    """
+    sa, sb = tokenizer_signature(a), tokenizer_signature(b)
+    diff = [f"{k}: {a_name} {sa[k]!r}, {b_name} {sb[k]!r}" if k != "chat_template" else
+            f"chat_template: {a_name} and {b_name} differ" for k in sa if sa[k] != sb[k]]
+    if diff:
+        raise ValueError(f"{a_name} and {b_name} do not share a tokenizer:\n  " + "\n  ".join(diff))
+
+
 def strip_prefix(state: dict[str, Any], prefix: str = "lm.") -> dict[str, Any]:
     """Keep the entries of ``state`` whose key starts with ``prefix``, with the prefix removed.
 

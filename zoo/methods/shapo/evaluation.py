@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo.methods.shapo.datamodule import format_prompt
+from zoo.data.preference import encode_prompt
 from zoo.methods.shapo.lm import completion_kl, right_pad, sample_completions
 from zoo.models.sharding import reshard
 
@@ -86,8 +86,7 @@ class Evaluation:
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """``zoo predict shapo.zoo-lm-hh "PROMPT" ...``: one sampled reply per prompt (the recipe's sampling)."""
         tok = self._tokenizer()
-        prompts = [tok(format_prompt(tok, f"\n\nHuman: {x}\n\nAssistant:"), add_special_tokens=False)["input_ids"]
-                   for x in inputs]
+        prompts = [encode_prompt(tok, f"\n\nHuman: {x}\n\nAssistant:") for x in inputs]  # user text: no control tokens
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         replies = sample_completions(self.policy.eval(), prompts, pad, tok.eos_token_id, self.hparams.max_new_tokens,
                                      self.hparams.temperature, self.hparams.gen_seed, self.hparams.gen_batch_size)

@@ -7,6 +7,7 @@ policy/reference lifecycle and FSDP2 sharding are in ``policy.py``, stage A in `
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torchmetrics.aggregation import MeanMetric
@@ -69,6 +70,9 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
     """
 
     export_formats = ("package", "hf")
+    # stage-A outputs (recomputed when masks_ready is False) and LoRA adapters (fresh when full weights are wrapped)
+    head_keys = ("neuron_masks", "probe_direction", "masks_ready", "policy.*lora_*")
+    weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
     def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, reference: str | None = None,
                  variant: str = "token", loss: str = "dpo", beta: float = 0.1, label_smoothing: float = 0.0,
@@ -85,13 +89,17 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         super().__init__()
         self.save_hyperparameters()
         self._check_args()
-        from zoo.models.causal_lm import build_causal_lm
+        from zoo.models.causal_lm import build_causal_lm, check_tokenizer_fits, load_tokenizer, tokenizer_for
 
         # fp32 weights (loaded straight into fp32, no bf16 copy first): a local HF directory would otherwise load in
         # its config's dtype (bf16 for Llama 3.2), where AdamW at lr 5e-7 and the un-normalised gamma perturbation
         # would round away; trainer.precision decides the compute dtype
         self._source_dtype = config_dtype(arch)  # what export_hf writes back
         self.policy = build_causal_lm(arch, dtype=torch.float32)
+        # the tokenizer follows the model (model.arch, or model.tokenizer); datamodules take it from here
+        self.tokenizer = load_tokenizer(tokenizer_for(arch, tokenizer))
+        check_tokenizer_fits(self.tokenizer, self.policy, f"model.arch {arch!r}",
+                             f"the tokenizer {tokenizer_for(arch, tokenizer) or 'zoo-lm-bpe8k (shipped)'}")
         if gradient_checkpointing:  # non-reentrant: stage C's ascent takes gradients at inner outputs
             self.policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if self.uses_lora:

@@ -12,38 +12,73 @@ from zoo.core.recipe import RecipeError
 from zoo.models.sharding import reshard
 
 
-def map_lm_state(own: dict, state: dict, tied: bool, source: str = "") -> dict:
-    """Fill ``own`` (a state dict with ``policy.``-prefixed causal-LM keys, possibly peft-wrapped) from ``state``.
+def map_lm_state(own: dict, state: dict, tied: bool) -> dict:
+    """Map causal-LM weights ``state`` onto ``own``'s ``policy.``-prefixed keys (possibly peft-wrapped).
 
     A source key matches the own key whose plain HF name (``policy.``, ``base_model.model.`` and ``.base_layer``
     removed) equals the source key with some leading components dropped (``lm.model.layers.0...`` ->
-    ``model.layers.0...``). Own keys without a source keep their values; a missing tied ``lm_head.weight`` is
-    the embedding (ours: bookkeeping, no method content).
-
-    Raises:
-        ValueError: a base weight has no source.
+    ``model.layers.0...``). Source keys that match nothing are returned unchanged (the loader reports them as
+    unexpected); own keys without a source are left out (the loader reports them as missing, and excuses only
+    head keys: LoRA adapters and stage-A buffers). A missing tied ``lm_head.weight`` is the embedding (ours:
+    bookkeeping, no method content).
     """
     def plain(key: str) -> str:
         return key[len("policy."):].removeprefix("base_model.model.").replace(".base_layer.", ".")
 
     targets = {plain(k): k for k in own if k.startswith("policy.") and "lora_" not in k}
-    out, found = dict(own), set()
+    out, found = {}, set()
     for key, value in state.items():
         parts = key.split(".")
-        for i in range(len(parts)):
-            cand = ".".join(parts[i:])
-            if cand in targets:
-                out[targets[cand]] = value
-                found.add(cand)
-                break
-    missing = [k for k in targets if k not in found and not (tied and k == "lm_head.weight")]
-    if missing:
-        raise ValueError(f"init_from ({source or 'weights'}): no source for {missing[:5]} "
-                         f"(source keys start {list(state)[:3]})")
+        cand = next((".".join(parts[i:]) for i in range(len(parts)) if ".".join(parts[i:]) in targets), None)
+        if cand is None:
+            out[key] = value
+        else:
+            out[targets[cand]] = value
+            found.add(cand)
     if tied and "lm_head.weight" in targets and "lm_head.weight" not in found:
-        emb = next(targets[k] for k in targets if k.endswith("embed_tokens.weight"))
-        out[targets["lm_head.weight"]] = out[emb]
+        emb = next((k for k in targets if k.endswith("embed_tokens.weight") and k in found), None)
+        if emb is not None:
+            out[targets["lm_head.weight"]] = out[targets[emb]]
     return out
+
+
+def merged_if_lora(state: dict, source_cfg: dict | None, arch: str) -> dict:
+    """``state`` unchanged, or, when it holds LoRA adapters (a LoRA ShaPO package or run), its ``policy.*`` weights
+    merged (:func:`merge_lora_state`, with the source's ``model.lora`` and ``model.arch``).
+
+    Raises:
+        ValueError: LoRA adapters whose ``model.lora`` settings are unknown (a bare state dict).
+    """
+    if not any("lora_" in k for k in state):
+        return state
+    src_model = (source_cfg or {}).get("model") or {}
+    if not src_model.get("lora"):
+        raise ValueError("the weights hold LoRA adapters but their model.lora settings are unknown (load a zoo "
+                         "package or a run's checkpoint, whose config carries them)")
+    policy = {k[len("policy."):]: v for k, v in state.items() if k.startswith("policy.")}
+    merged = merge_lora_state(src_model.get("arch", arch), src_model["lora"], policy)
+    rest = {k: v for k, v in state.items() if not k.startswith("policy.")}
+    return {**{f"policy.{k}": v for k, v in merged.items()}, **rest}
+
+
+def merge_lora_state(arch: str, lora: dict, policy_state: dict) -> dict:
+    """A LoRA policy's weights (``base_model.model.*`` with ``lora_A/B``, no ``policy.`` prefix) merged into plain
+    HF causal-LM weights with peft's ``merge_and_unload`` (W + (alpha / r) B A on every adapted layer).
+
+    Raises:
+        RuntimeError: the state does not fit a LoRA model of ``arch`` with ``lora``'s settings.
+    """
+    from zoo.models.causal_lm import build_causal_lm, fill_tied_aliases, tied_aliases
+
+    model = PolicyLifecycle._wrap_lora(build_causal_lm(arch, dtype=torch.float32), lora)
+    holder = torch.nn.Module()
+    holder.policy, holder._tied = model, tied_aliases(model, "policy.")
+    fill = {f"policy.{k}": v for k, v in policy_state.items()}
+    fill_tied_aliases(holder, fill, "", {}, True, [], [], [])
+    model.load_state_dict({k[len("policy."):]: v for k, v in fill.items()}, strict=True)
+    merged = model.merge_and_unload()
+    aliases = tied_aliases(merged)          # a tied lm_head is stored once, as the embedding (as in packages)
+    return {k: v for k, v in merged.state_dict().items() if k not in aliases}
 
 
 def config_dtype(arch: str) -> torch.dtype | None:
@@ -91,20 +126,28 @@ class PolicyLifecycle:
                                                "down_proj"]))
         return get_peft_model(model, conf)
 
-    def remap_init_state(self, state: dict, source_method: str) -> dict:
-        """Map causal-LM weights (zoo-lm ``lm.*``, a bare HF state dict, another ShaPO run) onto ``policy.*``.
+    def remap_init_state(self, state: dict, source_method: str, source_cfg: dict | None = None) -> dict:
+        """Map causal-LM weights (zoo-lm ``lm.*``, a bare HF state dict, another ShaPO run, full or LoRA) onto this
+        policy, full or LoRA.
 
-        Keys this module has but the source lacks (LoRA adapters, stage-A buffers, a tied ``lm_head``) keep their
-        current values.
+        * full weights into a LoRA policy: they become its base layers; the adapters are head keys and start fresh
+          (B = 0, so the wrapped model computes what the full one did);
+        * a LoRA ShaPO package into a full policy: merged with peft's ``merge_and_unload`` (its ``model.lora`` from
+          ``source_cfg``);
+        * a LoRA package into a LoRA policy with the same settings: unchanged.
+
+        Only what the source provides is returned; the loader refuses missing and unexpected keys except the head
+        keys (stage-A buffers and LoRA adapters).
 
         Raises:
-            ValueError: a policy base weight has no source.
+            ValueError: a LoRA source whose ``model.lora`` settings are unknown (a bare state dict).
         """
         own = self.state_dict()
-        if source_method == self.method_name and any(k.startswith("policy.") for k in state):
-            return {**own, **state}
+        if source_method == self.method_name and any("lora_" in k for k in state) and self.uses_lora and \
+                set(state) <= set(own) and all(tuple(v.shape) == tuple(own[k].shape) for k, v in state.items()):
+            return state
         tied = bool(getattr(self._hf_model().config, "tie_word_embeddings", False))
-        return map_lm_state(own, state, tied, source_method)
+        return map_lm_state(own, merged_if_lora(state, source_cfg, self.hparams.arch), tied)
 
     def _hf_model(self):
         """The transformers model under any peft wrapper."""
@@ -154,6 +197,11 @@ class PolicyLifecycle:
             if not hasattr(cost, "score"):
                 raise ValueError(f"model.cost_model {self.hparams.cost_model!r} is a {cost.method_name!r} run, "
                                  "not a shapo-cost-model")
+            from zoo.models.causal_lm import check_same_tokenizer
+
+            # the judge scores the policy's token ids: both must mean the same tokens
+            check_same_tokenizer(cost.tokenizer, self.tokenizer, f"model.cost_model {self.hparams.cost_model!r}",
+                                 f"the policy (model.arch {self.hparams.arch!r})")
             for p in cost.parameters():
                 p.requires_grad_(False)
             self._frozen["cost"] = cost.eval()
@@ -170,14 +218,17 @@ class PolicyLifecycle:
         return torch.bfloat16 if precision.startswith("bf16") else torch.float32
 
     def _load_reference(self, ref: str, dtype: torch.dtype = torch.float32):
-        from zoo.core.hub import clean_state_dict, load_weights
+        from zoo.core.hub import clean_state_dict, load_source
         from zoo.models.causal_lm import build_causal_lm
 
         model = build_causal_lm(self.hparams.arch, dtype=dtype)
-        state, source = load_weights(ref)
+        state, _, src_cfg = load_source(ref)
+        state = merged_if_lora(clean_state_dict(state), src_cfg, self.hparams.arch)
         own = {f"policy.{k}": v for k, v in model.state_dict().items()}
-        mapped = map_lm_state(own, clean_state_dict(state), bool(model.config.tie_word_embeddings), source)
-        model.load_state_dict({k[len("policy."):]: v for k, v in mapped.items()})
+        mapped = map_lm_state(own, {k: v for k, v in state.items() if k not in self.head_keys},
+                              bool(model.config.tie_word_embeddings))
+        # strict: a reference missing a weight (or with one the model lacks) is refused, as on every load path
+        model.load_state_dict({k.removeprefix("policy."): v for k, v in mapped.items()})
         return model
 
     def _frozen_model(self, name: str):
@@ -250,9 +301,7 @@ class PolicyLifecycle:
                 ref.load_state_dict(checkpoint["shapo_reference"])
 
     def _tokenizer(self):
-        from zoo.models.causal_lm import load_tokenizer, tokenizer_for
-
-        return load_tokenizer(tokenizer_for(self.hparams.arch, self.hparams.tokenizer))
+        return self.tokenizer
     def export_hf(self, out_dir: str) -> None:
         """Save the policy (LoRA merged into a copy) and its tokenizer as an HF model directory, in the source model's
         dtype (``config.dtype``: bf16 for a Llama 3.2 directory, not the fp32 it trained in; a preset stays fp32)."""

@@ -6,6 +6,8 @@ training pairs (never flipped), and the loss is Bradley-Terry with the rejected 
 """
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -52,14 +54,18 @@ class CostModelModule(ZooModule):
 
     head_keys = ("head.",)
     export_formats = ("package",)
+    weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
     def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, center_weight: float = 0.01,
                  threshold: float = 0.0, optimizer: dict | None = None):
         super().__init__()
         self.save_hyperparameters()
-        from zoo.models.causal_lm import build_causal_lm
+        from zoo.models.causal_lm import build_causal_lm, check_tokenizer_fits, load_tokenizer, tokenizer_for
 
         lm = build_causal_lm(arch)
+        self.tokenizer = load_tokenizer(tokenizer_for(arch, tokenizer))  # follows the model; datamodules take it
+        check_tokenizer_fits(self.tokenizer, lm, f"model.arch {arch!r}",
+                             f"the tokenizer {tokenizer_for(arch, tokenizer) or 'zoo-lm-bpe8k (shipped)'}")
         self.backbone = lm.base_model
         self.head = nn.Linear(lm.config.hidden_size, 1)
         nn.init.zeros_(self.head.weight)
@@ -73,18 +79,19 @@ class CostModelModule(ZooModule):
         last = attention_mask.long().sum(1).clamp_min(1) - 1
         return self.head(h[torch.arange(h.shape[0], device=h.device), last]).squeeze(-1).float()
 
-    def remap_init_state(self, state: dict, source_method: str) -> dict:
+    def remap_init_state(self, state: dict, source_method: str, source_cfg: dict | None = None) -> dict:
         """A causal LM's weights (zoo-lm ``lm.model.*``, an HF ``model.*`` state dict) onto ``backbone.*``; the output
-        projection is dropped and the head keeps its zero init. Another cost model's state passes unchanged."""
+        projection is dropped and the head (a head key) keeps its zero init; any other key is passed on for the loader
+        to refuse. Another cost model's state passes unchanged."""
         if any(k.startswith("backbone.") for k in state):
             return state
-        own = self.state_dict()
-        out = {k: v for k, v in own.items() if k.startswith("head.")}
+        out = {}
         for key, value in state.items():
-            for prefix in ("lm.model.", "model."):
-                if key.startswith(prefix) and "backbone." + key[len(prefix):] in own:
-                    out["backbone." + key[len(prefix):]] = value
-                    break
+            prefix = next((p for p in ("lm.model.", "model.") if key.startswith(p)), None)
+            if prefix is not None:
+                out["backbone." + key[len(prefix):]] = value
+            elif not key.endswith("lm_head.weight"):
+                out[key] = value  # left for the loader to report as unexpected
         return out
 
     def _pair(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,9 +128,7 @@ class CostModelModule(ZooModule):
         """``zoo predict shapo-cost-model.zoo-lm-hh PROMPT REPLY [PROMPT REPLY ...]``: the cost of each reply."""
         if len(inputs) % 2:
             raise ValueError("give PROMPT REPLY pairs")
-        from zoo.models.causal_lm import load_tokenizer, tokenizer_for
-
-        tok = load_tokenizer(tokenizer_for(self.hparams.arch, self.hparams.tokenizer))
+        tok = self.tokenizer
         lines = []
         for prompt, reply in zip(inputs[::2], inputs[1::2]):
             ids = torch.tensor([PreferenceDataModule.encode_reply(tok, prompt, reply)], device=self.device)

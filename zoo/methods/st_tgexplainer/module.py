@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +21,7 @@ from .losses import bernoulli_kl, discriminator_loss, permute_within_groups, r_s
 from .metrics import acc_auc, link_metrics, reciprocal_ranks, stability_agreement
 from .model import STTGExplainerNet, event_inputs, pos_neg_inputs
 
+_log = logging.getLogger("zoo")
 FIDELITY_LEVELS = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3]
 
 
@@ -43,8 +46,11 @@ class STTGExplainer(ZooModule):
         history_path: the event file whose past ``predict_cli`` uses (set from the datamodule in ``setup``).
     """
 
-    head_keys = ("net.predictor.",)
+    # node-indexed parameters: on another graph (other node set) they are re-initialised at its size, everything else
+    # (time encoding, token projection, Mixer, scorer, stability prior, predictor) transfers; see README "Transfer"
+    head_keys = ("net.predictor.", "net.node_emb.", "raw_node_ids")
     export_formats = ("package",)
+    weight_settings: ClassVar[dict[str, str]] = {"num_neighbors": "model.num_neighbors"}
 
     def __init__(self, num_nodes: int | None = None, num_neighbors: int = 20, hidden: int = 172,
                  time_dim: int = 100, num_layers: int = 2, dropout: float = 0.2, token_factor: float = 0.5,
@@ -61,6 +67,16 @@ class STTGExplainer(ZooModule):
             self._build(num_nodes, edge_feat_dim or 0)
         self._outputs: dict[str, list] = {}
 
+    @classmethod
+    def sizes_from_state(cls, state: dict) -> dict:
+        """N from ``net.node_emb.weight`` (rows - 1) and F from ``net.token_proj.weight`` (columns - H - d): what
+        ``init_from`` / ``zoo.load`` size the network with when the saved hparams leave them ``None``."""
+        if "net.node_emb.weight" not in state:
+            return {}
+        emb, proj, omega = state["net.node_emb.weight"], state["net.token_proj.weight"], state["net.time_enc.omega"]
+        return {"num_nodes": int(emb.shape[0] - 1),
+                "edge_feat_dim": int(proj.shape[1] - emb.shape[1] - omega.numel())}
+
     # ------------------------------------------------------------------ build
     def _build(self, num_nodes: int, edge_feat_dim: int) -> None:
         h = self.hparams
@@ -68,18 +84,21 @@ class STTGExplainer(ZooModule):
                                     h.token_factor, h.channel_factor, edge_feat_dim, h.explainer)
         self.register_buffer("raw_node_ids", torch.full((num_nodes + 1,), -1, dtype=torch.long))
 
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        """Load weights; when the network was not built yet (``num_nodes: null`` in the recipe) its sizes are
-        read off the state dict (N from ``net.node_emb.weight``, F from ``net.token_proj.weight``)."""
-        if self.net is None and "net.node_emb.weight" in state_dict:
-            n = state_dict["net.node_emb.weight"].shape[0] - 1
-            f = state_dict["net.token_proj.weight"].shape[1] - self.hparams.hidden - self.hparams.time_dim
-            self.hparams.num_nodes, self.hparams.edge_feat_dim = n, f
-            self._build(n, f)
-        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+    def _transfer_to(self, num_nodes: int, path: str) -> None:
+        """Re-initialise the node-indexed head keys (``net.node_emb``, ``raw_node_ids``) for a graph of
+        ``num_nodes`` nodes, keeping every other loaded weight (fine-tuning zoo weights on another graph)."""
+        old = self.net.node_emb.num_embeddings - 1
+        emb = self.net.node_emb
+        self.net.node_emb = torch.nn.Embedding(num_nodes + 1, emb.embedding_dim, padding_idx=0).to(emb.weight.device)
+        self.raw_node_ids = torch.full((num_nodes + 1,), -1, dtype=torch.long, device=self.raw_node_ids.device)
+        self.hparams.num_nodes = num_nodes
+        _log.warning("init_from %s: %s has %d nodes, the weights %d; re-initialised head keys "
+                     "['net.node_emb.weight', 'raw_node_ids'] (node embeddings do not transfer across node sets)",
+                     self.init_from_ref, path, num_nodes, old)
 
     def setup(self, stage: str) -> None:
-        """Build the network from the datamodule's graph (N, F, Δ, id map) and check K agrees."""
+        """Build the network from the datamodule's graph (N, F, Δ, id map) and check K agrees; after ``init_from``
+        on a graph with another node count, re-initialise the node-indexed head keys (:meth:`_transfer_to`)."""
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if dm is None:
             return
@@ -91,8 +110,13 @@ class STTGExplainer(ZooModule):
             self.hparams.num_nodes, self.hparams.edge_feat_dim = dm.num_nodes, dm.edge_feat_dim
             self._build(dm.num_nodes, dm.edge_feat_dim)
         elif self.net.node_emb.num_embeddings != dm.num_nodes + 1:
-            raise ValueError(f"model.num_nodes={self.net.node_emb.num_embeddings - 1} but {dm.path} has "
-                             f"{dm.num_nodes} nodes")
+            if self.init_from_ref is None or stage != "fit":
+                raise ValueError(f"model.num_nodes={self.net.node_emb.num_embeddings - 1} but {dm.path} has "
+                                 f"{dm.num_nodes} nodes")
+            self._transfer_to(dm.num_nodes, dm.path)
+        if self.net.token_proj.in_features != self.hparams.hidden + self.hparams.time_dim + dm.edge_feat_dim:
+            raise ValueError(f"{dm.path} has {dm.edge_feat_dim} edge-feature columns; the model was built for "
+                             f"{self.net.token_proj.in_features - self.hparams.hidden - self.hparams.time_dim}")
         if stage == "fit":
             d, tr = dm.graph.data, dm.split.train
             self.net.time_scale.fill_(max_inter_event_gap(d.src[tr], d.dst[tr], d.t[tr]))

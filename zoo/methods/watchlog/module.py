@@ -6,8 +6,9 @@ Construction, the losses of the four stages and threshold calibration live here;
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +24,7 @@ from zoo.methods.watchlog.encoders import DetectionHead, FrameEncoder
 from zoo.methods.watchlog.inference import Inference
 from zoo.methods.watchlog.render import SYSMON_LAYOUT, EventRenderer
 
+_log = logging.getLogger("zoo")
 STAGES = ("pretrain", "align", "sft", "detect")
 _ENCODER_DEFAULTS = {"kind": "video", "patch": [8, 16], "dim": 48, "depth": 2, "heads": 2, "adapter": "pixel",
                      "adapter_layers": None, "vocab_size": 8192, "token_len": 48}
@@ -89,6 +91,10 @@ class WatchLogModule(Inference, ZooModule):
 
     head_keys = ("head.", "recon.", "projector.")
     export_formats = ("package",)
+    # what the weights only make sense with: how events become pixels, and the language model's identity
+    weight_settings: ClassVar[dict[str, str]] = {"canvas": "model.canvas", "layout": "model.layout", "window": "model.window",
+                       "group_by": "model.group_by", "lm.arch": "model.decoder.arch",
+                       "lm.tokenizer": "model.decoder.tokenizer"}
 
     def __init__(self, stage: str = "detect", encoder: dict | None = None, window: int = 16,
                  canvas: Sequence[int] = (32, 128, 4, 4), layout: Sequence[str] | None = None,
@@ -156,7 +162,8 @@ class WatchLogModule(Inference, ZooModule):
             self.register_state_dict_post_hook(drop_tied_aliases)
             self.register_load_state_dict_pre_hook(fill_tied_aliases)
 
-    def remap_init_state(self, state: dict[str, Any], source_method: str) -> dict[str, Any]:
+    def remap_init_state(self, state: dict[str, Any], source_method: str,
+                         source_cfg: dict | None = None) -> dict[str, Any]:
         """Chain the stages: keep this module's own values for whole parts the source lacks (ours).
 
         A stage-1 checkpoint has no ``lm.*`` / ``projector.*`` (taken from ``decoder.init`` and fresh); a ``zoo-lm``
@@ -169,9 +176,13 @@ class WatchLogModule(Inference, ZooModule):
         for prefix in ("encoder.", "head.", "recon.", "projector.", "lm."):
             has_src = any(k.startswith(prefix) for k in state)
             has_own = any(k.startswith(prefix) for k in own)
-            if not has_src and has_own:
+            if not has_src and has_own and prefix not in self.head_keys:
+                origin = f"model.decoder.init={self.dec_cfg['init']}" if prefix == "lm." and self.lm is not None \
+                    and self.dec_cfg["init"] else "its fresh initialisation"
+                _log.warning("init_from (%s): the source has no %s*; kept %s", source_method, prefix, origin)
                 out.update({k: v for k, v in own.items() if k.startswith(prefix)})
             elif has_src and not has_own:
+                _log.warning("init_from (%s): this model has no %s*; the source's are not used", source_method, prefix)
                 out = {k: v for k, v in out.items() if not k.startswith(prefix)}
         return out
 

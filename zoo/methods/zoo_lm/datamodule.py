@@ -178,11 +178,19 @@ class LMDataModule(L.LightningDataModule):
         self.dropped = 0
 
     def _get_tokenizer(self):
+        """The attached model's tokenizer (it follows ``model.arch`` / ``model.tokenizer``); ``data.tokenizer`` only
+        without a model, or when it is the same tokenizer (else ValueError naming both sides)."""
+        from zoo.models.causal_lm import check_same_tokenizer
+
+        module = getattr(self.trainer, "lightning_module", None) if self.trainer is not None else None
+        model_tok = getattr(module, "tokenizer", None)
         if self.tokenizer_path is None:
-            module = getattr(self.trainer, "lightning_module", None) if self.trainer is not None else None
-            if getattr(module, "tokenizer", None) is not None:
-                return module.tokenizer
-        return load_tokenizer(self.tokenizer_path)
+            return model_tok if model_tok is not None else load_tokenizer(None)
+        tok = load_tokenizer(self.tokenizer_path)
+        if model_tok is not None:
+            check_same_tokenizer(tok, model_tok, f"data.tokenizer {self.tokenizer_path!r}",
+                                 f"the model's tokenizer ({type(module).__name__})")
+        return tok
 
     def setup(self, stage: str | None = None) -> None:
         """Read and tokenise the files once (builds ``train_set`` and ``val_set``)."""
@@ -201,7 +209,9 @@ class LMDataModule(L.LightningDataModule):
 
     def _document(self, text: str) -> list[int]:
         tok = self.tokenizer
-        return [tok.bos_token_id, *tok(text, add_special_tokens=False, verbose=False)["input_ids"], tok.eos_token_id]
+        # literal "</s>" in a document is text, not a document boundary (special-token parsing off)
+        ids = tok(text, add_special_tokens=False, split_special_tokens=True, verbose=False)["input_ids"]
+        return [tok.bos_token_id, *ids, tok.eos_token_id]
 
     def _pretrain_sets(self):
         train_docs, val_docs = [], []

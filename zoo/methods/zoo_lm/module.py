@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -67,6 +68,7 @@ class ZooLM(ZooModule):
     """
 
     export_formats = ("package", "hf")
+    weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
     def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, optimizer: dict | None = None,
                  prompt_format: str = "chat", generation: dict | None = None, gradient_checkpointing: bool = False):
@@ -87,7 +89,7 @@ class ZooLM(ZooModule):
         self.register_state_dict_post_hook(drop_tied_aliases)
         self.register_load_state_dict_pre_hook(fill_tied_aliases)
 
-    def remap_init_state(self, state: dict, source_method: str) -> dict:
+    def remap_init_state(self, state: dict, source_method: str, source_cfg: dict | None = None) -> dict:
         """``init_from`` weights: a Hugging Face directory's keys (``source_method == "hf"``) gain the ``lm.``
         prefix; tied aliases (``lm.lm_head.weight``) are dropped, the load pre-hook restores them."""
         if source_method == "hf":
@@ -140,13 +142,14 @@ class ZooLM(ZooModule):
         return build_optimizer(groups, self.hparams.optimizer, total_steps=self.trainer.estimated_stepping_batches)
 
     def prompt_ids(self, prompt: str) -> list[int]:
-        """Token ids that start a reply to ``prompt`` (chat template + generation prompt, or ``<bos>`` + text)."""
+        """Token ids that start a reply to ``prompt`` (chat template + generation prompt, or ``<bos>`` + text); the
+        prompt's own text is encoded with special-token parsing off (:mod:`zoo.models.chat`)."""
+        from zoo.models.chat import encode_rendered, encode_text
+
         if self.hparams.prompt_format == "chat":
-            return list(self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
-                                                           add_generation_prompt=True, tokenize=True,
-                                                           return_dict=True)["input_ids"])
+            return encode_rendered(self.tokenizer, [{"role": "user", "content": prompt}], add_generation_prompt=True)[1]
         bos = [self.tokenizer.bos_token_id] if self.tokenizer.bos_token_id is not None else []
-        return bos + self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        return bos + encode_text(self.tokenizer, prompt)
 
     @torch.no_grad()
     def generate(self, prompts: list[str], **overrides) -> list[str]:

@@ -1,0 +1,81 @@
+"""Transfer to a new graph: fine-tune the CollegeMsg zoo weights on Bitcoin-OTC beside training from scratch.
+
+The node set of Bitcoin-OTC (5,881 nodes) shares nothing with CollegeMsg's (1,899), so ``init_from`` re-initialises
+the node-indexed head keys (``net.node_emb``, ``raw_node_ids``) and keeps everything else: time encoding, token
+projection, Mixer blocks, mask scorer, stability prior, discriminator and predictor (``module.py``
+``_transfer_to``). Both arms train the same recipe (``recipes/st-tgexplainer-bitcoin-otc.yaml``) for the same budget
+(its epochs, optimiser and batch size) with the same seed, then score the same test split; fidelity is not measured
+here (``model.fidelity_levels=[]``), only link prediction.
+
+    python -m zoo.methods.st_tgexplainer.transfer --seeds 0 1 2 [--epochs 1] [--budgets 2000 0]
+
+``--budgets`` lists training-event budgets (the first N training events; 0 = all of them).
+
+Writes ``results/st-tgexplainer/transfer-bitcoin-otc.json`` through ``zoo.core.results.write_result``.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import lightning as L
+
+from zoo.cli import compose_and_validate
+from zoo.core.build import build_datamodule, build_module
+from zoo.core.data import set_seed
+
+SOURCE = "st-tgexplainer.collegemsg"
+RECIPE = "st-tgexplainer-bitcoin-otc.yaml"
+METRICS = ["test/ap", "test/auc", "test/ap_inductive", "test/auc_inductive", "test/mrr", "train_seconds"]
+
+
+def run_arm(init_from: str | None, seed: int, epochs: int, max_train_events: int | None) -> dict:
+    """Train one arm (``init_from`` = a zoo id or None for scratch) and return its test metrics."""
+    overrides = [f"seed={seed}", "model.fidelity_levels=[]", f"trainer.max_epochs={epochs}",
+                 f"init_from={init_from or 'null'}"]
+    if max_train_events:
+        overrides.append(f"data.max_train_events={max_train_events}")
+    cfg = compose_and_validate([f"recipe={RECIPE}", *overrides])
+    set_seed(seed)
+    module, dm = build_module(cfg), build_datamodule(cfg)
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=epochs, limit_val_batches=0, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    start = time.perf_counter()
+    trainer.fit(module, datamodule=dm)
+    seconds = time.perf_counter() - start
+    (metrics,) = trainer.test(module, datamodule=dm, verbose=False)
+    row = {k: float(metrics[k]) for k in METRICS if k in metrics}
+    row["train_seconds"] = seconds
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    from zoo.core.results import summarise, write_result
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--budgets", type=int, nargs="+", default=[2000, 0])
+    a = p.parse_args(argv)
+    rows = []
+    for n in a.budgets:
+        for seed in a.seeds:
+            for name, ref in (("scratch", None), (f"init_from {SOURCE}", SOURCE)):
+                row = {"train events": n or "all", "init": name, "seed": seed, **run_arm(ref, seed, a.epochs, n)}
+                print(row, flush=True)
+                rows.append(row)
+    budget = f"{a.epochs} epoch(s) over the first 'train events' training events"
+    write_result("st-tgexplainer", "transfer-bitcoin-otc", rows,
+                 summary=summarise(rows, METRICS, by=["train events", "init"]),
+                 paper="the paper reports no transfer across graphs; this table checks the zoo's own promise "
+                       "(fine-tuning zoo weights on a user's graph)",
+                 notes=f"Bitcoin-OTC test split (chronological 70/15/15, 10% of nodes held out; inductive = test events "
+                       f"touching a node unseen in training), seeds {a.seeds}, mean ± sd. Same recipe "
+                       f"({RECIPE}) and budget ({budget}, Adam lr 1e-3, batch 200) for both arms; 'init_from' starts "
+                       f"from {SOURCE} with its node embeddings re-initialised (the node sets differ), 'scratch' "
+                       "from a fresh model. One collision-checked negative per positive for AP/AUC; MRR against "
+                       "10 negatives. train_seconds on the shared 2-core machine (load varies).")
+
+
+if __name__ == "__main__":
+    main()
