@@ -181,3 +181,28 @@ def test_settings_the_recipe_leaves_unset_are_adopted_from_the_package():
     lines = reconcile_settings(cfg, src_cfg, "watchlog", "watchlog.stage1")
     assert cfg["model"]["group_by"] == "host" and cfg["model"]["window"] == 16
     assert "model.group_by = 'host' (from watchlog.stage1)" in lines
+
+
+def test_fit_sized_buffers_take_the_saved_shape_but_must_be_present():
+    """A buffer sized at fit time (a stored set) loads at its saved shape; leaving it out is still refused."""
+    import torch
+
+    from zoo.core.hub import HubError, check_fit, load_exact
+    from zoo.core.module import ZooModule
+
+    class Fitted(ZooModule):
+        fit_sized_buffers = ("stored",)
+
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 1)
+            self.register_buffer("stored", torch.empty(0, 3))
+
+    saved = {**Fitted().state_dict(), "stored": torch.arange(6.0).reshape(2, 3)}
+    fresh = Fitted()
+    load_exact(fresh, dict(saved))
+    assert torch.equal(fresh.stored, saved["stored"])
+    with pytest.raises(HubError, match=r"1 missing"):
+        check_fit(Fitted(), {k: v for k, v in saved.items() if k != "stored"})
+    with pytest.raises(HubError, match=r"1 reshaped"):
+        check_fit(Fitted(), {**saved, "lin.weight": torch.zeros(1, 3)})

@@ -290,7 +290,7 @@ def check_fit(module, state: dict, heads=(), where: str = "weights") -> dict[str
     """Compare a state dict with ``module.state_dict()``: THE loading contract of every load path.
 
     Missing keys (in the model, not in ``state``), unexpected keys (in ``state``, not in the model) and keys whose
-    shapes differ are refused, except keys matching ``heads`` (:func:`is_head_key`), which are reported for
+    shapes differ (other than the module's ``fit_sized_buffers``) are refused, except keys matching ``heads`` (:func:`is_head_key`), which are reported for
     re-initialisation (missing or reshaped) or dropping (unexpected).
 
     Returns:
@@ -300,10 +300,12 @@ def check_fit(module, state: dict, heads=(), where: str = "weights") -> dict[str
         HubError: any non-head mismatch; the message counts each kind and tables key, checkpoint shape, model shape.
     """
     own = module.state_dict()
+    fit_sized = set(getattr(module, "fit_sized_buffers", ()))  # shapes known only after fit: presence is checked
     report: dict[str, list[str]] = {"missing": [], "unexpected": [], "reshaped": []}
     bad, counts = [], {"missing": 0, "unexpected": 0, "reshaped": 0}
     for k, v in state.items():
-        kind = "unexpected" if k not in own else "reshaped" if tuple(v.shape) != tuple(own[k].shape) else None
+        reshaped = k not in fit_sized and tuple(v.shape) != tuple(own[k].shape) if k in own else False
+        kind = "unexpected" if k not in own else "reshaped" if reshaped else None
         if kind is None:
             continue
         if is_head_key(k, heads):

@@ -18,13 +18,23 @@ class ZooModule(L.LightningModule):
             layout, LM architecture, K neighbours...). ``init_from`` compares them by name with the source package's
             (``zoo.core.build.reconcile_settings``): a recipe value of ``None`` adopts the package's (logged), a
             different value fails naming both.
+        fit_sized_buffers: names of buffers whose shape is only known after fit (a stored Rashomon set, a
+            background sample, stop placements): loading takes the saved shape instead of refusing a reshape, and
+            the loader (``zoo.core.hub.check_fit``) checks only that they are present.
     """
 
     method_name: ClassVar[str] = ""
     head_keys: ClassVar[tuple[str, ...]] = ()
     export_formats: ClassVar[tuple[str, ...]] = ("package",)
     weight_settings: ClassVar[dict[str, str]] = {}
+    fit_sized_buffers: ClassVar[tuple[str, ...]] = ()
     init_from_ref: str | None = None  # set by ``zoo.core.build.build_module`` after loading ``init_from`` weights
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for name in self.fit_sized_buffers:  # shapes known only after fit: take the saved ones
+            if prefix + name in state_dict:
+                setattr(self, name, state_dict[prefix + name].new_empty(state_dict[prefix + name].shape))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @classmethod
     def sizes_from_state(cls, state: dict[str, Any]) -> dict[str, Any]:

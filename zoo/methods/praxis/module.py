@@ -75,6 +75,7 @@ class PraxisModule(ZooModule):
     """
 
     export_formats = ("package",)
+    fit_sized_buffers = _BUFFERS  # the stored set's size is only known after fit
 
     def __init__(self, lam: float = 0.01, depth: int = 5, eps: float = 0.03, lookahead_k: int = 1,
                  slack: float = 0.0, root_budget: int | None = None, majority_leaf_only: bool = False,
@@ -106,11 +107,6 @@ class PraxisModule(ZooModule):
     def _set_meta(self, meta: dict) -> None:
         self.meta_json = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        for name in _BUFFERS:  # the stored set's size is only known after fit: take the saved shapes
-            if prefix + name in state_dict:
-                setattr(self, name, torch.empty_like(state_dict[prefix + name]))
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # ---- fit --------------------------------------------------------------------------------------------------
     def configure_optimizers(self):

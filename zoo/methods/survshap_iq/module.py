@@ -47,6 +47,7 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
     """
 
     export_formats = ("package",)
+    fit_sized_buffers = _SIZED  # sizes known only after reading the data
 
     def __init__(self, model: str = "deepsurv", hidden: list[int] | None = None, dropout: float = 0.1,
                  n_bins: int = 20, alpha: float = 0.2, sigma: float = 0.1, optimizer: dict | None = None,
@@ -73,12 +74,6 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
             self.net = mlp(p, [], 1, 0.0).double()
         else:
             self.net = mlp(p, list(hp.hidden or [32, 32]), 1 if hp.model == "deepsurv" else hp.n_bins + 1, hp.dropout)
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        for name in _SIZED:      # sizes known only after reading the data: take the saved shapes
-            if prefix + name in state_dict:
-                setattr(self, name, torch.empty_like(state_dict[prefix + name]))
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # ---- data-derived state ------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
