@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -103,6 +104,18 @@ def core_alpha_bruteforce(inst: Instance, stops, k: int, beta: float = 1.0) -> f
     return best
 
 
+def _vertex_cover(edges: np.ndarray) -> list[int]:
+    """A vertex cover of the edge list (E, 2), greedily by degree: every improving pair of a traveller touches it, so
+    a covered traveller has a stop of it in Y' (the cut ``x_i <= sum_{j in cover} y_j``)."""
+    edges, cover = [tuple(e) for e in edges.tolist()], []
+    while edges:
+        ids, counts = np.unique(np.asarray(edges).ravel(), return_counts=True)
+        j = int(ids[counts.argmax()])
+        cover.append(j)
+        edges = [e for e in edges if j not in e]
+    return cover
+
+
 def coalition_exists(improves: np.ndarray, pairs: np.ndarray, n: int, k: int, beta: float,
                      solver: str = "cpsat", time_limit: float = 60.0) -> bool:
     """The authors' core ILP as a feasibility question: is there S, Y' with ``|S| >= beta (n/k) |Y'|``, every i in S
@@ -135,12 +148,16 @@ def coalition_exists(improves: np.ndarray, pairs: np.ndarray, n: int, k: int, be
             md.AddImplication(z[p], y[u])
             md.AddImplication(z[p], y[v])
         for i in agents:
-            md.Add(x[i] <= sum(z[p] for p in P_used[improves[P_used, i]]))
+            mine = P_used[improves[P_used, i]]
+            md.Add(x[i] <= sum(z[p] for p in mine))
+            md.Add(x[i] <= sum(y[j] for j in _vertex_cover(pairs[mine])))  # valid cuts (ours): tighter LP
+            md.Add(2 * x[i] <= sum(y[j] for j in np.unique(pairs[mine])))
         q = 10 ** 6
         md.Add(q * k * sum(x.values()) >= math.floor(beta * q) * n * sum(y.values()))
         md.Add(sum(x.values()) >= 1)
         sv = cp_model.CpSolver()
         sv.parameters.num_workers = 1
+        sv.parameters.linearization_level = 2  # use the LP relaxation with the cuts above
         sv.parameters.max_time_in_seconds = time_limit
         status = sv.Solve(md)
         if status == cp_model.UNKNOWN:
@@ -159,7 +176,10 @@ def coalition_exists(improves: np.ndarray, pairs: np.ndarray, n: int, k: int, be
             prob += z[p] <= y[u]
             prob += z[p] <= y[v]
         for i in agents:
-            prob += x[i] <= pulp.lpSum(z[p] for p in P_used[improves[P_used, i]])
+            mine = P_used[improves[P_used, i]]
+            prob += x[i] <= pulp.lpSum(z[p] for p in mine)
+            prob += x[i] <= pulp.lpSum(y[j] for j in _vertex_cover(pairs[mine]))
+            prob += 2 * x[i] <= pulp.lpSum(y[j] for j in np.unique(pairs[mine]))
         prob += k * pulp.lpSum(x.values()) >= beta * n * pulp.lpSum(y.values())
         prob += pulp.lpSum(x.values()) >= 1
         status = prob.solve(pulp.PULP_CBC_CMD(msg=0, threads=1, timeLimit=time_limit))
@@ -170,16 +190,24 @@ def coalition_exists(improves: np.ndarray, pairs: np.ndarray, n: int, k: int, be
     raise ValueError(f"solver: 'cpsat' or 'cbc', got {solver!r}")
 
 
+class CoreAudit(NamedTuple):
+    """Result of :func:`core_alpha`: ``alpha`` is attained by a violating coalition (a certified lower bound, and
+    the exact least factor when ``exact``); no coalition improves every member by a ratio ``>= upper``."""
+
+    alpha: float
+    upper: float
+    calls: int
+    exact: bool
+
+
 def core_alpha(inst: Instance, stops, k: int, beta: float = 1.0, solver: str = "cpsat",
-               C: np.ndarray | None = None) -> tuple[float, int]:
-    """Least alpha >= 1 with Y in the (alpha, beta)-core, exactly: bisection over the sorted distinct ratio values,
-    one :func:`coalition_exists` per step (improvement = ratio >= value, so the answer is a ratio attained).
+               C: np.ndarray | None = None, time_limit: float = 60.0) -> CoreAudit:
+    """Least alpha >= 1 with Y in the (alpha, beta)-core: bisection over the sorted distinct ratio values, one
+    :func:`coalition_exists` per step (improvement = ratio >= value, so the answer is a ratio attained).
 
     Bounds (ours) narrow the search: the pair-only coalitions give a lower end (the JR-style s-th largest ratio
-    with ``s = ceil(2 beta n / k)``), each member needing some ratio >= alpha gives an upper end.
-
-    Returns:
-        ``(alpha, ilp_calls)``.
+    with ``s = ceil(2 beta n / k)``), each member needing some ratio >= alpha gives an upper end. A step whose ILP
+    hits ``time_limit`` is skipped downward (the result is then a certified interval, ``exact = False``).
     """
     C = pair_costs(inst) if C is None else C
     pairs = all_pairs(inst.m)
@@ -187,19 +215,22 @@ def core_alpha(inst: Instance, stops, k: int, beta: float = 1.0, solver: str = "
     n = inst.n
     s = _threshold(n, 2 * beta * n / k)
     if s > n:
-        return 1.0, 0
-    lo = float(np.partition(R, n - s, axis=1)[:, n - s].max())
+        return CoreAudit(1.0, 1.0, 0, True)
+    lo = max(float(np.partition(R, n - s, axis=1)[:, n - s].max()), 1.0)
     hi = float(np.sort(R.max(0))[::-1][s - 1])
-    if hi <= 1:
-        return 1.0, 0
-    values = np.unique(R[(R > max(lo, 1.0)) & (R <= hi)])
-    calls, best = 0, max(lo, 1.0)
+    values = np.unique(R[(R > lo) & (R <= hi)])
+    calls, best, upper, exact = 0, lo, float(np.nextafter(hi, np.inf)), True
     a, b = 0, len(values) - 1  # find the largest value v with a coalition at ratio >= v
     while a <= b:
         mid = (a + b) // 2
         calls += 1
-        if coalition_exists(R >= values[mid], pairs, n, k, beta, solver):
+        try:
+            found = coalition_exists(R >= values[mid], pairs, n, k, beta, solver, time_limit)
+        except RuntimeError:
+            exact, b = False, mid - 1
+            continue
+        if found:
             best, a = float(values[mid]), mid + 1
         else:
-            b = mid - 1
-    return best, calls
+            upper, b = min(upper, float(values[mid])), mid - 1
+    return CoreAudit(best, upper, calls, exact)
