@@ -127,6 +127,7 @@ def coalition_exists(improves: np.ndarray, pairs: np.ndarray, n: int, k: int, be
     Args:
         improves: (P, n) bool, pair p improves traveller i enough. pairs: (P, 2) candidate indices.
         solver: ``"cpsat"`` (OR-tools; beta rounded down to 1e-6 so no coalition is missed) or ``"cbc"`` (PuLP).
+        time_limit: CP-SAT deterministic time units (about seconds on an idle core), CBC wall seconds.
 
     Raises:
         ValueError: unknown solver. RuntimeError: the solver stopped without an answer within ``time_limit``.
@@ -158,10 +159,10 @@ def coalition_exists(improves: np.ndarray, pairs: np.ndarray, n: int, k: int, be
         sv = cp_model.CpSolver()
         sv.parameters.num_workers = 1
         sv.parameters.linearization_level = 2  # use the LP relaxation with the cuts above
-        sv.parameters.max_time_in_seconds = time_limit
+        sv.parameters.max_deterministic_time = time_limit  # machine-load independent (about seconds)
         status = sv.Solve(md)
         if status == cp_model.UNKNOWN:
-            raise RuntimeError(f"CP-SAT gave no answer in {time_limit} s")
+            raise RuntimeError(f"CP-SAT gave no answer within deterministic time {time_limit}")
         return status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     if solver == "cbc":
         import pulp

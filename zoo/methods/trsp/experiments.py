@@ -84,9 +84,9 @@ def jr_round(county: str, rnd: int, n: int = 400, k: int = 20, figures: bool = F
 
 
 def core_round(county: str, rnd: int, n: int = 40, m: int = 80, k: int = 20, solver: str = "cpsat",
-               time_limit: float = 5.0) -> list[dict]:
+               time_limit: float = 3.0) -> list[dict]:
     """Least core alpha per algorithm (beta = 1; Greedy Capture also at beta = 2 and 1 + sqrt 2): exact, or a
-    certified interval [core_alpha, core_alpha_upper) where an ILP step hit ``time_limit`` seconds."""
+    certified interval [core_alpha, core_alpha_upper) where an ILP step hit ``time_limit`` (CP-SAT deterministic time)."""
     inst = commuting_od_instance(county, n, m, seed=rnd)
     C = pair_costs(inst)
     rows = []

@@ -14,6 +14,7 @@ Non-metric matrices (authors' format) fail naming the worst triple unless ``allo
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,11 @@ def _jitter(lonlat: np.ndarray, radius_m: np.ndarray, rng: np.random.Generator) 
     return lonlat + np.stack([dlon, dlat], 1)
 
 
+@lru_cache(maxsize=4)
+def _load_county(county: str, root: str | None):
+    return load_county(county, root)  # parsed once per process: the experiment samples many rounds
+
+
 def commuting_od_instance(county: str = "manhattan", n_travellers: int = 400, n_candidates: int | None = None,
                           seed: int = 0, root: str | None = None, jitter: bool = True, **metric) -> Instance:
     """Real commutes of one county as a TrSP instance (see module docstring).
@@ -46,7 +52,7 @@ def commuting_od_instance(county: str = "manhattan", n_travellers: int = 400, n_
         root: folder of the shipped CSVs (default ``data/commuting-od``).
         metric: ``shuttle_factor``, ``wait_hours``, ``circuity``, ``speed_kmh`` of :func:`costs.from_points`.
     """
-    regions, flows = load_county(county, root)
+    regions, flows = _load_county(county, root)
     rng = np.random.default_rng(seed)
     w = flows.commuters / flows.commuters.sum()
     pick = rng.choice(len(w), size=n_travellers, p=w)

@@ -41,6 +41,21 @@ class Placement:
     events: list[tuple[float, str, tuple[int, ...]]] = field(default_factory=list)
 
 
+_SORTED: dict = {}
+
+
+def sorted_rows(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, values)`` of each row of M sorted ascending; the last two sorts are kept, so that ECA and the
+    hybrids on one pair-cost matrix sort it once (the key holds the array's id, shape and corner values)."""
+    key = (id(M), M.shape, float(M.flat[0]) if M.size else 0.0, float(M.flat[-1]) if M.size else 0.0)
+    if key not in _SORTED:
+        if len(_SORTED) >= 2:
+            _SORTED.pop(next(iter(_SORTED)))
+        order = np.argsort(M, axis=1, kind="stable").astype(np.int32)
+        _SORTED[key] = (order, np.take_along_axis(M, order, 1))
+    return _SORTED[key]
+
+
 class _LazyKth:
     """Per row of a cost matrix, the t-th smallest value over the active columns, with lazy re-evaluation (ours).
 
@@ -53,8 +68,7 @@ class _LazyKth:
     """
 
     def __init__(self, M: np.ndarray, t: np.ndarray, active: np.ndarray, batch: int = 256):
-        self.order = np.argsort(M, axis=1, kind="stable").astype(np.int32)
-        self.vals = np.take_along_axis(M, self.order, 1)
+        self.order, self.vals = sorted_rows(M)
         self.t = np.asarray(t, np.int64).copy()
         self.batch = batch
         self.key = self._exact(np.arange(len(M)), active)
