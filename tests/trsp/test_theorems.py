@@ -2,10 +2,12 @@
 import itertools
 import math
 
+import numpy as np
 import pytest
 
 from tests.trsp.conftest import euclid, graph
-from zoo.methods.trsp.audit import core_alpha, core_alpha_bruteforce, jr_bisection, jr_factor
+from zoo.methods.trsp.audit import core_alpha, core_alpha_bruteforce, jr_bisection, jr_factor, ratios
+from zoo.methods.trsp.costs import pair_costs, route_costs
 from zoo.methods.trsp.instances import commuting_od_instance
 from zoo.methods.trsp.placement import eca, greedy_capture, hybrid, place
 
@@ -66,7 +68,11 @@ def test_one_pass_jr_equals_the_bisection():
     for inst, k in instances(15):
         for alg in ("eca", "gc", "random"):
             Y = place(inst, alg, k, seed=2).stops
-            assert jr_factor(inst, Y, k)[0] == pytest.approx(jr_bisection(inst, Y, k, iters=40)[0], abs=1e-6)
+            gamma = jr_factor(inst, Y, k)[0]
+            assert gamma == pytest.approx(jr_bisection(inst, Y, k, iters=40)[0], abs=1e-6)
+            R = ratios(pair_costs(inst), route_costs(inst, Y))  # the plain definition, every pair partitioned
+            t = math.ceil(2 * inst.n / k)
+            assert gamma == max(1.0, np.partition(R, inst.n - t, axis=1)[:, inst.n - t].max())
 
 
 @pytest.mark.parametrize("solver", ["cpsat", "cbc"])

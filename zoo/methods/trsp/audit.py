@@ -48,12 +48,24 @@ def jr_factor(inst: Instance, stops, k: int, C: np.ndarray | None = None) -> tup
         sets it (-1 when gamma = 1 with no pair above 1).
     """
     C = pair_costs(inst) if C is None else C
-    t = _threshold(inst.n, 2 * inst.n / k)
-    if t > inst.n:
+    n, t = inst.n, _threshold(inst.n, 2 * inst.n / k)
+    if t > n:
         return 1.0, -1
-    kth = np.partition(ratios(C, route_costs(inst, stops)), inst.n - t, axis=1)[:, inst.n - t]
-    p = int(kth.argmax())
-    return (float(kth[p]), p) if kth[p] > 1 else (1.0, -1)
+    cost_Y = route_costs(inst, stops)
+    rows = np.flatnonzero((C < cost_Y[None, :]).sum(1) >= t)  # the one full pass: pairs with t gainers at all
+    if len(rows) == 0:
+        return 1.0, -1
+
+    def kth(r: np.ndarray) -> np.ndarray:
+        return np.partition(ratios(C[r], cost_Y), n - t, axis=1)[:, n - t]
+
+    seed = rows[:64]  # a lower bound L from a few rows; only rows with t ratios above L can beat it
+    L = float(kth(seed).max())
+    rest = rows[(L * C[rows] < cost_Y[None, :]).sum(1) >= t]
+    cand = np.concatenate([seed, rest])
+    vals = kth(cand)
+    j = int(vals.argmax())
+    return (float(vals[j]), int(cand[j])) if vals[j] > 1 else (1.0, -1)
 
 
 def check_jr(C: np.ndarray, cost_Y: np.ndarray, gamma: float, t: int) -> bool:
