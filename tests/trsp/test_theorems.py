@@ -83,3 +83,33 @@ def test_core_ilp_equals_brute_force(solver):
             for beta in (1.0, 2.0):
                 assert core_alpha(inst, Y, k, beta, solver)[0] == pytest.approx(
                     core_alpha_bruteforce(inst, Y, k, beta), abs=1e-12)
+
+
+def naive_eca(inst, k):
+    """The event loop written plainly (every pair's t-th smallest recomputed from scratch at every step)."""
+    t2, t1 = math.ceil(2 * inst.n / k), math.ceil(inst.n / k)
+    C, pairs = pair_costs(inst), [tuple(p) for p in np.argwhere(np.triu(np.ones((inst.m, inst.m)), 1))]
+    Y, active, r = [], np.ones(inst.n, bool), 0.0
+    while True:
+        reach = r * (1 + 1e-12) + 1e-12
+        active &= route_costs(inst, Y) > reach
+        best, arg = np.inf, None
+        for p, (u, v) in enumerate(pairs):
+            opened = (u in Y) + (v in Y)
+            t = (t2, t1, None)[opened]
+            vals = np.sort(C[p, active])
+            if t and len(vals) >= t and vals[t - 1] < best:
+                best, arg = vals[t - 1], p
+        if arg is None:
+            return Y
+        if best > reach:
+            r = best
+            continue
+        active &= ~(C[arg] <= reach)
+        Y += [int(s) for s in pairs[arg] if s not in Y]
+
+
+def test_event_loop_matches_a_plain_implementation():
+    cases = list(instances(12, n=14, m=7)) + [(euclid(40, 30, 5, clustered=True), 6)]  # 435 pairs: lazy batches
+    for inst, k in cases:
+        assert sorted(eca(inst, k).stops) == sorted(naive_eca(inst, k))
