@@ -110,6 +110,6 @@ def naive_eca(inst, k):
 
 
 def test_event_loop_matches_a_plain_implementation():
-    cases = list(instances(12, n=14, m=7)) + [(euclid(40, 30, 5, clustered=True), 6)]  # 435 pairs: lazy batches
+    cases = list(instances(12, n=14, m=7)) + [(euclid(40, 30, 7, clustered=True), 6)]  # 435 pairs: lazy batches
     for inst, k in cases:
         assert sorted(eca(inst, k).stops) == sorted(naive_eca(inst, k))

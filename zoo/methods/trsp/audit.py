@@ -214,13 +214,14 @@ class CoreAudit(NamedTuple):
 
 
 def core_alpha(inst: Instance, stops, k: int, beta: float = 1.0, solver: str = "cpsat",
-               C: np.ndarray | None = None, time_limit: float = 60.0) -> CoreAudit:
+               C: np.ndarray | None = None, time_limit: float = 60.0, rel_tol: float = 0.0) -> CoreAudit:
     """Least alpha >= 1 with Y in the (alpha, beta)-core: bisection over the sorted distinct ratio values, one
     :func:`coalition_exists` per step (improvement = ratio >= value, so the answer is a ratio attained).
 
     Bounds (ours) narrow the search: the pair-only coalitions give a lower end (the JR-style s-th largest ratio
     with ``s = ceil(2 beta n / k)``), each member needing some ratio >= alpha gives an upper end. A step whose ILP
-    hits ``time_limit`` is skipped downward (the result is then a certified interval, ``exact = False``).
+    hits ``time_limit`` is skipped downward (the result is then a certified interval, ``exact = False``);
+    ``rel_tol > 0`` stops once ``upper / alpha - 1 <= rel_tol`` (also a certified interval).
     """
     C = pair_costs(inst) if C is None else C
     pairs = all_pairs(inst.m)
@@ -234,7 +235,7 @@ def core_alpha(inst: Instance, stops, k: int, beta: float = 1.0, solver: str = "
     values = np.unique(R[(R > lo) & (R <= hi)])
     calls, best, upper, exact = 0, lo, float(np.nextafter(hi, np.inf)), True
     a, b = 0, len(values) - 1  # find the largest value v with a coalition at ratio >= v
-    while a <= b:
+    while a <= b and upper / best - 1 > rel_tol:
         mid = (a + b) // 2
         calls += 1
         try:
@@ -246,4 +247,5 @@ def core_alpha(inst: Instance, stops, k: int, beta: float = 1.0, solver: str = "
             best, a = float(values[mid]), mid + 1
         else:
             upper, b = min(upper, float(values[mid])), mid - 1
+    exact = exact and not (a <= b)  # stopped by rel_tol with values left between
     return CoreAudit(best, upper, calls, exact)
