@@ -3,7 +3,7 @@
 A radius ``r`` grows from 0. Four kinds of event can fire at ``r``:
 
 * **served** - an active traveller with ``cost_i(Y) <= r`` leaves (ECA's "already served within r");
-* **pair** - a pair ``{y, y'}`` with both stops closed has ``>= ceil(2n/k)`` active travellers with
+* **pair** - a pair ``{y, y'}`` with both stops closed has ``>= ceil(2n/k)`` active travellers (by weight) with
   ``cost_i({y, y'}) <= r``: open both, those travellers leave;
 * **half pair** - a pair with exactly one open stop has ``>= ceil(n/k)`` such travellers: open the other;
 * **stop** (Greedy Capture on the 2n endpoints, radius ``lam * r``) - a closed candidate has ``>= ceil(2n/k)`` live
@@ -16,9 +16,11 @@ retires ``>= 2 ceil(2n/k)`` endpoints for 2 stops, a half pair ``>= 2 ceil(n/k)`
 so ``|Y| <= k`` always.
 
 Choices that are ours (the notes leave them open): the next radius is the minimum over *all* event kinds (the notes'
-loop advances ``r`` by pair events only and checks half pairs at those radii); in the hybrid a traveller joins pair
-events only while both endpoints are live (so no endpoint is counted twice, which keeps ``|Y| <= k``), and a
-served traveller's endpoints leave with them.
+loop advances ``r`` by pair events only and checks half pairs at those radii). Pair events count travellers by
+their live endpoints ("endpoint weight"): a traveller one of whose endpoints a Greedy Capture stop has taken weighs
+1/2, so thresholds are ``2 ceil(2n/k)`` and ``2 ceil(n/k)`` endpoints and no endpoint is counted twice (which keeps
+``|Y| <= k``); a served or captured traveller's endpoints leave with them. Without stop events (ECA) every
+unserved traveller weighs 1, as in the notes.
 """
 from __future__ import annotations
 
@@ -57,9 +59,10 @@ def sorted_rows(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _LazyKth:
-    """Per row of a cost matrix, the t-th smallest value over the active columns, with lazy re-evaluation (ours).
+    """Per row of a cost matrix, the least value at which the columns' weights add up to t, with lazy
+    re-evaluation (ours). With 0/1 weights this is the t-th smallest value over the active columns.
 
-    Active columns only ever leave, so a stored value is a lower bound of the current one; only rows whose bound is
+    Weights only ever fall, so a stored value is a lower bound of the current one; only rows whose bound is
     smallest are re-evaluated, in batches, until the smallest exact value is below every other bound. A row whose
     threshold ``t`` drops (a pair becoming half-open) must be refreshed with :meth:`refresh`.
 
@@ -148,7 +151,8 @@ def expand(inst: Instance, k: int, lam: float = 0.0, pair_events: bool = True,
     cost = inst.direct.copy()
     if pair_events:
         pairs = all_pairs(m)
-        pk = _LazyKth(pair_costs(inst, pairs) if C is None else C, np.full(len(pairs), t2), ~served)
+        pk = _LazyKth(pair_costs(inst, pairs) if C is None else C, np.full(len(pairs), 2 * t2),
+                      np.full(n, 2, np.int32))  # weights and thresholds in endpoints
         touching = [np.flatnonzero((pairs == j).any(1)) for j in range(m)]
     if lam > 0:
         E = inst.endpoint_walk.T  # (m, 2n)
@@ -162,10 +166,10 @@ def expand(inst: Instance, k: int, lam: float = 0.0, pair_events: bool = True,
             live &= ~np.concatenate([gone, gone])
         if lam > 0 and Y:
             live &= ~(E[Y].min(0) <= lam * reach)
-        active = ~served & live[:n] & live[n:]
+        weight = live[:n].astype(np.int32) + live[n:]  # a traveller's live endpoints (0 once served)
         best, kind, arg = np.inf, None, -1
-        if pair_events and active.any():
-            best, arg = pk.argmin(active)
+        if pair_events and weight.any():
+            best, arg = pk.argmin(weight)
             kind = "pair" if not opened[pairs[arg]].any() else "half pair"
         if lam > 0 and live.any():
             g, j = gk.argmin(live)
@@ -181,7 +185,7 @@ def expand(inst: Instance, k: int, lam: float = 0.0, pair_events: bool = True,
             live &= ~(E[arg] <= lam * reach)
         else:
             new = tuple(int(s) for s in pairs[arg] if not opened[s])
-            got = active & (pk.cost_row(arg) <= reach)
+            got = (weight > 0) & (pk.cost_row(arg) <= reach)
             served |= got
             live &= ~np.concatenate([got, got])
         for s in new:
@@ -193,8 +197,8 @@ def expand(inst: Instance, k: int, lam: float = 0.0, pair_events: bool = True,
             if pair_events:
                 rows = touching[s]
                 state = opened[pairs[rows]].sum(1)
-                pk.t[rows] = np.where(state == 1, t1, 0)
-                pk.refresh(rows, ~served & live[:n] & live[n:])
+                pk.t[rows] = np.where(state == 1, 2 * t1, 0)
+                pk.refresh(rows, live[:n].astype(np.int32) + live[n:])
         events.append((r, kind, new))
     if len(Y) > k:  # the budget argument of the module docstring; a failure here is a bug
         raise AssertionError(f"opened {len(Y)} stops with budget k={k}")

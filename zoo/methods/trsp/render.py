@@ -44,6 +44,7 @@ def plot_map(inst: Instance, stops, path: str, title: str = "", n_trips: int = 5
     ax.set_xlabel("longitude")
     ax.set_ylabel("latitude")
     ax.set_aspect(1 / np.cos(np.radians(inst.stops[:, 1].mean())))
+    ax.tick_params(axis="x", labelrotation=30)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
