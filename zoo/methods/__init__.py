@@ -9,6 +9,7 @@ METHODS: dict[str, str] = {
     "watchlog": "zoo.methods.watchlog.module",
     "survshap-iq": "zoo.methods.survshap_iq.module",
     "saliency-bias": "zoo.methods.saliency_bias.module",
+    "trsp": "zoo.methods.trsp.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -18,4 +19,5 @@ EXTRAS: dict[str, str] = {
     "st-tgexplainer": "graph",
     "survshap-iq": "survival",
     "saliency-bias": "vision",
+    "trsp": "trsp",
 }

@@ -1,0 +1,85 @@
+"""Readers (shipped commutes, the authors' format, trip/stop CSVs), their errors, and the module end to end."""
+import numpy as np
+import pytest
+
+from zoo.cli import main
+from zoo.core.data import DataError
+from zoo.methods.trsp.datamodule import TrSPDataModule
+from zoo.methods.trsp.instances import authors_instance, commuting_od_instance, csv_instance
+
+
+def test_commuting_od_instance_is_real_and_seeded():
+    a = commuting_od_instance("autauga", n_travellers=30, seed=4)
+    b = commuting_od_instance("autauga", n_travellers=30, seed=4)
+    assert (a.n, a.m) == (30, 12) and np.array_equal(a.trips, b.trips)
+    assert a.info["fips"] == "01001" and len(a.names[0]) == 11
+    assert (a.direct > 0).all() and np.allclose(np.diag(a.shuttle), 0)
+    sub = commuting_od_instance("manhattan", n_travellers=10, n_candidates=50, seed=1)
+    assert sub.m == 50
+
+
+def write_authors(folder, walk, car, routes="pickup_point_id,dropoff_point_id\n0,2\n1,3\n2,0\n"):
+    folder.mkdir(exist_ok=True)
+    np.savez(folder / "matrix_pedestrian_sec.npz", walk)
+    np.savez(folder / "matrix_auto_sec.npz", car)
+    (folder / "agents_routes.csv").write_text(routes)
+
+
+def line_seconds(n=4):
+    x = np.arange(n) * 600.0
+    return np.abs(x[:, None] - x[None])
+
+
+def test_authors_format_loads_in_hours(tmp_path):
+    W = line_seconds()
+    write_authors(tmp_path / "d", W, W / 4)
+    inst = authors_instance(str(tmp_path / "d"), transit_scaling=0.5, candidate_mode=1)
+    assert (inst.n, inst.m) == (3, 4) and inst.metric
+    assert inst.direct.tolist() == pytest.approx([1 / 3, 1 / 3, 1 / 3])  # 1,200 s
+    assert inst.shuttle[0, 3] == pytest.approx(0.5 * 1800 / 4 / 3600)
+    assert authors_instance(str(tmp_path / "d"), candidate_mode=0).m == 4  # endpoints 0..3 all used
+
+
+def test_authors_format_errors_name_file_line_column(tmp_path):
+    W = line_seconds()
+    write_authors(tmp_path / "bad", W, W, "pickup_point_id,dropoff_point_id\n0,2\n1,9\n")
+    with pytest.raises(DataError, match=r"agents_routes\.csv:3: column 'dropoff_point_id': 9\.0 is outside"):
+        authors_instance(str(tmp_path / "bad"))
+    V = W.copy()
+    V[0, 3] = V[3, 0] = 5000.0  # 0 -> 3 longer than 0 -> 1 -> 3
+    write_authors(tmp_path / "nm", V, W)
+    with pytest.raises(DataError, match=r"matrix_pedestrian_sec\.npz: triangle inequality broken .* \(i=0, j=\d, k=3\)"):
+        authors_instance(str(tmp_path / "nm"))
+    assert not authors_instance(str(tmp_path / "nm"), allow_non_metric=True).metric
+
+
+def test_csv_errors_name_file_line_column(tmp_path):
+    trips, stops = tmp_path / "trips.csv", tmp_path / "stops.csv"
+    trips.write_text("a_lon,a_lat,b_lon,b_lat\n-73.99,40.75,-73.95,40.78\n-73.99,91,-73.95,40.78\n")
+    stops.write_text("lon,lat\n-73.98,40.76\n-73.96,40.77\n")
+    with pytest.raises(DataError, match=r"trips\.csv:3: column 'a_lat': 91\.0 is outside \[-90\.0, 90\.0\]"):
+        csv_instance(str(trips), str(stops))
+    trips.write_text("a_lon,a_lat,b_lon,b_lat\n-73.99,40.75,-73.95,40.78\n")
+    stops.write_text("lon,latitude\n-73.98,40.76\n")
+    with pytest.raises(DataError, match=r"stops\.csv.*lat"):
+        csv_instance(str(trips), str(stops))
+    with pytest.raises(DataError, match="data.path and data.stops_path"):
+        TrSPDataModule(format="csv", path=str(trips)).setup()
+
+
+def test_train_then_predict_routes(tmp_path, capsys):
+    assert main(["train", "recipe=trsp-gc.yaml", "overlay=tiny/trsp-gc.yaml", f"out_dir={tmp_path}",
+                 "export.formats=[]"]) == 0
+    run = next(tmp_path.glob("*/version_0"))
+    assert (run / "trsp" / "audit.json").is_file() and (run / "trsp" / "map.png").is_file()
+    trips = tmp_path / "trips.csv"
+    trips.write_text("a_lon,a_lat,b_lon,b_lat\n-86.50,32.45,-86.47,32.60\n-86.50,32.45,-86.501,32.451\n")
+    capsys.readouterr()
+    assert main(["predict", str(run), str(trips)]) == 0
+    out = capsys.readouterr().out
+    lines = [x for x in out.splitlines() if x and x[0].isdigit()]
+    assert len(lines) == 2
+    walk, best = (float(v) for v in lines[1].split("\t")[1:3])
+    assert lines[1].endswith("walk") and walk == best  # a 130 m trip is walked
+    walk, best = (float(v) for v in lines[0].split("\t")[1:3])
+    assert best <= walk and ("stop" in lines[0]) == (best < walk)
