@@ -45,7 +45,7 @@ def test_noise_free_unclipped_cond_dp_is_preconditioned_gd():
         model.weight.copy_(torch.tensor([[0.5, -0.25]]))
     w0 = model.weight.detach().clone().reshape(-1)
     dp = make_private(model, torch.optim.SGD(model.parameters(), lr=0.1), sample_rate=1.0, expected_batch_size=3,
-                      noise_multiplier=0.0, max_grad_norm=1e9, preconditioner=(model.weight, C))
+                      noise_multiplier=0.0, max_grad_norm=1e9, preconditioner=(model, C))
     loss = torch.mean((model(X).squeeze(-1) - y) ** 2)
     loss.backward()
     dp.optimizer.step()
@@ -61,7 +61,7 @@ def _steps(precondition: bool, sigma: float, q: float, T: int) -> float:
     C = torch.eye(4) * 0.5
     dp = make_private(model, torch.optim.SGD(model.parameters(), lr=0.01), sample_rate=q, expected_batch_size=8,
                       noise_multiplier=sigma, max_grad_norm=1.0,
-                      preconditioner=(model.weight, C) if precondition else None)
+                      preconditioner=(model, C) if precondition else None)
     before = dp.epsilon(1e-5)
     for _ in range(T):
         dp.optimizer.zero_grad()
@@ -102,3 +102,17 @@ def test_poisson_batches_average_q_n():
     sizes = [len(x) for _ in range(30) for x, _ in dm.train_dataloader()]
     assert len(set(sizes)) > 5                                  # sizes vary: Poisson, not fixed batches
     assert np.mean(sizes) == pytest.approx(dm.sample_rate * len(dm.y_train), rel=0.03)
+
+
+def test_intercept_conditioning_covers_the_bias():
+    from zoo.methods.cond_dp.privacy import precondition_grads
+
+    X = np.random.default_rng(2).standard_normal((30, 3)) + 1.0
+    C = conditioning_matrix(X, ridge=0.0, normalize=False, intercept=True)
+    Xa = np.hstack([X, np.ones((30, 1))])
+    np.testing.assert_allclose(C, np.real(scipy.linalg.inv(scipy.linalg.sqrtm(Xa.T @ Xa))), rtol=1e-6, atol=1e-9)
+    layer = torch.nn.Linear(3, 2)
+    layer.weight.grad, layer.bias.grad = torch.randn(2, 3), torch.randn(2)
+    full = torch.cat([layer.weight.grad, layer.bias.grad[:, None]], 1) @ torch.as_tensor(C, dtype=torch.float32)
+    precondition_grads(layer, torch.as_tensor(C, dtype=torch.float32))
+    torch.testing.assert_close(torch.cat([layer.weight.grad, layer.bias.grad[:, None]], 1), full)

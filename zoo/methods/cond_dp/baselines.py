@@ -109,6 +109,10 @@ def laplace_labels(y: np.ndarray, y_min: float, y_max: float, epsilon: float, rn
     return np.asarray(y, float) + rng.laplace(0.0, (y_max - y_min) / epsilon, size=len(y))
 
 
+#: Label randomisers usable from a recipe (``data.label_mechanism``).
+LABEL_MECHANISMS = {"rr-bins": rr_on_bins_labels, "laplace": laplace_labels}
+
+
 def sufficient_statistics(X: np.ndarray, y: np.ndarray, *, y_min: float, y_max: float, epsilon: float,
                           delta: float, ridge: float, rng: np.random.Generator) -> tuple[np.ndarray, float]:
     """Linear regression from public XᵀX and a Gaussian-noised Xᵀ(y − m), m = (y_min + y_max) / 2.

@@ -15,23 +15,28 @@ from __future__ import annotations
 import numpy as np
 
 
-def conditioning_matrix(X: np.ndarray, ridge: float = 0.0, rank: int | None = None, normalize: bool = True
-                        ) -> np.ndarray:
+def conditioning_matrix(X: np.ndarray, ridge: float = 0.0, rank: int | None = None, normalize: bool = True,
+                        intercept: bool = False) -> np.ndarray:
     """C = V (Σ + λσ₁)⁻¹ Vᵀ from public features.
 
     Args:
         X: (n, d) public training features (already standardised as the model sees them).
+        intercept: build C for ``[X, 1]`` ((d + 1) × (d + 1)), so the first layer's bias is conditioned with its
+            weights (*ours*: left unconditioned, the bias would keep the full step size and diverge at the step
+            sizes Cond-DP needs).
         ridge: λ >= 0, relative to the largest singular value σ₁ of X.
         rank: None for all d directions, else 1 <= r <= d (flat tail beyond r, see the module docstring).
         normalize: scale C so that its spectral norm is 1.
 
     Returns:
-        (d, d) symmetric positive definite float64 matrix.
+        (d, d) (or (d + 1, d + 1) with ``intercept``) symmetric positive definite float64 matrix.
 
     Raises:
         ValueError: negative ridge, rank out of range, or a singular X with ridge 0 (C would be infinite).
     """
     X = np.asarray(X, float)
+    if intercept:
+        X = np.hstack([X, np.ones((len(X), 1))])
     d = X.shape[1]
     if ridge < 0:
         raise ValueError(f"ridge must be >= 0, got {ridge}")
@@ -65,6 +70,8 @@ def psd_sqrt(C: np.ndarray) -> np.ndarray:
 
 def spectrum(X: np.ndarray, C: np.ndarray | None = None) -> np.ndarray:
     """Singular values of X (or of the conditioned X C^{1/2}, what the first layer sees under ``reparam``),
-    descending."""
+    descending. A C one larger than X's width conditions ``[X, 1]``."""
     X = np.asarray(X, float)
+    if C is not None and C.shape[0] == X.shape[1] + 1:
+        X = np.hstack([X, np.ones((len(X), 1))])
     return np.linalg.svd(X if C is None else X @ psd_sqrt(C), compute_uv=False)

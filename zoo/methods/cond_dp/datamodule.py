@@ -58,8 +58,8 @@ def read_table(path: str, label: str, features: list[str] | None) -> tuple[np.nd
             except ValueError:
                 v = math.nan
             if not math.isfinite(v):
-                what = "is empty" if raw == "" else f"{raw!r} is not a finite number"
-                raise DataError(f"{path}:{i + 2}: column {c!r} {what}")
+                what = "empty cell" if raw == "" else f"{raw!r} is not a finite number"
+                raise DataError(f"{path}:{i + 2}: column {c!r}: {what}")
             out[i, j] = v
     return out[:, 1:], out[:, 0], names
 
@@ -90,6 +90,9 @@ class LabelDPDataModule(L.LightningDataModule):
         batch_size: expected Poisson batch qN.
         split_seed: seed of the 70/15/15 train/val/test split.
         poisson: Poisson ``DPDataLoader`` for training (False: shuffled fixed-size batches).
+        label_mechanism: ``none``, or randomise the training labels once with ``rr-bins`` (RR-on-Bins) or
+            ``laplace`` at ``label_epsilon`` (pure ε-label-DP; train with ``model.private=false`` afterwards, which
+            is post-processing). ``label_seed`` seeds the randomisation.
 
     Attributes (numpy, standardised): ``X_train``, ``y_train``, ``X_val``, ``y_val``, ``X_test``, ``y_test``;
     ``mean``, ``scale`` (d,), ``feature_names``, ``clipped_labels`` (count), ``sample_rate`` (q).
@@ -100,7 +103,8 @@ class LabelDPDataModule(L.LightningDataModule):
 
     def __init__(self, dataset: str = "commuting-sf", path: str | None = None, label: str | None = None,
                  features: list[str] | None = None, y_min: float | None = None, y_max: float | None = None,
-                 batch_size: int = 256, split_seed: int = 0, poisson: bool = True):
+                 batch_size: int = 256, split_seed: int = 0, poisson: bool = True, label_mechanism: str = "none",
+                 label_epsilon: float = 1.0, label_seed: int = 0):
         super().__init__()
         if path:
             if not label:
@@ -130,6 +134,14 @@ class LabelDPDataModule(L.LightningDataModule):
         Z = (X - self.mean) / self.scale
         self.X_train, self.X_val, self.X_test = Z[train], Z[val], Z[test]
         self.y_train, self.y_val, self.y_test = y[train], y[val], y[test]
+        self.label_mechanism, self.label_epsilon = label_mechanism, float(label_epsilon)
+        if label_mechanism != "none":
+            from zoo.methods.cond_dp.baselines import LABEL_MECHANISMS
+
+            if label_mechanism not in LABEL_MECHANISMS:
+                raise ValueError(f"data.label_mechanism must be none or one of {sorted(LABEL_MECHANISMS)}")
+            self.y_train = LABEL_MECHANISMS[label_mechanism](self.y_train, self.y_min, self.y_max, self.label_epsilon,
+                                                             np.random.default_rng(label_seed))
         self.splits = {"train": train, "val": val, "test": test}
         self.ids = extra
         self.feature_names = names

@@ -12,7 +12,7 @@ from zoo.core.registry import register_method
 from zoo.methods.cond_dp.conditioning import conditioning_matrix, psd_sqrt
 from zoo.methods.cond_dp.datamodule import LabelDPDataModule
 from zoo.methods.cond_dp.networks import Regressor
-from zoo.methods.cond_dp.privacy import calibrate_noise, make_private
+from zoo.methods.cond_dp.privacy import add_preconditioner, calibrate_noise, make_private
 
 log = logging.getLogger("zoo")
 
@@ -63,10 +63,10 @@ class CondDPModule(ZooModule):
     def _build(self, d: int) -> None:
         hp = self.hparams
         hidden = [] if hp.model == "linear" else list(hp.hidden or [64, 64])
-        placeholder = torch.eye(d) if hp.conditioning == "reparam" else None
+        placeholder = torch.eye(d + 1) if hp.conditioning == "reparam" else None
         self.net = Regressor(d, hidden, input_map=placeholder, offset=hp.label_offset)
         if hp.conditioning == "precondition":
-            self.register_buffer("conditioning", torch.eye(d))
+            self.register_buffer("conditioning", torch.eye(d + 1))        # C of [X, 1]: weights and bias
         self.register_buffer("x_mean", torch.zeros(d))
         self.register_buffer("x_scale", torch.ones(d))
         self.register_buffer("privacy", torch.zeros(len(PRIVACY_FIELDS), dtype=torch.float64))
@@ -79,7 +79,8 @@ class CondDPModule(ZooModule):
             self.hparams.dataset = dm.dataset
             self._build(dm.num_features)
         if self.hparams.conditioning != "none":
-            C = conditioning_matrix(dm.X_train, self.hparams.ridge, self.hparams.rank, self.hparams.normalize)
+            C = conditioning_matrix(dm.X_train, self.hparams.ridge, self.hparams.rank, self.hparams.normalize,
+                                    intercept=True)
             if self.hparams.conditioning == "reparam":
                 self.net.input_map.copy_(torch.as_tensor(psd_sqrt(C)))
             else:
@@ -108,23 +109,22 @@ class CondDPModule(ZooModule):
         opt = torch.optim.SGD(self.net.parameters(), lr=hp.lr, momentum=hp.momentum)
         if not hp.private:
             if hp.conditioning == "precondition":
-                opt.register_step_pre_hook(self._precondition_plain)
+                add_preconditioner(opt, self.net.first, self.conditioning)
             return opt
         dm = self.trainer.datamodule
+        if self.trainer.world_size > 1:
+            raise ValueError("trainer: private cond-dp runs on one device (multi-device DP-SGD would need opacus' "
+                             "distributed sampler and optimiser, not wired here); set trainer.devices=1")
         if not dm.poisson:
             raise ValueError("data.poisson must be true for private training (the accountant assumes it)")
         sigma = calibrate_noise(hp.epsilon, hp.delta, dm.sample_rate, self._planned_steps())
-        pre = (self.net.first.weight, self.conditioning) if hp.conditioning == "precondition" else None
+        pre = (self.net.first, self.conditioning) if hp.conditioning == "precondition" else None
         self._dp = make_private(self.net, opt, sample_rate=dm.sample_rate, expected_batch_size=dm.batch_size,
                                 noise_multiplier=sigma, max_grad_norm=hp.max_grad_norm,
                                 neighbouring=hp.neighbouring, preconditioner=pre)
         log.info("cond-dp: sigma %.4f, q %.5f, %d planned steps, clip %g, %s neighbours", sigma, dm.sample_rate,
                  self._planned_steps(), hp.max_grad_norm, hp.neighbouring)
         return self._dp.optimizer
-
-    def _precondition_plain(self, *_):
-        w = self.net.first.weight
-        w.grad = w.grad @ self.conditioning
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -170,8 +170,11 @@ class CondDPModule(ZooModule):
                                               "privacy/epsilon_spent": torch.tensor(rec["epsilon_spent"])})
         eps = f"ε spent {rec['epsilon_spent']:.3f} (δ = {self.hparams.delta:g}, σ = {rec['noise_multiplier']:.4f}, " \
               f"q = {rec['sample_rate']:.5f}, {int(rec['steps'])} steps, {self.hparams.neighbouring})" \
-            if self.hparams.private else "non-private (ε = ∞)"
-        print(f"cond-dp [{self.hparams.conditioning}, {self.hparams.model}] on {dm.dataset}: test MSE {test:.4f} | "
+            if self.hparams.private else (f"labels randomised by {dm.label_mechanism} at ε = {dm.label_epsilon:g} "
+                                          "(pure label DP), then non-private SGD" if dm.label_mechanism != "none"
+                                          else "non-private (ε = ∞)")
+        mode = self.hparams.conditioning if self.hparams.private else "no DP-SGD"
+        print(f"cond-dp [{mode}, {self.hparams.model}] on {dm.dataset}: test MSE {test:.4f} | "
               f"{eps}")
 
     def mse(self, X: np.ndarray, y: np.ndarray) -> float:

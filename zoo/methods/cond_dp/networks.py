@@ -11,8 +11,9 @@ class Regressor(nn.Module):
     Args:
         in_features: d.
         hidden: widths of the hidden layers; ``[]`` is a linear model.
-        input_map: optional fixed (d, d) matrix M applied to the input before the first layer (Cond-DP ``reparam``
-            feeds ``C^{1/2} x``); stored as a buffer so packages carry it. None = identity (no buffer).
+        input_map: optional fixed (d + 1, d + 1) matrix M: the first layer (then without its own bias) sees
+            ``[x, 1] M`` (Cond-DP ``reparam`` feeds ``C^{1/2} [x; 1]``, the bias conditioned with the weights); stored
+            as a buffer so packages carry it. None = plain ``Linear(d, ·)`` with a bias (no buffer).
         offset: a public constant added to the output (the midpoint of the declared label range), so the
             network starts at a sensible prediction without spending privacy on the label mean.
 
@@ -22,10 +23,10 @@ class Regressor(nn.Module):
     def __init__(self, in_features: int, hidden: list[int] | tuple[int, ...] = (64, 64),
                  input_map: torch.Tensor | None = None, offset: float = 0.0):
         super().__init__()
-        widths = [in_features, *hidden, 1]
+        widths = [in_features + (input_map is not None), *hidden, 1]
         layers: list[nn.Module] = []
         for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
-            layers.append(nn.Linear(a, b))
+            layers.append(nn.Linear(a, b, bias=i > 0 or input_map is None))
             if i < len(widths) - 2:
                 layers.append(nn.ReLU())
         self.body = nn.Sequential(*layers)
@@ -42,5 +43,5 @@ class Regressor(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.input_map is not None:
-            x = x @ self.input_map
+            x = torch.cat([x, torch.ones_like(x[:, :1])], 1) @ self.input_map
         return self.body(x).squeeze(-1) + self.offset

@@ -80,26 +80,40 @@ def calibrate_noise(epsilon: float, delta: float, sample_rate: float, steps: int
                                       steps=int(steps), accountant="rdp", epsilon_tolerance=0.005))
 
 
-def add_preconditioner(optimizer: DPOptimizer, weight: torch.nn.Parameter, C: torch.Tensor):
-    """Cond-DP ``precondition``: after clip + noise + averaging, replace the privatised gradient G (h, d) of
-    ``weight`` by ``G C`` (each output unit's d-vector left-multiplied by the symmetric C (d, d)).
+def precondition_grads(layer: torch.nn.Linear, C: torch.Tensor) -> None:
+    """Replace the first layer's gradient G (h, d) by ``G C``, each output unit's input vector left-multiplied by
+    the symmetric C; with a (d + 1, d + 1) C the bias is the last input column, ``[G, g_b] C``."""
+    w, b = layer.weight, layer.bias
+    if w.grad is None:
+        return
+    if C.shape[0] == w.shape[1] + 1:
+        full = torch.cat([w.grad, b.grad[:, None]], 1) @ C.to(w.grad)
+        w.grad, b.grad = full[:, :-1].contiguous(), full[:, -1].contiguous()
+    else:
+        w.grad = w.grad @ C.to(w.grad)
 
-    Registered as a step pre-hook on ``optimizer.original_optimizer``, which ``DPOptimizer.step`` calls after
-    ``pre_step()`` (and so after the accountant's step hook). Returns the hook handle.
+
+def add_preconditioner(optimizer: torch.optim.Optimizer, layer: torch.nn.Linear, C: torch.Tensor):
+    """Cond-DP ``precondition``: after clip + noise + averaging, multiply the privatised first-layer gradient by C
+    (:func:`precondition_grads`; C is (d, d), or (d + 1, d + 1) to include the layer's bias).
+
+    On a ``DPOptimizer`` the hook goes on ``optimizer.original_optimizer``, whose ``step`` ``DPOptimizer.step``
+    calls after ``pre_step()`` (so after the accountant's step hook); on a plain optimiser (non-private runs), on
+    itself. Returns the hook handle.
+
+    Raises:
+        ValueError: C does not match the layer's input size (or input size + 1 with a bias).
     """
-    if C.shape != (weight.shape[-1], weight.shape[-1]):
-        raise ValueError(f"C has shape {tuple(C.shape)}, the weight's input size is {weight.shape[-1]}")
-
-    def precondition(_opt, _args, _kwargs):
-        if weight.grad is not None:
-            weight.grad = weight.grad @ C.to(weight.grad)
-
-    return optimizer.original_optimizer.register_step_pre_hook(precondition)
+    d = layer.weight.shape[1]
+    if C.shape not in ((d, d), (d + 1, d + 1)) or (C.shape[0] == d + 1 and layer.bias is None):
+        raise ValueError(f"C has shape {tuple(C.shape)}, the layer's input size is {d}")
+    target = getattr(optimizer, "original_optimizer", optimizer)
+    return target.register_step_pre_hook(lambda *_: precondition_grads(layer, C))
 
 
 def make_private(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, sample_rate: float,
                  expected_batch_size: int, noise_multiplier: float, max_grad_norm: float,
-                 neighbouring: str = "substitution", preconditioner: tuple[torch.nn.Parameter, torch.Tensor] | None
+                 neighbouring: str = "substitution", preconditioner: tuple[torch.nn.Linear, torch.Tensor] | None
                  = None, generator: torch.Generator | None = None) -> PrivateTraining:
     """Wrap ``model``/``optimizer`` for label-DP SGD with an RDP accountant (what ``PrivacyEngine.make_private``
     does, with the label-substitution noise scale and an optional Cond-DP preconditioner).
@@ -111,7 +125,7 @@ def make_private(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, sa
         expected_batch_size: qN, the divisor of the noisy sum (``loss_reduction="mean"``).
         noise_multiplier: σ (:func:`calibrate_noise`); max_grad_norm: per-example clip c (L2).
         neighbouring: ``substitution`` or ``add_remove`` (:data:`SENSITIVITY_FACTOR`).
-        preconditioner: ``(first-layer weight, C)`` for Cond-DP ``precondition``; None for DP-SGD / ``reparam``.
+        preconditioner: ``(first layer, C)`` for Cond-DP ``precondition``; None for DP-SGD / ``reparam``.
 
     Raises:
         ValueError: an unknown neighbouring relation.

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from zoo.methods.cond_dp.conditioning import psd_sqrt
 from zoo.methods.cond_dp.networks import Regressor
-from zoo.methods.cond_dp.privacy import calibrate_noise, make_private
+from zoo.methods.cond_dp.privacy import add_preconditioner, calibrate_noise, make_private
 
 MODES = ("none", "precondition", "reparam")
 
@@ -58,7 +58,8 @@ def fit(X: np.ndarray, y: np.ndarray, *, hidden=(64, 64), mode: str = "none", C:
     Args:
         X, y: (n, d) public training features, (n,) labels (already clipped to the declared range).
         mode: ``none`` (DP-SGD), ``precondition`` or ``reparam`` (Cond-DP).
-        C: (d, d) conditioning matrix for the Cond-DP modes.
+        C: (d + 1, d + 1) conditioning matrix of ``[X, 1]`` for the Cond-DP modes
+            (``conditioning_matrix(X, intercept=True)``).
         epsilon, delta: privacy target; σ is calibrated for ``epochs / q`` Poisson steps at q = batch_size / n.
         record_every: record the training MSE every this many steps (0 = never).
     """
@@ -73,15 +74,14 @@ def fit(X: np.ndarray, y: np.ndarray, *, hidden=(64, 64), mode: str = "none", C:
     sigma, dp = 0.0, None
     if private:
         sigma = calibrate_noise(epsilon, delta, q, epochs * steps_per_epoch)
-        pre = (model.first.weight, torch.as_tensor(C, dtype=torch.float32)) if mode == "precondition" else None
+        pre = (model.first, torch.as_tensor(C, dtype=torch.float32)) if mode == "precondition" else None
         dp = make_private(model, opt, sample_rate=q, expected_batch_size=max(1, round(q * n)), noise_multiplier=sigma,
                           max_grad_norm=max_grad_norm, neighbouring=neighbouring, preconditioner=pre, generator=g)
         opt = dp.optimizer
         loader = DPDataLoader(data, sample_rate=q, generator=g)
     else:
         if mode == "precondition":
-            Ct = torch.as_tensor(C, dtype=torch.float32)
-            opt.register_step_pre_hook(lambda *_: setattr(model.first.weight, "grad", model.first.weight.grad @ Ct))
+            add_preconditioner(opt, model.first, torch.as_tensor(C, dtype=torch.float32))
         loader = DataLoader(data, batch_size=batch_size, shuffle=True, generator=g)
     curve, step = [], 0
     for _ in range(epochs):
