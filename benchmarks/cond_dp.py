@@ -24,8 +24,8 @@ from zoo.core.results import write_result
 from zoo.methods.cond_dp.conditioning import conditioning_matrix
 from zoo.methods.cond_dp.datamodule import LabelDPDataModule
 from zoo.methods.cond_dp.networks import Regressor
-from zoo.methods.cond_dp.training import build_regressor
 from zoo.methods.cond_dp.privacy import make_private
+from zoo.methods.cond_dp.training import build_regressor
 
 
 def _block(opt, model, loader, steps: int) -> float:

@@ -4,8 +4,13 @@ import math
 import numpy as np
 import pytest
 
-from zoo.methods.cond_dp.baselines import (fit_rr_bins, laplace_labels, rr_expected_loss, rr_on_bins_labels,
-                                           sufficient_statistics)
+from zoo.methods.cond_dp.baselines import (
+    fit_rr_bins,
+    laplace_labels,
+    rr_expected_loss,
+    rr_on_bins_labels,
+    sufficient_statistics,
+)
 
 
 def test_rr_on_bins_two_atoms_by_hand():

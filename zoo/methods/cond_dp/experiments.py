@@ -6,7 +6,7 @@
 Protocol (stated in the JSON notes): fixed 70/15/15 split (split seed 0); the training seed varies Poisson
 sampling, DP noise, initialisation and label randomisation. Tuning (not privatised, as in the paper's protocol):
 for each (dataset, model, method) the SGD step size is picked on the validation split at ε = 1, training seed 0, from
-a small per-method grid of 3 values (extended by 3x, up to twice, while the best is at an edge), and reused at
+a small per-method grid of 3 values (extended by 3x, up to 4 times, while the best is at an edge), and reused at
 every ε; clip c = 1, momentum 0.9, Cond-DP ridge λ = 0.01 (relative to σ₁)
 with ‖C‖₂ = 1; sufficient statistics' ridge is picked per ε on validation. Rows are appended to
 ``runs/cond-dp-grid/<grid>.jsonl`` as they finish, so a killed run resumes where it stopped.
@@ -28,18 +28,18 @@ from zoo.methods.cond_dp.datamodule import LabelDPDataModule
 from zoo.methods.cond_dp.training import fit, mse
 
 GRIDS = {
-    "reduced": {"runs": [("diabetes", "linear"), ("diabetes", "mlp"), ("commuting-sf", "linear"),
-                         ("commuting-sf", "mlp")],
+    "reduced": {"runs": [("diabetes", "linear"), ("diabetes", "mlp"), ("commuting-sf", "mlp"),
+                         ("commuting-sf", "linear")],
                 "epsilons": [0.5, 1.0, 4.0], "seeds": [0, 1, 2], "mlp_sf_epsilons": [1.0]},
     "full": {"runs": [(d, m) for d in ("commuting-sf", "commuting-travis", "commuting-manhattan", "diabetes")
                       for m in ("linear", "mlp")],
              "epsilons": [0.5, 1.0, 2.0, 4.0, 8.0], "seeds": [0, 1, 2, 3, 4], "mlp_sf_epsilons": None},
 }
 #: SGD step sizes tried per method (validation, ε = 1, seed 0).
-LR_GRID = {"dp-sgd": [0.02, 0.06, 0.2], "cond-dp-precondition": [0.1, 0.3, 1.0], "cond-dp-reparam": [0.1, 0.3, 1.0],
+LR_GRID = {"dp-sgd": [0.02, 0.06, 0.2], "cond-dp-precondition": [0.3, 1.0, 3.0], "cond-dp-reparam": [0.3, 1.0, 3.0],
            "non-private": [0.003, 0.01, 0.03], "rr-on-bins": [0.003, 0.01, 0.03], "laplace": [0.001, 0.003, 0.01]}
 MODE = {"dp-sgd": "none", "cond-dp-precondition": "precondition", "cond-dp-reparam": "reparam"}
-MAX_EXTENSIONS = 2          # a best step size at the grid's edge extends the grid by 3x, at most twice
+MAX_EXTENSIONS = 4          # a best step size at the grid's edge extends the grid by 3x, at most 4 times
 SS_RIDGES = [1e-4, 1e-3, 1e-2, 1e-1, 1.0]
 EPOCHS = {"diabetes": 30, "commuting": 3}
 BATCH = {"diabetes": 32, "commuting": 256}
@@ -59,7 +59,7 @@ def run_method(dm: LabelDPDataModule, model: str, method: str, epsilon: float, s
     Xe, ye = (dm.X_test, dm.y_test) if eval_on == "test" else (dm.X_val, dm.y_val)
     offset = (dm.y_min + dm.y_max) / 2
     rng = np.random.default_rng(1000 + seed)
-    common = dict(hidden=hidden, lr=lr, epochs=epochs, batch_size=batch, seed=seed, offset=offset)
+    common = {"hidden": hidden, "lr": lr, "epochs": epochs, "batch_size": batch, "seed": seed, "offset": offset}
     if method in MODE:
         r = fit(dm.X_train, dm.y_train, mode=MODE[method], C=C, epsilon=epsilon, delta=DELTA, max_grad_norm=1.0,
                 record_every=10 if record else 0, **common)
@@ -89,13 +89,18 @@ def methods_for(model: str) -> list[str]:
     return ["cond-dp-precondition", "cond-dp-reparam", "dp-sgd", "rr-on-bins", "laplace", *linear_only]
 
 
-def run_grid(grid: str, out: Path) -> list[dict]:
-    """Tune, then run every (dataset, model, method, ε, seed) of ``grid``; rows appended to ``out`` (resumable)."""
+def run_grid(grid: str, out: Path) -> tuple[list[dict], dict]:
+    """Tune, then run every (dataset, model, method, ε, seed) of ``grid``; rows appended to ``out`` (resumable).
+
+    Returns:
+        ``(rows, chosen)``: every row, and the tuned step size per (dataset, model, method).
+    """
     spec = GRIDS[grid]
     done = [json.loads(line) for line in out.read_text().splitlines()] if out.is_file() else []
     have = {(r["kind"], r["dataset"], r["model"], r["method"], r.get("epsilon"), r.get("seed"), r.get("lr"))
             for r in done}
     out.parent.mkdir(parents=True, exist_ok=True)
+    chosen = {}
 
     def emit(row: dict) -> None:
         done.append(row)
@@ -132,6 +137,7 @@ def run_grid(grid: str, out: Path) -> list[dict]:
                         grid_lrs = [round(lr * 3, 6)]
                     else:
                         break
+            chosen[(dataset, model, method)] = lr
             for eps in ([None] if method == "non-private" else epsilons):
                 for seed in spec["seeds"]:
                     key = ("run", dataset, model, method, eps, seed, lr)
@@ -145,14 +151,16 @@ def run_grid(grid: str, out: Path) -> list[dict]:
                           "curve": r["curve"], "seconds": time.time() - t})
                     print(f"{dataset} {model} {method} eps={eps} seed={seed}: test MSE {r['mse']:.4f} "
                           f"({time.time() - t:.0f} s)", flush=True)
-    return done
+    return done, chosen
 
 
-def write(done: list[dict], grid: str) -> Path:
-    """Rows (with MSE relative to the mean non-private MSE) and their summary through ``write_result``."""
+def write(done: list[dict], chosen: dict, grid: str) -> Path:
+    """Rows at the tuned step sizes (with MSE relative to the mean non-private MSE) and their summary through
+    ``write_result``."""
     from zoo.core.results import summarise, write_result
 
-    runs = [r for r in done if r["kind"] == "run"]
+    runs = [r for r in done if r["kind"] == "run" and chosen.get((r["dataset"], r["model"], r["method"]), r["lr"])
+            == r["lr"] and (r["dataset"], r["model"], r["method"]) in chosen]
     assert len({(r["dataset"], r["model"], r["method"], r["epsilon"], r["seed"]) for r in runs}) == len(runs)
     ceiling = {}
     for r in runs:
@@ -184,8 +192,8 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     out = repo_root() / "runs" / "cond-dp-grid" / f"{a.grid}.jsonl"
-    done = run_grid(a.grid, out)
-    path = write(done, a.grid)
+    done, chosen = run_grid(a.grid, out)
+    path = write(done, chosen, a.grid)
     from zoo.methods.cond_dp.render import render_all
 
     print(f"wrote {path} and {', '.join(str(f) for f in render_all(path))}")

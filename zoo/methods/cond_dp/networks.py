@@ -1,6 +1,8 @@
 """The regressors Cond-DP trains: linear, or an MLP d → 64 → 64 → 1 whose first layer is the conditioned one."""
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch import nn
 
@@ -25,7 +27,7 @@ class Regressor(nn.Module):
         super().__init__()
         widths = [in_features + (input_map is not None), *hidden, 1]
         layers: list[nn.Module] = []
-        for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        for i, (a, b) in enumerate(itertools.pairwise(widths)):
             layers.append(nn.Linear(a, b, bias=i > 0 or input_map is None))
             if i < len(widths) - 2:
                 layers.append(nn.ReLU())

@@ -26,7 +26,7 @@ def mse_vs_eps(doc: dict, out: Path) -> Path:
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
     for ax, (dataset, model) in zip(axes[0], panels):
         rows = [r for r in doc["rows"] if r["dataset"] == dataset and r["model"] == model]
-        for method in COLORS:
+        for method, color in COLORS.items():
             mine = [r for r in rows if r["method"] == method]
             if not mine:
                 continue
@@ -35,8 +35,8 @@ def mse_vs_eps(doc: dict, out: Path) -> Path:
                 continue
             eps = sorted({r["epsilon"] for r in mine})
             vals = [[r["test_mse"] for r in mine if r["epsilon"] == e] for e in eps]
-            ax.plot(eps, [np.mean(v) for v in vals], "o-", color=COLORS[method], label=method, ms=3)
-            ax.fill_between(eps, [min(v) for v in vals], [max(v) for v in vals], color=COLORS[method], alpha=0.2)
+            ax.plot(eps, [np.mean(v) for v in vals], "o-", color=color, label=method, ms=3)
+            ax.fill_between(eps, [min(v) for v in vals], [max(v) for v in vals], color=color, alpha=0.2)
         ax.set(xscale="log", yscale="log", xlabel="ε (δ = 1e-5)", ylabel="test MSE", title=f"{dataset}, {model}")
     axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
