@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     data = TensorDataset(torch.as_tensor(dm.X_train, dtype=torch.float32), torch.as_tensor(dm.y_train,
                                                                                             dtype=torch.float32))
     C = conditioning_matrix(dm.X_train, ridge=0.01, intercept=True)
-    q, B, d = dm.sample_rate, dm.batch_size, dm.num_features
+    B, d = dm.batch_size, dm.num_features
     sides = {}
     torch.manual_seed(0)
     peer_model = Regressor(d, [64, 64])
@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         module=peer_model, optimizer=torch.optim.SGD(peer_model.parameters(), lr=0.05, momentum=0.9),
         data_loader=DataLoader(data, batch_size=B), noise_multiplier=a.sigma, max_grad_norm=1.0, poisson_sampling=True)
     sides["opacus DP-SGD"] = (peer_opt, peer_gsm, peer_loader, lambda: engine.get_epsilon(1e-5))
+    q = peer_loader.sample_rate            # opacus' 1 / len(loader): the same q on every side, so the same ε
     for mode in ("precondition", "reparam"):
         model = build_regressor(d, [64, 64], mode, C, 0.0)
         pre = (model.first, torch.as_tensor(C, dtype=torch.float32)) if mode == "precondition" else None

@@ -116,3 +116,30 @@ def test_intercept_conditioning_covers_the_bias():
     full = torch.cat([layer.weight.grad, layer.bias.grad[:, None]], 1) @ torch.as_tensor(C, dtype=torch.float32)
     precondition_grads(layer, torch.as_tensor(C, dtype=torch.float32))
     torch.testing.assert_close(torch.cat([layer.weight.grad, layer.bias.grad[:, None]], 1), full)
+
+
+def test_substitution_pair_is_dominated_by_add_remove_at_twice_the_clip():
+    # the card's accounting convention, checked numerically in 1-d: one example's clipped gradient u -> v
+    # (|u|, |v| <= c = 1) under Poisson rate q has Rényi divergence <= the add/remove pair with sensitivity 2c
+    from scipy.special import logsumexp
+
+    x = np.linspace(-40, 40, 80_001)
+    dx = x[1] - x[0]
+
+    def log_normal(mu, s):
+        return -0.5 * ((x - mu) / s) ** 2 - np.log(s * np.sqrt(2 * np.pi))
+
+    def log_mix(q, mu, s):
+        return np.logaddexp(np.log1p(-q) + log_normal(0.0, s), np.log(q) + log_normal(mu, s))
+
+    def renyi(lp, lq, a):
+        return logsumexp(a * lp + (1 - a) * lq + np.log(dx)) / (a - 1)
+
+    for s in (0.8, 2.0):
+        for q in (0.02, 0.3):
+            for a in (2.0, 8.0):
+                ar = max(renyi(log_mix(q, 2.0, s), log_normal(0.0, s), a),
+                         renyi(log_normal(0.0, s), log_mix(q, 2.0, s), a))
+                for u, v in ((1.0, -1.0), (1.0, 0.0), (0.5, -1.0)):
+                    sub = renyi(log_mix(q, u, s), log_mix(q, v, s), a)
+                    assert sub <= ar + 1e-9, (s, q, a, u, v, sub, ar)

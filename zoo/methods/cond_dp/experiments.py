@@ -6,8 +6,8 @@
 Protocol (stated in the JSON notes): fixed 70/15/15 split (split seed 0); the training seed varies Poisson
 sampling, DP noise, initialisation and label randomisation. Tuning (not privatised, as in the paper's protocol):
 for each (dataset, model, method) the SGD step size is picked on the validation split at ε = 1, training seed 0, from
-a small per-method grid of 3 values (extended by 3x, up to 4 times, while the best is at an edge), and reused at
-every ε; clip c = 1, momentum 0.9, Cond-DP ridge λ = 0.01 (relative to σ₁)
+a small per-method grid of 3 values (extended by 3x, up to 4 times, while the best is at an edge); at every other ε
+it is re-picked from {1/3, 1, 3} x that value (extended up to twice); clip c = 1, momentum 0.9, Cond-DP ridge λ = 0.01 (relative to σ₁)
 with ‖C‖₂ = 1; sufficient statistics' ridge is picked per ε on validation. Rows are appended to
 ``runs/cond-dp-grid/<grid>.jsonl`` as they finish, so a killed run resumes where it stopped.
 """
@@ -84,6 +84,32 @@ def run_method(dm: LabelDPDataModule, model: str, method: str, epsilon: float, s
     return {"mse": mse(r.model, Xe, ye), "epsilon_spent": spent, "curve": []}
 
 
+def tune_lr(dm: LabelDPDataModule, model: str, method: str, eps: float, grid_lrs: list[float], extensions: int,
+            C: np.ndarray, done: list[dict], have: set, emit) -> float:
+    """The step size with the lowest validation MSE (seed 0) at ``eps``, extending the grid by 3x at an edge."""
+    dataset = dm.dataset
+    for _ in range(extensions + 1):
+        for cand in grid_lrs:
+            key = ("tune", dataset, model, method, eps, 0, cand)
+            if key not in have:
+                t = time.time()
+                r = run_method(dm, model, method, eps, 0, cand, C, eval_on="val")
+                have.add(key)
+                emit({"kind": "tune", "dataset": dataset, "model": model, "method": method, "epsilon": eps,
+                      "seed": 0, "lr": cand, "val_mse": r["mse"], "seconds": time.time() - t})
+        tuned = {r["lr"]: r["val_mse"] if np.isfinite(r["val_mse"]) else np.inf for r in done
+                 if r["kind"] == "tune" and (r["dataset"], r["model"], r["method"], r["epsilon"])
+                 == (dataset, model, method, eps)}
+        lr = min(tuned, key=tuned.get)
+        if lr == min(tuned):                 # best at the low edge: extend the grid down by 3x
+            grid_lrs = [round(lr / 3, 8)]
+        elif lr == max(tuned):
+            grid_lrs = [round(lr * 3, 8)]
+        else:
+            break
+    return lr
+
+
 def methods_for(model: str) -> list[str]:
     linear_only = ["sufficient-statistics"] if model == "linear" else []
     return ["cond-dp-precondition", "cond-dp-reparam", "dp-sgd", "rr-on-bins", "laplace", *linear_only]
@@ -93,7 +119,7 @@ def run_grid(grid: str, out: Path) -> tuple[list[dict], dict]:
     """Tune, then run every (dataset, model, method, ε, seed) of ``grid``; rows appended to ``out`` (resumable).
 
     Returns:
-        ``(rows, chosen)``: every row, and the tuned step size per (dataset, model, method).
+        ``(rows, chosen)``: every row, and the tuned step size per (dataset, model, method, ε).
     """
     spec = GRIDS[grid]
     done = [json.loads(line) for line in out.read_text().splitlines()] if out.is_file() else []
@@ -114,31 +140,12 @@ def run_grid(grid: str, out: Path) -> tuple[list[dict], dict]:
         if dataset == "commuting-sf" and model == "mlp" and spec["mlp_sf_epsilons"]:
             epsilons = spec["mlp_sf_epsilons"]
         for method in ["non-private", *methods_for(model)]:
-            lr = None
-            if method in LR_GRID:
-                grid_lrs = list(LR_GRID[method])
-                for _ in range(MAX_EXTENSIONS + 1):
-                    for cand in grid_lrs:
-                        key = ("tune", dataset, model, method, 1.0, 0, cand)
-                        if key not in have:
-                            t = time.time()
-                            r = run_method(dm, model, method, 1.0, 0, cand, C, eval_on="val")
-                            have.add(key)
-                            emit({"kind": "tune", "dataset": dataset, "model": model, "method": method,
-                                  "epsilon": 1.0, "seed": 0, "lr": cand, "val_mse": r["mse"],
-                                  "seconds": time.time() - t})
-                    tuned = {r["lr"]: r["val_mse"] if np.isfinite(r["val_mse"]) else np.inf for r in done
-                             if r["kind"] == "tune" and r["dataset"] == dataset and r["model"] == model
-                             and r["method"] == method}
-                    lr = min(tuned, key=tuned.get)
-                    if lr == min(tuned):                 # best at the low edge: extend the grid down by 3x
-                        grid_lrs = [round(lr / 3, 6)]
-                    elif lr == max(tuned):
-                        grid_lrs = [round(lr * 3, 6)]
-                    else:
-                        break
-            chosen[(dataset, model, method)] = lr
+            lr1 = (tune_lr(dm, model, method, 1.0, list(LR_GRID[method]), MAX_EXTENSIONS, C, done, have, emit)
+                   if method in LR_GRID else None)
             for eps in ([None] if method == "non-private" else epsilons):
+                lr = lr1 if lr1 is None or eps in (None, 1.0) else tune_lr(
+                    dm, model, method, eps, [round(lr1 / 3, 8), lr1, round(lr1 * 3, 8)], 2, C, done, have, emit)
+                chosen[(dataset, model, method, eps)] = lr
                 for seed in spec["seeds"]:
                     key = ("run", dataset, model, method, eps, seed, lr)
                     if key in have:
@@ -159,8 +166,8 @@ def write(done: list[dict], chosen: dict, grid: str) -> Path:
     ``write_result``."""
     from zoo.core.results import summarise, write_result
 
-    runs = [r for r in done if r["kind"] == "run" and chosen.get((r["dataset"], r["model"], r["method"]), r["lr"])
-            == r["lr"] and (r["dataset"], r["model"], r["method"]) in chosen]
+    runs = [r for r in done if r["kind"] == "run" and (r["dataset"], r["model"], r["method"], r["epsilon"]) in chosen
+            and chosen[(r["dataset"], r["model"], r["method"], r["epsilon"])] == r["lr"]]
     assert len({(r["dataset"], r["model"], r["method"], r["epsilon"], r["seed"]) for r in runs}) == len(runs)
     ceiling = {}
     for r in runs:
