@@ -115,11 +115,14 @@ def methods_for(model: str) -> list[str]:
     return ["cond-dp-precondition", "cond-dp-reparam", "dp-sgd", "rr-on-bins", "laplace", *linear_only]
 
 
-def run_grid(grid: str, out: Path) -> tuple[list[dict], dict]:
+def run_grid(grid: str, out: Path, only: list[str] | None = None) -> tuple[list[dict], dict]:
     """Tune, then run every (dataset, model, method, ε, seed) of ``grid``; rows appended to ``out`` (resumable).
 
     Returns:
         ``(rows, chosen)``: every row, and the tuned step size per (dataset, model, method, ε).
+
+    ``only`` (``["commuting-sf:mlp", ...]``) restricts the (dataset, model) pairs, so parts can run in separate
+    processes writing separate files (``--part``), merged by a final run over the concatenation.
     """
     spec = GRIDS[grid]
     done = [json.loads(line) for line in out.read_text().splitlines()] if out.is_file() else []
@@ -134,6 +137,8 @@ def run_grid(grid: str, out: Path) -> tuple[list[dict], dict]:
             f.write(json.dumps(row) + "\n")
 
     for dataset, model in spec["runs"]:
+        if only and f"{dataset}:{model}" not in only:
+            continue
         dm = LabelDPDataModule(dataset=dataset)
         C = conditioning_matrix(dm.X_train, ridge=0.01, intercept=True)
         epsilons = spec["epsilons"]
@@ -196,10 +201,14 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--grid", choices=sorted(GRIDS), default="reduced")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--only", nargs="*", help="dataset:model pairs to run (default: the whole grid)")
+    p.add_argument("--part", default="", help="suffix of this part's rows file; parts write no result")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
-    out = repo_root() / "runs" / "cond-dp-grid" / f"{a.grid}.jsonl"
-    done, chosen = run_grid(a.grid, out)
+    out = repo_root() / "runs" / "cond-dp-grid" / f"{a.grid}{a.part}.jsonl"
+    done, chosen = run_grid(a.grid, out, a.only)
+    if a.part:
+        return
     path = write(done, chosen, a.grid)
     from zoo.methods.cond_dp.render import render_all
 
