@@ -181,10 +181,11 @@ def write(done: list[dict], chosen: dict, grid: str) -> Path:
     rows = [{k: r[k] for k in ("dataset", "model", "method", "epsilon", "epsilon_spent", "seed", "test_mse")}
             | {"relative_mse": r["test_mse"] / float(np.mean(ceiling[(r["dataset"], r["model"])]))
                if (r["dataset"], r["model"]) in ceiling else None} for r in runs]
-    tuning = [{k: r[k] for k in ("dataset", "model", "method", "lr", "val_mse")} for r in done if r["kind"] == "tune"]
+    tuning = [{k: r[k] for k in ("dataset", "model", "method", "epsilon", "lr")}
+              | {"val_mse": r["val_mse"] if np.isfinite(r["val_mse"]) else None} for r in done if r["kind"] == "tune"]
     curves = [{"dataset": r["dataset"], "model": r["model"], "method": r["method"], "epsilon": r["epsilon"],
                "step": [s for s, _ in r["curve"]], "train_mse": [m for _, m in r["curve"]]} for r in runs if r["curve"]]
-    notes = (f"Grid `{grid}`: " + __doc__.split("Protocol", 1)[1].split("Rows are", 1)[0].strip()
+    notes = (f"Grid `{grid}`. Protocol: " + __doc__.split("JSON notes): ", 1)[1].split("Rows are", 1)[0].strip()
              + f" Epochs: diabetes {EPOCHS['diabetes']} (batch 32), commuting {EPOCHS['commuting']} (batch 256). "
              "δ = 1e-5, label substitution (sensitivity 2c for DP-SGD/Cond-DP, R for Laplace, 2 for the histogram). "
              "RR-on-Bins and Laplace are pure ε-DP. Commuting = non-zero LODES pairs only. Units: log(1+commuters)² "

@@ -38,7 +38,7 @@ def mse_vs_eps(doc: dict, out: Path) -> Path:
             ax.plot(eps, [np.mean(v) for v in vals], "o-", color=color, label=method, ms=3)
             ax.fill_between(eps, [min(v) for v in vals], [max(v) for v in vals], color=color, alpha=0.2)
         ax.set(xscale="log", yscale="log", xlabel="ε (δ = 1e-5)", ylabel="test MSE", title=f"{dataset}, {model}")
-    axes[0][-1].legend(fontsize=7)
+    max(axes[0], key=lambda a: len(a.get_lines())).legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
