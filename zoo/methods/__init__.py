@@ -10,6 +10,7 @@ METHODS: dict[str, str] = {
     "survshap-iq": "zoo.methods.survshap_iq.module",
     "saliency-bias": "zoo.methods.saliency_bias.module",
     "trsp": "zoo.methods.trsp.module",
+    "cond-dp": "zoo.methods.cond_dp.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -20,4 +21,5 @@ EXTRAS: dict[str, str] = {
     "survshap-iq": "survival",
     "saliency-bias": "vision",
     "trsp": "trsp",
+    "cond-dp": "privacy",
 }

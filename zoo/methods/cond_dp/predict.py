@@ -1,0 +1,75 @@
+"""``zoo predict`` for a Cond-DP model trained on a commuting-od county: one origin-destination pair."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from zoo.core.data import repo_root
+
+
+def parse_pair(inputs: list[str]) -> tuple[str, str]:
+    """``[ORIGIN, DESTINATION]``, ``[origin=G, destination=G]`` or ``[--origin, G, --destination, G]`` -> geoids.
+
+    Raises:
+        ValueError: anything else.
+    """
+    named, plain, it = {}, [], iter(inputs)
+    for a in it:
+        key = a.lstrip("-")
+        if "=" in key:
+            k, v = key.split("=", 1)
+            named[k] = v
+        elif a.startswith("--"):
+            named[key] = next(it, "")
+        else:
+            plain.append(a)
+    if named.keys() >= {"origin", "destination"}:
+        return named["origin"].strip(), named["destination"].strip()
+    if len(plain) == 2 and not named:
+        return plain[0].strip(), plain[1].strip()
+    raise ValueError("give two tract GEOIDs: ORIGIN DESTINATION, or origin=GEOID destination=GEOID")
+
+
+def predict_pair(module, inputs: list[str]) -> str:
+    """Predicted (``expm1`` of the predicted log(1 + commuters)) and observed commuters for one pair.
+
+    Raises:
+        ValueError: a model not trained on a commuting-od county, or an unknown GEOID.
+    """
+    from zoo.data.commuting_od import county_fips, default_dir, load_county
+    from zoo.data.od_pairs import pair_features, water_area
+
+    dataset = module.hparams.get("dataset") or ""
+    if not dataset.startswith("commuting-"):
+        raise ValueError(f"this model was trained on {dataset or 'unknown data'!r}; predict needs a commuting-od "
+                         "model (e.g. cond-dp.commuting-sf-eps1)")
+    origin, destination = parse_pair(inputs)
+    county = dataset.split("-", 1)[1]
+    root = repo_root() / "data" / "commuting-od" if (repo_root() / "data" / "commuting-od").is_dir() else default_dir()
+    regions, flows = load_county(county, root)
+    index = regions.index()
+    for name, g in (("origin", origin), ("destination", destination)):
+        if g not in index:
+            raise ValueError(f"{name} {g!r} is not a tract of {county} (e.g. {regions.geoid[0]})")
+    o, d = index[origin], index[destination]
+    hit = np.nonzero((flows.origin == o) & (flows.destination == d))[0]
+    dist = flows.distance_m[hit[0]] if len(hit) else math.dist(*_planar(regions.lonlat[[o, d]]))
+    X, _ = pair_features(regions, water_area(root / f"{county_fips(county)}_regions.csv", regions),
+                         np.array([o]), np.array([d]), np.array([dist]))
+    x = (torch.as_tensor(X, dtype=torch.float32) - module.x_mean.float()) / module.x_scale.float()
+    with torch.no_grad():
+        log_pred = float(module(x)[0])
+    observed = f"{int(flows.commuters[hit[0]])}" if len(hit) else "0 (pair not listed in LODES)"
+    rec = module.privacy_record()
+    return (f"{origin} -> {destination}: predicted {math.expm1(log_pred):.1f} commuters "
+            f"(log1p {log_pred:.3f}); observed {observed}\n"
+            f"model: {module.hparams.conditioning} / {module.hparams.model}, trained with label DP "
+            f"ε = {rec['epsilon_spent']:.3f}, δ = {rec['delta']:g}")
+
+
+def _planar(lonlat: np.ndarray) -> np.ndarray:
+    """Degrees -> metres on a local equirectangular plane (for pairs absent from the OD file)."""
+    lat0 = math.radians(float(lonlat[:, 1].mean()))
+    return np.column_stack([np.radians(lonlat[:, 0]) * 6371000 * math.cos(lat0), np.radians(lonlat[:, 1]) * 6371000])
