@@ -8,8 +8,8 @@ import numpy as np
 if not hasattr(np, "trapz"):
     np.trapz = np.trapezoid
 
-from geomstats.geometry.spd_matrices import SPDLogEuclideanMetric, SPDMatrices  # noqa: E402
-from geomstats.learning.frechet_mean import FrechetMean  # noqa: E402
+from geomstats.geometry.spd_matrices import SPDLogEuclideanMetric, SPDMatrices
+from geomstats.learning.frechet_mean import FrechetMean
 
 
 def spd_space(r: int):

@@ -18,7 +18,7 @@ def test_w2_of_gaussians_matches_closed_form():
     sp = Space("distribution", m)
     u = np.linspace(0, 1, m)[1:-1]
     q1, q2 = norm.ppf(u, 1.0, 2.0), norm.ppf(u, -0.5, 1.0)
-    pad = lambda q, mu: np.concatenate([[mu - 10], q, [mu + 10]])  # noqa: E731 (ends carry weight 1/(2(m-1)))
+    pad = lambda q, mu: np.concatenate([[mu - 10], q, [mu + 10]])
     d2 = sp.dist2(pad(q1, 1.0), pad(q2, -0.5))
     assert d2 == pytest.approx((1.0 + 0.5) ** 2 + (2.0 - 1.0) ** 2, rel=0.02)
 

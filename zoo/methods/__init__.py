@@ -7,4 +7,5 @@ METHODS: dict[str, str] = {
     "shapo-cost-model": "zoo.methods.shapo_cost_model.module",
     "praxis": "zoo.methods.praxis.module",
     "watchlog": "zoo.methods.watchlog.module",
+    "desi": "zoo.methods.desi.module",
 }

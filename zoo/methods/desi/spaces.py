@@ -42,12 +42,12 @@ class Space:
     def __init__(self, kind: str, m: int, support: tuple[float, float] | None = None):
         if kind not in SPACES:
             raise ValueError(f"space must be one of {SPACES}, got {kind!r}")
-        if kind in ("spd", "laplacian") and int(math.isqrt(m)) ** 2 != m:
+        if kind in ("spd", "laplacian") and math.isqrt(m) ** 2 != m:
             raise ValueError(f"{kind}: embedding size {m} is not r*r")
         if m < 2:
             raise ValueError(f"{kind}: embedding size must be >= 2, got {m}")
         self.kind, self.m, self.support = kind, int(m), tuple(support) if support is not None else None
-        self.r = int(math.isqrt(m)) if kind in ("spd", "laplacian") else None
+        self.r = math.isqrt(m) if kind in ("spd", "laplacian") else None
         if kind == "distribution":
             u = np.linspace(0.0, 1.0, m)
             w = np.full(m, u[1] - u[0])
