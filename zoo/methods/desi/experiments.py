@@ -32,9 +32,15 @@ FSI_PAPER = {"FSI mean MSPE": "6.42 (Ghosal, Meiring & Petersen 2023, Table 3)",
 
 def desi_fit_predict(X, Z, Xq, space: Space, seed: int, index: str, epochs: int, batch_size: int = 512,
                      lr: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Train DeSI (index A ``linear`` or B ``deep``) and predict; returns ``(projected predictions, direction)``."""
+    """Train DeSI (index A ``linear`` or B ``deep``) for ``epochs`` (at least 100 steps) and predict.
+
+    Returns:
+        ``(projected predictions (k, m), unit direction (p,))``.
+    """
     torch.manual_seed(seed)
-    model = SingleIndex(X.shape[1], index)
+    steps_per_epoch = -(-len(X) // batch_size)
+    epochs = max(epochs, -(-100 // steps_per_epoch))      # at least 100 Adam steps (small n: full-batch epochs)
+    model = SingleIndex(X.shape[1], index, h_init=0.3)
     model.init_direction(X, Z)
     lr = lr if lr is not None else (0.02 if index == "linear" else 0.005)
     fit_index(model, X, Z, space, epochs=epochs, lr=lr, batch_size=batch_size,

@@ -78,7 +78,7 @@ def cross_fitted_risk(t: torch.Tensor, Z: torch.Tensor, h: torch.Tensor | float,
 
 def select_bandwidth(t: np.ndarray, Z: np.ndarray, space: Space, grid: np.ndarray | None = None,
                      kernel: str = "gaussian") -> tuple[float, float]:
-    """Bandwidth minimising the leave-one-out risk over ``grid`` (default: 20 values, 0.02–2 × sd(t)).
+    """Bandwidth minimising the leave-one-out risk over ``grid`` (default: 12 values, 0.03–2 × sd(t)).
 
     Returns:
         ``(h, risk)``.
@@ -86,7 +86,7 @@ def select_bandwidth(t: np.ndarray, Z: np.ndarray, space: Space, grid: np.ndarra
     t_ = torch.as_tensor(np.asarray(t, dtype=np.float64))
     Z_ = torch.as_tensor(np.asarray(Z, dtype=np.float64))
     sd = float(t_.std()) or 1.0
-    grid = np.geomspace(0.02, 2.0, 20) * sd if grid is None else grid
+    grid = np.geomspace(0.03, 2.0, 12) * sd if grid is None else grid
     risks = [float(cross_fitted_risk(t_, Z_, float(h), space, kernel=kernel)) for h in grid]
     k = int(np.nanargmin(risks))
     return float(grid[k]), risks[k]
