@@ -98,9 +98,10 @@ class SingleIndex(nn.Module):
 
     def predict(self, Xq, X_ref, Z_ref, space: Space, project: bool = True) -> np.ndarray:
         """``(k, m)`` predicted embeddings (projected onto the space unless ``project=False``)."""
+        dev, dt = self.b.device, self.b.dtype
         with torch.no_grad():
-            W = self.weights(torch.as_tensor(Xq, dtype=self.b.dtype), torch.as_tensor(X_ref, dtype=self.b.dtype))
-            raw = (W.double() @ torch.as_tensor(Z_ref, dtype=torch.float64)).numpy()
+            W = self.weights(torch.as_tensor(Xq, dtype=dt, device=dev), torch.as_tensor(X_ref, dtype=dt, device=dev))
+            raw = (W.double() @ torch.as_tensor(Z_ref, dtype=torch.float64, device=dev)).cpu().numpy()
         return space.project(raw) if project else raw
 
     def direction(self, X: torch.Tensor) -> np.ndarray:
@@ -111,7 +112,7 @@ class SingleIndex(nn.Module):
         with torch.enable_grad():
             G = torch.autograd.grad(self(X).sum(), X)[0].detach().double()
         _, vecs = torch.linalg.eigh(G.T @ G / len(X))
-        v = vecs[:, -1].numpy()
+        v = vecs[:, -1].cpu().numpy()
         return v * (1 if v[np.argmax(np.abs(v))] >= 0 else -1)
 
 

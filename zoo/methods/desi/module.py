@@ -106,7 +106,7 @@ class DeSIModule(ZooModule):
         dm = self.trainer.datamodule
         Xq, Zq = dm.X_test[rows.cpu().numpy()], dm.Z_test[rows.cpu().numpy()]
         sp = self.space
-        raw = self.net.predict(Xq, self.X_ref.cpu(), self.Z_ref.cpu(), sp, project=False)
+        raw = self.net.predict(Xq, self.X_ref, self.Z_ref, sp, project=False)
         proj = sp.project(raw)
         self.log("val/mspe", float(sp.dist2(proj, Zq).mean()), batch_size=len(rows))
         self.log("val/mspe_unprojected", float(sp.dist2(raw, Zq).mean()), batch_size=len(rows))
@@ -151,7 +151,7 @@ class DeSIModule(ZooModule):
         along = self.predict_at_index(grid_t)
         if dm is not None and len(dm.X_test):
             sp = self.space
-            pred = self.net.predict(dm.X_test, self.X_ref.cpu(), self.Z_ref.cpu(), sp)
+            pred = self.net.predict(dm.X_test, self.X_ref, self.Z_ref, sp)
             doc["heldout_mspe"] = float(sp.dist2(pred, dm.Z_test).mean())
             doc["heldout_n"] = len(dm.X_test)
             files["heldout.png"] = out / "heldout.png"
@@ -175,14 +175,17 @@ class DeSIModule(ZooModule):
             t_ref = self.net(self.X_ref)
             from zoo.methods.desi.frechet import local_linear_weights
 
-            W = local_linear_weights(t_ref, torch.as_tensor(t, dtype=t_ref.dtype), self.net.bandwidth(t_ref),
-                                     kernel=self.net.kernel)
-        return self.space.project(W.double().numpy() @ self.Z_ref.double().numpy())
+            W = local_linear_weights(t_ref, torch.as_tensor(t, dtype=t_ref.dtype, device=t_ref.device),
+                                     self.net.bandwidth(t_ref), kernel=self.net.kernel)
+        return self.space.project(W.double().cpu().numpy() @ self.Z_ref.double().cpu().numpy())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Raw inputs ``x (k, p)`` (original units) -> projected embeddings ``(k, m)`` (quantiles for distributions)."""
         xs = ((x.double() - self.x_mean) / self.x_sd).float()
         return torch.as_tensor(self.net.predict(xs, self.X_ref, self.Z_ref, self.space))
+
+    def example_input(self) -> tuple:
+        return (self.x_mean[None].float(),)
 
     def predict_objects(self, X: np.ndarray) -> np.ndarray:
         """Raw inputs ``(k, p)`` -> objects: quantiles ``(k, m)``, SPD/Laplacian ``(k, r, r)`` or compositions."""
