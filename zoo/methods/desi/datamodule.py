@@ -196,7 +196,7 @@ class FrechetDataModule(L.LightningDataModule):
         test_fraction, seed: the seeded split (by country for ``hmd-forecast``; by row otherwise).
         n, p: ``sim`` sizes.  n_test: ``sim`` held-out size.  batch_size: rows per training step.
     Attributes after ``setup()``: ``X_train``, ``Z_train``, ``X_test``, ``Z_test`` (numpy), ``space`` (Space),
-        ``feature_names``, ``x_mean``, ``x_sd``, ``test_groups``, ``beta`` (sim only).
+        ``feature_names``, ``x_mean``, ``x_sd``, ``test_groups`` (labels of held-out rows), ``beta`` (sim only).
     Raises:
         DataError / ValueError: bad file or settings (see above), from ``setup()``.
     """
@@ -266,7 +266,10 @@ class FrechetDataModule(L.LightningDataModule):
         self.x_sd = np.where(self.x_sd > 0, self.x_sd, 1.0)
         std = (X - self.x_mean) / self.x_sd
         self.X_train, self.Z_train, self.X_test, self.Z_test = std[train], Z[train], std[test], Z[test]
-        self.test_groups = groups[test] if groups is not None else np.arange(len(test))
+        labels = groups if groups is not None else np.array([f"row {i}" for i in range(len(X))])
+        if "years" in d:
+            labels = np.array([f"{g} {y}->{y + 10}" for g, y in zip(groups, d["years"])])
+        self.test_groups = labels[test]
 
     def train_dataloader(self) -> DataLoader:
         """Row indices of the training split (the module holds the split itself; a batch is a set of rows ``B``)."""

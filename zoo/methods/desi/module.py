@@ -155,7 +155,9 @@ class DeSIModule(ZooModule):
             doc["heldout_mspe"] = float(sp.dist2(pred, dm.Z_test).mean())
             doc["heldout_n"] = len(dm.X_test)
             files["heldout.png"] = out / "heldout.png"
-            plot_heldout(sp, pred[:6], dm.Z_test[:6], [str(g) for g in dm.test_groups[:6]], str(files["heldout.png"]))
+            show = np.unique(np.linspace(0, len(pred) - 1, 6).round().astype(int))      # spread over the split
+            plot_heldout(sp, pred[show], dm.Z_test[show], [str(g) for g in dm.test_groups[show]],
+                         str(files["heldout.png"]))
         if self.meta.get("beta_true"):
             from zoo.methods.desi.index import angle_degrees
 
