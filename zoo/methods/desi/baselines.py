@@ -1,4 +1,5 @@
-"""Baselines beside DeSI, each ``fit_predict(X, Z, Xq, space, seed) -> (k, m)`` projected embeddings.
+"""Baselines beside DeSI, each ``fit_predict(X, Z, Xq, space, seed, groups) -> (k, m)`` projected embeddings
+(``groups``: optional ``(n,)`` ids making bandwidth selection leave-one-group-out).
 
 * ``frechet_mean``: the unconditional Fréchet mean.
 * ``gfr``: global Fréchet regression (Petersen & Müller 2019) on all inputs.
@@ -21,11 +22,11 @@ from zoo.methods.desi.frechet import global_weights, local_linear_weights, selec
 from zoo.methods.desi.spaces import Space
 
 
-def frechet_mean(X, Z, Xq, space: Space, seed: int = 0) -> np.ndarray:
+def frechet_mean(X, Z, Xq, space: Space, seed: int = 0, groups=None) -> np.ndarray:
     return np.repeat(space.frechet_mean(np.full(len(Z), 1 / len(Z)), Z), len(Xq), 0)
 
 
-def gfr(X, Z, Xq, space: Space, seed: int = 0) -> np.ndarray:
+def gfr(X, Z, Xq, space: Space, seed: int = 0, groups=None) -> np.ndarray:
     return space.frechet_mean(global_weights(X, Xq), Z)
 
 
@@ -34,14 +35,14 @@ def _local_predict(t, Z, tq, h, space: Space) -> np.ndarray:
     return space.frechet_mean(W.numpy(), Z)
 
 
-def local_per_covariate(X, Z, Xq, space: Space, seed: int = 0) -> np.ndarray:
-    fits = [select_bandwidth(X[:, j], Z, space) + (j,) for j in range(X.shape[1])]
+def local_per_covariate(X, Z, Xq, space: Space, seed: int = 0, groups=None) -> np.ndarray:
+    fits = [select_bandwidth(X[:, j], Z, space, groups=groups) + (j,) for j in range(X.shape[1])]
     h, _, j = min(fits, key=lambda f: f[1])
     return _local_predict(X[:, j], Z, Xq[:, j], h, space)
 
 
 def fsi_direction(X, Z, space: Space, seed: int = 0, n_dirs: int = 1000, n_bins: int | None = None,
-                  h_grid=(0.1, 0.2, 0.4), chunk: int = 100) -> tuple[np.ndarray, float]:
+                  h_grid=(0.1, 0.2, 0.4), chunk: int = 100, groups=None) -> tuple[np.ndarray, float]:
     """FSI's direction search. Returns ``(β (p,), h)``; ``h`` chosen by leave-one-out along β."""
     from sklearn.cluster import KMeans
 
@@ -69,16 +70,16 @@ def fsi_direction(X, Z, space: Space, seed: int = 0, n_dirs: int = 1000, n_bins:
             if float(err[k]) < crit:
                 best, crit = start + k, float(err[k])
     beta = D[best]
-    h, _ = select_bandwidth(X @ beta, Z, space)
+    h, _ = select_bandwidth(X @ beta, Z, space, groups=groups)
     return beta, h
 
 
-def fsi(X, Z, Xq, space: Space, seed: int = 0, n_dirs: int = 1000) -> np.ndarray:
-    beta, h = fsi_direction(X, Z, space, seed, n_dirs)
+def fsi(X, Z, Xq, space: Space, seed: int = 0, groups=None, n_dirs: int = 1000) -> np.ndarray:
+    beta, h = fsi_direction(X, Z, space, seed, n_dirs, groups=groups)
     return _local_predict(X @ beta, Z, Xq @ beta, h, space)
 
 
-def deep_frechet(X, Z, Xq, space: Space, seed: int = 0, epochs: int = 300, hidden: int = 64,
+def deep_frechet(X, Z, Xq, space: Space, seed: int = 0, groups=None, epochs: int = 300, hidden: int = 64,
                  weight_decay: float = 1e-3, lr: float = 3e-3) -> np.ndarray:
     torch.manual_seed(seed)
     net = nn.Sequential(nn.Linear(X.shape[1], hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),

@@ -196,7 +196,7 @@ class FrechetDataModule(L.LightningDataModule):
         test_fraction, seed: the seeded split (by country for ``hmd-forecast``; by row otherwise).
         n, p: ``sim`` sizes.  n_test: ``sim`` held-out size.  batch_size: rows per training step.
     Attributes after ``setup()``: ``X_train``, ``Z_train``, ``X_test``, ``Z_test`` (numpy), ``space`` (Space),
-        ``feature_names``, ``x_mean``, ``x_sd``, ``test_groups`` (labels of held-out rows), ``beta`` (sim only).
+        ``feature_names``, ``x_mean``, ``x_sd``, ``test_groups`` (labels of held-out rows), ``groups_train`` (country ids of hmd-forecast, else None), ``beta`` (sim only).
     Raises:
         DataError / ValueError: bad file or settings (see above), from ``setup()``.
     """
@@ -270,6 +270,8 @@ class FrechetDataModule(L.LightningDataModule):
         if "years" in d:
             labels = np.array([f"{g} {y}->{y + 10}" for g, y in zip(groups, d["years"])])
         self.test_groups = labels[test]
+        self.groups_train = (np.unique(groups[train], return_inverse=True)[1] if self.dataset == "hmd-forecast"
+                             and self.path is None else None)     # country ids: cross-fit by country
 
     def train_dataloader(self) -> DataLoader:
         """Row indices of the training split (the module holds the split itself; a batch is a set of rows ``B``)."""

@@ -37,7 +37,8 @@ def local_linear_weights(t: torch.Tensor, tq: torch.Tensor, h: torch.Tensor | fl
         t: ``(..., n)`` reference index values ``T_i`` (leading dimensions batch several indices at once).
         tq: ``(..., k)`` query index values.
         h: bandwidth (> 0), a float or a tensor broadcasting to ``(..., 1, 1)`` (gradients flow to it).
-        exclude: optional ``(k,)`` long tensor; query ``j`` gets weight 0 on reference ``exclude[j]`` (leave-one-out).
+        exclude: optional ``(k,)`` long tensor (query ``j`` gets weight 0 on reference ``exclude[j]``: leave-one-out)
+            or ``(k, n)`` bool mask of the references each query must not use (leave-one-group-out).
         kernel: ``gaussian`` (every point keeps some weight) or ``epanechnikov``.
     Returns:
         ``(..., k, n)`` weights, rows summing to 1 (they reproduce any response affine in the index exactly).
@@ -53,7 +54,9 @@ def local_linear_weights(t: torch.Tensor, tq: torch.Tensor, h: torch.Tensor | fl
         K = torch.clamp(1 - u ** 2, min=0.0)
     else:
         raise ValueError(f"kernel must be gaussian or epanechnikov, got {kernel!r}")
-    if exclude is not None:
+    if exclude is not None and exclude.dtype == torch.bool:
+        K = K.masked_fill(exclude, 0.0)
+    elif exclude is not None:
         K = K.scatter(-1, exclude[:, None].expand(*K.shape[:-1], 1), 0.0)
     mu1, mu2 = (K * D).mean(-1, keepdim=True), (K * D ** 2).mean(-1, keepdim=True)
     s = K * (mu2 - mu1 * D)
@@ -63,22 +66,27 @@ def local_linear_weights(t: torch.Tensor, tq: torch.Tensor, h: torch.Tensor | fl
 
 
 def cross_fitted_risk(t: torch.Tensor, Z: torch.Tensor, h: torch.Tensor | float, space: Space,
-                      rows: torch.Tensor | None = None, kernel: str = "gaussian") -> torch.Tensor:
+                      rows: torch.Tensor | None = None, kernel: str = "gaussian",
+                      groups: torch.Tensor | None = None) -> torch.Tensor:
     """``(1/|B|) Σ_{i∈B} d²(Y_i, m̂⁽⁻ⁱ⁾(t_i))`` with the unprojected leave-one-out local linear mean.
 
     Args:
         t: ``(n,)`` index values; Z: ``(n, m)`` embeddings; rows: the minibatch ``B`` (default: all).
+        groups: optional ``(n,)`` group ids; then ``m̂⁽⁻ⁱ⁾`` leaves out i's whole group (e.g. every year of one
+            country: with near-duplicate rows, leave-one-out rewards memorising a group — ours).
     Returns:
         0-dim tensor; projection at prediction can only lower it when every ``Y_i`` lies in the (convex) space.
     """
     rows = torch.arange(len(t), device=t.device) if rows is None else rows
-    W = local_linear_weights(t, t[rows], h, exclude=rows, kernel=kernel)
+    exclude = rows if groups is None else groups[rows][:, None] == groups[None, :]
+    W = local_linear_weights(t, t[rows], h, exclude=exclude, kernel=kernel)
     return space.dist2(W @ Z, Z[rows]).mean()
 
 
 def select_bandwidth(t: np.ndarray, Z: np.ndarray, space: Space, grid: np.ndarray | None = None,
-                     kernel: str = "gaussian") -> tuple[float, float]:
-    """Bandwidth minimising the leave-one-out risk over ``grid`` (default: 12 values, 0.03–2 × sd(t)).
+                     kernel: str = "gaussian", groups: np.ndarray | None = None) -> tuple[float, float]:
+    """Bandwidth minimising the leave-one-out (or leave-one-group-out) risk over ``grid`` (default: 12 values,
+    0.03–2 × sd(t)).
 
     Returns:
         ``(h, risk)``.
@@ -87,6 +95,7 @@ def select_bandwidth(t: np.ndarray, Z: np.ndarray, space: Space, grid: np.ndarra
     Z_ = torch.as_tensor(np.asarray(Z, dtype=np.float64))
     sd = float(t_.std()) or 1.0
     grid = np.geomspace(0.03, 2.0, 12) * sd if grid is None else grid
-    risks = [float(cross_fitted_risk(t_, Z_, float(h), space, kernel=kernel)) for h in grid]
+    g_ = None if groups is None else torch.as_tensor(np.unique(groups, return_inverse=True)[1])
+    risks = [float(cross_fitted_risk(t_, Z_, float(h), space, kernel=kernel, groups=g_)) for h in grid]
     k = int(np.nanargmin(risks))
     return float(grid[k]), risks[k]

@@ -86,10 +86,12 @@ class SingleIndex(nn.Module):
     def bandwidth(self, t_ref: torch.Tensor) -> torch.Tensor:
         return self.log_h.exp() * t_ref.detach().std().clamp(min=1e-8)
 
-    def risk(self, X: torch.Tensor, Z: torch.Tensor, space: Space, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """Cross-fitted risk on ``rows`` of the training set ``X (n, p)``, ``Z (n, m)`` (the training loss)."""
+    def risk(self, X: torch.Tensor, Z: torch.Tensor, space: Space, rows: torch.Tensor | None = None,
+             groups: torch.Tensor | None = None) -> torch.Tensor:
+        """Cross-fitted risk on ``rows`` of the training set ``X (n, p)``, ``Z (n, m)`` (the training loss);
+        ``groups (n,)`` makes it leave-one-group-out."""
         t = self(X)
-        return cross_fitted_risk(t, Z, self.bandwidth(t), space, rows, self.kernel)
+        return cross_fitted_risk(t, Z, self.bandwidth(t), space, rows, self.kernel, groups)
 
     def weights(self, Xq: torch.Tensor, X_ref: torch.Tensor) -> torch.Tensor:
         """``(k, n)`` local linear weights of queries ``Xq (k, p)`` on the reference inputs."""
@@ -117,17 +119,19 @@ class SingleIndex(nn.Module):
 
 
 def fit_index(model: SingleIndex, X: np.ndarray, Z: np.ndarray, space: Space, epochs: int = 200, lr: float = 0.02,
-              batch_size: int = 512, weight_decay: float = 0.0, seed: int = 0) -> list[float]:
+              batch_size: int = 512, weight_decay: float = 0.0, seed: int = 0,
+              groups: np.ndarray | None = None) -> list[float]:
     """Plain Adam loop on the cross-fitted risk (the LightningModule runs the same step); returns epoch losses."""
     g = torch.Generator().manual_seed(seed)
     X_, Z_ = torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(Z, dtype=torch.float32)
+    G_ = None if groups is None else torch.as_tensor(np.unique(groups, return_inverse=True)[1])
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     losses = []
     for _ in range(epochs):
         perm = torch.randperm(len(X_), generator=g)
         total = 0.0
         for rows in perm.split(batch_size):
-            loss = model.risk(X_, Z_, space, rows)
+            loss = model.risk(X_, Z_, space, rows, G_)
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -21,7 +21,7 @@ from zoo.methods.desi.index import SingleIndex, fit_index
 from zoo.methods.desi.render import plot_along_index, plot_heldout, plot_importance
 from zoo.methods.desi.spaces import Space
 
-_SIZED = ("X_ref", "Z_ref", "x_mean", "x_sd", "meta_json")
+_SIZED = ("X_ref", "Z_ref", "x_mean", "x_sd", "meta_json", "g_ref")
 
 
 @register_method("desi", datamodule=FrechetDataModule)
@@ -53,6 +53,7 @@ class DeSIModule(ZooModule):
         for name in ("X_ref", "Z_ref", "x_mean", "x_sd"):
             self.register_buffer(name, torch.zeros(0))
         self.register_buffer("meta_json", torch.zeros(0, dtype=torch.uint8))
+        self.register_buffer("g_ref", torch.zeros(0, dtype=torch.long))   # cross-fitting groups (empty: rows)
         self._artifacts: dict[str, str] = {}
 
     def _build(self) -> SingleIndex:
@@ -86,6 +87,8 @@ class DeSIModule(ZooModule):
         self.Z_ref = torch.as_tensor(dm.Z_train, dtype=torch.float32)
         self.x_mean = torch.as_tensor(dm.x_mean, dtype=torch.float64)
         self.x_sd = torch.as_tensor(dm.x_sd, dtype=torch.float64)
+        if dm.groups_train is not None:
+            self.g_ref = torch.as_tensor(dm.groups_train, dtype=torch.long)
         meta = {"feature_names": dm.feature_names, "dataset": dm.path or dm.dataset,
                 "beta_true": None if dm.beta is None else [float(b) for b in dm.beta]}
         self.meta_json = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
@@ -97,7 +100,7 @@ class DeSIModule(ZooModule):
         return torch.optim.Adam(self.net.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
 
     def training_step(self, rows, batch_idx):
-        loss = self.net.risk(self.X_ref, self.Z_ref, self.space, rows)
+        loss = self.net.risk(self.X_ref, self.Z_ref, self.space, rows, self.g_ref if self.g_ref.numel() else None)
         self.log("train/risk", loss, prog_bar=True, batch_size=len(rows))
         self.log("train/h", self.net.log_h.exp(), batch_size=len(rows))
         return loss
@@ -129,8 +132,9 @@ class DeSIModule(ZooModule):
         for b in range(hp.bootstrap):
             idx = rng.integers(0, len(X), len(X))
             net = copy.deepcopy(self.net).cpu()
+            groups = self.g_ref.cpu().numpy()[idx] if self.g_ref.numel() else idx      # resampled copies: one group
             fit_index(net, X[idx], Z[idx], self.space, epochs=hp.bootstrap_epochs, lr=hp.lr,
-                      weight_decay=hp.weight_decay, seed=b)
+                      weight_decay=hp.weight_decay, seed=b, groups=groups)
             d = net.direction(torch.as_tensor(X[idx]))
             out.append(d * np.sign(d @ base or 1.0))
         return np.array(out).reshape(-1, len(base))
@@ -143,7 +147,7 @@ class DeSIModule(ZooModule):
         lo, hi = (np.percentile(boot, [2.5, 97.5], axis=0) if len(boot) > 1 else (beta, beta))
         doc = {"index": self.hparams.index, "feature": names, "direction": beta.tolist(), "ci_low": lo.tolist(),
                "ci_high": hi.tolist(), "bootstrap": len(boot),
-               "bandwidth_sd_units": float(self.net.log_h.exp()), "n_reference": len(self.X_ref)}
+               "bandwidth_sd_units": float(self.net.log_h.detach().exp()), "n_reference": len(self.X_ref)}
         files = {"index.json": out / "index.json", "index_weights.png": out / "index_weights.png",
                  "along_index.png": out / "along_index.png"}
         t_ref = self.net(self.X_ref).detach().cpu().numpy()
