@@ -121,3 +121,18 @@ def test_cross_fitted_risk_is_leave_one_out():
 def test_quantiles_from_pmf_uniform():
     q = quantiles_from_pmf(np.array([0.0, 1.0, 2.0]), np.array([[0.5, 0.5]]), np.linspace(0, 1, 5))
     np.testing.assert_allclose(q[0], [0, 0.5, 1.0, 1.5, 2.0])
+
+
+def test_leave_one_group_out_uses_no_row_of_the_group():
+    rng = np.random.default_rng(6)
+    t = torch.as_tensor(rng.normal(size=12))
+    groups = torch.arange(12) // 3
+    mask = groups[:, None] == groups[None, :]
+    W = local_linear_weights(t, t, 0.8, exclude=mask)
+    assert torch.all(W[mask] == 0)
+    torch.testing.assert_close(W.sum(1), torch.ones(12, dtype=torch.float64))
+    Z = torch.as_tensor(rng.normal(size=(12, 2)))
+    sp = Space("composition", 2)
+    r = cross_fitted_risk(t, Z, 0.8, sp, groups=groups)
+    assert float(r) == pytest.approx(float(sp.dist2(W @ Z, Z).mean()), rel=1e-12)
+    assert float(r) != pytest.approx(float(cross_fitted_risk(t, Z, 0.8, sp)), rel=1e-6)
