@@ -3,6 +3,8 @@
     python -m zoo.methods.desi.experiments real --seeds 0 1 2
     python -m zoo.methods.desi.experiments sim --spaces distribution spd composition laplacian --reps 3
     python -m zoo.methods.desi.experiments fsi-folds
+    python -m zoo.methods.desi.experiments real --datasets hmd-forecast --name real-hmd-forecast   # in parallel,
+    python -m zoo.methods.desi.experiments merge-real --parts real real-hmd-forecast               # then merged
 
 Each writes ``results/desi/<name>.json`` through ``zoo.core.results.write_result``. ``--until HH:MM`` (UTC) stops
 starting new settings after that time and records what was left out in the notes.
@@ -77,15 +79,24 @@ def _late(until: str | None) -> bool:
     return until is not None and dt.datetime.now(dt.UTC).strftime("%H:%M") >= until
 
 
-def run_real(seeds: list[int], until: str | None, epochs: int) -> None:
+REAL_NOTES = ("MSPE = mean squared held-out distance (W2² on the 101-point quantile grid for mortality; Aitchison² "
+              "via CLR for compositions). hmd2013: mean over the FSI paper's 30 folds (fsi2013_Folds_new.csv); "
+              "hmd-forecast: 25% of 41 countries held out per split seed, bandwidths and DeSI's cross-fitted risk "
+              "leave one country out; compositions: leave-one-out over all rows. Deterministic methods run once "
+              "(seed 0); FSI, deep Fréchet and DeSI A/B over the seeds listed. DeSI: at least 100 Adam steps. "
+              "Shared 2-core machine under load, nice 10. ")
+
+
+def run_real(seeds: list[int], until: str | None, epochs: int,
+             datasets: tuple[str, ...] = ("hmd2013", *COMPOSITIONS, "hmd-forecast"), name: str = "real") -> None:
     rows, skipped, t0 = [], [], time.time()
     hmd13 = load_hmd2013()
     sp13 = Space("distribution", 101, hmd13["support"])
-    for dataset in ("hmd2013", *COMPOSITIONS, "hmd-forecast"):     # the largest last: a time cut drops it first
-        for name, f in methods(epochs if dataset != "hmd2013" else 4 * epochs, 1000).items():
-            for seed in (seeds if name in RANDOM else seeds[:1]):
+    for dataset in datasets:                           # the largest last: a time cut drops it first
+        for method, f in methods(epochs if dataset != "hmd2013" else 4 * epochs, 1000).items():
+            for seed in (seeds if method in RANDOM else seeds[:1]):
                 if _late(until):
-                    skipped.append(f"{dataset}/{name}/seed {seed}")
+                    skipped.append(f"{dataset}/{method}/seed {seed}")
                     continue
                 errs = []
                 if dataset == "hmd2013":                       # the FSI paper's 30 folds of 10 held-out countries
@@ -106,19 +117,27 @@ def run_real(seeds: list[int], until: str | None, epochs: int) -> None:
                         tr = np.arange(len(X)) != i
                         pred, _ = f(X[tr], Z[tr], X[i:i + 1], sp, seed, None)
                         errs.append(sp.dist2(pred, Z[i:i + 1]).mean())
-                rows.append({"dataset": dataset, "method": name, "seed": seed, "mspe": float(np.mean(errs)),
+                rows.append({"dataset": dataset, "method": method, "seed": seed, "mspe": float(np.mean(errs)),
                              "mspe_median_over_folds": float(np.median(errs))})
                 print(rows[-1], f"{time.time() - t0:.0f}s", flush=True)
+    write_result("desi", name, rows, summary=summarise(rows, ["mspe", "mspe_median_over_folds"],
+                                                       by=["dataset", "method"]),
+                 paper=FSI_PAPER, notes=REAL_NOTES + f"Seeds {seeds}; DeSI epochs {epochs} (x4 on hmd2013). "
+                 f"Not run (time): {skipped or 'none'}.")
+
+
+def merge_real(parts: list[str]) -> None:
+    """``real.json`` from part files ``results/desi/<part>.json`` (rows of a dataset come from its last part)."""
+    import json
+
+    docs = [json.loads((repo_root() / "results" / "desi" / f"{p}.json").read_text()) for p in parts]
+    owner = {r["dataset"]: k for k, d in enumerate(docs) for r in d["rows"]}
+    rows = [r for k, d in enumerate(docs) for r in d["rows"] if owner[r["dataset"]] == k]
     write_result("desi", "real", rows, summary=summarise(rows, ["mspe", "mspe_median_over_folds"],
                                                          by=["dataset", "method"]),
-                 paper=FSI_PAPER,
-                 notes=("MSPE = mean squared held-out distance (W2² on the 101-point quantile grid for mortality; "
-                        "Aitchison² via CLR for compositions). hmd2013: mean over the FSI paper's 30 folds "
-                        "(fsi2013_Folds_new.csv); hmd-forecast: 25% of 41 countries held out per split seed, bandwidths and "
-                        "DeSI's cross-fitted risk leave one country out; "
-                        "compositions: leave-one-out over all rows. Deterministic methods run once (seed 0); FSI, "
-                        f"deep Fréchet and DeSI A/B over seeds {seeds}. DeSI epochs {epochs} (x4 on hmd2013). "
-                        f"Load: shared 2-core machine. Not run (time): {skipped or 'none'}."))
+                 paper=FSI_PAPER, notes=REAL_NOTES + "Merged from parallel runs: " + " | ".join(
+                     f"{p}: {d['command']} ({d['notes'].split('Shared 2-core machine under load, nice 10. ')[-1]})"
+                     for p, d in zip(parts, docs)))
 
 
 def run_sim(spaces: list[str], ns: list[int], ps: list[int], reps: int, until: str | None, epochs: int,
@@ -177,7 +196,10 @@ def run_fsi_folds() -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=["real", "sim", "fsi-folds"])
+    ap.add_argument("which", choices=["real", "sim", "fsi-folds", "merge-real"])
+    ap.add_argument("--datasets", nargs="+", default=["hmd2013", *COMPOSITIONS, "hmd-forecast"])
+    ap.add_argument("--name", default="real", help="result file stem of a real run")
+    ap.add_argument("--parts", nargs="+", default=[], help="merge-real: result stems to merge into real.json")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--spaces", nargs="+", default=["distribution", "spd", "composition", "laplacian"])
     ap.add_argument("--ns", type=int, nargs="+", default=[200, 1000])
@@ -190,7 +212,9 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     if a.which == "real":
-        run_real(a.seeds, a.until, a.epochs)
+        run_real(a.seeds, a.until, a.epochs, tuple(a.datasets), a.name)
+    elif a.which == "merge-real":
+        merge_real(a.parts)
     elif a.which == "sim":
         run_sim(a.spaces, a.ns, a.ps, a.reps, a.until, a.epochs, a.n_test, tuple(a.skip))
     else:
