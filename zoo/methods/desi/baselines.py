@@ -31,6 +31,8 @@ def gfr(X, Z, Xq, space: Space, seed: int = 0, groups=None) -> np.ndarray:
 
 
 def _local_predict(t, Z, tq, h, space: Space) -> np.ndarray:
+    """Local linear Fréchet prediction at ``tq``, clamped to the range of ``t`` as DeSI's prediction is."""
+    tq = np.clip(tq, np.min(t), np.max(t))
     W = local_linear_weights(torch.as_tensor(t, dtype=torch.float64), torch.as_tensor(tq, dtype=torch.float64), h)
     return space.frechet_mean(W.numpy(), Z)
 

@@ -94,9 +94,11 @@ class SingleIndex(nn.Module):
         return cross_fitted_risk(t, Z, self.bandwidth(t), space, rows, self.kernel, groups)
 
     def weights(self, Xq: torch.Tensor, X_ref: torch.Tensor) -> torch.Tensor:
-        """``(k, n)`` local linear weights of queries ``Xq (k, p)`` on the reference inputs."""
+        """``(k, n)`` local linear weights of queries ``Xq (k, p)`` on the reference inputs. A query index outside
+        the reference range is clamped to it (ours): a local line extrapolated with a small bandwidth can leave the
+        data by orders of magnitude (seen on hmd2013, n = 29)."""
         t = self(X_ref)
-        return local_linear_weights(t, self(Xq), self.bandwidth(t), kernel=self.kernel)
+        return local_linear_weights(t, self(Xq).clamp(t.min(), t.max()), self.bandwidth(t), kernel=self.kernel)
 
     def predict(self, Xq, X_ref, Z_ref, space: Space, project: bool = True) -> np.ndarray:
         """``(k, m)`` predicted embeddings (projected onto the space unless ``project=False``)."""

@@ -181,7 +181,8 @@ class DeSIModule(ZooModule):
             t_ref = self.net(self.X_ref)
             from zoo.methods.desi.frechet import local_linear_weights
 
-            W = local_linear_weights(t_ref, torch.as_tensor(t, dtype=t_ref.dtype, device=t_ref.device),
+            tq = torch.as_tensor(t, dtype=t_ref.dtype, device=t_ref.device).clamp(t_ref.min(), t_ref.max())
+            W = local_linear_weights(t_ref, tq,
                                      self.net.bandwidth(t_ref), kernel=self.net.kernel)
         return self.space.project(W.double().cpu().numpy() @ self.Z_ref.double().cpu().numpy())
 
