@@ -11,6 +11,7 @@ METHODS: dict[str, str] = {
     "saliency-bias": "zoo.methods.saliency_bias.module",
     "trsp": "zoo.methods.trsp.module",
     "cond-dp": "zoo.methods.cond_dp.module",
+    "desi": "zoo.methods.desi.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -22,4 +23,5 @@ EXTRAS: dict[str, str] = {
     "saliency-bias": "vision",
     "trsp": "trsp",
     "cond-dp": "privacy",
+    "desi": "frechet",
 }
