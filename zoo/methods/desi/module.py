@@ -70,7 +70,6 @@ class DeSIModule(ZooModule):
     def meta(self) -> dict:
         return json.loads(bytes(self.meta_json.tolist()).decode()) if self.meta_json.numel() else {}
 
-
     # ---- fit --------------------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
         """Take the training split from the datamodule as the reference set; build the index on first use."""
