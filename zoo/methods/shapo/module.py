@@ -16,6 +16,7 @@ from zoo.core.registry import register_method
 from zoo.methods.shapo import losses as L
 from zoo.methods.shapo.ascent import MaskedGradient, all_reduce_mean
 from zoo.methods.shapo.lm import completion_kl, right_pad, sample_completions, sequence_logps
+from zoo.methods.shapo.metrics import preference_accuracy
 from zoo.methods.shapo.probe import mean_pooled_states, train_probe
 from zoo.methods.shapo.subspace import SIGNS, MaskedPerturbation, down_projections, rank_neurons
 from zoo.models.causal_lm import drop_tied_aliases, fill_tied_aliases, tied_aliases
@@ -630,14 +631,14 @@ class ShaPOModule(ZooModule):
             return
         n = stats["margin"].numel()
         self.log("train/margin", stats["margin"].mean(), on_step=True, batch_size=n)
-        self.log("train/accuracy", (stats["margin"] > 0).float().mean(), on_step=True, batch_size=n)
+        self.log("train/accuracy", preference_accuracy(stats["margin"]).mean(), on_step=True, batch_size=n)
 
     # ------------------------------------------------------------------ evaluation
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         """Preference accuracy, reward margin and loss on clean held-out pairs (never flipped)."""
         loss, stats = self._loss(batch, "val")
         n = stats["margin"].numel()
-        self.val_accuracy.update((stats["margin"] > 0).float())
+        self.val_accuracy.update(preference_accuracy(stats["margin"]))
         self.val_margin.update(stats["margin"])
         self.val_loss.update(loss.detach(), weight=n)
         self.log("val/accuracy", self.val_accuracy, on_epoch=True, prog_bar=True, batch_size=n)
