@@ -28,6 +28,8 @@ from pathlib import Path
 
 import lightning as L
 
+from zoo.core.results import write_result
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -127,8 +129,6 @@ def main() -> None:
           f"median step of {args.repeats} interleaved repeats")
     print(f"per-step  train.py {z * 1e3:.1f} ms   bare loop {b * 1e3:.1f} ms   ratio {z / b:.3f} (target <= 1.05)")
     print(f"import zoo {imp - base:.3f} s over bare python (target < 0.3 s); zoo list {lst:.3f} s (target < 1 s)")
-    from zoo.core.results import write_result
-
     rows = [{"repeat": i, "train.py ms": zs * 1e3, "bare loop ms": bs * 1e3, "ratio": zs / bs, "load (1 min)": ld}
             for i, (zs, bs, ld) in enumerate(zip(zoo_s, bare_s, loads))]
     rows.append({"repeat": "median", "train.py ms": z * 1e3, "bare loop ms": b * 1e3, "ratio": z / b,

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
+from zoo.core.results import write_result
 from zoo.methods.praxis.enumerate import contains, count_trees, histogram
 from zoo.methods.praxis.measure import measure
 from zoo.methods.praxis.peers import run_tree_praxis, run_treefarms, treefarms_source_to_tree, within_bound
@@ -200,7 +201,6 @@ def main(argv=None) -> int:
 
 def write_tables(out: Path, rows: list[dict], command: str, converted_from: str | None = None) -> None:
     """``recall.json`` (result), ``time.json`` and ``memory.json`` (benchmarks) through the results writer."""
-    from zoo.core.results import write_result
 
     notes = ("Each enumerator runs in a forked child of one process (peak = growth of resident memory during the "
              "call; times are CPU seconds, the least of several runs, with the matching wall time beside them). TreeFARMS gets depth_budget = d + 1 and regularization = round(lam n)/n. Recall is over "

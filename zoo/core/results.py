@@ -23,6 +23,7 @@ import math
 import statistics
 from pathlib import Path
 
+from zoo.core import provenance as _provenance  # noqa: F401  (reads the load at start on import)
 from zoo.core.data import repo_root
 
 HEADER = """# Results

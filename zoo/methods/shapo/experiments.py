@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from zoo.core.results import summarise, write_result
+
 RECIPES = {"dpo": "dpo.yaml", "shapo-token": "shapo.yaml", "shapo-reward": "shapo-reward.yaml"}
 METRICS = ("val/accuracy", "val/margin", "val/harmful_rate", "val/harmful_rate_redteam", "val/harmful_rate_heldout",
            "val/kl_ref")
@@ -88,8 +90,6 @@ def sweep_rows(runs: list[dict]) -> list[dict]:
 def write_sweep(runs: list[dict], command: str, notes: str, scale: dict, out: str = "results/shapo/noise-sweep.json",
                 converted_from: str | None = None) -> Path:
     """``results/shapo/noise-sweep.json`` through the results writer: per-run rows, mean/sd per (flip_rate, method)."""
-    from zoo.core.results import summarise, write_result
-
     rows = sweep_rows(runs)
     metrics = [m.split("/", 1)[1] for m in METRICS] + ["accuracy - DPO", "harmful_rate - DPO"]
     out_path = Path(out)
@@ -121,8 +121,6 @@ def release_table(out: Path) -> Path:
     """results/shapo/release.json: zoo-lm.chat (untrained) and the released shapo.zoo-lm-hh under recipes/shapo.yaml's
     full evaluation (301 held-out pairs, 83 red-team + 64 held-out prompts, 48 sampled tokens)."""
     from zoo.core.build import evaluate, load_module
-    from zoo.core.results import write_result
-
     start = evaluate_start([])
     module, cfg = load_module("shapo.zoo-lm-hh")
     released = evaluate(module, cfg)
