@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from zoo.core.data import repo_root, set_seed
-from zoo.core.provenance import git_state
+from zoo.core.provenance import git_at_start
 from zoo.core.results import summarise, write_result
 from zoo.methods.watchlog.datamodule import WatchLogDataModule, serialise_tokens
 from zoo.methods.watchlog.metrics import best_f1_threshold, classification_metrics
@@ -200,7 +200,7 @@ def run_detection(max_steps: int, eval_every: int, only: list[str] | None, comma
     prev = json.loads(path.read_text()) if path.exists() and only else {}
     if prev:                                     # rows merged from several runs: keep every command that made them
         command = f"{prev['command']} ; {command}"
-    sha = (git_state()["sha"] or "")[:10]
+    sha = (git_at_start()["sha"] or "")[:10]          # the code that runs, even if the checkout moves on
     split = {k: len(v) for k, v in dm.recording_split.items()}
     counts = {k: {"windows": len(ds), "malicious": sum(w.label == 1 for w in ds.windows)}
               for k, ds in dm.splits.items()}
