@@ -13,8 +13,9 @@ forward/backward passes with the masked perturbation between them. Two compariso
   ours-ShaPO, TRL) so a busy machine slows all three alike; medians of ``--reps`` after ``--warmup``.
 * **framework**: each side's own training loop, ``lightning.Trainer.fit`` on our module and datamodule vs
   ``DPOTrainer.train()``, both for ``warmup + reps`` steps; the step time is the median interval between step starts
-  (data loading, collation, logging and callbacks included). The loops run one after another (they cannot be
-  interleaved), so their ratio is more exposed to load changes than the bare one.
+  (data loading, collation, logging and callbacks included); both datasets hold just the ``--batch`` pairs, so every
+  step is a new one-batch epoch on both sides. The loops run one after another (they cannot be interleaved), so their
+  ratio is more exposed to load changes than the bare one.
 
 Writes ``results/shapo/step-time.json`` (``kind: benchmark``, docs/benchmarks.md).
 """
@@ -106,16 +107,22 @@ def main() -> None:
         rows["rejected"].append(tok.decode(item["rejected"][:-1]))
     n_steps = args.warmup + args.reps
 
-    class StepStamps(TrainerCallback, L.Callback):
-        """Time at the start of every step, for both the HF Trainer and Lightning."""
+    class HFStamps(TrainerCallback):
+        """Time at the start of every HF Trainer step."""
 
         def __init__(self):
             self.stamps: list[float] = []
 
-        def on_step_begin(self, *a, **k):              # transformers
+        def on_step_begin(self, *a, **k):
             self.stamps.append(time.perf_counter())
 
-        def on_train_batch_start(self, *a, **k):       # lightning
+    class LightningStamps(L.Callback):
+        """Time at the start of every Lightning training batch."""
+
+        def __init__(self):
+            self.stamps: list[float] = []
+
+        def on_train_batch_start(self, *a, **k):
             self.stamps.append(time.perf_counter())
 
     def trl_trainer(steps: int, callbacks=()) -> DPOTrainer:
@@ -126,15 +133,15 @@ def main() -> None:
                            use_cpu=True, gradient_checkpointing=False, report_to="none", save_strategy="no",
                            logging_steps=10 ** 6, dataloader_drop_last=False, seed=0, max_steps=steps,
                            lr_scheduler_type="constant", weight_decay=0.0, disable_tqdm=True)
-        data = Dataset.from_dict({k: v * steps for k, v in rows.items()})   # one epoch covers every step
-        return DPOTrainer(model=policy, ref_model=copy.deepcopy(policy).eval(), args=config, train_dataset=data,
+        # the same `batch` pairs every step: one epoch is one step on both sides (our datamodule holds them alone too)
+        return DPOTrainer(model=policy, ref_model=copy.deepcopy(policy).eval(), args=config,
+                          train_dataset=Dataset.from_dict(rows),
                           processing_class=tok, callbacks=list(callbacks))
 
     trainer = trl_trainer(n_steps)
     trainer.create_optimizer_and_scheduler(num_training_steps=10 ** 6)
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train(); we call compute_loss directly
     trl_batch = next(iter(trainer.get_train_dataloader()))
-    trl_batch = {k: v[: args.batch] if isinstance(v, torch.Tensor) else v for k, v in trl_batch.items()}
 
     def trl_bare():
         trainer.optimizer.zero_grad(set_to_none=True)
@@ -161,13 +168,13 @@ def main() -> None:
     # framework level: each side's own loop
     loops: dict[str, float] = {}
     for name, variant in (("ours DPO", "dpo"), ("ours ShaPO", "token")):
-        clock = StepStamps()
+        clock = LightningStamps()
         m = shapo_module(variant, policy_init)
         L.Trainer(accelerator="cpu", devices=1, max_steps=n_steps, limit_val_batches=0, logger=False,
                   enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                   num_sanity_val_steps=0, callbacks=[clock]).fit(m, datamodule=datamodule())
         loops[name] = _median_gap(clock.stamps, args.warmup)
-    clock = StepStamps()
+    clock = HFStamps()
     trl_trainer(n_steps, [clock]).train()
     loops["TRL DPOTrainer"] = _median_gap(clock.stamps, args.warmup)
 
