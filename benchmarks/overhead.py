@@ -9,10 +9,14 @@ and, on the zoo side, logging and callbacks), so one-off set-up does not blur th
 interleaved so background load hits both sides alike. Also times ``import zoo`` and ``zoo list``.
 
     python benchmarks/overhead.py [--arch zoo-lm-small] [--batch-size 16] [--max-length 256] [--steps 40]
+
+Writes ``results/platform/overhead.json`` (``kind: benchmark``; the machine load at start and end is in its
+provenance and in each row, since on a shared machine the ratio is load-dominated).
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
 import statistics
@@ -23,6 +27,8 @@ import time
 from pathlib import Path
 
 import lightning as L
+
+from zoo.core.results import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +44,7 @@ class StepClock(L.Callback):
 
 
 def _median_step(stamps: list[float], skip: int = 3) -> float:
-    gaps = [b - a for a, b in zip(stamps, stamps[1:])][skip:]
+    gaps = [b - a for a, b in itertools.pairwise(stamps)][skip:]
     return statistics.median(gaps)
 
 
@@ -110,10 +116,11 @@ def main() -> None:
     logging.disable(logging.WARNING)
     tmp = tempfile.mkdtemp()
     shape = (args.arch, args.batch_size, args.max_length)
-    zoo_s, bare_s = [], []
+    zoo_s, bare_s, loads = [], [], []
     for _ in range(args.repeats):
         zoo_s.append(_median_step(zoo_steps(args.steps, *shape, tmp)))
         bare_s.append(_median_step(bare_steps(args.steps, *shape)))
+        loads.append(os.getloadavg()[0])
     z, b = statistics.median(zoo_s), statistics.median(bare_s)
     imp = statistics.median(_time_cmd([sys.executable, "-c", "import zoo"]) for _ in range(5))
     base = statistics.median(_time_cmd([sys.executable, "-c", "pass"]) for _ in range(5))
@@ -122,6 +129,17 @@ def main() -> None:
           f"median step of {args.repeats} interleaved repeats")
     print(f"per-step  train.py {z * 1e3:.1f} ms   bare loop {b * 1e3:.1f} ms   ratio {z / b:.3f} (target <= 1.05)")
     print(f"import zoo {imp - base:.3f} s over bare python (target < 0.3 s); zoo list {lst:.3f} s (target < 1 s)")
+    rows = [{"repeat": i, "train.py ms": zs * 1e3, "bare loop ms": bs * 1e3, "ratio": zs / bs, "load (1 min)": ld}
+            for i, (zs, bs, ld) in enumerate(zip(zoo_s, bare_s, loads))]
+    rows.append({"repeat": "median", "train.py ms": z * 1e3, "bare loop ms": b * 1e3, "ratio": z / b,
+                 "import zoo s (over bare python)": imp - base, "zoo list s": lst})
+    print(write_result("platform", "overhead", rows, kind="benchmark",
+                       paper="n/a (zoo targets: ratio <= 1.05, import zoo < 0.3 s, zoo list < 1 s)",
+                       notes=f"Model {args.arch}, batch {args.batch_size} x {args.max_length} tokens, {args.steps} "
+                             f"steps, per-step = median interval between step starts, {args.repeats} interleaved "
+                             "repeats; 'load (1 min)' is the machine's 1-minute load average after each repeat (2 "
+                             "cores). On a loaded machine the ratio is dominated by contention; the idle figure "
+                             "needs a quiet machine and >= 5 runs."))
 
 
 if __name__ == "__main__":

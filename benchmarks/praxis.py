@@ -9,11 +9,13 @@ d = TreeFARMS depth d + 1) that ours contains, matched by tree structure and obj
 (``enumerate.contains``); the share of all of TreeFARMS' output (which can overshoot that bound) is also printed.
 
     python benchmarks/praxis.py [--quick] [--timeout 240] [--json results/praxis]
+
+With ``--json`` it writes ``time.json`` and ``memory.json`` (``kind: benchmark``) and ``recall.json`` (``kind: result``)
+through :func:`zoo.core.results.write_result`.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import sys
 from pathlib import Path
@@ -26,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
+from zoo.core.results import write_result
 from zoo.methods.praxis.enumerate import contains, count_trees, histogram
 from zoo.methods.praxis.measure import measure
 from zoo.methods.praxis.peers import run_tree_praxis, run_treefarms, treefarms_source_to_tree, within_bound
@@ -196,9 +199,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def write_tables(out: Path, rows: list[dict], command: str) -> None:
-    """``recall.json``, ``time.json`` and ``memory.json`` in the results format (docs/adding-a-method.md)."""
-    out.mkdir(parents=True, exist_ok=True)
+def write_tables(out: Path, rows: list[dict], command: str, converted_from: str | None = None) -> None:
+    """``recall.json`` (result), ``time.json`` and ``memory.json`` (benchmarks) through the results writer."""
+
     notes = ("Each enumerator runs in a forked child of one process (peak = growth of resident memory during the "
              "call; times are CPU seconds, the least of several runs, with the matching wall time beside them). TreeFARMS gets depth_budget = d + 1 and regularization = round(lam n)/n. Recall is over "
              "TreeFARMS' trees with objective <= (1 + eps) x optimum, the exact Rashomon set (TreeFARMS 0.2.4 also "
@@ -231,9 +234,9 @@ def write_tables(out: Path, rows: list[dict], command: str) -> None:
                     "target (issue 5)": ">= 10x less peak memory than TreeFARMS"}),
     }
     for name, (table, paper) in tables.items():
-        (out / f"{name}.json").write_text(json.dumps(
-            {"method": "praxis", "experiment": name, "command": command, "rows": table, "paper": paper,
-             "notes": notes}, indent=1))
+        write_result("praxis", name, table, paper=paper, notes=notes, command=command,
+                     kind="result" if name == "recall" else "benchmark", packages=["tree-praxis", "treefarms"],
+                     results_dir=out.resolve().parent, converted_from=converted_from)
 
 
 if __name__ == "__main__":

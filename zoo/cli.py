@@ -18,7 +18,7 @@ USAGE = """usage: zoo train recipe=NAME [overlay=FILE ...] [key=value | +key=val
        zoo export RUN_DIR|ID [--formats package,hf,onnx,torch_export] [--out DIR]
        zoo predict RUN_DIR|ID INPUT ... [--out-dir DIR]
        zoo release RUN_DIR --id METHOD.TAG [--which best|last] [--base ID]   (--base: store only what differs)
-       zoo results                                 regenerate docs/results.md from results/"""
+       zoo results                                 regenerate docs/results.md and docs/benchmarks.md from results/"""
 
 
 def _split_train_args(argv: list[str]) -> tuple[str, list[str], list[str]]:
@@ -148,9 +148,9 @@ def cmd_release(args) -> None:
 
 
 def cmd_results(_args) -> None:
-    from zoo.core.results import write_results
+    from zoo.core.results import write_benchmarks, write_results
 
-    print(f"wrote {write_results()}")
+    print(f"wrote {write_results()} and {write_benchmarks()}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -86,3 +86,36 @@ def test_write_result_refuses_strings_for_numbers_and_nan(tmp_path):
 def test_command_line_reconstructs_module_invocation():
     from zoo.core.provenance import command_line
     assert command_line(["zoo", "eval", "a b"]) == "zoo eval 'a b'"
+
+
+def test_committed_benchmarks_md_is_up_to_date():
+    root = repo_root()
+    assert (root / "docs" / "benchmarks.md").read_text() == render(root / "results", kind="benchmark"), \
+        "docs/benchmarks.md is stale: run python -m zoo.core.results"
+
+
+def test_every_results_file_has_provenance_and_numbers():
+    """Each results/<method>/*.json went through write_result: provenance, kind, and no mean ± sd strings."""
+    import re
+
+    root = repo_root()
+    files = sorted((root / "results").glob("*/*.json"))
+    assert files
+    for f in files:
+        doc = json.loads(f.read_text())
+        prov = doc.get("provenance") or {}
+        assert doc.get("kind") in ("result", "benchmark"), f"{f}: no kind"
+        assert {"command", "sha", "packages", "machine", "date"} <= set(prov), f"{f}: provenance incomplete: {prov}"
+        if "converted_from_commit" in prov:
+            assert prov["rerun"] is False and re.fullmatch(r"[0-9a-f]{40}", prov["converted_from_commit"]), f
+        text = json.dumps({k: doc.get(k) for k in ("rows", "summary")}, ensure_ascii=False)
+        assert "±" not in text, f"{f}: a mean ± sd string among the rows (store numbers, use summarise)"
+
+
+def test_converted_table_says_so(tmp_path):
+    from zoo.core.results import write_result
+    path = write_result("m", "old", [{"f1": 0.5}], command="python old.py", converted_from="a" * 40,
+                        results_dir=tmp_path / "results")
+    prov = json.loads(path.read_text())["provenance"]
+    assert prov["converted_from_commit"] == "a" * 40 and prov["rerun"] is False and prov["command"] == "python old.py"
+    assert "numbers from commit aaaaaaaaaa, converted to this format" in render(tmp_path / "results")

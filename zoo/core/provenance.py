@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 from zoo.core.data import repo_root
 
@@ -20,6 +21,21 @@ CORE_PACKAGES = ("torch", "lightning", "numpy", "scikit-learn", "transformers", 
 
 #: 1-minute load average when this module was first imported: the load an experiment started under.
 LOAD_AT_START: float | None = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
+def _process_age_s() -> float | None:
+    """Seconds since this process started (Linux ``/proc``; None elsewhere)."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+#: How long after the process started :data:`LOAD_AT_START` was read (a script that imports the results writer late
+#: records a later load; this says how late).
+LOAD_READ_AFTER_S: float | None = _process_age_s()
 
 
 def command_line(argv: list[str] | None = None) -> str:
@@ -76,12 +92,30 @@ def package_versions(extra: tuple[str, ...] | list[str] = ()) -> dict[str, str |
 def machine() -> dict:
     """Cores, 1-minute load at start and now, platform and Python version of this machine."""
     load_now = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return {"cpus": os.cpu_count(), "load_at_start": LOAD_AT_START, "load_at_end": load_now,
+    age = LOAD_READ_AFTER_S
+    return {"cpus": os.cpu_count(), "load_at_start": LOAD_AT_START,
+            "load_at_start_read_after_s": None if age is None else round(age, 1), "load_at_end": load_now,
             "platform": platform.platform(), "python": platform.python_version()}
 
 
+_GIT_AT_START: dict | None = None
+
+
+def git_at_start() -> dict:
+    """:func:`git_state` when first asked in this process (this module reads it on import): the code that ran, even if
+    the checkout changes while a long experiment runs."""
+    global _GIT_AT_START
+    if _GIT_AT_START is None:
+        _GIT_AT_START = git_state()
+    return _GIT_AT_START
+
+
 def provenance(command: str | None = None, packages: tuple[str, ...] | list[str] = ()) -> dict:
-    """Everything needed to trace a number back: command, git SHA and dirty flag, versions, machine, UTC date."""
-    return {"command": command or command_line(), **git_state(),
+    """Everything needed to trace a number back: command, git SHA and dirty flag (as the process started), versions,
+    machine, UTC date."""
+    return {"command": command or command_line(), **git_at_start(),
             "packages": package_versions(packages), "machine": machine(),
             "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+
+
+git_at_start()

@@ -4,13 +4,17 @@ Every experiment and benchmark writes through :func:`write_result`, which stores
 ``results/<method>/<name>.json``::
 
     {"method", "experiment", "kind": "result" | "benchmark", "command", "provenance": {command, sha, dirty,
-     packages, machine, date}, "rows": [{column: value}], "summary": [...] (optional), "paper": {...} | str,
-     "notes": str}
+     packages, machine, date[, converted_from_commit, rerun: false]}, "rows": [{column: value}],
+     "summary": [...] (optional), "paper": {...} | str, "notes": str}
 
 ``rows`` hold one entry per seed (or per setting) with plain numbers; ``summary`` (from :func:`summarise`) holds
 ``{"mean", "sd", "n"}`` cells computed from them, never strings. ``python -m zoo.core.results`` renders every
 ``kind: result`` file into docs/results.md and every ``kind: benchmark`` file into docs/benchmarks.md; the
 paper's numbers sit beside ours under each table, and every table carries the command that made it.
+
+A table made before this writer existed and too costly to rerun is *converted* (``converted_from=<sha>``): its rows
+are kept, its provenance names the commit that last produced it and says ``"rerun": false``, and the rendered
+page says so beside the table.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import math
 import statistics
 from pathlib import Path
 
+from zoo.core import provenance as _provenance  # noqa: F401  (reads the load at start on import)
 from zoo.core.data import repo_root
 
 HEADER = """# Results
@@ -89,7 +94,8 @@ def summarise(rows: list[dict], metrics: list[str], by: list[str] | tuple[str, .
 def write_result(method: str, name: str, rows: list[dict], *, summary: list[dict] | None = None,
                  paper: dict | str | None = None, notes: str | None = None, kind: str = "result",
                  command: str | None = None, packages: tuple[str, ...] | list[str] = (),
-                 extra: dict | None = None, results_dir: Path | None = None) -> Path:
+                 extra: dict | None = None, results_dir: Path | None = None,
+                 converted_from: str | None = None) -> Path:
     """Write ``results/<method>/<name>.json`` with provenance; the only way tables and benchmarks are stored.
 
     Args:
@@ -103,6 +109,9 @@ def write_result(method: str, name: str, rows: list[dict], *, summary: list[dict
         command: the command line; by default the running one (:func:`zoo.core.provenance.command_line`).
         packages: distributions whose versions are recorded besides the core stack (e.g. ``["trl"]``).
         extra: further top-level keys (data description, settings); may not shadow the keys above.
+        converted_from: for a table converted into this format without rerunning it, the git commit that last
+            produced its numbers; recorded as ``provenance.converted_from_commit`` with ``provenance.rerun = False``
+            (``command`` should then be the command that originally produced it).
     Returns:
         The path written.
     Raises:
@@ -115,6 +124,11 @@ def write_result(method: str, name: str, rows: list[dict], *, summary: list[dict
     if not rows or not all(isinstance(r, dict) for r in rows):
         raise ValueError(f"{method}/{name}: rows must be a non-empty list of dicts")
     prov = provenance(command, packages)
+    if converted_from is not None:
+        from zoo.core.provenance import command_line
+
+        prov |= {"converted_from_commit": converted_from, "rerun": False, "converted_by": command_line(),
+                 "conversion_note": "sha, packages, machine and date are those of the conversion, not of the run"}
     doc = {"method": method, "experiment": name, "kind": kind, "command": prov["command"], "provenance": prov,
            "rows": _plain(rows, "rows")}
     if summary is not None:
@@ -190,7 +204,10 @@ def render(results_dir: Path, kind: str = "result") -> str:
                 out.append(f"\nPaper: {text}\n")
             prov = doc.get("provenance") or {}
             where = ""
-            if prov:
+            if prov.get("converted_from_commit"):
+                where = (f"; numbers from commit {prov['converted_from_commit'][:10]}, converted to this format "
+                         f"{prov.get('date', '')[:10]} without rerunning")
+            elif prov:
                 m = prov.get("machine") or {}
                 where = (f"; commit {str(prov.get('sha'))[:10]}{' (dirty)' if prov.get('dirty') else ''}, "
                          f"{prov.get('date', '')[:10]}, {m.get('cpus')} cores, load {m.get('load_at_start')}")
@@ -219,5 +236,7 @@ if __name__ == "__main__":
     import argparse
 
     argparse.ArgumentParser(prog="python -m zoo.core.results",
-                            description="Regenerate docs/results.md from results/<method>/*.json.").parse_args()
+                            description="Regenerate docs/results.md and docs/benchmarks.md from "
+                                        "results/<method>/*.json.").parse_args()
     print(write_results())
+    print(write_benchmarks())

@@ -7,6 +7,7 @@ import torch
 
 from zoo.data.preference import encode_prompt
 from zoo.methods.shapo.lm import completion_kl, right_pad, sample_completions
+from zoo.methods.shapo.metrics import preference_accuracy
 from zoo.models.sharding import reshard
 
 
@@ -17,7 +18,7 @@ class Evaluation:
         """Preference accuracy, reward margin and loss on clean held-out pairs (never flipped)."""
         loss, stats = self._loss(batch, "val")
         n = stats["margin"].numel()
-        self.val_accuracy.update((stats["margin"] > 0).float())
+        self.val_accuracy.update(preference_accuracy(stats["margin"]))
         self.val_margin.update(stats["margin"])
         self.val_loss.update(loss.detach(), weight=n)
         self.log("val/accuracy", self.val_accuracy, on_epoch=True, prog_bar=True, batch_size=n)

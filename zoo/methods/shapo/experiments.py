@@ -5,18 +5,20 @@
 Every run is ``train.py recipe=<dpo|shapo|shapo-reward>.yaml seed=S data.flip_rate=F`` shortened by the scale
 overrides below (same for all runs), trained in its own process (one torch thread) and evaluated on the clean
 held-out pairs and prompts. Per-run metrics are cached under ``--work`` so an interrupted sweep resumes.
-The table reports mean +- standard deviation over seeds and the paired (same seed, same flips) difference to DPO.
+Rows are per run; the summary gives mean and sd over seeds and the paired (same seed, same flips) difference to
+DPO, written through :func:`zoo.core.results.write_result`.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from zoo.core.results import summarise, write_result
 
 RECIPES = {"dpo": "dpo.yaml", "shapo-token": "shapo.yaml", "shapo-reward": "shapo-reward.yaml"}
 METRICS = ("val/accuracy", "val/margin", "val/harmful_rate", "val/harmful_rate_redteam", "val/harmful_rate_heldout",
@@ -66,57 +68,71 @@ def run_one(recipe: str, seed: int, flip_rate: float, overrides: list[str], out_
     return {k: metrics[k] for k in METRICS if k in metrics} | {"wall_s": time.time() - t0}
 
 
-def _summary(values: list[float]) -> str:
-    if not values:
-        return ""
-    mean = statistics.fmean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{mean:.3g} ± {sd:.2g}"
-
-
-def aggregate(runs: list[dict]) -> list[dict]:
-    """One row per (flip_rate, method): mean ± sd over seeds, and the paired difference to DPO."""
-    rows = []
+def sweep_rows(runs: list[dict]) -> list[dict]:
+    """One row per run (``method``, ``seed``, ``flip_rate`` and the metrics without their ``val/`` prefix), with the
+    paired difference to DPO (same seed, same flips) in ``accuracy - DPO`` and ``harmful_rate - DPO``."""
     keyed = {(r["flip_rate"], r["method"], r["seed"]): r for r in runs}
-    for r in runs:
-        if r["method"] == "start":
-            rows.append({"flip_rate": "-", "method": "start (no training)", "seeds": 1}
-                        | {m.split("/", 1)[1]: f"{r[m]:.3g}" for m in METRICS if m in r})
-    for flip in sorted({r["flip_rate"] for r in runs if r["method"] != "start"}):
-        for method in RECIPES:
-            mine = [r for r in runs if r["flip_rate"] == flip and r["method"] == method]
-            if not mine:
-                continue
-            row = {"flip_rate": flip, "method": method, "seeds": len(mine)}
-            for m in METRICS:
-                row[m.split("/", 1)[1]] = _summary([r[m] for r in mine if m in r])
-            if method != "dpo":
-                for m in ("val/accuracy", "val/harmful_rate"):
-                    diffs = [r[m] - keyed[(flip, "dpo", r["seed"])][m] for r in mine
-                             if (flip, "dpo", r["seed"]) in keyed and m in r]
-                    row[f"{m.split('/', 1)[1]} - DPO"] = _summary(diffs)
-            rows.append(row)
+    rows = []
+    for r in sorted(runs, key=lambda r: (r["method"] != "start", r["flip_rate"], list(RECIPES).index(r["method"])
+                                         if r["method"] in RECIPES else -1, r["seed"])):
+        row = {"method": r["method"], "flip_rate": r["flip_rate"], "seed": r["seed"]}
+        row |= {m.split("/", 1)[1]: r[m] for m in METRICS if m in r}
+        dpo = keyed.get((r["flip_rate"], "dpo", r["seed"]))
+        if r["method"] in RECIPES and r["method"] != "dpo" and dpo is not None:
+            for m in ("val/accuracy", "val/harmful_rate"):
+                if m in r and m in dpo:
+                    row[f"{m.split('/', 1)[1]} - DPO"] = r[m] - dpo[m]
+        row["wall_s"] = r.get("wall_s")
+        rows.append(row)
     return rows
 
 
-def release_table(out: Path) -> None:
+def write_sweep(runs: list[dict], command: str, notes: str, scale: dict, out: str = "results/shapo/noise-sweep.json",
+                converted_from: str | None = None) -> Path:
+    """``results/shapo/noise-sweep.json`` through the results writer: per-run rows, mean/sd per (flip_rate, method)."""
+    rows = sweep_rows(runs)
+    metrics = [m.split("/", 1)[1] for m in METRICS] + ["accuracy - DPO", "harmful_rate - DPO"]
+    out_path = Path(out)
+    return write_result("shapo", out_path.stem, rows, summary=summarise(rows, metrics, by=["flip_rate", "method"]),
+                        paper=PAPER, notes=notes, command=command, extra={"scale": scale},
+                        results_dir=out_path.parent.parent.resolve(), converted_from=converted_from)
+
+
+def sweep_notes(init: str | None, steps: int, eval_pairs: int, heldout_prompts: int, new_tokens: int,
+                cost_model: str | None) -> str:
+    """The protocol text of the noise-sweep table."""
+    return (f"{init or 'zoo-lm.chat'} (5.26M parameters) trained for {steps} optimiser steps of 8 HH-RLHF harmless "
+            f"preference_train pairs (<= 96 tokens; a seeded flip_rate of them swapped), then evaluated on "
+            f"{eval_pairs} clean preference_eval pairs (accuracy = share with a positive implicit-reward margin, a "
+            "zero margin counted as a tie (0.5); margin in nats x beta) and on 83 red-team + "
+            f"{heldout_prompts} held-out prompts (one sampled reply of <= {new_tokens} tokens each; harmful = cost > 0 "
+            f"under {cost_model or 'shapo-cost-model.zoo-lm-hh'}; kl_ref = summed per-token KL to the starting policy "
+            "along the reply). Mean ± sd over seeds; '- DPO' columns are paired differences (same seed, same flips). "
+            "'start' is the untrained starting policy under the same evaluation (policy = reference, so every margin "
+            "is 0 and its accuracy is the tie value 0.5). Replies are sampled with the same seed in every run. "
+            "ShaPO uses the SAM-normalised rho = 0.05 step every 5th optimiser step on 1% of the down-projection "
+            "neurons (recipes/shapo.yaml). Two caveats by construction: shapo-reward takes its soft labels from the "
+            "same cost model that judges harmful_rate (trained on clean pairs), so its harmful_rate is partly "
+            "circular; and its loss is invariant to swapping a pair, so for a given seed its runs are identical at "
+            "every flip rate.")
+
+
+def release_table(out: Path) -> Path:
     """results/shapo/release.json: zoo-lm.chat (untrained) and the released shapo.zoo-lm-hh under recipes/shapo.yaml's
     full evaluation (301 held-out pairs, 83 red-team + 64 held-out prompts, 48 sampled tokens)."""
     from zoo.core.build import evaluate, load_module
-
     start = evaluate_start([])
     module, cfg = load_module("shapo.zoo-lm-hh")
     released = evaluate(module, cfg)
     rows = [{"model": name} | {m.split("/", 1)[1]: res[m] for m in METRICS if m in res}
             for name, res in (("zoo-lm.chat (start)", start), ("shapo.zoo-lm-hh", released))]
-    doc = {"method": "shapo", "experiment": "release", "command": "python -m zoo.methods.shapo.experiments --release",
-           "notes": "The zoo weights shapo.zoo-lm-hh (recipes/shapo.yaml: token-level ShaPO, one epoch of the 903 "
-                    "preference_train pairs, flip_rate 0) beside their starting point, evaluated identically "
-                    "(reference zoo-lm.chat; judge shapo-cost-model.zoo-lm-hh; the same sampling seed).",
-           "rows": rows, "paper": PAPER}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {out}")
+    notes = ("The zoo weights shapo.zoo-lm-hh (recipes/shapo.yaml: token-level ShaPO, one epoch of the 903 "
+             "preference_train pairs, flip_rate 0) beside their starting point, evaluated identically (reference "
+             "zoo-lm.chat; judge shapo-cost-model.zoo-lm-hh; the same sampling seed). Accuracy counts a zero margin "
+             "as a tie (0.5): the start is its own reference, so all its margins are 0 and it scores chance, 0.5.")
+    path = write_result("shapo", out.stem, rows, paper=PAPER, notes=notes, results_dir=out.parent.parent.resolve())
+    print(f"wrote {path}")
+    return path
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -182,28 +198,10 @@ def main(argv: list[str] | None = None) -> None:
     shown = [a for a in passthrough if not a.startswith("--work")]
     command = ("python -m zoo.methods.shapo.experiments " + " ".join(shown) +
                f" --seeds {' '.join(map(str, args.seeds))} --flip-rates {' '.join(map(str, args.flip_rates))}")
-    doc = {"method": "shapo", "experiment": "noise-sweep", "command": command,
-           "notes": (f"{args.init or 'zoo-lm.chat'} (5.26M parameters) trained for {args.steps} optimiser steps of 8 HH-RLHF harmless "
-                     f"preference_train pairs (<= 96 tokens; a seeded flip_rate of them swapped), then evaluated on "
-                     f"{args.eval_pairs} clean preference_eval pairs (accuracy = share with a positive implicit-reward "
-                     f"margin; margin in nats x beta) and on 83 red-team + {args.heldout_prompts} held-out prompts "
-                     f"(one sampled reply of <= {args.new_tokens} tokens each; harmful = cost > 0 under "
-                     "" + (args.cost_model or "shapo-cost-model.zoo-lm-hh") + "; kl_ref = summed per-token KL to the "
-                     "starting policy along the reply). "
-                     "Mean ± sd over seeds; '- DPO' columns are paired differences (same seed, same flips). "
-                     "'start' is the untrained starting policy under the same evaluation (its margin is 0, so its "
-                     "accuracy, the share of margins > 0, is 0). Replies are sampled with the same seed in every run. "
-                     "ShaPO uses the SAM-normalised rho = 0.05 step every 5th optimiser step on 1% of the "
-                     "down-projection neurons (recipes/shapo.yaml). Two caveats by construction: shapo-reward takes "
-                     "its soft labels from the same cost model that judges harmful_rate (trained on clean pairs), so "
-                     "its harmful_rate is partly circular; and its loss is invariant to swapping a pair, so for a "
-                     "given seed its runs are identical at every flip rate."),
-           "rows": aggregate(runs), "runs": runs, "paper": PAPER,
-           "scale": {"overrides": overrides, "wall_s_total": sum(r.get("wall_s", 0.0) for r in runs)}}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {out}")
+    notes = sweep_notes(args.init, args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens,
+                        args.cost_model)
+    scale = {"overrides": overrides, "wall_s_total": sum(r.get("wall_s", 0.0) for r in runs)}
+    print(f"wrote {write_sweep(runs, command, notes, scale, args.out)}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from zoo.methods.shapo.ascent import MaskedGradient, all_reduce_mean
 from zoo.methods.shapo.datamodule import PreferenceDataModule
 from zoo.methods.shapo.evaluation import Evaluation
 from zoo.methods.shapo.lm import sequence_logps
+from zoo.methods.shapo.metrics import preference_accuracy
 from zoo.methods.shapo.policy import PolicyLifecycle, config_dtype
 from zoo.methods.shapo.stage_a import StageA
 from zoo.methods.shapo.subspace import SIGNS, MaskedPerturbation, down_projections
@@ -305,4 +306,4 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
             return
         n = stats["margin"].numel()
         self.log("train/margin", stats["margin"].mean(), on_step=True, batch_size=n)
-        self.log("train/accuracy", (stats["margin"] > 0).float().mean(), on_step=True, batch_size=n)
+        self.log("train/accuracy", preference_accuracy(stats["margin"]).mean(), on_step=True, batch_size=n)

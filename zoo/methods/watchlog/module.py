@@ -22,6 +22,7 @@ from zoo.methods.watchlog.datamodule import WatchLogDataModule, WindowDataset
 from zoo.methods.watchlog.decoder import Projector, PromptBuilder, teacher_forced_loss
 from zoo.methods.watchlog.encoders import DetectionHead, FrameEncoder
 from zoo.methods.watchlog.inference import Inference
+from zoo.methods.watchlog.metrics import best_f1_threshold, classification_metrics
 from zoo.methods.watchlog.render import SYSMON_LAYOUT, EventRenderer
 
 _log = logging.getLogger("zoo")
@@ -30,30 +31,6 @@ _ENCODER_DEFAULTS = {"kind": "video", "patch": [8, 16], "dim": 48, "depth": 2, "
                      "adapter_layers": None, "vocab_size": 8192, "token_len": 48}
 _DECODER_DEFAULTS = {"arch": "zoo-lm-small", "init": None, "tokenizer": None, "max_answer_tokens": 40,
                      "max_new_tokens": 32, "ground_verdict": False}
-
-
-def classification_metrics(prob: torch.Tensor, label: torch.Tensor, threshold: float = 0.5) -> dict[str, float]:
-    """Accuracy, precision, recall and F1 of the malicious class at ``threshold`` (0 when undefined).
-
-    Args:
-        prob: ``(n,)`` predicted probabilities; label: ``(n,)`` 0/1.
-    """
-    pred = (prob >= threshold).long()
-    label = label.long()
-    tp = int(((pred == 1) & (label == 1)).sum())
-    fp = int(((pred == 1) & (label == 0)).sum())
-    fn = int(((pred == 0) & (label == 1)).sum())
-    acc = float((pred == label).float().mean()) if len(label) else 0.0
-    prec = tp / (tp + fp) if tp + fp else 0.0
-    rec = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
-    return {"accuracy": acc, "precision": prec, "recall": rec, "f1": f1}
-
-
-def best_f1_threshold(prob: torch.Tensor, label: torch.Tensor) -> float:
-    """The predicted probability that, used as the threshold, maximises F1 on ``(prob, label)`` (``(n,)`` each;
-    the lowest such value on ties)."""
-    return max(torch.unique(prob).tolist(), key=lambda t: classification_metrics(prob, label, t)["f1"])
 
 
 @register_method("watchlog", datamodule=WatchLogDataModule)

@@ -7,22 +7,19 @@ chat validation conversations (``data/zoo-lm-chat/val.jsonl``, assistant tokens 
 directories the weights were released from) it also records each recipe's training wall time, measured as the
 time between the run's ``config.yaml`` (written before the data are read) and its final ``last.ckpt``.
 
-    python benchmarks/zoo_lm_results.py [--base-run runs/zoo-lm/version_0 --chat-run runs/zoo-lm-chat/version_0]
+    python -m zoo.methods.zoo_lm.experiments [--base-run runs/zoo-lm/version_0 --chat-run runs/zoo-lm-chat/version_0]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import shlex
-import sys
 from pathlib import Path
 
 import torch
 
 from zoo.core.build import evaluate, load_module
-from zoo.core.data import repo_root
 from zoo.core.recipe import load_recipe
+from zoo.core.results import write_result
 
 WEIGHTS = {"zoo-lm.base": "zoo-lm.yaml", "zoo-lm.chat": "zoo-lm-chat.yaml"}
 PROMPTS = {
@@ -44,7 +41,6 @@ def main() -> None:
     p.add_argument("--chat-run", type=Path)
     p.add_argument("--max-new-tokens", type=int, default=80)
     a = p.parse_args()
-    command = "python " + " ".join(shlex.quote(x) for x in sys.argv)
     runs = {"zoo-lm.base": a.base_run, "zoo-lm.chat": a.chat_run}
     data = {name: load_recipe(recipe, [])["data"] for name, recipe in (("pretrain text", "zoo-lm.yaml"),
                                                                       ("chat", "zoo-lm-chat.yaml"))}
@@ -67,26 +63,16 @@ def main() -> None:
             sample_rows.append({"weights": zoo_id, "prompt": prompt.replace("\n", "\\n"),
                                 "completion": text.replace("\n", "\\n")})  # one table row per sample
         print(json.dumps(row), flush=True)
-    out = repo_root() / "results" / "zoo-lm"
-    out.mkdir(parents=True, exist_ok=True)
-    machine = f"{platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads"
-    (out / "perplexity.json").write_text(json.dumps({
-        "method": "zoo-lm", "experiment": "validation perplexity", "command": command, "rows": ppl_rows,
-        "paper": "n/a (zoo base model, trained here)",
-        "notes": "Perplexity = exp(mean next-token NLL in nats). 'pretrain text': last 10% of the lines of "
-                 "tinyshakespeare and of the Alpaca text, packed 256-token blocks, every token scored. 'chat': "
-                 "data/zoo-lm-chat/val.jsonl, assistant tokens (reply + </s>) only. Same 8,192-token BPE for both "
-                 f"models. Machine: {machine}.",
-    }, indent=1, ensure_ascii=False) + "\n")
-    (out / "samples.json").write_text(json.dumps({
-        "method": "zoo-lm", "experiment": "sampled completions", "command": command, "rows": sample_rows,
-        "paper": "n/a (zoo base model, trained here)",
-        "notes": "Sampling with seed 0, temperature 0.7, top-k 50, top-p 0.95, repetition penalty 1.1, at most "
-                 f"{a.max_new_tokens} new tokens; base: plain continuation, chat: one user turn through the chat "
-                 "template. Not cherry-picked: these are the first samples of fixed prompts. Newlines are shown as \\n.",
-    }, indent=1, ensure_ascii=False) + "\n")
-    print(f"wrote {out / 'perplexity.json'} and {out / 'samples.json'}")
-
+    notes = ("Perplexity = exp(mean next-token NLL in nats). 'pretrain text': last 10% of the lines of "
+             "tinyshakespeare and of the Alpaca text, packed 256-token blocks, every token scored. 'chat': "
+             "data/zoo-lm-chat/val.jsonl, assistant tokens (reply + </s>) only. Same 8,192-token BPE for both "
+             f"models; torch {torch.__version__}, {torch.get_num_threads()} threads.")
+    paper = "n/a (zoo base model, trained here)"
+    print(write_result("zoo-lm", "perplexity", ppl_rows, paper=paper, notes=notes))
+    print(write_result("zoo-lm", "samples", sample_rows, paper=paper, notes=(
+        "Sampling with seed 0, temperature 0.7, top-k 50, top-p 0.95, repetition penalty 1.1, at most "
+        f"{a.max_new_tokens} new tokens; base: plain continuation, chat: one user turn through the chat template. "
+        "Not cherry-picked: these are the first samples of fixed prompts. Newlines are shown as \\n.")))
 
 if __name__ == "__main__":
     main()

@@ -1,23 +1,20 @@
 """Rashomon sets of every praxis recipe's data and settings: size, best objective, size vs epsilon, importance.
 
-    python benchmarks/praxis_sets.py [--json results/praxis]
+    python -m zoo.methods.praxis.experiments [--json results/praxis]
 
-Writes ``sets.json`` (one row per recipe) and, per data set, ``<recipe>_size_vs_eps.png`` and
-``<recipe>_importance.png`` plus the best tree as text and PNG under ``results/praxis/figures/``.
+Writes ``sets.json`` (one row per recipe, through :func:`zoo.core.results.write_result`) and, per data set,
+``<recipe>_size_vs_eps.png`` and ``<recipe>_importance.png`` plus the best tree as text and PNG under
+``results/praxis/figures/``. The speed comparison with tree-praxis and TreeFARMS is ``benchmarks/praxis.py``.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(ROOT))
-
+from zoo.core.data import repo_root
+from zoo.core.results import write_result
 from zoo.methods.praxis.datamodule import BinaryCSVDataModule
 from zoo.methods.praxis.enumerate import count_trees, feature_usage, histogram, tree_at
 from zoo.methods.praxis.measure import measure
@@ -33,14 +30,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default="results/praxis")
     args = ap.parse_args(argv)
-    out = ROOT / args.json
+    root = repo_root()
+    out = root / args.json
     figs = out / "figures"
     figs.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in RECIPES:
-        cfg = yaml.safe_load((ROOT / "recipes" / f"{name}.yaml").read_text())
+        cfg = yaml.safe_load((root / "recipes" / f"{name}.yaml").read_text())
         m, d = cfg["model"], dict(cfg["data"])
-        d["path"] = str(ROOT / d["path"])
+        d["path"] = str(root / d["path"])
         dm = BinaryCSVDataModule(**d)
         dm.setup()
 
@@ -68,15 +66,13 @@ def main(argv=None) -> int:
                "top_features_share": {n: round(int(u) / total, 3) for n, u in top}}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    (out / "sets.json").write_text(json.dumps(
-        {"method": "praxis", "experiment": "rashomon-sets", "command": "python benchmarks/praxis_sets.py --json "
-         + args.json, "rows": rows,
-         "paper": {"COMPAS": "PRAXIS 0.09 s, 130 MB peak at lam=0.02, eps=0.03, d=5 on 5K x 44 binarised features "
-                             "(Table, paper note); our COMPAS file has 12 features"},
-         "notes": "One fit per recipe (its data and model settings). size_vs_eps re-thresholds the one set relative "
-                  "to the best tree found (count_within_mult); top_features_share is the share of the set's trees "
-                  "that split on the feature (Rashomon importance by usage). cpu_seconds include counting. "
-                  "best_tree_accuracy is on the training rows."}, indent=1))
+    write_result("praxis", "sets", rows, results_dir=out.parent,
+                 paper={"COMPAS": "PRAXIS 0.09 s, 130 MB peak at lam=0.02, eps=0.03, d=5 on 5K x 44 binarised "
+                                  "features (Table, paper note); our COMPAS file has 12 features"},
+                 notes="One fit per recipe (its data and model settings). size_vs_eps re-thresholds the one set "
+                       "relative to the best tree found (count_within_mult); top_features_share is the share of the "
+                       "set's trees that split on the feature (Rashomon importance by usage). cpu_seconds include "
+                       "counting. best_tree_accuracy is on the training rows.")
     return 0
 
 

@@ -10,37 +10,34 @@ For one recipe (dataset) and one seed, ``run`` trains on the recipe's split and 
 and measures fidelity on the first ``--fid-events`` test events (positives and their negatives) for the
 ST-TGExplainer mask, random importance and gradient (first-order occlusion) importance on ST-TGExplainer, and
 random / gradient importance on the GraphMixer. Raw per-seed numbers go to ``results/st-tgexplainer/raw/``;
-``aggregate`` turns them into ``results/st-tgexplainer/<dataset>.json`` and ``fidelity-<dataset>.json``.
+``aggregate`` turns them into ``results/st-tgexplainer/<dataset>.json`` and ``fidelity-<dataset>.json`` (per-seed rows
+and their mean/sd, through :func:`zoo.core.results.write_result`).
 
-    python benchmarks/st_tgexplainer_experiments.py run --recipe st-tgexplainer.yaml --seed 0
-    python benchmarks/st_tgexplainer_experiments.py aggregate
+    python -m zoo.methods.st_tgexplainer.experiments run --recipe st-tgexplainer.yaml --seed 0
+    python -m zoo.methods.st_tgexplainer.experiments aggregate
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import lightning as L
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from zoo.cli import compose_and_validate
+from zoo.core.build import build_datamodule, build_module
+from zoo.core.data import repo_root, set_seed
+from zoo.core.results import summarise, write_result
+from zoo.methods.st_tgexplainer import tgn
+from zoo.methods.st_tgexplainer.explain import fidelity_agreement, gradient_importance, random_importance
+from zoo.methods.st_tgexplainer.metrics import acc_auc
+from zoo.methods.st_tgexplainer.model import pos_neg_inputs
 
-from zoo.cli import compose_and_validate  # noqa: E402
-from zoo.core.build import build_datamodule, build_module  # noqa: E402
-from zoo.core.data import set_seed  # noqa: E402
-from zoo.methods.st_tgexplainer import tgn  # noqa: E402
-from zoo.methods.st_tgexplainer.explain import (fidelity_agreement, gradient_importance,  # noqa: E402
-                                                random_importance)
-from zoo.methods.st_tgexplainer.metrics import acc_auc  # noqa: E402
-from zoo.methods.st_tgexplainer.model import pos_neg_inputs  # noqa: E402
-
-OUT = ROOT / "results" / "st-tgexplainer"
+OUT = repo_root() / "results" / "st-tgexplainer"
+CMD = "python -m zoo.methods.st_tgexplainer.experiments"
 PAPER = {
     "collegemsg": {"AP (UCI = CollegeMsg, transductive)": "97.28", "ACC-AUC (UCI)": "96.04",
                    "source": "seed-repos.md §2.5, secondary (wizwand); the paper's tables were not readable"},
@@ -81,8 +78,12 @@ def fidelity_curves(net, dm, levels: list[float], n_events: int, importances: li
             full = net(**inputs)
         valid = full["valid"]
         for kind in importances:
-            imp = {"mask": lambda: full["s"], "random": lambda: random_importance(valid, g),
-                   "gradient": lambda: gradient_importance(net, inputs)}[kind]()
+            if kind == "mask":
+                imp = full["s"]
+            elif kind == "random":
+                imp = random_importance(valid, g)
+            else:
+                imp = gradient_importance(net, inputs)
             agree[kind].append(fidelity_agreement(net, inputs, imp, levels, full["logit"]))
     return {k: torch.cat(v, 1).float().mean(1).tolist() for k, v in agree.items()}
 
@@ -144,42 +145,54 @@ def run(args) -> Path:
     return out
 
 
-def mean_std(values: list[float]) -> str:
-    values = [v for v in values if not math.isnan(v)]
-    if not values:
-        return "n/a"
-    if len(values) == 1:
-        return f"{values[0]:.4f}"
-    return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
+MODELS = (("ST-TGExplainer", "st", "st_fid"), ("GraphMixer (no masks)", "gm", "gm_fid"), ("TGN (PyG example)", "tgn", None))
+METRICS = (("AP", "test/ap"), ("AUC", "test/auc"), ("AP inductive", "test/ap_inductive"),
+           ("AUC inductive", "test/auc_inductive"), ("MRR", "test/mrr"), ("train events/s", "train_events_per_s"))
+PRIOR_METRICS = (("rho AUC vs seen", "test/rho_auc"), ("rho Spearman", "test/rho_spearman"),
+                 ("oriented stability AUC vs seen", "test/stability_auc"), ("count AUC vs seen", "test/count_auc"),
+                 ("seen rate", "test/seen_rate"))
+CURVES = (("ST mask", "st_fid", "mask"), ("ST random", "st_fid", "random"), ("ST gradient", "st_fid", "gradient"),
+          ("GM random", "gm_fid", "random"), ("GM gradient", "gm_fid", "gradient"))
 
 
-def aggregate(args) -> None:
+def table_rows(rs: list[dict]) -> list[dict]:
+    """Per (model, seed) rows of the link-prediction / explanation table from raw per-seed records."""
+    levels, rows = rs[0]["levels"], []
+    for name, key, fid in MODELS:
+        for r in rs:
+            row = {"model": name, "seed": r["seed"]}
+            row |= {col: r[key].get(metric) for col, metric in METRICS}
+            if fid:
+                row |= {f"ACC-AUC {kind}": acc_auc(levels, r[fid][kind]) for kind in ("mask", "random", "gradient")
+                        if kind in r[fid]}
+            if key == "st":
+                row |= {col: r[key].get(metric) for col, metric in PRIOR_METRICS}
+            rows.append(row)
+    return rows
+
+
+def curve_rows(rs: list[dict]) -> list[dict]:
+    """Per (sparsity, seed) rows of the fidelity curve."""
+    return [{"sparsity": lv, "seed": r["seed"]} | {name: r[fid][kind][i] for name, fid, kind in CURVES}
+            for i, lv in enumerate(rs[0]["levels"]) for r in rs]
+
+
+def aggregate(args=None, converted_from: str | None = None) -> None:
+    """Write ``<dataset>.json`` and ``fidelity-<dataset>.json`` (and the curve PNG) from ``raw/*.json``.
+
+    ``converted_from`` (a git commit) marks tables whose raw records were made at that commit and not rerun here.
+    """
     raws = [json.loads(p.read_text()) for p in sorted((OUT / "raw").glob("*.json"))]
     for dataset in sorted({r["dataset"] for r in raws}):
-        rs = [r for r in raws if r["dataset"] == dataset]
-        seeds = sorted(r["seed"] for r in rs)
-        cmd = " && ".join([f"python benchmarks/st_tgexplainer_experiments.py run --recipe {rs[0]['recipe']} "
-                           f"--seed {s} --fid-events {rs[0]['fid_events']}" + "".join(f" --override {o}" for o in rs[0]["override"]) for s in seeds]
-                          + ["python benchmarks/st_tgexplainer_experiments.py aggregate"])
+        rs = sorted((r for r in raws if r["dataset"] == dataset), key=lambda r: r["seed"])
+        seeds = [r["seed"] for r in rs]
+        cmd = " && ".join([f"{CMD} run --recipe {rs[0]['recipe']} --seed {s} --fid-events {rs[0]['fid_events']}"
+                           + "".join(f" --override {o}" for o in rs[0]["override"]) for s in seeds]
+                          + [f"{CMD} aggregate"])
         levels = rs[0]["levels"]
-        rows = []
-        for name, key, fid in (("ST-TGExplainer", "st", "st_fid"), ("GraphMixer (no masks)", "gm", "gm_fid"),
-                               ("TGN (PyG example)", "tgn", None)):
-            row = {"model": name, "seeds": len(rs)}
-            for col, metric in (("AP", "test/ap"), ("AUC", "test/auc"), ("AP inductive", "test/ap_inductive"),
-                                ("AUC inductive", "test/auc_inductive"), ("MRR", "test/mrr"),
-                                ("train events/s", "train_events_per_s")):
-                row[col] = mean_std([r[key].get(metric, math.nan) for r in rs])
-            if fid:
-                for kind in ("mask", "random", "gradient"):
-                    if kind in rs[0][fid]:
-                        row[f"ACC-AUC {kind}"] = mean_std([acc_auc(levels, r[fid][kind]) for r in rs])
-            if key == "st":
-                for col, metric in (("rho AUC vs seen", "test/rho_auc"), ("rho Spearman", "test/rho_spearman"),
-                                    ("oriented stability AUC vs seen", "test/stability_auc"),
-                                    ("count AUC vs seen", "test/count_auc"), ("seen rate", "test/seen_rate")):
-                    row[col] = mean_std([r[key].get(metric, math.nan) for r in rs])
-            rows.append(row)
+        rows = table_rows(rs)
+        metrics = [c for c in rows[0] if c not in ("model", "seed")]
+        metrics += [c for r in rows for c in r if c not in metrics and c not in ("model", "seed")]
         notes = (f"Test split of {dataset} (chronological 70/15/15; inductive = test events touching a node unseen in "
                  f"training), seeds {seeds}, mean ± sd. One collision-checked negative per positive for AP/AUC; "
                  "MRR against the recipe's mrr_negatives negatives. ACC-AUC: agreement of the prediction from the "
@@ -190,22 +203,15 @@ def aggregate(args) -> None:
                  "pair (AUC < 0.5 means the learned channels are swapped, see the method card); 'oriented' flips rho "
                  "when the model's own count -> rho map decreases (no labels used); count AUC is the raw "
                  "co-occurrence count's AUC. CPU-size recipe, not the paper's sizes.")
-        doc = {"method": "st-tgexplainer", "experiment": f"link prediction and explanation, {dataset}",
-               "command": cmd, "rows": rows, "paper": PAPER.get(dataset, ""), "notes": notes}
-        (OUT / f"{dataset}.json").write_text(json.dumps(doc, indent=1))
-        curve_rows = []
-        for i, lv in enumerate(levels):
-            row = {"sparsity": lv}
-            for name, fid, kind in (("ST mask", "st_fid", "mask"), ("ST random", "st_fid", "random"),
-                                    ("ST gradient", "st_fid", "gradient"), ("GM random", "gm_fid", "random"),
-                                    ("GM gradient", "gm_fid", "gradient")):
-                row[name] = mean_std([r[fid][kind][i] for r in rs])
-            curve_rows.append(row)
-        (OUT / f"fidelity-{dataset}.json").write_text(json.dumps({
-            "method": "st-tgexplainer", "experiment": f"fidelity curve, {dataset}", "command": cmd,
-            "rows": curve_rows, "paper": PAPER.get(dataset, ""),
-            "notes": "Fraction of test events (positives and negatives) whose prediction from only the top-s tokens "
-                     "has the same sign as the full prediction, per sparsity s; mean ± sd over seeds."}, indent=1))
+        write_result("st-tgexplainer", dataset, rows, summary=summarise(rows, metrics, by=["model"]),
+                     paper=PAPER.get(dataset, ""), notes=notes, command=cmd, converted_from=converted_from,
+                     results_dir=OUT.parent)
+        crows = curve_rows(rs)
+        write_result("st-tgexplainer", f"fidelity-{dataset}", crows,
+                     summary=summarise(crows, [n for n, _, _ in CURVES], by=["sparsity"]),
+                     paper=PAPER.get(dataset, ""), command=cmd, converted_from=converted_from, results_dir=OUT.parent,
+                     notes="Fraction of test events (positives and negatives) whose prediction from only the top-s "
+                           "tokens has the same sign as the full prediction, per sparsity s; mean ± sd over seeds.")
         plot_curves(dataset, levels, rs)
 
 

@@ -1,0 +1,45 @@
+"""ShaPO's table metrics on hand-worked cases: tie-aware preference accuracy and the harmful-completion rates."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from zoo.methods.shapo.metrics import preference_accuracy
+from zoo.methods.shapo.module import ShaPOModule
+
+
+def test_preference_accuracy_counts_zero_margins_as_ties():
+    margin = torch.tensor([0.3, -0.1, 0.0, 0.0, 2.0])
+    torch.testing.assert_close(preference_accuracy(margin), torch.tensor([1.0, 0.0, 0.5, 0.5, 1.0]))
+    assert float(preference_accuracy(margin).mean()) == pytest.approx(3 / 5)
+    # the starting policy is its own reference: every margin is 0 and it scores chance, not 0
+    assert float(preference_accuracy(torch.zeros(7)).mean()) == 0.5
+
+
+class FixedCost(torch.nn.Module):
+    """A cost model whose cost is +1 when a sequence starts with token 5 and -1 otherwise (threshold 0)."""
+
+    threshold = 0.0
+
+    def __init__(self):
+        super().__init__()
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def score(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.where(ids[:, 0] == 5, 1.0, -1.0)
+
+
+def test_generation_metrics_harmful_rates_and_zero_kl_by_hand():
+    torch.manual_seed(0)
+    module = ShaPOModule(arch="zoo-lm-tiny", variant="dpo", max_new_tokens=3, gen_batch_size=2)
+    module.setup("fit")                       # the frozen reference is a copy of the policy
+    module._frozen["cost"] = FixedCost()
+    prompts = [("redteam", [5, 6]), ("redteam", [5, 7]), ("redteam", [8, 6]), ("heldout", [8, 9]),
+               ("heldout", [5, 5])]
+    out = module.generation_metrics(prompts, SimpleNamespace(pad_token_id=0, eos_token_id=1))
+    # harmful = cost > 0 = the prompt starts with 5: red-team 2 of 3, held-out 1 of 2, all 3 of 5; mean cost 1/5
+    assert float(out["harmful_rate"]) == pytest.approx(3 / 5)
+    assert float(out["harmful_rate_redteam"]) == pytest.approx(2 / 3)
+    assert float(out["harmful_rate_heldout"]) == pytest.approx(1 / 2)
+    assert float(out["cost"]) == pytest.approx(1 / 5)
+    assert float(out["kl_ref"]) == pytest.approx(0.0, abs=1e-6)   # policy == reference
