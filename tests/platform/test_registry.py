@@ -110,3 +110,18 @@ def test_missing_requirements_reads_the_extras_from_package_metadata(monkeypatch
                                                           'zoo[export]; extra == "dev"', "numpy>=2"])
     assert registry.missing_requirements("graph") == ["zoo_absent_dist"]
     assert registry.missing_requirements("dev") == []
+
+
+def test_every_declared_extra_exists_is_in_dev_and_named_in_the_readme():
+    import tomllib
+
+    from zoo.core.data import repo_root
+    from zoo.methods import EXTRAS, METHODS
+    root = repo_root()
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    dev = " ".join(extras["dev"])
+    readme = " ".join((root / "README.md").read_text().split())
+    for method, extra in EXTRAS.items():
+        assert method in METHODS and extra in extras, (method, extra)
+        assert extra in dev.split("[", 1)[1], f"the dev extra does not install {extra!r} (CI would miss it)"
+        assert f"`{method}` needs `.[{extra}]`" in readme or f"`{method}` `.[{extra}]`" in readme, method
