@@ -77,7 +77,10 @@ def tables(rows: list[dict], path_rows: list[dict], grid_name: str, seconds: lis
     val = [v for v in val_accuracy or [] if v]
     val_note = ("Trained accuracy on every test object x 5 positions (end of training), mean over seeds: " + ", ".join(
         f"{k} {sum(v[k] for v in val) / len(val):.2f}" for k in val[0]) + ". ") if val else ""
-    note = val_note + (f"Grid `{grid_name}`: {len(seconds)} seeds, {sum(seconds) / 60:.1f} min in all "
+    g = GRIDS[grid_name]
+    bn = " (VGGs with BatchNorm)" if any(m.get("batch_norm") for m in g["family"]) else ""
+    note = val_note + (f"Training: {g['epochs']} epochs on {g.get('n_train') or 'all'} training images, batch 64, "
+                       f"AdamW lr 1e-3{bn}. Grid `{grid_name}`: {len(seconds)} seeds, {sum(seconds) / 60:.1f} min in all "
             f"({min(seconds) / 60:.1f}-{max(seconds) / 60:.1f} min per seed on the shared 2-core machine). "
             "CSI definitions are ours (card): csi_centroid uncorrected (uniform map = 1, on-object = 0), "
             "csi_distance minus its uniform-map value (0 = chance, > 0 pulled to the centre); both over the four "
