@@ -26,6 +26,29 @@ def test_cascading_randomisation_top_down_and_full():
     assert torch.equal(full(x), fresh(x)) and torch.equal(cascading_randomisation(model, fresh, 0)(x), model(x))
 
 
+def test_batch_norm_vgg_keeps_the_random_init_and_is_randomised_with_its_statistics():
+    """BatchNorm draws no random numbers: a seeded VGG with it has the same weights and, in eval mode at init, the
+    same outputs and path counts as without; full randomisation also resets the trained running statistics."""
+    from zoo.methods.saliency_bias.path_count import path_count_map
+
+    torch.manual_seed(0)
+    plain = build_vision_model("vgg", 1, 3, 16, depth=3, width=4).eval()
+    torch.manual_seed(0)
+    bn = build_vision_model("vgg", 1, 3, 16, depth=3, width=4, batch_norm=True).eval()
+    assert parameter_layers(bn) == ["features.0", "features.1", "features.3", "features.4", "features.7",
+                                    "features.8", "head"]
+    x = torch.randn(2, 1, 16, 16)
+    assert torch.allclose(bn(x), plain(x), rtol=1e-4, atol=1e-6)
+    assert torch.equal(path_count_map(bn, (16, 16)), path_count_map(plain, (16, 16)))
+    torch.manual_seed(1)
+    fresh = build_vision_model("vgg", 1, 3, 16, depth=3, width=4, batch_norm=True).eval()
+    bn.train()
+    bn(3 + 2 * torch.randn(8, 1, 16, 16))  # moves the running statistics
+    bn.eval()
+    assert not torch.equal(bn.features[1].running_mean, fresh.features[1].running_mean)
+    assert torch.equal(cascading_randomisation(bn, fresh, 99)(x), fresh(x))
+
+
 @pytest.mark.parametrize("arch", ["vgg", "resnet", "vit", "mlp"])
 def test_every_method_gives_a_pixel_map(arch):
     torch.manual_seed(0)

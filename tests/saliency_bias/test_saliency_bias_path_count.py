@@ -54,5 +54,5 @@ def test_depth_deepens_zero_padding_deficit_and_reflect_differs():
 
 
 def test_unknown_layer_raises():
-    with pytest.raises(TypeError, match="BatchNorm2d"):
-        path_count_map(nn.Sequential(nn.Conv2d(1, 1, 3), nn.BatchNorm2d(1)), (8, 8))
+    with pytest.raises(TypeError, match="Upsample"):
+        path_count_map(nn.Sequential(nn.Conv2d(1, 1, 3), nn.Upsample(scale_factor=2)), (8, 8))

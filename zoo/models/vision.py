@@ -29,6 +29,10 @@ class VGGNet(nn.Module):
             every convolution shrinks the map by 2).
         pool_every, n_pools: pooling schedule.
         kernel_size: odd kernel size.
+        batch_norm: a ``BatchNorm2d`` after every convolution (before its ReLU); off by default. BatchNorm's
+            initialisation draws no random numbers, so a seeded model's convolution and head weights are the same
+            with or without it, and at initialisation (eval mode: running mean 0, variance 1) it is the identity up
+            to ``1/sqrt(1 + eps)``.
 
     Shapes: ``(B, in_channels, H, W) -> (B, num_classes)``; needs ``H, W`` large enough that a ``valid`` stack keeps
     at least one pixel.
@@ -38,7 +42,8 @@ class VGGNet(nn.Module):
     """
 
     def __init__(self, in_channels: int = 3, num_classes: int = 10, depth: int = 4, width: int = 16,
-                 padding_mode: str = "zeros", pool_every: int = 2, n_pools: int = 2, kernel_size: int = 3):
+                 padding_mode: str = "zeros", pool_every: int = 2, n_pools: int = 2, kernel_size: int = 3,
+                 batch_norm: bool = False):
         super().__init__()
         if padding_mode not in PADDINGS:
             raise ValueError(f"padding_mode must be one of {PADDINGS}, got {padding_mode!r}")
@@ -49,7 +54,8 @@ class VGGNet(nn.Module):
         pad = 0 if padding_mode == "valid" else kernel_size // 2
         for i in range(1, depth + 1):
             layers += [nn.Conv2d(c_in, c_out, kernel_size, padding=pad,
-                                 padding_mode="zeros" if padding_mode == "valid" else padding_mode), nn.ReLU()]
+                                 padding_mode="zeros" if padding_mode == "valid" else padding_mode)]
+            layers += [nn.BatchNorm2d(c_out), nn.ReLU()] if batch_norm else [nn.ReLU()]
             c_in = c_out
             if i % pool_every == 0 and pools < n_pools and i < depth:
                 layers.append(nn.MaxPool2d(2))

@@ -28,7 +28,8 @@ def path_count_map(model: nn.Module, hw: tuple[int, int]) -> torch.Tensor:
 
     Args:
         model: a :class:`zoo.models.vision.VGGNet` or an ``nn.Sequential`` of ``Conv2d``, ``ReLU``/``Identity``,
-            ``MaxPool2d``/``AvgPool2d``; global average pooling is implied at the end.
+            ``BatchNorm2d`` (a per-channel affine map: counted as the identity), ``MaxPool2d``/``AvgPool2d``; global
+            average pooling is implied at the end.
         hw: input height and width.
     Returns:
         ``(H, W)`` float64 counts (integers for stride-1 stacks).
@@ -50,7 +51,7 @@ def path_count_map(model: nn.Module, hw: tuple[int, int]) -> torch.Tensor:
         elif isinstance(layer, (nn.MaxPool2d, nn.AvgPool2d)):
             k = layer.kernel_size if isinstance(layer.kernel_size, tuple) else (layer.kernel_size,) * 2
             h = F.avg_pool2d(h, k, stride=layer.stride, padding=layer.padding) * (k[0] * k[1])
-        elif isinstance(layer, (nn.ReLU, nn.Identity, nn.GELU, nn.Tanh)):
+        elif isinstance(layer, (nn.ReLU, nn.Identity, nn.GELU, nn.Tanh, nn.BatchNorm2d)):
             continue
         else:
             raise TypeError(f"path_count_map: no path-count rule for layer {type(layer).__name__}")
