@@ -60,7 +60,7 @@ def test_write_result_records_provenance_and_numbers(tmp_path):
     doc = json.loads(path.read_text())
     prov = doc["provenance"]
     assert doc["command"] == prov["command"] == "python -m m.experiments exp" and doc["kind"] == "result"
-    assert set(prov) >= {"sha", "dirty", "packages", "machine", "date"}
+    assert set(prov) >= {"git_sha", "dirty", "packages", "machine", "date"}
     assert prov["packages"]["pytest"] == pytest.__version__ and prov["packages"]["numpy"]
     assert prov["machine"]["cpus"] >= 1 and "load_at_start" in prov["machine"]
     assert doc["rows"][2]["acc"] == pytest.approx(0.7) and doc["summary"][0]["acc"]["mean"] == pytest.approx(0.6)
@@ -105,7 +105,7 @@ def test_every_results_file_has_provenance_and_numbers():
         doc = json.loads(f.read_text())
         prov = doc.get("provenance") or {}
         assert doc.get("kind") in ("result", "benchmark"), f"{f}: no kind"
-        assert {"command", "sha", "packages", "machine", "date"} <= set(prov), f"{f}: provenance incomplete: {prov}"
+        assert {"command", "git_sha", "packages", "machine", "date"} <= set(prov), f"{f}: provenance incomplete: {prov}"
         if "converted_from_commit" in prov:
             assert prov["rerun"] is False and re.fullmatch(r"[0-9a-f]{40}", prov["converted_from_commit"]), f
         text = json.dumps({k: doc.get(k) for k in ("rows", "summary")}, ensure_ascii=False)

@@ -27,4 +27,4 @@ def test_sweep_rows_pair_with_dpo_by_seed_and_flip(tmp_path):
     doc = json.loads(path.read_text())
     tok = next(s for s in doc["summary"] if s["method"] == "shapo-token")
     assert tok["accuracy"] == {"mean": pytest.approx(0.575), "sd": pytest.approx(0.0353553, rel=1e-5), "n": 2}
-    assert tok["accuracy - DPO"]["mean"] == pytest.approx(-0.025) and doc["provenance"]["sha"]
+    assert tok["accuracy - DPO"]["mean"] == pytest.approx(-0.025) and doc["provenance"]["git_sha"]

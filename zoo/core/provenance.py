@@ -61,7 +61,7 @@ def command_line(argv: list[str] | None = None) -> str:
 
 
 def git_state(root=None) -> dict:
-    """``{"sha": str | None, "dirty": bool | None}`` of the repository (``None`` outside a git checkout).
+    """``{"git_sha": str | None, "dirty": bool | None}`` of the repository (``None`` outside a git checkout).
 
     ``dirty`` ignores untracked files under ``results/`` and ``runs/`` (what an experiment writes itself).
     """
@@ -72,10 +72,10 @@ def git_state(root=None) -> dict:
         status = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
                                 capture_output=True, text=True, timeout=10, check=True).stdout
     except (OSError, subprocess.SubprocessError):
-        return {"sha": None, "dirty": None}
+        return {"git_sha": None, "dirty": None}
     changed = [ln[3:] for ln in status.splitlines() if ln.strip()]
     dirty = any(not p.startswith(("results/", "docs/results.md", "docs/benchmarks.md")) for p in changed)
-    return {"sha": sha, "dirty": dirty}
+    return {"git_sha": sha, "dirty": dirty}
 
 
 def package_versions(extra: tuple[str, ...] | list[str] = ()) -> dict[str, str | None]:

@@ -209,7 +209,7 @@ def render(results_dir: Path, kind: str = "result") -> str:
                          f"{prov.get('date', '')[:10]} without rerunning")
             elif prov:
                 m = prov.get("machine") or {}
-                where = (f"; commit {str(prov.get('sha'))[:10]}{' (dirty)' if prov.get('dirty') else ''}, "
+                where = (f"; commit {str(prov.get('git_sha'))[:10]}{' (dirty)' if prov.get('dirty') else ''}, "
                          f"{prov.get('date', '')[:10]}, {m.get('cpus')} cores, load {m.get('load_at_start')}")
             out.append(f"\nCommand: `{doc['command']}` (source: `{f.relative_to(results_dir.parent)}`{where})\n")
     return "\n".join(out)

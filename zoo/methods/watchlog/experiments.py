@@ -184,7 +184,7 @@ def run_detection(max_steps: int, eval_every: int, only: list[str] | None, comma
     prev = json.loads(path.read_text()) if path.exists() and only else {}
     if prev:                                     # rows merged from several runs: keep every command that made them
         command = f"{prev['command']} ; {command}"
-    sha = (git_at_start()["sha"] or "")[:10]          # the code that runs, even if the checkout moves on
+    sha = (git_at_start()["git_sha"] or "")[:10]          # the code that runs, even if the checkout moves on
     split = {k: len(v) for k, v in dm.recording_split.items()}
     counts = {k: {"windows": len(ds), "malicious": sum(w.label == 1 for w in ds.windows)}
               for k, ds in dm.splits.items()}
