@@ -42,6 +42,7 @@ class Regions:
         geoid: (m,) tract ids.
         lonlat: (m, 2) centroid longitude, latitude in degrees.
         area_m2: (m,) land area in square metres.
+        water_m2: (m,) water area in square metres.
         features: (m, f) float64 feature matrix (NaN where ACS left a cell empty).
         feature_names: the f column names, in file order.
     """
@@ -49,6 +50,7 @@ class Regions:
     geoid: list[str]
     lonlat: np.ndarray
     area_m2: np.ndarray
+    water_m2: np.ndarray
     features: np.ndarray
     feature_names: list[str]
 
@@ -107,7 +109,7 @@ def read_regions(path: str | os.PathLike) -> Regions:
     """
     header, rows = read_csv_rows(path, required=REGION_COLUMNS)
     names = [c for c in header if c not in REGION_COLUMNS]
-    geoid, lonlat, area, feats, seen = [], [], [], [], {}
+    geoid, lonlat, area, water, feats, seen = [], [], [], [], [], {}
     for line, r in enumerate(rows, 2):
         where = f"{path}:{line}"
         g = r["geoid"].strip()
@@ -120,8 +122,9 @@ def read_regions(path: str | os.PathLike) -> Regions:
         lonlat.append((_number(r["centroid_lon"], where, "centroid_lon", -180, 180),
                        _number(r["centroid_lat"], where, "centroid_lat", -90, 90)))
         area.append(_number(r["aland_m2"], where, "aland_m2", 0))
+        water.append(_number(r["awater_m2"], where, "awater_m2", 0))
         feats.append([_number(r[c], where, c, allow_empty=True) for c in names])
-    return Regions(geoid, np.asarray(lonlat, float).reshape(-1, 2), np.asarray(area, float),
+    return Regions(geoid, np.asarray(lonlat, float).reshape(-1, 2), np.asarray(area, float), np.asarray(water, float),
                    np.asarray(feats, float).reshape(len(geoid), len(names)), names)
 
 

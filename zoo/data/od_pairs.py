@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from zoo.core.data import read_csv_rows
-from zoo.data.commuting_od import Flows, Regions, county_fips, default_dir, load_county
+from zoo.data.commuting_od import Flows, Regions, load_county
 
 
 @dataclass
@@ -41,23 +39,22 @@ class ODPairs:
     feature_names: list[str]
 
 
-def tract_table(regions: Regions, water_m2: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def tract_table(regions: Regions) -> tuple[np.ndarray, list[str]]:
     """(m, f + 4) per-tract features: the feature columns (NaN -> column median), lon, lat, land and water area."""
     feats = regions.features.copy()
     if np.isnan(feats).any():
         med = np.nanmedian(np.where(np.isnan(feats).all(0), 0.0, feats.T).T, axis=0)
         rows, cols = np.nonzero(np.isnan(feats))
         feats[rows, cols] = np.nan_to_num(med[cols])
-    extra = np.column_stack([regions.lonlat, regions.area_m2, water_m2])
+    extra = np.column_stack([regions.lonlat, regions.area_m2, regions.water_m2])
     return np.hstack([feats, extra]), list(regions.feature_names) + ["centroid_lon", "centroid_lat", "aland_m2",
                                                                       "awater_m2"]
 
 
-def pair_features(regions: Regions, water_m2: np.ndarray, origin: np.ndarray, destination: np.ndarray,
+def pair_features(regions: Regions, origin: np.ndarray, destination: np.ndarray,
                   distance_m: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """(n, 2 * (f + 4) + 1) features of the pairs ``(origin[k], destination[k])`` (region row indices);
-    ``water_m2`` (m,) is each tract's water area (not kept by the reader)."""
-    table, names = tract_table(regions, water_m2)
+    """(n, 2 * (f + 4) + 1) features of the pairs ``(origin[k], destination[k])`` (region row indices)."""
+    table, names = tract_table(regions)
     X = np.hstack([table[origin], table[destination], np.log1p(np.asarray(distance_m, float))[:, None]])
     return X, [f"o_{c}" for c in names] + [f"d_{c}" for c in names] + ["log_distance_m"]
 
@@ -68,20 +65,11 @@ def od_pairs(county: str, root: str | os.PathLike | None = None) -> ODPairs:
     Raises:
         zoo.core.data.DataError: from the reader (file, line and column named).
     """
-    regions, flows = load_county(county, root)
-    path = Path(root if root is not None else default_dir()) / f"{county_fips(county)}_regions.csv"
-    return pair_table(regions, flows, water_area(path, regions))
+    return pair_table(*load_county(county, root))
 
 
-def water_area(path: str | os.PathLike, regions: Regions) -> np.ndarray:
-    """(m,) ``awater_m2`` of each tract of ``regions`` read from its regions CSV (the reader keeps land area only)."""
-    _, rows = read_csv_rows(path, required=("geoid", "awater_m2"))
-    water = {r["geoid"].strip(): float(r["awater_m2"]) for r in rows}
-    return np.array([water[g] for g in regions.geoid], float)
-
-
-def pair_table(regions: Regions, flows: Flows, water_m2: np.ndarray) -> ODPairs:
-    """:class:`ODPairs` from a county's regions, their water areas (m,) and its non-zero flows."""
-    X, names = pair_features(regions, water_m2, flows.origin, flows.destination, flows.distance_m)
+def pair_table(regions: Regions, flows: Flows) -> ODPairs:
+    """:class:`ODPairs` from a county's regions and its non-zero flows."""
+    X, names = pair_features(regions, flows.origin, flows.destination, flows.distance_m)
     return ODPairs(X, np.log1p(flows.commuters.astype(float)), flows.commuters.copy(),
                    [regions.geoid[i] for i in flows.origin], [regions.geoid[i] for i in flows.destination], names)

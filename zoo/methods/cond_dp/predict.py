@@ -6,8 +6,6 @@ import math
 import numpy as np
 import torch
 
-from zoo.core.data import repo_root
-
 
 def parse_pair(inputs: list[str]) -> tuple[str, str]:
     """``[ORIGIN, DESTINATION]``, ``[origin=G, destination=G]`` or ``[--origin, G, --destination, G]`` -> geoids.
@@ -38,8 +36,8 @@ def predict_pair(module, inputs: list[str]) -> str:
     Raises:
         ValueError: a model not trained on a commuting-od county, or an unknown GEOID.
     """
-    from zoo.data.commuting_od import county_fips, default_dir, load_county
-    from zoo.data.od_pairs import pair_features, water_area
+    from zoo.data.commuting_od import load_county
+    from zoo.data.od_pairs import pair_features
 
     dataset = module.hparams.get("dataset") or ""
     if not dataset.startswith("commuting-"):
@@ -47,8 +45,7 @@ def predict_pair(module, inputs: list[str]) -> str:
                          "model (e.g. cond-dp.commuting-sf-eps1)")
     origin, destination = parse_pair(inputs)
     county = dataset.split("-", 1)[1]
-    root = repo_root() / "data" / "commuting-od" if (repo_root() / "data" / "commuting-od").is_dir() else default_dir()
-    regions, flows = load_county(county, root)
+    regions, flows = load_county(county)
     index = regions.index()
     for name, g in (("origin", origin), ("destination", destination)):
         if g not in index:
@@ -56,8 +53,7 @@ def predict_pair(module, inputs: list[str]) -> str:
     o, d = index[origin], index[destination]
     hit = np.nonzero((flows.origin == o) & (flows.destination == d))[0]
     dist = flows.distance_m[hit[0]] if len(hit) else math.dist(*_planar(regions.lonlat[[o, d]]))
-    X, _ = pair_features(regions, water_area(root / f"{county_fips(county)}_regions.csv", regions),
-                         np.array([o]), np.array([d]), np.array([dist]))
+    X, _ = pair_features(regions, np.array([o]), np.array([d]), np.array([dist]))
     x = (torch.as_tensor(X, dtype=torch.float32) - module.x_mean.float()) / module.x_scale.float()
     with torch.no_grad():
         log_pred = float(module(x)[0])
