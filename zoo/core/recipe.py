@@ -198,6 +198,7 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
             if k.split(".")[0] not in TOP_KEYS:
                 raise RecipeError(f"{ov_path}: {k}: unknown top-level key{suggest(k.split('.')[0], TOP_KEYS)}")
         cfg = _merge(cfg, top)
+    _anchor_shipped_paths(cfg)
     for token in overrides:
         apply_override(cfg, token)
     cfg.setdefault("name", path.stem)
@@ -212,6 +213,22 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
 
     cfg["_recipe"] = str(path.relative_to(repo_root())) if path.is_relative_to(repo_root()) else str(path)
     return cfg
+
+
+def _anchor_shipped_paths(block: dict) -> None:
+    """Paths written in recipe files name shipped files relative to the project root; when the current directory is
+    elsewhere (``cd /tmp && zoo train recipe=praxis.yaml``) such a path is made absolute. Paths given as overrides
+    are the user's and stay relative to the current directory (applied after this)."""
+    from zoo.core.data import repo_root
+
+    for k, v in block.items():
+        if isinstance(v, dict):
+            _anchor_shipped_paths(v)
+        elif k.endswith(PATH_KEY_SUFFIXES) and v is not None:
+            items = v if isinstance(v, list) else [v]
+            anchored = [str(repo_root() / p) if isinstance(p, str) and not os.path.isabs(p) and not Path(p).exists()
+                        and (repo_root() / p).exists() else p for p in items]
+            block[k] = anchored if isinstance(v, list) else anchored[0]
 
 
 # ----------------------------------------------------------------------------------------------- validation
