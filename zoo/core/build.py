@@ -7,6 +7,7 @@ import math
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -190,8 +191,11 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = ()) 
     tr = dict(cfg.get("trainer") or {})
     if tr.get("enable_progress_bar", True) and sys.stdout.isatty():
         callbacks.append(RichProgressBar())
-    else:
+    else:  # a log file or a cluster job: timed progress lines instead of a bar
+        from zoo.core.progress import ProgressLines
+
         tr.setdefault("enable_progress_bar", False)
+        callbacks.append(ProgressLines(every_s=float((cfg.get("logger") or {}).get("progress_every_s", 30.0))))
     tr.setdefault("enable_model_summary", False)
     return L.Trainer(**tr, default_root_dir=str(run_dir), callbacks=callbacks + list(extra_callbacks),
                      logger=_loggers(cfg, run_dir))
@@ -216,6 +220,9 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     Returns:
         The run directory.
     """
+    from zoo.core.progress import quiet_lightning_noise, summary
+
+    quiet_lightning_noise()
     set_seed(int(cfg.get("seed", 0)))
     module = build_module(cfg)  # bad values fail here, before a run directory exists
     datamodule = build_datamodule(cfg)
@@ -229,7 +236,9 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
             module = _check_resume(cfg, module, resume_ckpt)
         with run.pinned_run_dir(run_dir):
             trainer = build_trainer(cfg, run_dir, callbacks)
+            started = time.perf_counter()
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
+            seconds = time.perf_counter() - started
             if trainer.global_step == 0 and not trainer.interrupted:
                 # a fit that took no optimiser step (an enumeration, a closed-form estimator) still leaves a
                 # checkpoint (weights_only=False means "also save loop state" here, not torch.load's flag)
@@ -253,6 +262,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
             from zoo.core.export import export_module
 
             export_module(module, cfg, formats, run_dir / "export")
+        log.info("%s", summary(run_dir, trainer, metrics, seconds, list(formats)))
     return run_dir
 
 

@@ -31,7 +31,7 @@ BLOCK_SCHEMA: dict[str, dict[str, Any]] = {
     "checkpoint": {"monitor": (str, type(None)), "mode": ("min", "max"), "save_top_k": int,
                    "every_n_train_steps": (int, type(None)), "every_n_epochs": (int, type(None))},
     "logger": {"kind": ("csv", "wandb", "tensorboard", "none"), "project": str,
-               "mode": ("offline", "online", "disabled")},
+               "mode": ("offline", "online", "disabled"), "progress_every_s": (int, float)},
     "export": {"formats": list, "onnx_atol": float},
     "card": {"license": str, "data": (str, list), "description": str},
 }

@@ -1,0 +1,115 @@
+"""What a run prints: periodic progress lines when stdout is not a terminal, a closing summary, and no steady noise.
+
+A log file or a cluster job gets no progress bar, so :class:`ProgressLines` logs one line every ``every_s`` seconds
+of training (step, share done, steps/s, ETA, the logged train metrics) and one after each validation. The closing
+summary (:func:`summary`) names the run directory, steps and time, the final metrics, the checkpoints and the
+exports. :func:`quiet_lightning_noise` drops Lightning's advertising tip and warnings that say nothing about the run.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from pathlib import Path
+
+import lightning as L
+
+log = logging.getLogger("zoo")
+
+_NOISE_WARNINGS = (
+    r".*isinstance\(treespec, LeafSpec\)` is deprecated.*",  # lightning's own pytree use under torch 2.14
+    r".*`LightningModule.configure_optimizers` returned `None`.*",  # analysis methods take no optimiser step
+    r".*You passed in a `val_dataloader` but have no `validation_step`.*",
+)
+
+
+class _DropTips(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tip: For seamless cloud" not in record.getMessage()
+
+
+def quiet_lightning_noise() -> None:
+    """Silence Lightning's litlogger/litmodels tips and the warnings listed in ``_NOISE_WARNINGS`` (idempotent)."""
+    for pattern in _NOISE_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, _DropTips) for f in rank_zero.filters):
+        rank_zero.addFilter(_DropTips())
+
+
+def _fmt_seconds(s: float) -> str:
+    s = round(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def _fmt_metrics(metrics: dict, prefix: str | tuple[str, ...] = ("train/", "val/")) -> str:
+    parts = []
+    for k, v in sorted(metrics.items()):
+        if k.startswith(prefix):
+            v = float(v)
+            parts.append(f"{k} {v:.4g}" if math.isfinite(v) else f"{k} {v}")
+    return " · ".join(parts)
+
+
+class ProgressLines(L.Callback):
+    """Log a progress line every ``every_s`` seconds of training and one after each validation (rank zero only).
+
+    Used instead of the progress bar when stdout is not a terminal (``zoo.core.build.build_trainer``).
+    """
+
+    def __init__(self, every_s: float = 30.0):
+        self.every_s = float(every_s)
+        self._t0 = self._last = 0.0
+        self._step0 = 0
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._t0 = self._last = time.perf_counter()
+        self._step0 = trainer.global_step
+        if trainer.is_global_zero:
+            log.info("training %s from step %d (%s)", pl_module.method_name or type(pl_module).__name__,
+                     trainer.global_step, self._target(trainer))
+
+    @staticmethod
+    def _target(trainer) -> str:
+        total = trainer.estimated_stepping_batches
+        return f"{int(total)} steps" if math.isfinite(total) else f"{trainer.max_epochs} epochs"
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        now = time.perf_counter()
+        if now - self._last < self.every_s or not trainer.is_global_zero:
+            return
+        self._last = now
+        step, total = trainer.global_step, trainer.estimated_stepping_batches
+        rate = (step - self._step0) / max(now - self._t0, 1e-9)
+        done = f"step {step}/{int(total)} ({100 * step / total:.0f}%)" if math.isfinite(total) else f"step {step}"
+        eta = f" · ETA {_fmt_seconds((total - step) / rate)}" if math.isfinite(total) and rate > 0 else ""
+        line = _fmt_metrics(trainer.callback_metrics, "train/")
+        log.info("%s · epoch %d · %.2f steps/s%s%s", done, trainer.current_epoch, rate, eta,
+                 f" · {line}" if line else "")
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        line = _fmt_metrics(trainer.callback_metrics, "val/")
+        if line:
+            log.info("validation at step %d: %s", trainer.global_step, line)
+
+
+def summary(run_dir: Path, trainer, metrics: dict, seconds: float, exports: list[str]) -> str:
+    """The closing lines of a run: where it is, what it did, what it measured, what it wrote.
+
+    Args:
+        run_dir: the run directory. metrics: the floats written to ``metrics.json``. seconds: wall time of the fit.
+        exports: the export formats written under ``run_dir/export``.
+    """
+    ckdir = Path(run_dir) / "checkpoints"
+    best = [f"best by {cb.monitor} ({float(cb.best_model_score):.4g}) {Path(cb.best_model_path).name}"
+            for cb in trainer.checkpoint_callbacks
+            if cb.monitor and cb.best_model_path and cb.best_model_score is not None]
+    lines = [f"run {run_dir}: step {trainer.global_step}, epoch {trainer.current_epoch}, {_fmt_seconds(seconds)}",
+             f"metrics (metrics.json): {_fmt_metrics(metrics) or 'none logged'}",
+             "checkpoints: " + (", ".join(best + (["last.ckpt"] if (ckdir / "last.ckpt").is_file() else []))
+                                or "none"),
+             f"exports: {', '.join(exports)} in {Path(run_dir) / 'export'}" if exports else "exports: none"]
+    return "\n".join(lines)
