@@ -47,7 +47,6 @@ CORPUS = [
     ("missing-init-from", GOOD + "init_from: nosuch.weights\n", [], "init_from:"),
     ("pickle-init-from", GOOD + "init_from: weights.pth\n", [], "init_from:"),
     ("missing-resume", GOOD + "resume: /nonexistent/last.ckpt\n", [], "resume: no such checkpoint"),
-    ("resume-and-init", GOOD + "resume: auto\ninit_from: x.safetensors\n", [], "init_from and resume are exclusive"),
     ("trainer-callbacks", GOOD.replace("max_steps: 1", "max_steps: 1, callbacks: []"), [], "trainer.callbacks"),
     ("override-typo", None, ["model.hiddden=4"], "model.hiddden: no such key (did you mean 'model.hidden'?)"),
     ("override-unknown-block", None, ["dta.batch_size=4"], "dta: no such key"),

@@ -221,24 +221,34 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
         The run directory.
     """
     from zoo.core.progress import quiet_lightning_noise, summary
+    from zoo.core.resume import check_resume, finished
 
     quiet_lightning_noise()
     set_seed(int(cfg.get("seed", 0)))
     module = build_module(cfg)  # bad values fail here, before a run directory exists
     datamodule = build_datamodule(cfg)
     run_dir, resume_ckpt = run.open_run_dir(cfg)
+    if cfg.get("resume") and not resume_ckpt and not run._is_child_rank():
+        log.info("resume=auto: no run of %s under %s to resume: starting fresh in %s", cfg["name"],
+                 run_dir.parent, run_dir)
     if not run._is_child_rank():
         changed = run.write_config(run_dir, cfg, resuming=bool(resume_ckpt))
         for line in changed:
             log.warning("resume: recipe differs from the saved config.yaml at %s", line)
     try:
         if resume_ckpt:
-            module = _check_resume(cfg, module, resume_ckpt)
+            module, start = check_resume(cfg, module, resume_ckpt)
+            if finished(cfg, run_dir, start):
+                return run_dir
         with run.pinned_run_dir(run_dir):
             trainer = build_trainer(cfg, run_dir, callbacks)
             started = time.perf_counter()
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
             seconds = time.perf_counter() - started
+            if resume_ckpt and trainer.global_step == start[0] and not trainer.interrupted:
+                log.warning("resume: nothing trained: %s stopped at once at step %d, epoch %d (trainer.max_epochs=%s "
+                            "counts the epoch that max_steps cut short as finished): raise trainer.max_epochs too",
+                            run_dir, trainer.global_step, trainer.current_epoch, trainer.max_epochs)
             if trainer.global_step == 0 and not trainer.interrupted:
                 # a fit that took no optimiser step (an enumeration, a closed-form estimator) still leaves a
                 # checkpoint (weights_only=False means "also save loop state" here, not torch.load's flag)
@@ -264,21 +274,6 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
             export_module(module, cfg, formats, run_dir / "export")
         log.info("%s", summary(run_dir, trainer, metrics, seconds, list(formats)))
     return run_dir
-
-
-def _check_resume(cfg: dict, module, ckpt_path: str):
-    """``resume``: size the module from the checkpoint's hparams (rebuilding it when they fill a ``None`` size), then
-    hold the checkpoint's weights to the loading contract with no head keys excused, before Lightning restores them.
-
-    Raises:
-        hub.HubError: missing, unexpected or reshaped keys, with the table.
-    """
-    ckpt = hub.read_ckpt(ckpt_path)
-    state = hub.clean_state_dict(ckpt["state_dict"])
-    if size_from_source(cfg, state, {"model": ckpt.get("hyper_parameters") or {}}, cfg["method"]):
-        module = build_module(dict(cfg, init_from=None))
-    hub.check_fit(module, state, (), where=f"resume {ckpt_path}")
-    return module
 
 
 def find_checkpoint(run_dir: Path, which: str = "best") -> Path:

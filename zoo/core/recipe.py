@@ -306,7 +306,7 @@ def validate(cfg: dict, check_files: bool = True) -> None:
     Checks: ``method`` is registered; ``model`` / ``data`` keys and value types against the method's
     LightningModule / LightningDataModule constructors; ``trainer`` keys against ``lightning.Trainer``;
     the ``checkpoint``, ``logger``, ``export`` and ``card`` blocks against their schemas; ``seed`` is a
-    non-negative int; ``init_from`` and ``resume`` are not both set; and, with ``check_files``, that data
+    non-negative int; and, with ``check_files``, that data
     paths (keys ending in ``path``, ``_file``, ``_dir``), ``init_from`` and ``resume`` exist.
 
     Raises:
@@ -362,9 +362,6 @@ def validate(cfg: dict, check_files: bool = True) -> None:
         if fmt not in entry.module_cls.export_formats:
             raise RecipeError(f"export.formats: {cfg['method']} cannot export {fmt!r}; it supports "
                               f"{', '.join(entry.module_cls.export_formats)}")
-    if cfg.get("init_from") and cfg.get("resume"):
-        raise RecipeError("init_from and resume are exclusive: init_from loads weights only into a new run, "
-                          "resume continues a run's training state")
     if check_files:
         _check_paths(cfg.get("data") or {}, "data")
         _check_paths({k: v for k, v in (cfg.get("model") or {}).items()}, "model")

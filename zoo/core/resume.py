@@ -1,0 +1,48 @@
+"""Resuming a run: the checkpoint is held to the loading contract, and the run says where it continues, that
+``init_from`` yields to the checkpoint, or that a finished run has nothing to train (and how to extend it)."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from zoo.core import hub, run
+from zoo.core.build import build_module, size_from_source
+
+log = logging.getLogger("zoo")
+
+
+def check_resume(cfg: dict, module, ckpt_path: str) -> tuple[Any, tuple[int, int]]:
+    """``resume``: size the module from the checkpoint's hparams (rebuilding it when they fill a ``None`` size), then
+    hold the checkpoint's weights to the loading contract with no head keys excused, before Lightning restores them.
+    Logs where the run continues; ``init_from`` is superseded by the checkpoint's weights (logged).
+
+    Returns:
+        ``(module, (global_step, epoch))`` of the checkpoint.
+
+    Raises:
+        hub.HubError: missing, unexpected or reshaped keys, with the table.
+    """
+    ckpt = hub.read_ckpt(ckpt_path)
+    state = hub.clean_state_dict(ckpt["state_dict"])
+    if size_from_source(cfg, state, {"model": ckpt.get("hyper_parameters") or {}}, cfg["method"]):
+        module = build_module(dict(cfg, init_from=None))
+    hub.check_fit(module, state, (), where=f"resume {ckpt_path}")
+    start = (int(ckpt.get("global_step", 0)), int(ckpt.get("epoch", 0)))
+    if not run._is_child_rank():
+        log.info("resuming %s at step %d (epoch %d) from %s", Path(ckpt_path).parent.parent, *start, ckpt_path)
+        if cfg.get("init_from"):
+            log.info("resume: init_from=%s ignored: the weights come from the checkpoint", cfg["init_from"])
+    return module, start
+
+
+def finished(cfg: dict, run_dir: Path, start: tuple[int, int]) -> bool:
+    """True (and says how to extend it) when the resumed run already reached ``trainer.max_steps``."""
+    max_steps = (cfg.get("trainer") or {}).get("max_steps")
+    if max_steps is None or max_steps < 0 or start[0] < max_steps:
+        return False
+    if not run._is_child_rank():
+        log.warning("resume: %s already finished at step %d (trainer.max_steps=%d): nothing to train; to train it "
+                    "further raise trainer.max_steps (and trainer.max_epochs when the recipe sets it)", run_dir,
+                    start[0], max_steps)
+    return True
