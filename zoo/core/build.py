@@ -249,9 +249,10 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
                 log.warning("resume: nothing trained: %s stopped at once at step %d, epoch %d (trainer.max_epochs=%s "
                             "counts the epoch that max_steps cut short as finished): raise trainer.max_epochs too",
                             run_dir, trainer.global_step, trainer.current_epoch, trainer.max_epochs)
-            if trainer.global_step == 0 and not trainer.interrupted:
-                # a fit that took no optimiser step (an enumeration, a closed-form estimator) still leaves a
-                # checkpoint (weights_only=False means "also save loop state" here, not torch.load's flag)
+            if (trainer.global_step == 0 or trainer.fast_dev_run) and not trainer.interrupted:
+                # a fit that took no optimiser step (an enumeration, a closed-form estimator) or a fast_dev_run
+                # (Lightning writes no checkpoint then) still leaves one, so the run folder is a run `zoo export`
+                # and `zoo eval` accept (weights_only=False means "also save loop state" here, not torch.load's flag)
                 trainer.save_checkpoint(str(run_dir / "checkpoints" / "last.ckpt"), weights_only=False)
     except BaseException:
         # a fresh run that failed before writing any checkpoint leaves nothing worth keeping (nor for resume=auto)

@@ -149,6 +149,10 @@ def load_package(ref: str, verify: bool = True) -> tuple[dict, dict]:
     folder = Path(ref)
     if not (folder.is_dir() and (folder / "config.yaml").is_file()):
         manifest = read_manifest()
+        if ref not in manifest and ("/" in ref or os.sep in ref or folder.exists()):
+            raise HubError(f"{ref}: no such run directory or package folder" if not folder.exists() else
+                           f"{ref}: neither a run directory (config.yaml + checkpoints/) nor a package folder "
+                           "(config.yaml + model.safetensors)")
         if ref not in manifest:
             from zoo.core.registry import suggest
 

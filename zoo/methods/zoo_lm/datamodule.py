@@ -72,7 +72,7 @@ def read_chat_jsonl(path: str | Path) -> list[list[dict[str, str]]]:
 
     Raises:
         DataError: ``path:line: ...`` for a missing file, invalid JSON, no ``messages`` list, a message without a
-            string ``role``/``content``, or an unknown role.
+            string ``role``/``content``, an unknown role, or a conversation without an assistant turn.
     """
     path = Path(path)
     if not path.is_file():
@@ -96,6 +96,8 @@ def read_chat_jsonl(path: str | Path) -> list[list[dict[str, str]]]:
                     raise DataError(f"{where}: messages[{j}] needs string 'role' and 'content'")
                 if m["role"] not in ROLES:
                     raise DataError(f"{where}: messages[{j}].role is {m['role']!r}; expected one of {ROLES}")
+            if not any(m["role"] == "assistant" for m in messages):
+                raise DataError(f"{where}: messages has no 'assistant' turn (only assistant tokens are trained on)")
             out.append([{"role": m["role"], "content": m["content"]} for m in messages])
     return out
 
@@ -204,7 +206,7 @@ class LMDataModule(L.LightningDataModule):
         train, val = build()
         self.train_set, self.val_set = TokenDataset(train), TokenDataset(val)
         if not len(self.train_set):
-            raise DataError(f"{self.paths}: no training {'blocks' if self.mode == 'pretrain' else 'conversations'} "
+            raise DataError(f"{', '.join(map(str, self.paths))}: no training {'blocks' if self.mode == 'pretrain' else 'conversations'} "
                             f"of max_length={self.max_length}")
 
     def _document(self, text: str) -> list[int]:

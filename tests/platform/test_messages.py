@@ -1,0 +1,29 @@
+"""Messages that say what is wrong (#14 item 8): a chat file without assistant turns names the line, a missing run
+directory is not called an unknown zoo id, and a fast_dev_run leaves a run folder `zoo export` accepts."""
+import pytest
+
+from zoo.cli import main
+from zoo.core.errors import DataError
+from zoo.methods.zoo_lm.datamodule import read_chat_jsonl
+
+
+def test_chat_without_assistant_turn_names_line(tmp_path):
+    f = tmp_path / "chats.jsonl"
+    f.write_text('{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}\n'
+                 '{"messages": [{"role": "user", "content": "only a question"}]}\n')
+    with pytest.raises(DataError, match=rf"{f}:2: messages has no 'assistant' turn"):
+        read_chat_jsonl(f)
+
+
+def test_missing_run_dir_is_not_an_unknown_zoo_id(tmp_path, capsys):
+    assert main(["export", str(tmp_path / "runs" / "nope" / "version_0"), "--formats", "package"]) == 2
+    err = capsys.readouterr().err
+    assert "no such run directory or package folder" in err and "unknown zoo id" not in err
+
+
+def test_fast_dev_run_leaves_an_exportable_run(tmp_path):
+    assert main(["train", "recipe=tests/platform/recipes/digits.yaml", f"out_dir={tmp_path}", "logger.kind=none",
+                 "+trainer.fast_dev_run=true", "export.formats=[]"]) == 0
+    run = tmp_path / "digits" / "version_0"
+    assert (run / "checkpoints" / "last.ckpt").is_file()
+    assert main(["export", str(run), "--formats", "package"]) == 0
