@@ -110,13 +110,24 @@ def cmd_eval(args) -> dict:
     metrics = evaluate(module, cfg)
     out = Path(args.out) if args.out else (Path(args.ref) / "metrics.json" if Path(args.ref).is_dir()
                                            and (Path(args.ref) / "checkpoints").is_dir() else None)
-    doc = {"ref": args.ref, "method": cfg["method"], "source": f"zoo eval ({args.which} checkpoint)" if Path(
-        args.ref).is_dir() else "zoo eval (package)", "metrics": metrics}
+    doc = {"ref": args.ref, "method": cfg["method"], "source": _eval_source(args.ref, args.which), "metrics": metrics}
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=2))
     print(json.dumps(doc, indent=2))
     return doc
+
+
+def _eval_source(ref: str, which: str) -> str:
+    """What ``zoo eval`` measured: a package, or which checkpoint of a run (saying when best fell back to last)."""
+    from zoo.core.build import find_checkpoint
+
+    if not (Path(ref).is_dir() and (Path(ref) / "checkpoints").is_dir()):
+        return "zoo eval (package)"
+    ckpt = find_checkpoint(Path(ref), which)
+    if which == "best" and ckpt.name == "last.ckpt":
+        return "zoo eval (last.ckpt: the run has no best checkpoint, it never validated with a monitor)"
+    return f"zoo eval ({'best' if ckpt.name != 'last.ckpt' else 'last'} checkpoint {ckpt.name})"
 
 
 def cmd_export(args) -> None:

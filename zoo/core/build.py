@@ -188,6 +188,9 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = ()) 
         callbacks.append(ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), monitor=ck["monitor"],
                                          mode=ck.get("mode", "min"), save_top_k=ck.get("save_top_k", 1),
                                          filename="best-{epoch:03d}-{step:07d}", auto_insert_metric_name=False))
+    from zoo.core.final_validation import ValidateAtEnd
+
+    callbacks.append(ValidateAtEnd())
     tr = dict(cfg.get("trainer") or {})
     if tr.get("enable_progress_bar", True) and sys.stdout.isatty():
         callbacks.append(RichProgressBar())
