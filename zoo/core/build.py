@@ -168,25 +168,26 @@ def _loggers(cfg: dict, run_dir: Path):
 
 
 def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = ()) -> L.Trainer:
-    """A Trainer with zoo's checkpointing (best-k + an always-fresh ``last.ckpt``) and logger.
+    """A Trainer with zoo's checkpointing and logger: ``last.ckpt`` every ``checkpoint.every_n_train_steps`` steps
+    and ``checkpoint.every_n_minutes`` minutes (written atomically, :mod:`zoo.core.resumable`), best-k checkpoints
+    when ``checkpoint.monitor`` is set, and per-batch RNG seeding so a resumed run draws what an uninterrupted one
+    would."""
+    from lightning.pytorch.callbacks import RichProgressBar
 
-    The ``last`` callback is unmonitored and separate from the best-k one: Lightning 2.6 refreshes
-    ``save_last`` only when a top-k checkpoint is written in the same step.
-    """
-    from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
-
+    from zoo.core import resumable
     from zoo.core.parallel import register_strategies
 
     register_strategies()  # trainer.strategy: fsdp2
     ck = cfg.get("checkpoint") or {}
-    every_steps = ck.get("every_n_train_steps")
-    callbacks = [ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), filename="last", monitor=None, save_top_k=1,
-                                 every_n_train_steps=every_steps, every_n_epochs=ck.get("every_n_epochs"),
-                                 enable_version_counter=False, save_on_train_epoch_end=True)]
+    callbacks = [resumable.LastCheckpoint(run_dir / "checkpoints",
+                                          ck.get("every_n_train_steps", resumable.DEFAULT_EVERY_N_TRAIN_STEPS),
+                                          ck.get("every_n_minutes", resumable.DEFAULT_EVERY_N_MINUTES),
+                                          ck.get("every_n_epochs") or 1),
+                 resumable.StepSeededRng(int(cfg.get("seed", 0)))]
     if ck.get("monitor"):
-        callbacks.append(ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), monitor=ck["monitor"],
-                                         mode=ck.get("mode", "min"), save_top_k=ck.get("save_top_k", 1),
-                                         filename="best-{epoch:03d}-{step:07d}", auto_insert_metric_name=False))
+        callbacks.append(resumable.AtomicModelCheckpoint(
+            dirpath=str(run_dir / "checkpoints"), monitor=ck["monitor"], mode=ck.get("mode", "min"),
+            save_top_k=ck.get("save_top_k", 1), filename="best-{epoch:03d}-{step:07d}", auto_insert_metric_name=False))
     tr = dict(cfg.get("trainer") or {})
     if tr.get("enable_progress_bar", True) and sys.stdout.isatty():
         callbacks.append(RichProgressBar())
@@ -229,6 +230,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
             module = _check_resume(cfg, module, resume_ckpt)
         with run.pinned_run_dir(run_dir):
             trainer = build_trainer(cfg, run_dir, callbacks)
+            _resumable_data(module, datamodule, int(cfg.get("seed", 0)))
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
             if trainer.global_step == 0 and not trainer.interrupted:
                 # a fit that took no optimiser step (an enumeration, a closed-form estimator) still leaves a
@@ -254,6 +256,16 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
 
             export_module(module, cfg, formats, run_dir / "export")
     return run_dir
+
+
+def _resumable_data(module, datamodule, seed: int) -> None:
+    """Give the training DataLoader a data order that a mid-epoch resume reproduces (:mod:`zoo.core.resumable`)."""
+    from zoo.core.resumable import make_train_loader_resumable
+
+    if datamodule is not None and type(datamodule).train_dataloader is not L.LightningDataModule.train_dataloader:
+        make_train_loader_resumable(datamodule, seed)
+    elif type(module).train_dataloader is not L.LightningModule.train_dataloader:
+        make_train_loader_resumable(module, seed)
 
 
 def _check_resume(cfg: dict, module, ckpt_path: str):

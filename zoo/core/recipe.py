@@ -29,7 +29,8 @@ TOP_KEYS = ("method", "base", "name", "seed", "init_from", "resume", "out_dir", 
 BLOCK_SCHEMA: dict[str, dict[str, Any]] = {
     # key -> (type or tuple of types, check or None)
     "checkpoint": {"monitor": (str, type(None)), "mode": ("min", "max"), "save_top_k": int,
-                   "every_n_train_steps": (int, type(None)), "every_n_epochs": (int, type(None))},
+                   "every_n_train_steps": (int, type(None)), "every_n_epochs": (int, type(None)),
+                   "every_n_minutes": (float, type(None))},
     "logger": {"kind": ("csv", "wandb", "tensorboard", "none"), "project": str,
                "mode": ("offline", "online", "disabled")},
     "export": {"formats": list, "onnx_atol": float},
@@ -338,6 +339,8 @@ def validate(cfg: dict, check_files: bool = True) -> None:
     for k in ("every_n_train_steps", "every_n_epochs"):
         if ck.get(k) is not None and ck[k] < 1:
             raise RecipeError(f"checkpoint.{k}: must be >= 1, got {ck[k]}")
+    if ck.get("every_n_minutes") is not None and ck["every_n_minutes"] <= 0:
+        raise RecipeError(f"checkpoint.every_n_minutes: must be > 0 (or null for off), got {ck['every_n_minutes']}")
     for fmt in (cfg.get("export") or {}).get("formats", []):
         if fmt not in EXPORT_FORMATS:
             raise RecipeError(f"export.formats: unknown format {fmt!r}{suggest(fmt, EXPORT_FORMATS)}; "
