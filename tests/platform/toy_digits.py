@@ -70,8 +70,10 @@ class DigitsMLP(ZooModule):
 
     def training_step(self, batch, batch_idx):
         # the kill-and-resume test: the process kills itself (SIGKILL, no cleanup) on reaching this optimiser step
-        if int(os.environ.get("ZOO_TEST_SIGKILL_AT_STEP", -1)) == self.global_step:
+        if int(os.environ.get("ZOO_TEST_SIGKILL_AT_STEP", "-1")) == self.global_step:
             os.kill(os.getpid(), signal.SIGKILL)
+        if int(os.environ.get("ZOO_TEST_FAIL_AT_STEP", "-1")) == self.global_step:
+            raise RuntimeError(f"test failure at step {self.global_step}")
         x, y = batch
         loss = nn.functional.cross_entropy(self(x), y)
         self.log("train/loss", loss)

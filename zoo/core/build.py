@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -149,32 +148,16 @@ def build_datamodule(cfg: dict):
     return _construct(entry.datamodule_cls, cfg.get("data") or {}, "data") if entry.datamodule_cls else None
 
 
-def _loggers(cfg: dict, run_dir: Path):
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-
-    lg = cfg.get("logger") or {}
-    kind = lg.get("kind", "csv")
-    if kind == "none":
-        return False
-    if kind == "tensorboard":
-        return TensorBoardLogger(save_dir=str(run_dir), name="logs", version="")
-    if kind == "wandb":
-        mode = os.environ.get("WANDB_MODE") or lg.get("mode", "offline")
-        os.environ["WANDB_MODE"] = mode
-        return WandbLogger(save_dir=str(run_dir), project=lg.get("project", "zoo"), name=cfg["name"],
-                           id=run.wandb_run_id(run_dir), resume="allow", offline=mode == "offline",
-                           config={k: v for k, v in cfg.items() if not k.startswith("_")})
-    return CSVLogger(save_dir=str(run_dir), name="logs", version="")
-
-
-def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = ()) -> L.Trainer:
+def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), resume_step: int | None = None
+                  ) -> L.Trainer:
     """A Trainer with zoo's checkpointing and logger: ``last.ckpt`` every ``checkpoint.every_n_train_steps`` steps
     and ``checkpoint.every_n_minutes`` minutes (written atomically, :mod:`zoo.core.resumable`), best-k checkpoints
     when ``checkpoint.monitor`` is set, and per-batch RNG seeding so a resumed run draws what an uninterrupted one
-    would."""
+    would; the logger continues the run's logs from ``resume_step`` (:mod:`zoo.core.logs`)."""
     from lightning.pytorch.callbacks import RichProgressBar
 
     from zoo.core import resumable
+    from zoo.core.logs import build_logger
     from zoo.core.parallel import register_strategies
 
     register_strategies()  # trainer.strategy: fsdp2
@@ -195,7 +178,7 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = ()) 
         tr.setdefault("enable_progress_bar", False)
     tr.setdefault("enable_model_summary", False)
     return L.Trainer(**tr, default_root_dir=str(run_dir), callbacks=callbacks + list(extra_callbacks),
-                     logger=_loggers(cfg, run_dir))
+                     logger=build_logger(cfg, run_dir, resume_step))
 
 
 def _plain(metrics: dict) -> dict[str, float]:
@@ -226,10 +209,11 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
         for line in changed:
             log.warning("resume: recipe differs from the saved config.yaml at %s", line)
     try:
+        resume_step = None
         if resume_ckpt:
-            module = _check_resume(cfg, module, resume_ckpt)
+            module, resume_step = _check_resume(cfg, module, resume_ckpt)
         with run.pinned_run_dir(run_dir):
-            trainer = build_trainer(cfg, run_dir, callbacks)
+            trainer = build_trainer(cfg, run_dir, callbacks, resume_step)
             _resumable_data(module, datamodule, int(cfg.get("seed", 0)))
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
             if trainer.global_step == 0 and not trainer.interrupted:
@@ -272,6 +256,9 @@ def _check_resume(cfg: dict, module, ckpt_path: str):
     """``resume``: size the module from the checkpoint's hparams (rebuilding it when they fill a ``None`` size), then
     hold the checkpoint's weights to the loading contract with no head keys excused, before Lightning restores them.
 
+    Returns:
+        ``(module, step)``: ``step`` is the logging step the checkpoint ends at (where the logs continue).
+
     Raises:
         hub.HubError: missing, unexpected or reshaped keys, with the table.
     """
@@ -280,7 +267,18 @@ def _check_resume(cfg: dict, module, ckpt_path: str):
     if size_from_source(cfg, state, {"model": ckpt.get("hyper_parameters") or {}}, cfg["method"]):
         module = build_module(dict(cfg, init_from=None))
     hub.check_fit(module, state, (), where=f"resume {ckpt_path}")
-    return module
+    return module, _logged_step(ckpt)
+
+
+def _logged_step(ckpt: dict) -> int:
+    """The logging step a resumed fit starts at: Lightning's ``_batches_that_stepped``, plus the step it adds back on
+    restart when the checkpoint was written at the end of a training batch (that batch's step had not been counted)."""
+    fit = (ckpt.get("loops") or {}).get("fit_loop", {})
+    step = int(fit.get("epoch_loop.state_dict", {}).get("_batches_that_stepped", ckpt.get("global_step", 0)))
+    total = fit.get("epoch_loop.batch_progress", {}).get("total", {})
+    if total and total.get("completed") == total.get("processed", 0) - 1:
+        step += 1
+    return step
 
 
 def find_checkpoint(run_dir: Path, which: str = "best") -> Path:

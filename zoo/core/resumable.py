@@ -77,6 +77,8 @@ class LastCheckpoint(Callback):
     def save(self, trainer: L.Trainer) -> None:
         """Write ``last.ckpt`` now (all ranks must call this together)."""
         _atomic_save(trainer, self.path)
+        for logger in trainer.loggers:  # rows up to the checkpoint reach the disk with it
+            logger.save()
         self._saved_step, self._t = trainer.global_step, time.monotonic()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
