@@ -166,7 +166,7 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), 
                                           ck.get("every_n_train_steps", resumable.DEFAULT_EVERY_N_TRAIN_STEPS),
                                           ck.get("every_n_minutes", resumable.DEFAULT_EVERY_N_MINUTES),
                                           ck.get("every_n_epochs") or 1),
-                 resumable.StepSeededRng(int(cfg.get("seed", 0)))]
+                 resumable.StepSeededRng(int(cfg.get("seed", 0))), resumable.MainOptimizerSteps()]
     if ck.get("monitor"):
         callbacks.append(resumable.AtomicModelCheckpoint(
             dirpath=str(run_dir / "checkpoints"), monitor=ck["monitor"], mode=ck.get("mode", "min"),

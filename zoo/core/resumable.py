@@ -9,6 +9,8 @@ RNG that depends on the position in training rather than on the history of the p
   sampler for :class:`ResumableSampler`: the order of an epoch is a function of ``(seed, epoch)`` only, and after a
   mid-epoch resume the batches the checkpoint had already trained on are skipped (the count comes from the restored
   loop state). Under DDP it is also the distributed sampler (each rank its share, as Lightning's would be).
+* :class:`MainOptimizerSteps` makes ``trainer.max_steps`` count updates of the main optimiser only (a method's
+  discriminator or other extra optimisers do not count), so ``max_steps`` means the same batches for every method.
 * :class:`StepSeededRng` reseeds ``torch``, ``numpy`` and ``random`` at the start of every training batch from
   ``(seed, epoch, batch index, rank)``, so dropout masks and other draws of batch *k* are the same whether or not the
   process was restarted before it.
@@ -167,3 +169,26 @@ def make_train_loader_resumable(owner, trainer_seed: int) -> None:
         return _resumable(original(), owner.trainer, trainer_seed)
 
     owner.train_dataloader = train_dataloader
+
+
+def _do_nothing() -> None:
+    return None
+
+
+_IGNORED = property(lambda self: _do_nothing, lambda self, value: None)
+
+
+class MainOptimizerSteps(Callback):
+    """``trainer.max_steps`` (and ``global_step``, ``every_n_train_steps``, step schedules) count updates of the main
+    optimiser only: the first one ``configure_optimizers`` returns. Under manual optimisation Lightning counts every
+    ``optimizer.step()`` of every optimiser, so a method with a discriminator would train half the batches asked for;
+    here the extra optimisers' steps are not counted. (Automatic optimisation has one optimiser; accumulation keeps
+    Lightning's meaning: one update per ``accumulate_grad_batches`` batches.)"""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if pl_module.automatic_optimization:
+            return
+        for lo in trainer.strategy._lightning_optimizers[1:]:
+            # the manual loop re-assigns these progress hooks every batch: make them ignore it on extra optimisers
+            lo.__class__ = type(f"Uncounted{type(lo).__name__}", (type(lo),),
+                                {"_on_before_step": _IGNORED, "_on_after_step": _IGNORED})
