@@ -52,10 +52,10 @@ def compose_and_validate(argv: list[str], check_files: bool = True) -> dict:
 def cmd_train(argv: list[str]) -> Path:
     import logging
 
+    cfg = compose_and_validate(argv)  # before torch and Lightning are imported: a bad recipe fails in a blink
     from zoo.core.build import train
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    cfg = compose_and_validate(argv)
     run_dir = train(cfg)
     print(f"run: {run_dir}")
     return run_dir

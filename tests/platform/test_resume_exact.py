@@ -12,7 +12,7 @@ from zoo.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 # 320 training images in batches of 32: 10 batches an epoch; 25 steps cross two epoch ends; dropout makes the RNG
 # matter, shuffling the data order; validation every 5 batches sits between checkpoint and kill
-COMMON = ["recipe=tests/platform/recipes/digits.yaml", "+data.limit=400", "data.batch_size=32", "+model.dropout=0.3",
+COMMON = ["recipe=tests/platform/recipes/digits.yaml", "+data.limit=400", "data.batch_size=32", "+model.p_drop=0.3",
           "trainer.max_epochs=-1", "trainer.max_steps=25", "trainer.val_check_interval=5",
           "checkpoint.every_n_train_steps=4", "logger.kind=none", "export.formats=[]"]
 

@@ -57,12 +57,12 @@ class DigitsMLP(ZooModule):
     head_keys = ("head.",)
     export_formats = ("package", "onnx", "torch_export")
 
-    def __init__(self, hidden: int = 32, num_classes: int = 10, optimizer: dict | None = None, dropout: float = 0.0):
+    def __init__(self, hidden: int = 32, num_classes: int = 10, optimizer: dict | None = None, p_drop: float = 0.0):
         super().__init__()
         if hidden < 1:
             raise ValueError(f"model.hidden: must be >= 1, got {hidden}")
         self.save_hyperparameters()
-        self.body = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Dropout(dropout))
+        self.body = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Dropout(p_drop))
         self.head = nn.Linear(hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -213,7 +213,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
         if resume_ckpt:
             module, resume_step = _check_resume(cfg, module, resume_ckpt)
         with run.pinned_run_dir(run_dir):
-            trainer = build_trainer(cfg, run_dir, callbacks, resume_step)
+            trainer = _trainer_or_recipe_error(cfg, run_dir, callbacks, resume_step)
             _resumable_data(module, datamodule, int(cfg.get("seed", 0)))
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
             if trainer.global_step == 0 and not trainer.interrupted:
@@ -224,6 +224,8 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
         # a fresh run that failed before writing any checkpoint leaves nothing worth keeping (nor for resume=auto)
         if not resume_ckpt and not run._is_child_rank() and not any((run_dir / "checkpoints").glob("*.ckpt")):
             shutil.rmtree(run_dir, ignore_errors=True)
+            if run_dir.parent.is_dir() and not any(run_dir.parent.iterdir()):
+                run_dir.parent.rmdir()  # nor an empty runs/<name>/
         raise
     from zoo.core.parallel import unsharded_copy
 
@@ -240,6 +242,18 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
 
             export_module(module, cfg, formats, run_dir / "export")
     return run_dir
+
+
+def _trainer_or_recipe_error(cfg: dict, run_dir: Path, callbacks, resume_step):
+    """:func:`build_trainer`; Lightning's refusal of a trainer setting becomes a RecipeError naming ``trainer``."""
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from zoo.core.recipe import RecipeError
+
+    try:
+        return build_trainer(cfg, run_dir, callbacks, resume_step)
+    except (MisconfigurationException, ValueError) as e:
+        raise RecipeError(f"trainer: {e}") from None
 
 
 def _resumable_data(module, datamodule, seed: int) -> None:

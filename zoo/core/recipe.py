@@ -60,6 +60,10 @@ def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
     Raises:
         RecipeError: nothing found; the message lists the closest recipe names.
     """
+    if Path(ref).is_dir():
+        inside = sorted(p.name for p in Path(ref).glob("*.yaml"))[:5]
+        raise RecipeError(f"recipe {ref!r} is a directory; pass a recipe file"
+                          + (f" such as {ref.rstrip('/')}/{inside[0]} (there: {', '.join(inside)})" if inside else ""))
     cands = []
     for base in ([relative_to] if relative_to else []) + [Path.cwd(), recipes_dir()]:
         cands += [base / ref, base / f"{ref}.yaml"]
@@ -170,6 +174,8 @@ def apply_override(cfg: dict, token: str) -> None:
         if not isinstance(node, dict):
             raise RecipeError(f"{'.'.join(parts[: i + 1])}: is {node!r}, not a mapping; cannot set {key}")
     last = parts[-1]
+    if op == "set" and node is cfg and last in TOP_KEYS:  # name=, seed=, init_from=... need no '+'
+        op = "add"
     if op != "add" and last not in node:
         hint = suggest(key, _all_paths(cfg))
         raise RecipeError(f"{key}: no such key{hint}" + ("; use +" + key + "=... to add one" if op == "set" else ""))
@@ -296,41 +302,41 @@ def validate(cfg: dict, check_files: bool = True) -> None:
     Raises:
         RecipeError: the first problem found, naming its full key path.
     """
-    import lightning as L
+    from zoo.core import schema
+    from zoo.core.registry import RegistryError, _known
 
-    from zoo.core.registry import RegistryError, check_kwargs, get_method
-
+    where = cfg.get("_recipe") or "recipe"
     if "method" not in cfg or not isinstance(cfg["method"], str):
-        raise RecipeError("method: missing; a recipe names its method (see `zoo list`)")
-    try:
-        entry = get_method(cfg["method"])
-    except RegistryError as e:
-        raise RecipeError(f"method: {e}") from None
+        raise RecipeError(f"{where}: method: missing; a recipe names its method (see `zoo list`)"
+                          + (" (the file is empty)" if not any(k for k in cfg if k not in ("_recipe", "name")) else ""))
+    method = cfg["method"]
+    known = _known()
+    if method not in known:
+        try:  # a method registered in-process (tests, notebooks) is known to the registry only
+            from zoo.core.registry import get_method
+
+            get_method(method)
+        except RegistryError as e:
+            raise RecipeError(f"method: {e}") from None
     seed = cfg.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise RecipeError(f"seed: expected a non-negative integer, got {seed!r}")
     if not isinstance(cfg.get("name"), str) or not cfg["name"] or "/" in cfg["name"]:
         raise RecipeError(f"name: expected a run name without '/', got {cfg.get('name')!r}")
-    for block, cls in (("model", entry.module_cls), ("data", entry.datamodule_cls), ("trainer", L.Trainer)):
-        val = cfg.get(block) or {}
-        if not isinstance(val, dict):
-            raise RecipeError(f"{block}: must be a mapping, got {val!r}")
-        if cls is None:
-            if val:
-                raise RecipeError(f"data: method {cfg['method']!r} has no DataModule, so data: must be empty")
-            continue
+    table = schema.method_schema(method)
+    if table is None:  # a plug-in without a stored table: read it off the classes (imports the method)
         try:
-            check_kwargs(cls, val, block)
+            table = schema.generate_method(method)
         except RegistryError as e:
-            raise RecipeError(str(e)) from None
-        check_types(cls.__init__, val, block)
-        if block == "trainer":
-            for k in ("callbacks", "logger", "default_root_dir", "enable_checkpointing"):
-                if k in val:
-                    raise RecipeError(f"trainer.{k}: set by zoo (see the checkpoint:, logger: and out_dir keys)")
-            for k in ("max_epochs", "max_steps"):
-                if isinstance(val.get(k), int) and val[k] < -1:
-                    raise RecipeError(f"trainer.{k}: must be >= -1, got {val[k]}")
+            raise RecipeError(f"method: {e}") from None
+    for block in ("model", "data"):
+        schema.check_method_block(table, block, cfg.get(block) or {}, method)
+    trainer = cfg.get("trainer") or {}
+    schema.check_trainer(trainer)
+    if table["module"].get("manual_optimization") and (trainer.get("accumulate_grad_batches") or 1) > 1:
+        raise RecipeError(f"trainer.accumulate_grad_batches: {method} optimises manually, so Lightning cannot "
+                          f"accumulate for it; keep 1 (got {trainer['accumulate_grad_batches']}) and raise the "
+                          "batch size instead")
     for block in BLOCK_SCHEMA:
         _check_block(cfg, block)
     ck = cfg.get("checkpoint") or {}
@@ -345,9 +351,9 @@ def validate(cfg: dict, check_files: bool = True) -> None:
         if fmt not in EXPORT_FORMATS:
             raise RecipeError(f"export.formats: unknown format {fmt!r}{suggest(fmt, EXPORT_FORMATS)}; "
                               f"choose from {', '.join(EXPORT_FORMATS)}")
-        if fmt not in entry.module_cls.export_formats:
+        if fmt not in table["export_formats"]:
             raise RecipeError(f"export.formats: {cfg['method']} cannot export {fmt!r}; it supports "
-                              f"{', '.join(entry.module_cls.export_formats)}")
+                              f"{', '.join(table['export_formats'])}")
     if cfg.get("init_from") and cfg.get("resume"):
         raise RecipeError("init_from and resume are exclusive: init_from loads weights only into a new run, "
                           "resume continues a run's training state")
