@@ -76,7 +76,8 @@ def fits(value: Any, spec: dict) -> bool:
     """Whether ``value`` (from YAML) fits ``spec``; an empty spec accepts anything."""
     if not spec.get("types") and not spec.get("choices"):
         return True
-    if value in spec.get("choices", []) and not (isinstance(value, bool) and True not in spec["choices"]):
+    choices = spec.get("choices", [])
+    if any(c is value for c in choices) if isinstance(value, bool) else value in choices:
         return True
     t = _type_of(value)
     return t in spec.get("types", []) or (t == "int" and "float" in spec.get("types", []))
