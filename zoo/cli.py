@@ -46,6 +46,9 @@ def compose_and_validate(argv: list[str], check_files: bool = True) -> dict:
     recipe, overlays, overrides = _split_train_args(argv)
     cfg = load_recipe(recipe, overrides, overlays)
     validate(cfg, check_files=check_files)
+    from zoo.core.userdata import record_user_data
+
+    record_user_data(cfg)  # a user's data.path is named (file, sha256, rows) in config, card and manifest
     return cfg
 
 

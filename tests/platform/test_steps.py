@@ -5,8 +5,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
-
 from toy_digits import DigitsDataModule, DigitsMLP
+
 from zoo.cli import main
 from zoo.core.registry import register_method
 

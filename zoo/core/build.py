@@ -172,6 +172,12 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), 
             dirpath=str(run_dir / "checkpoints"), monitor=ck["monitor"], mode=ck.get("mode", "min"),
             save_top_k=ck.get("save_top_k", 1), filename="best-{epoch:03d}-{step:07d}", auto_insert_metric_name=False))
     tr = dict(cfg.get("trainer") or {})
+    if tr.get("strategy") == "ddp":
+        # methods with parts that do not enter every loss (a discriminator, frozen branches) need the unused-parameter
+        # search; `ddp_find_unused_parameters_false` opts out
+        from lightning.pytorch.strategies import DDPStrategy
+
+        tr["strategy"] = DDPStrategy(find_unused_parameters=True)
     if tr.get("enable_progress_bar", True) and sys.stdout.isatty():
         callbacks.append(RichProgressBar())
     else:
@@ -257,13 +263,18 @@ def _trainer_or_recipe_error(cfg: dict, run_dir: Path, callbacks, resume_step):
 
 
 def _resumable_data(module, datamodule, seed: int) -> None:
-    """Give the training DataLoader a data order that a mid-epoch resume reproduces (:mod:`zoo.core.resumable`)."""
-    from zoo.core.resumable import make_train_loader_resumable
+    """Give the training DataLoader a data order that a mid-epoch resume reproduces, and under DDP the validation
+    DataLoaders the whole set on every rank (:mod:`zoo.core.resumable`)."""
+    from zoo.core.resumable import make_train_loader_resumable, make_val_loaders_whole
 
     if datamodule is not None and type(datamodule).train_dataloader is not L.LightningDataModule.train_dataloader:
         make_train_loader_resumable(datamodule, seed)
     elif type(module).train_dataloader is not L.LightningModule.train_dataloader:
         make_train_loader_resumable(module, seed)
+    if datamodule is not None and type(datamodule).val_dataloader is not L.LightningDataModule.val_dataloader:
+        make_val_loaders_whole(datamodule)
+    elif type(module).val_dataloader is not L.LightningModule.val_dataloader:
+        make_val_loaders_whole(module)
 
 
 def _check_resume(cfg: dict, module, ckpt_path: str):

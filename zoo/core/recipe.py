@@ -34,7 +34,7 @@ BLOCK_SCHEMA: dict[str, dict[str, Any]] = {
     "logger": {"kind": ("csv", "wandb", "tensorboard", "none"), "project": str,
                "mode": ("offline", "online", "disabled")},
     "export": {"formats": list, "onnx_atol": float},
-    "card": {"license": str, "data": (str, list), "description": str},
+    "card": {"license": str, "data": (str, list), "description": str},  # data: set from a user data.path too
 }
 EXPORT_FORMATS = ("package", "hf", "onnx", "torch_export")
 PATH_KEY_SUFFIXES = ("path", "_file", "_dir", "_paths", "_files")
@@ -207,7 +207,10 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
         cfg = _merge(cfg, top)
     for token in overrides:
         apply_override(cfg, token)
-    cfg.setdefault("name", path.stem)
+    if "name" not in cfg:  # the recipe's file stem, or <method>-<file> for a run on the user's data.path
+        from zoo.core.userdata import default_run_name
+
+        cfg["name"] = default_run_name(cfg, path.stem)
     try:
         cfg = OmegaConf.to_container(OmegaConf.create(cfg), resolve=True, throw_on_missing=True)
     except Exception as e:

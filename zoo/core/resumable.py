@@ -9,6 +9,8 @@ RNG that depends on the position in training rather than on the history of the p
   sampler for :class:`ResumableSampler`: the order of an epoch is a function of ``(seed, epoch)`` only, and after a
   mid-epoch resume the batches the checkpoint had already trained on are skipped (the count comes from the restored
   loop state). Under DDP it is also the distributed sampler (each rank its share, as Lightning's would be).
+* :func:`make_val_loaders_whole`: under DDP every rank validates on the whole validation set, so logged validation
+  equals a single-process evaluation for every metric (``ZooModule.log`` also defaults to ``sync_dist=True``).
 * :class:`MainOptimizerSteps` makes ``trainer.max_steps`` count updates of the main optimiser only (a method's
   discriminator or other extra optimisers do not count), so ``max_steps`` means the same batches for every method.
 * :class:`StepSeededRng` reseeds ``torch``, ``numpy`` and ``random`` at the start of every training batch from
@@ -159,16 +161,43 @@ def _resumable(dl, trainer: L.Trainer, seed: int):
     return _update_dataloader(dl, new, RunningStage.TRAINING)
 
 
+def _whole(dl, trainer: L.Trainer):
+    """Under DDP, a sequential evaluation DataLoader reads the whole set on every rank (a one-replica
+    ``DistributedSampler``, which Lightning leaves alone) instead of a padded shard."""
+    from lightning.pytorch.trainer.states import RunningStage
+    from lightning.pytorch.utilities.data import _update_dataloader
+
+    if isinstance(dl, (list, tuple)):
+        return type(dl)(_whole(d, trainer) for d in dl)
+    if isinstance(dl, dict):
+        return {k: _whole(d, trainer) for k, d in dl.items()}
+    if trainer.world_size == 1 or not isinstance(dl, DataLoader) or not isinstance(dl.sampler, SequentialSampler):
+        return dl
+    whole = DistributedSampler(dl.dataset, num_replicas=1, rank=0, shuffle=False)
+    return _update_dataloader(dl, whole, RunningStage.VALIDATING)
+
+
+def _wrap_hook(owner, name: str, transform) -> None:
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def hook():
+        return transform(original(), owner.trainer)
+
+    setattr(owner, name, hook)
+
+
 def make_train_loader_resumable(owner, trainer_seed: int) -> None:
     """Wrap ``owner.train_dataloader`` (the datamodule's, else the module's) so the DataLoader Lightning requests uses
     :class:`ResumableSampler`. Call before ``trainer.fit``; the owner's ``trainer`` is set by then."""
-    original = owner.train_dataloader
+    _wrap_hook(owner, "train_dataloader", lambda dl, trainer: _resumable(dl, trainer, trainer_seed))
 
-    @functools.wraps(original)
-    def train_dataloader():
-        return _resumable(original(), owner.trainer, trainer_seed)
 
-    owner.train_dataloader = train_dataloader
+def make_val_loaders_whole(owner) -> None:
+    """Wrap ``owner.val_dataloader`` so that under DDP every rank validates on the whole validation set: logged
+    validation metrics are then exactly those of one process (and of ``zoo eval``) for any metric, averages or not
+    (AP, AUC...), at the cost of repeating validation on each rank."""
+    _wrap_hook(owner, "val_dataloader", _whole)
 
 
 def _do_nothing() -> None:
