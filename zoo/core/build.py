@@ -321,11 +321,14 @@ def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
     raise run.RunError(f"{run_dir}: no checkpoint in {ckdir}")
 
 
-def load_module(ref: str, which: str = "best") -> tuple[Any, dict]:
+def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()) -> tuple[Any, dict]:
     """A trained LightningModule and its resolved recipe from a zoo id, a package folder or a run directory: the path
     of ``zoo.load``, ``zoo eval``, ``zoo predict``, ``zoo export`` and ``zoo release``. Networks are sized from the
     saved hparams (and ``sizes_from_state``) before the weights arrive; the weights must then fit exactly
     (:func:`zoo.core.hub.load_exact`: no missing, unexpected or reshaped key, head keys included).
+
+    ``overrides`` are ``train.py``'s ``k=v`` / ``+k=v`` / ``~k`` tokens applied to the saved recipe before the module
+    is built (``data.path=my.jsonl``, ``model.generation.temperature=0``), checked like a recipe's keys.
 
     Raises:
         hub.HubError / run.RunError: nothing loadable at ``ref``.
@@ -341,6 +344,8 @@ def load_module(ref: str, which: str = "best") -> tuple[Any, dict]:
         cfg["model"] = dict(ckpt.get("hyper_parameters") or cfg.get("model") or {})
     else:
         cfg, state = hub.load_package(ref)
+    if overrides:
+        _apply_overrides(cfg, overrides)
     entry = get_method(cfg["method"])
     kwargs = constructor_kwargs(entry.module_cls, cfg.get("model") or {})
     for k, v in entry.module_cls.sizes_from_state(hub.clean_state_dict(state)).items():
@@ -350,6 +355,18 @@ def load_module(ref: str, which: str = "best") -> tuple[Any, dict]:
     hub.load_exact(module, state, where=str(ref))
     module.eval()
     return module, cfg
+
+
+def _apply_overrides(cfg: dict, tokens) -> None:
+    """Apply command-line overrides to a saved recipe and check the ``model:`` / ``data:`` blocks they touch."""
+    from zoo.core import schema
+    from zoo.core.recipe import apply_override
+
+    for token in tokens:
+        apply_override(cfg, token)
+    table = schema.method_schema(cfg["method"]) or schema.generate_method(cfg["method"])
+    for block in ("model", "data"):
+        schema.check_method_block(table, block, cfg.get(block) or {}, cfg["method"])
 
 
 def evaluate(module, cfg: dict, overrides_data: dict | None = None) -> dict[str, float]:
