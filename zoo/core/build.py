@@ -12,8 +12,9 @@ from typing import Any
 import lightning as L
 import torch
 
-from zoo.core import hub, run
+from zoo.core import hub, resumable, run
 from zoo.core.data import set_seed
+from zoo.core.logs import resume_step
 from zoo.core.registry import constructor_kwargs, get_method
 
 log = logging.getLogger("zoo")
@@ -156,7 +157,6 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), 
     would; the logger continues the run's logs from ``resume_step`` (:mod:`zoo.core.logs`)."""
     from lightning.pytorch.callbacks import RichProgressBar
 
-    from zoo.core import resumable
     from zoo.core.logs import build_logger
     from zoo.core.parallel import register_strategies
 
@@ -220,7 +220,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
             module, resume_step = _check_resume(cfg, module, resume_ckpt)
         with run.pinned_run_dir(run_dir):
             trainer = _trainer_or_recipe_error(cfg, run_dir, callbacks, resume_step)
-            _resumable_data(module, datamodule, int(cfg.get("seed", 0)))
+            resumable.prepare_dataloaders(module, datamodule, int(cfg.get("seed", 0)))
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
             if trainer.global_step == 0 and not trainer.interrupted:
                 # a fit that took no optimiser step (an enumeration, a closed-form estimator) still leaves a
@@ -262,21 +262,6 @@ def _trainer_or_recipe_error(cfg: dict, run_dir: Path, callbacks, resume_step):
         raise RecipeError(f"trainer: {e}") from None
 
 
-def _resumable_data(module, datamodule, seed: int) -> None:
-    """Give the training DataLoader a data order that a mid-epoch resume reproduces, and under DDP the validation
-    DataLoaders the whole set on every rank (:mod:`zoo.core.resumable`)."""
-    from zoo.core.resumable import make_train_loader_resumable, make_val_loaders_whole
-
-    if datamodule is not None and type(datamodule).train_dataloader is not L.LightningDataModule.train_dataloader:
-        make_train_loader_resumable(datamodule, seed)
-    elif type(module).train_dataloader is not L.LightningModule.train_dataloader:
-        make_train_loader_resumable(module, seed)
-    if datamodule is not None and type(datamodule).val_dataloader is not L.LightningDataModule.val_dataloader:
-        make_val_loaders_whole(datamodule)
-    elif type(module).val_dataloader is not L.LightningModule.val_dataloader:
-        make_val_loaders_whole(module)
-
-
 def _check_resume(cfg: dict, module, ckpt_path: str):
     """``resume``: size the module from the checkpoint's hparams (rebuilding it when they fill a ``None`` size), then
     hold the checkpoint's weights to the loading contract with no head keys excused, before Lightning restores them.
@@ -292,18 +277,7 @@ def _check_resume(cfg: dict, module, ckpt_path: str):
     if size_from_source(cfg, state, {"model": ckpt.get("hyper_parameters") or {}}, cfg["method"]):
         module = build_module(dict(cfg, init_from=None))
     hub.check_fit(module, state, (), where=f"resume {ckpt_path}")
-    return module, _logged_step(ckpt)
-
-
-def _logged_step(ckpt: dict) -> int:
-    """The logging step a resumed fit starts at: Lightning's ``_batches_that_stepped``, plus the step it adds back on
-    restart when the checkpoint was written at the end of a training batch (that batch's step had not been counted)."""
-    fit = (ckpt.get("loops") or {}).get("fit_loop", {})
-    step = int(fit.get("epoch_loop.state_dict", {}).get("_batches_that_stepped", ckpt.get("global_step", 0)))
-    total = fit.get("epoch_loop.batch_progress", {}).get("total", {})
-    if total and total.get("completed") == total.get("processed", 0) - 1:
-        step += 1
-    return step
+    return module, resume_step(ckpt)
 
 
 def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
@@ -345,7 +319,9 @@ def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()
     else:
         cfg, state = hub.load_package(ref)
     if overrides:
-        _apply_overrides(cfg, overrides)
+        from zoo.core.recipe import apply_overrides_checked
+
+        apply_overrides_checked(cfg, overrides)
     entry = get_method(cfg["method"])
     kwargs = constructor_kwargs(entry.module_cls, cfg.get("model") or {})
     for k, v in entry.module_cls.sizes_from_state(hub.clean_state_dict(state)).items():
@@ -355,18 +331,6 @@ def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()
     hub.load_exact(module, state, where=str(ref))
     module.eval()
     return module, cfg
-
-
-def _apply_overrides(cfg: dict, tokens) -> None:
-    """Apply command-line overrides to a saved recipe and check the ``model:`` / ``data:`` blocks they touch."""
-    from zoo.core import schema
-    from zoo.core.recipe import apply_override
-
-    for token in tokens:
-        apply_override(cfg, token)
-    table = schema.method_schema(cfg["method"]) or schema.generate_method(cfg["method"])
-    for block in ("model", "data"):
-        schema.check_method_block(table, block, cfg.get(block) or {}, cfg["method"])
 
 
 def evaluate(module, cfg: dict, overrides_data: dict | None = None) -> dict[str, float]:

@@ -70,6 +70,17 @@ class SteppedWandbLogger(WandbLogger):
         self.experiment.log(dict(metrics, **{"trainer/global_step": step}), step=step)
 
 
+def resume_step(ckpt: dict) -> int:
+    """The logging step a resumed fit starts at: Lightning's ``_batches_that_stepped``, plus the step it adds back on
+    restart when the checkpoint was written at the end of a training batch (that batch's step had not been counted)."""
+    fit = (ckpt.get("loops") or {}).get("fit_loop", {})
+    step = int(fit.get("epoch_loop.state_dict", {}).get("_batches_that_stepped", ckpt.get("global_step", 0)))
+    total = fit.get("epoch_loop.batch_progress", {}).get("total", {})
+    if total and total.get("completed") == total.get("processed", 0) - 1:
+        step += 1
+    return step
+
+
 def build_logger(cfg: dict, run_dir: Path, resume_step: int | None = None):
     """The Lightning logger for ``cfg["logger"]`` writing under ``run_dir`` (``False`` for ``kind: none``).
 

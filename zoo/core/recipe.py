@@ -14,15 +14,12 @@ ends with a "did you mean".
 """
 from __future__ import annotations
 
-import inspect
 import os
-from collections import abc
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
 from zoo.core.registry import suggest
+from zoo.core.schema import RecipeError
 
 TOP_KEYS = ("method", "base", "name", "seed", "init_from", "resume", "out_dir", "model", "data", "trainer",
             "checkpoint", "logger", "export", "card")
@@ -38,10 +35,6 @@ BLOCK_SCHEMA: dict[str, dict[str, Any]] = {
 }
 EXPORT_FORMATS = ("package", "hf", "onnx", "torch_export")
 PATH_KEY_SUFFIXES = ("path", "_file", "_dir", "_paths", "_files")
-
-
-class RecipeError(ValueError):
-    """A recipe that cannot be loaded or does not validate; raised before any training starts."""
 
 
 def recipes_dir() -> Path:
@@ -185,6 +178,18 @@ def apply_override(cfg: dict, token: str) -> None:
         node[last] = value
 
 
+def apply_overrides_checked(cfg: dict, tokens) -> None:
+    """Apply override tokens to a saved recipe (``zoo eval`` / ``predict`` / ``export``) and check the ``model:`` and
+    ``data:`` blocks against the method's table, as :func:`validate` does for a recipe."""
+    from zoo.core import schema
+
+    for token in tokens:
+        apply_override(cfg, token)
+    table = schema.method_schema(cfg["method"]) or schema.generate_method(cfg["method"])
+    for block in ("model", "data"):
+        schema.check_method_block(table, block, cfg.get(block) or {}, cfg["method"])
+
+
 def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -> dict:
     """Compose a recipe, apply overlays (YAML files merged on top) and overrides, and resolve interpolations.
 
@@ -227,46 +232,6 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
 # ----------------------------------------------------------------------------------------------- validation
 
 
-def _type_ok(value: Any, ann: Any) -> bool:
-    """Whether ``value`` fits the annotation ``ann``; annotations we cannot judge accept anything."""
-    if ann is inspect.Parameter.empty or ann is Any:
-        return True
-    origin = typing.get_origin(ann)
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, a) for a in typing.get_args(ann))
-    if origin is typing.Literal:
-        return value in typing.get_args(ann)
-    if ann is type(None) or ann is None:
-        return value is None
-    if ann is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if ann is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if ann in (str, bool, dict, list):
-        return isinstance(value, ann)
-    if origin in (list, tuple, abc.Sequence):
-        return isinstance(value, (list, tuple))
-    if origin in (dict, abc.Mapping):
-        return isinstance(value, dict)
-    return True
-
-
-def check_types(fn, kwargs: dict, where: str) -> None:
-    """Check ``kwargs`` against the annotations of ``fn`` (a class's ``__init__``).
-
-    Raises:
-        RecipeError: ``where.key: expected <annotation>, got <value>``.
-    """
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        hints = {n: p.annotation for n, p in inspect.signature(fn).parameters.items()}
-    for k, v in kwargs.items():
-        ann = hints.get(k, inspect.Parameter.empty)
-        if not isinstance(ann, str) and not _type_ok(v, ann):  # a string annotation could not be resolved
-            raise RecipeError(f"{where}.{k}: expected {getattr(ann, '__name__', ann)}, got {v!r}")
-
-
 def _check_block(cfg: dict, block: str) -> None:
     schema = BLOCK_SCHEMA[block]
     val = cfg.get(block) or {}
@@ -279,8 +244,11 @@ def _check_block(cfg: dict, block: str) -> None:
         if isinstance(want, tuple) and all(isinstance(w, str) for w in want):
             if v not in want:
                 raise RecipeError(f"{block}.{k}: {v!r} is not one of {', '.join(want)}")
-        elif not any(_type_ok(v, w) for w in (want if isinstance(want, tuple) else (want,))):
-            raise RecipeError(f"{block}.{k}: expected {want}, got {v!r}")
+        else:
+            from zoo.core.schema import _PRIMITIVE, check_value
+
+            check_value(v, {"types": [_PRIMITIVE[w] for w in (want if isinstance(want, tuple) else (want,))]},
+                        f"{block}.{k}")
 
 
 def _check_paths(block: dict, where: str) -> None:

@@ -221,3 +221,16 @@ class MainOptimizerSteps(Callback):
             # the manual loop re-assigns these progress hooks every batch: make them ignore it on extra optimisers
             lo.__class__ = type(f"Uncounted{type(lo).__name__}", (type(lo),),
                                 {"_on_before_step": _IGNORED, "_on_after_step": _IGNORED})
+
+
+def prepare_dataloaders(module, datamodule, seed: int) -> None:
+    """Before ``trainer.fit``: the training DataLoader (the datamodule's, else the module's) gets a resumable order,
+    and under DDP the validation DataLoaders the whole set on every rank."""
+    if datamodule is not None and type(datamodule).train_dataloader is not L.LightningDataModule.train_dataloader:
+        make_train_loader_resumable(datamodule, seed)
+    elif type(module).train_dataloader is not L.LightningModule.train_dataloader:
+        make_train_loader_resumable(module, seed)
+    if datamodule is not None and type(datamodule).val_dataloader is not L.LightningDataModule.val_dataloader:
+        make_val_loaders_whole(datamodule)
+    elif type(module).val_dataloader is not L.LightningModule.val_dataloader:
+        make_val_loaders_whole(module)

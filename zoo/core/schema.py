@@ -20,6 +20,12 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be loaded or does not validate; raised before any training starts (also importable as
+    ``zoo.core.recipe.RecipeError``)."""
+
 TRAINER_FILE = SCHEMA_DIR / "_trainer.json"
 
 #: The optimiser block (``model.optimizer``) every method passes to ``zoo.core.optim.build_optimizer``.
@@ -85,8 +91,6 @@ def fits(value: Any, spec: dict) -> bool:
 
 def check_value(value: Any, spec: dict, where: str) -> None:
     """Raise ``RecipeError`` naming ``where`` when ``value`` does not fit ``spec`` (types, choices, ranges)."""
-    from zoo.core.recipe import RecipeError
-
     if not fits(value, spec):
         raise RecipeError(f"{where}: expected {render(spec)}, got {value!r}")
     if isinstance(value, (int, float)) and not isinstance(value, bool) and "min" in spec:
@@ -99,7 +103,6 @@ def check_value(value: Any, spec: dict, where: str) -> None:
 
 def check_block(values: dict, schema: dict[str, dict], where: str, owner: str) -> None:
     """Check a mapping's keys (unknown ones with a did-you-mean and the allowed list) and each value."""
-    from zoo.core.recipe import RecipeError
     from zoo.core.registry import suggest
 
     if not isinstance(values, dict):
@@ -124,8 +127,6 @@ def check_trainer(values: dict) -> None:
         RecipeError: an unknown key (with the closest one), a wrong type (naming the accepted ones) or a value out of
             range, e.g. ``trainer.devices: must be >= 1, 'auto' or a list of device indices, got 0``.
     """
-    from zoo.core.recipe import RecipeError
-
     check_block(values, trainer_schema(), "trainer", "lightning.Trainer")
     for k in ("callbacks", "logger", "default_root_dir", "enable_checkpointing"):
         if k in values:
@@ -150,8 +151,6 @@ def method_schema(name: str) -> dict | None:
 
 def check_method_block(schema: dict, block: str, values: dict, method: str) -> None:
     """Check ``model:`` (``block="model"``) or ``data:`` against a method's table, nested blocks included."""
-    from zoo.core.recipe import RecipeError
-
     part = schema["module" if block == "model" else "datamodule"]
     if part is None:
         if values:
@@ -251,13 +250,12 @@ def generate_trainer() -> dict:
 def write_all(names: list[str] | None = None) -> list[Path]:
     """(Re)write ``_trainer.json`` and the tables of ``names`` (default: every built-in method whose extra is
     installed). Returns the files written."""
-    from zoo.core.registry import RegistryError
-    from zoo.methods import METHODS
+    from zoo.core.registry import RegistryError, _known
 
     SCHEMA_DIR.mkdir(exist_ok=True)
     written = [TRAINER_FILE]
     TRAINER_FILE.write_text(json.dumps(generate_trainer(), indent=1, sort_keys=True) + "\n")
-    for name in names or sorted(METHODS):
+    for name in names or sorted(_known()):
         try:
             table = generate_method(name)
         except RegistryError as e:  # extra not installed here
