@@ -3,6 +3,7 @@ records it (name, sha256, rows) in config.yaml, the model card and the manifest 
 import hashlib
 from pathlib import Path
 
+import pytest
 import yaml
 
 from zoo.cli import compose_and_validate, main
@@ -35,6 +36,7 @@ def test_user_data_names_the_run_and_the_card(tmp_path):
     assert shipped["name"] == "st-tgexplainer-bitcoin-otc" and shipped["card"]["data"] != cfg["card"]["data"]
 
 
+@pytest.mark.slow
 def test_user_data_reaches_config_card_and_manifest(tmp_path, zoo_home):
     mine = _my_csv(tmp_path)
     assert main(["train", "recipe=st-tgexplainer-bitcoin-otc.yaml", "overlay=tiny/st-tgexplainer.yaml",

@@ -41,6 +41,7 @@ def _same(a, b, where=""):
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
+@pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_auto_is_bit_identical(tmp_path):
     assert main(["train", *COMMON, f"out_dir={tmp_path / 'straight'}"]) == 0
     straight = _state(tmp_path / "straight" / "digits" / "version_0")

@@ -42,6 +42,7 @@ def test_csv_history_is_kept_and_continued_without_duplicate_steps(tmp_path, mon
     assert resumed == straight  # every row, every value: the resumed run logged what the straight run did
 
 
+@pytest.mark.slow
 def test_tensorboard_continues_and_drops_the_lost_segment(tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -80,6 +81,7 @@ def _wandb_records(path):
     return out
 
 
+@pytest.mark.slow
 def test_wandb_offline_resume_is_one_run_with_steps_continuing_from_the_checkpoint(tmp_path, monkeypatch):
     import wandb
 
