@@ -17,10 +17,12 @@ RECIPES = ROOT / "recipes"
 DDP = ["trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp", "export.formats=[]"]
 
 
-def _train_ddp(args, tmp_path):
+def _train_ddp(args, tmp_path, refusal=None):
     env = {k: v for k, v in os.environ.items() if k != "ZOO_RUN_DIR"}
     out = subprocess.run([sys.executable, "train.py", *args, *DDP, f"out_dir={tmp_path}"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=900, check=False)
+    if refusal and out.returncode != 0 and refusal in out.stderr:
+        pytest.xfail(f"the method refuses DDP by design: {refusal}")
     assert out.returncode == 0, out.stderr[-4000:]
     runs = list(tmp_path.glob("*/version_0"))
     assert len(runs) == 1, runs
@@ -56,12 +58,19 @@ def test_ddp_validation_equals_zoo_eval_on_an_odd_sized_set(tmp_path):
 
 
 ONE_RECIPE_PER_METHOD = sorted(m for m in METHODS if (RECIPES / f"{m}.yaml").is_file())
+# validation on the whole set, so the logged value and `zoo eval` measure the same thing (tiny overlays cap it at 1
+# batch); st-tgexplainer's tiny overlay has 3 training batches, 2 per rank under DDP, fewer than its
+# val_check_interval=3, so its cadence counts batches across epochs
+DDP_EXTRA = {"st-tgexplainer": ["trainer.check_val_every_n_epoch=null"]}
+# methods that refuse more than one device by design, with the words of their refusal
+SINGLE_DEVICE = {"cond-dp": "runs on one device"}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ONE_RECIPE_PER_METHOD)
 def test_every_method_trains_under_two_process_ddp(method, tmp_path):
-    run = _train_ddp([f"recipe={method}.yaml", f"overlay=tiny/{method}.yaml"], tmp_path)
+    run = _train_ddp([f"recipe={method}.yaml", f"overlay=tiny/{method}.yaml", "trainer.limit_val_batches=1.0",
+                      *DDP_EXTRA.get(method, [])], tmp_path, SINGLE_DEVICE.get(method))
     assert (run / "checkpoints" / "last.ckpt").is_file()
     monitor, logged, _ = _logged_best(run)
     if monitor is None:

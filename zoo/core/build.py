@@ -173,11 +173,9 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), 
             save_top_k=ck.get("save_top_k", 1), filename="best-{epoch:03d}-{step:07d}", auto_insert_metric_name=False))
     tr = dict(cfg.get("trainer") or {})
     if tr.get("strategy") == "ddp":
-        # methods with parts that do not enter every loss (a discriminator, frozen branches) need the unused-parameter
-        # search; `ddp_find_unused_parameters_false` opts out
-        from lightning.pytorch.strategies import DDPStrategy
+        from zoo.core.parallel import ZooDDPStrategy
 
-        tr["strategy"] = DDPStrategy(find_unused_parameters=True)
+        tr["strategy"] = ZooDDPStrategy()
     if tr.get("enable_progress_bar", True) and sys.stdout.isatty():
         callbacks.append(RichProgressBar())
     else:
