@@ -28,6 +28,7 @@ class ZooModule(L.LightningModule):
     export_formats: ClassVar[tuple[str, ...]] = ("package",)
     weight_settings: ClassVar[dict[str, str]] = {}
     fit_sized_buffers: ClassVar[tuple[str, ...]] = ()
+    arg_schemas: ClassVar[dict[str, dict]] = {}  # nested dict arguments' keys -> type specs (see zoo.core.schema)
     init_from_ref: str | None = None  # set by ``zoo.core.build.build_module`` after loading ``init_from`` weights
 
     def log(self, name: str, value, *args, **kwargs) -> None:
