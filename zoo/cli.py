@@ -14,9 +14,11 @@ USAGE = """usage: zoo train recipe=NAME [overlay=FILE ...] [key=value | +key=val
        zoo config recipe=NAME [overrides ...]      print the resolved recipe
        zoo list                                    methods and zoo weights
        zoo info NAME|ID                            a method's arguments or a zoo weight's manifest entry
-       zoo eval RUN_DIR|ID [--out FILE] [--which best|last]
-       zoo export RUN_DIR|ID [--formats package,hf,onnx,torch_export] [--out DIR]
-       zoo predict RUN_DIR|ID INPUT ... [--out-dir DIR]
+       zoo eval RUN_DIR|ID [overrides ...] [--out FILE] [--which best|last]
+       zoo export RUN_DIR|ID [overrides ...] [--formats package,hf,onnx,torch_export] [--out DIR]
+       zoo predict RUN_DIR|ID [overrides ...] INPUT ... [--out-dir DIR] [--json]
+  overrides are train.py's: key=value, +key=value, ~key on the saved recipe (data.path=my.jsonl,
+  model.generation.temperature=0)
        zoo release RUN_DIR --id METHOD.TAG [--which best|last] [--base ID]   (--base: store only what differs)
        zoo results                                 regenerate docs/results.md and docs/benchmarks.md from results/"""
 
@@ -46,16 +48,19 @@ def compose_and_validate(argv: list[str], check_files: bool = True) -> dict:
     recipe, overlays, overrides = _split_train_args(argv)
     cfg = load_recipe(recipe, overrides, overlays)
     validate(cfg, check_files=check_files)
+    from zoo.core.userdata import record_user_data
+
+    record_user_data(cfg)  # a user's data.path is named (file, sha256, rows) in config, card and manifest
     return cfg
 
 
 def cmd_train(argv: list[str]) -> Path:
     import logging
 
+    cfg = compose_and_validate(argv)  # before torch and Lightning are imported: a bad recipe fails in a blink
     from zoo.core.build import train
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    cfg = compose_and_validate(argv)
     run_dir = train(cfg)
     print(f"run: {run_dir}")
     return run_dir
@@ -103,10 +108,22 @@ def cmd_info(args) -> None:
     print(f"export formats: {', '.join(e.module_cls.export_formats)}; head keys: {e.module_cls.head_keys}")
 
 
+def split_overrides(tokens: list[str]) -> tuple[list[str], list[str]]:
+    """``(overrides, rest)``: a token is an override when it starts with a recipe key (``data.path=...``,
+    ``+model.x=...``, ``~data.val_path``, ``seed=1``); anything else (``age=60``, a prompt) is left for the command."""
+    import re
+
+    from zoo.core.recipe import TOP_KEYS
+
+    pat = re.compile(rf"^[+~]?({'|'.join(TOP_KEYS)})([.=]|$)")
+    overrides = [t for t in tokens if pat.match(t) and ("=" in t or t.startswith("~"))]
+    return overrides, [t for t in tokens if t not in overrides]
+
+
 def cmd_eval(args) -> dict:
     from zoo.core.build import evaluate, load_module
 
-    module, cfg = load_module(args.ref, args.which)
+    module, cfg = load_module(args.ref, args.which, args.overrides)
     metrics = evaluate(module, cfg)
     out = Path(args.out) if args.out else (Path(args.ref) / "metrics.json" if Path(args.ref).is_dir()
                                            and (Path(args.ref) / "checkpoints").is_dir() else None)
@@ -134,7 +151,7 @@ def cmd_export(args) -> None:
     from zoo.core.build import load_module
     from zoo.core.export import export_module
 
-    module, cfg = load_module(args.ref, args.which)
+    module, cfg = load_module(args.ref, args.which, args.overrides)
     formats = args.formats.split(",") if args.formats else (cfg.get("export") or {}).get("formats") or ["package"]
     out = Path(args.out) if args.out else (Path(args.ref) / "export" if Path(args.ref).is_dir() else Path("export"))
     for fmt, path in export_module(module, cfg, formats, out).items():
@@ -145,11 +162,16 @@ def cmd_predict(args) -> None:
     from zoo.core.build import load_module
     from zoo.core.data import DataError
 
-    module, _ = load_module(args.ref, args.which)
+    module, cfg = load_module(args.ref, args.which, args.overrides)
     try:
-        print(module.predict_cli(args.inputs, args.out_dir))
+        text = module.predict_cli(args.inputs, args.out_dir)
     except (ValueError, TypeError) as e:  # wrong or missing inputs: the method's message, without a traceback
         raise DataError(f"zoo predict {args.ref}: {e}") from e
+    if args.json:
+        print(json.dumps({"ref": args.ref, "method": cfg["method"], "overrides": args.overrides,
+                          "inputs": args.inputs, "prediction": text}, indent=2))
+    else:
+        print(text)
 
 
 def cmd_release(args) -> None:
@@ -206,7 +228,13 @@ def main(argv: list[str] | None = None) -> int:
         elif cmd not in ("list", "results"):
             print(f"zoo: unknown command {cmd!r}\n{USAGE}", file=sys.stderr)
             return 2
+        if cmd in ("eval", "export", "predict"):
+            overrides, rest = split_overrides(rest)
+        if cmd == "predict":
+            p.add_argument("--json", action="store_true")
         args = p.parse_args(rest)
+        if cmd in ("eval", "export", "predict"):
+            args.overrides = overrides
         {"list": cmd_list, "info": cmd_info, "eval": cmd_eval, "export": cmd_export, "predict": cmd_predict,
          "release": cmd_release, "results": cmd_results}[cmd](args)
         return 0

@@ -78,10 +78,18 @@ def test_fit_without_optimiser_steps_still_leaves_a_checkpoint(tmp_path):
     assert torch.load(ckpt, weights_only=True)["global_step"] == 0
 
 
-def test_failed_fresh_run_leaves_no_run_dir(tmp_path):
-    # an optimiser argument AdamW does not take fails inside fit (configure_optimizers), after the run dir exists
+def test_failed_fresh_run_leaves_no_run_dir(tmp_path, monkeypatch):
+    # a failure inside fit, after the run dir exists and before any checkpoint
     import pytest
 
-    with pytest.raises(TypeError):
-        main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "+model.optimizer.nonsense=1", "logger.kind=none"])
-    assert not (tmp_path / "digits" / "version_0").exists()
+    monkeypatch.setenv("ZOO_TEST_FAIL_AT_STEP", "0")
+    with pytest.raises(RuntimeError, match="test failure at step 0"):
+        main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "logger.kind=none"])
+    assert not (tmp_path / "digits").exists(), "the failed run left runs/digits/ behind"
+
+
+def test_lightning_refusing_a_trainer_setting_is_a_recipe_error(tmp_path, capsys):
+    # a value only Lightning can judge (an unknown strategy name): exit 2 naming trainer, no run dir left
+    assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.strategy=ddp_nonsense"]) == 2
+    assert "trainer:" in capsys.readouterr().err
+    assert not (tmp_path / "digits").exists()

@@ -5,6 +5,9 @@ is also how a user adds a method without editing zoo. The digits ship inside the
 """
 from __future__ import annotations
 
+import os
+import signal
+
 import lightning as L
 import torch
 from torch import nn
@@ -54,18 +57,23 @@ class DigitsMLP(ZooModule):
     head_keys = ("head.",)
     export_formats = ("package", "onnx", "torch_export")
 
-    def __init__(self, hidden: int = 32, num_classes: int = 10, optimizer: dict | None = None):
+    def __init__(self, hidden: int = 32, num_classes: int = 10, optimizer: dict | None = None, p_drop: float = 0.0):
         super().__init__()
         if hidden < 1:
             raise ValueError(f"model.hidden: must be >= 1, got {hidden}")
         self.save_hyperparameters()
-        self.body = nn.Sequential(nn.Linear(64, hidden), nn.ReLU())
+        self.body = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Dropout(p_drop))
         self.head = nn.Linear(hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(x))
 
     def training_step(self, batch, batch_idx):
+        # the kill-and-resume test: the process kills itself (SIGKILL, no cleanup) on reaching this optimiser step
+        if int(os.environ.get("ZOO_TEST_SIGKILL_AT_STEP", "-1")) == self.global_step:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if int(os.environ.get("ZOO_TEST_FAIL_AT_STEP", "-1")) == self.global_step:
+            raise RuntimeError(f"test failure at step {self.global_step}")
         x, y = batch
         loss = nn.functional.cross_entropy(self(x), y)
         self.log("train/loss", loss)

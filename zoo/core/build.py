@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import shutil
 import sys
 import time
@@ -14,8 +13,10 @@ from typing import Any
 import lightning as L
 import torch
 
-from zoo.core import hub, run
+from zoo.core import hub, resumable, run
 from zoo.core.data import set_seed
+from zoo.core.final_validation import ValidateAtEnd
+from zoo.core.progress import ProgressLines, quiet_lightning_noise, summary
 from zoo.core.registry import constructor_kwargs, get_method
 
 log = logging.getLogger("zoo")
@@ -150,58 +151,42 @@ def build_datamodule(cfg: dict):
     return _construct(entry.datamodule_cls, cfg.get("data") or {}, "data") if entry.datamodule_cls else None
 
 
-def _loggers(cfg: dict, run_dir: Path):
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), resume_step: int | None = None
+                  ) -> L.Trainer:
+    """A Trainer with zoo's checkpointing and logger: ``last.ckpt`` every ``checkpoint.every_n_train_steps`` steps
+    and ``checkpoint.every_n_minutes`` minutes (written atomically, :mod:`zoo.core.resumable`), best-k checkpoints
+    when ``checkpoint.monitor`` is set, and per-batch RNG seeding so a resumed run draws what an uninterrupted one
+    would; the logger continues the run's logs from ``resume_step`` (:mod:`zoo.core.logs`)."""
+    from lightning.pytorch.callbacks import RichProgressBar
 
-    lg = cfg.get("logger") or {}
-    kind = lg.get("kind", "csv")
-    if kind == "none":
-        return False
-    if kind == "tensorboard":
-        return TensorBoardLogger(save_dir=str(run_dir), name="logs", version="")
-    if kind == "wandb":
-        mode = os.environ.get("WANDB_MODE") or lg.get("mode", "offline")
-        os.environ["WANDB_MODE"] = mode
-        return WandbLogger(save_dir=str(run_dir), project=lg.get("project", "zoo"), name=cfg["name"],
-                           id=run.wandb_run_id(run_dir), resume="allow", offline=mode == "offline",
-                           config={k: v for k, v in cfg.items() if not k.startswith("_")})
-    return CSVLogger(save_dir=str(run_dir), name="logs", version="")
-
-
-def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = ()) -> L.Trainer:
-    """A Trainer with zoo's checkpointing (best-k + an always-fresh ``last.ckpt``) and logger.
-
-    The ``last`` callback is unmonitored and separate from the best-k one: Lightning 2.6 refreshes
-    ``save_last`` only when a top-k checkpoint is written in the same step.
-    """
-    from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
-
+    from zoo.core.logs import build_logger
     from zoo.core.parallel import register_strategies
 
     register_strategies()  # trainer.strategy: fsdp2
     ck = cfg.get("checkpoint") or {}
-    every_steps = ck.get("every_n_train_steps")
-    callbacks = [ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), filename="last", monitor=None, save_top_k=1,
-                                 every_n_train_steps=every_steps, every_n_epochs=ck.get("every_n_epochs"),
-                                 enable_version_counter=False, save_on_train_epoch_end=True)]
+    callbacks = [resumable.LastCheckpoint(run_dir / "checkpoints",
+                                          ck.get("every_n_train_steps", resumable.DEFAULT_EVERY_N_TRAIN_STEPS),
+                                          ck.get("every_n_minutes", resumable.DEFAULT_EVERY_N_MINUTES),
+                                          ck.get("every_n_epochs") or 1),
+                 resumable.StepSeededRng(int(cfg.get("seed", 0))), resumable.MainOptimizerSteps()]
     if ck.get("monitor"):
-        callbacks.append(ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), monitor=ck["monitor"],
-                                         mode=ck.get("mode", "min"), save_top_k=ck.get("save_top_k", 1),
-                                         filename="best-{epoch:03d}-{step:07d}", auto_insert_metric_name=False))
-    from zoo.core.final_validation import ValidateAtEnd
-
+        callbacks.append(resumable.AtomicModelCheckpoint(
+            dirpath=str(run_dir / "checkpoints"), monitor=ck["monitor"], mode=ck.get("mode", "min"),
+            save_top_k=ck.get("save_top_k", 1), filename="best-{epoch:03d}-{step:07d}", auto_insert_metric_name=False))
     callbacks.append(ValidateAtEnd())
     tr = dict(cfg.get("trainer") or {})
+    if tr.get("strategy") == "ddp":
+        from zoo.core.parallel import ZooDDPStrategy
+
+        tr["strategy"] = ZooDDPStrategy()
     if tr.get("enable_progress_bar", True) and sys.stdout.isatty():
         callbacks.append(RichProgressBar())
     else:  # a log file or a cluster job: timed progress lines instead of a bar
-        from zoo.core.progress import ProgressLines
-
         tr.setdefault("enable_progress_bar", False)
         callbacks.append(ProgressLines(every_s=float((cfg.get("logger") or {}).get("progress_every_s", 30.0))))
     tr.setdefault("enable_model_summary", False)
     return L.Trainer(**tr, default_root_dir=str(run_dir), callbacks=callbacks + list(extra_callbacks),
-                     logger=_loggers(cfg, run_dir))
+                     logger=build_logger(cfg, run_dir, resume_step))
 
 
 def _plain(metrics: dict) -> dict[str, float]:
@@ -223,7 +208,6 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     Returns:
         The run directory.
     """
-    from zoo.core.progress import quiet_lightning_noise, summary
     from zoo.core.resume import check_resume, finished
 
     quiet_lightning_noise()
@@ -239,12 +223,15 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
         for line in changed:
             log.warning("resume: recipe differs from the saved config.yaml at %s", line)
     try:
+        resume_step = None
         if resume_ckpt:
             module, start = check_resume(cfg, module, resume_ckpt)
             if finished(cfg, run_dir, start):
                 return run_dir
+            resume_step = start[2]
         with run.pinned_run_dir(run_dir):
-            trainer = build_trainer(cfg, run_dir, callbacks)
+            trainer = _trainer_or_recipe_error(cfg, run_dir, callbacks, resume_step)
+            resumable.prepare_dataloaders(module, datamodule, int(cfg.get("seed", 0)))
             started = time.perf_counter()
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
             seconds = time.perf_counter() - started
@@ -253,14 +240,15 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
                             "counts the epoch that max_steps cut short as finished): raise trainer.max_epochs too",
                             run_dir, trainer.global_step, trainer.current_epoch, trainer.max_epochs)
             if (trainer.global_step == 0 or trainer.fast_dev_run) and not trainer.interrupted:
-                # a fit that took no optimiser step (an enumeration, a closed-form estimator) or a fast_dev_run
-                # (Lightning writes no checkpoint then) still leaves one, so the run folder is a run `zoo export`
-                # and `zoo eval` accept (weights_only=False means "also save loop state" here, not torch.load's flag)
+                # no optimiser step (an enumeration, a closed-form estimator) or a fast_dev_run (Lightning saves none)
+                # still leaves a checkpoint for zoo export/eval (weights_only=False: also save loop state)
                 trainer.save_checkpoint(str(run_dir / "checkpoints" / "last.ckpt"), weights_only=False)
     except BaseException:
         # a fresh run that failed before writing any checkpoint leaves nothing worth keeping (nor for resume=auto)
         if not resume_ckpt and not run._is_child_rank() and not any((run_dir / "checkpoints").glob("*.ckpt")):
             shutil.rmtree(run_dir, ignore_errors=True)
+            if run_dir.parent.is_dir() and not any(run_dir.parent.iterdir()):
+                run_dir.parent.rmdir()  # nor an empty runs/<name>/
         raise
     from zoo.core.parallel import unsharded_copy
 
@@ -280,6 +268,18 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     return run_dir
 
 
+def _trainer_or_recipe_error(cfg: dict, run_dir: Path, callbacks, resume_step):
+    """:func:`build_trainer`; Lightning's refusal of a trainer setting becomes a RecipeError naming ``trainer``."""
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from zoo.core.recipe import RecipeError
+
+    try:
+        return build_trainer(cfg, run_dir, callbacks, resume_step)
+    except (MisconfigurationException, ValueError) as e:
+        raise RecipeError(f"trainer: {e}") from None
+
+
 def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
     """The run's best checkpoint (``which="best"``, falling back to last) or its ``last.ckpt``.
 
@@ -295,11 +295,14 @@ def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
     raise run.RunError(f"{run_dir}: no checkpoint in {ckdir}")
 
 
-def load_module(ref: str, which: str = "best") -> tuple[Any, dict]:
+def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()) -> tuple[Any, dict]:
     """A trained LightningModule and its resolved recipe from a zoo id, a package folder or a run directory: the path
     of ``zoo.load``, ``zoo eval``, ``zoo predict``, ``zoo export`` and ``zoo release``. Networks are sized from the
     saved hparams (and ``sizes_from_state``) before the weights arrive; the weights must then fit exactly
     (:func:`zoo.core.hub.load_exact`: no missing, unexpected or reshaped key, head keys included).
+
+    ``overrides`` are ``train.py``'s ``k=v`` / ``+k=v`` / ``~k`` tokens applied to the saved recipe before the module
+    is built (``data.path=my.jsonl``, ``model.generation.temperature=0``), checked like a recipe's keys.
 
     Raises:
         hub.HubError / run.RunError: nothing loadable at ``ref``.
@@ -315,6 +318,10 @@ def load_module(ref: str, which: str = "best") -> tuple[Any, dict]:
         cfg["model"] = dict(ckpt.get("hyper_parameters") or cfg.get("model") or {})
     else:
         cfg, state = hub.load_package(ref)
+    if overrides:
+        from zoo.core.recipe import apply_overrides_checked
+
+        apply_overrides_checked(cfg, overrides)
     entry = get_method(cfg["method"])
     kwargs = constructor_kwargs(entry.module_cls, cfg.get("model") or {})
     for k, v in entry.module_cls.sizes_from_state(hub.clean_state_dict(state)).items():

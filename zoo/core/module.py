@@ -28,7 +28,14 @@ class ZooModule(L.LightningModule):
     export_formats: ClassVar[tuple[str, ...]] = ("package",)
     weight_settings: ClassVar[dict[str, str]] = {}
     fit_sized_buffers: ClassVar[tuple[str, ...]] = ()
+    arg_schemas: ClassVar[dict[str, dict]] = {}  # nested dict arguments' keys -> type specs (see zoo.core.schema)
     init_from_ref: str | None = None  # set by ``zoo.core.build.build_module`` after loading ``init_from`` weights
+
+    def log(self, name: str, value, *args, **kwargs) -> None:
+        """``LightningModule.log`` with ``sync_dist=True`` unless the method says otherwise: under DDP the logged value
+        is the mean over ranks, not rank 0's own (a no-op on one process)."""
+        kwargs.setdefault("sync_dist", True)
+        super().log(name, value, *args, **kwargs)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         for name in self.fit_sized_buffers:  # shapes known only after fit: take the saved ones

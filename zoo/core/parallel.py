@@ -9,7 +9,23 @@ like any other ``.ckpt``). The module shards itself in ``configure_model`` with 
 """
 from __future__ import annotations
 
-from lightning.pytorch.strategies import ModelParallelStrategy, StrategyRegistry
+from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, StrategyRegistry
+
+
+class ZooDDPStrategy(DDPStrategy):
+    """What ``trainer.strategy: ddp`` means in zoo: Lightning's DDP with the unused-parameter search on (a
+    discriminator or a frozen branch that misses a loss would otherwise stop training), and no DDP wrapper around a
+    module with nothing to train (a closed-form or enumeration method: each rank fits, rank 0 checkpoints).
+    ``ddp_find_unused_parameters_false`` is plain Lightning DDP."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("find_unused_parameters", True)
+        super().__init__(**kwargs)
+
+    def _setup_model(self, model):
+        if not any(p.requires_grad for p in model.parameters()):
+            return model
+        return super()._setup_model(model)
 
 
 class FSDP2Strategy(ModelParallelStrategy):

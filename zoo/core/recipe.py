@@ -14,33 +14,27 @@ ends with a "did you mean".
 """
 from __future__ import annotations
 
-import inspect
 import os
-from collections import abc
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
 from zoo.core.registry import suggest
+from zoo.core.schema import RecipeError
 
 TOP_KEYS = ("method", "base", "name", "seed", "init_from", "resume", "out_dir", "model", "data", "trainer",
             "checkpoint", "logger", "export", "card")
 BLOCK_SCHEMA: dict[str, dict[str, Any]] = {
     # key -> (type or tuple of types, check or None)
     "checkpoint": {"monitor": (str, type(None)), "mode": ("min", "max"), "save_top_k": int,
-                   "every_n_train_steps": (int, type(None)), "every_n_epochs": (int, type(None))},
+                   "every_n_train_steps": (int, type(None)), "every_n_epochs": (int, type(None)),
+                   "every_n_minutes": (float, type(None))},
     "logger": {"kind": ("csv", "wandb", "tensorboard", "none"), "project": str,
                "mode": ("offline", "online", "disabled"), "progress_every_s": (int, float)},
     "export": {"formats": list, "onnx_atol": float},
-    "card": {"license": str, "data": (str, list), "description": str},
+    "card": {"license": str, "data": (str, list), "description": str},  # data: set from a user data.path too
 }
 EXPORT_FORMATS = ("package", "hf", "onnx", "torch_export")
 PATH_KEY_SUFFIXES = ("path", "_file", "_dir", "_paths", "_files")
-
-
-class RecipeError(ValueError):
-    """A recipe that cannot be loaded or does not validate; raised before any training starts."""
 
 
 def recipes_dir() -> Path:
@@ -59,6 +53,10 @@ def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
     Raises:
         RecipeError: nothing found; the message lists the closest recipe names.
     """
+    if Path(ref).is_dir():
+        inside = sorted(p.name for p in Path(ref).glob("*.yaml"))[:5]
+        raise RecipeError(f"recipe {ref!r} is a directory; pass a recipe file"
+                          + (f" such as {ref.rstrip('/')}/{inside[0]} (there: {', '.join(inside)})" if inside else ""))
     cands = []
     for base in ([relative_to] if relative_to else []) + [Path.cwd(), recipes_dir()]:
         cands += [base / ref, base / f"{ref}.yaml"]
@@ -169,6 +167,8 @@ def apply_override(cfg: dict, token: str) -> None:
         if not isinstance(node, dict):
             raise RecipeError(f"{'.'.join(parts[: i + 1])}: is {node!r}, not a mapping; cannot set {key}")
     last = parts[-1]
+    if op == "set" and node is cfg and last in TOP_KEYS:  # name=, seed=, init_from=... need no '+'
+        op = "add"
     if op != "add" and last not in node:
         hint = suggest(key, _all_paths(cfg))
         raise RecipeError(f"{key}: no such key{hint}" + ("; use +" + key + "=... to add one" if op == "set" else ""))
@@ -176,6 +176,18 @@ def apply_override(cfg: dict, token: str) -> None:
         del node[last]
     else:
         node[last] = value
+
+
+def apply_overrides_checked(cfg: dict, tokens) -> None:
+    """Apply override tokens to a saved recipe (``zoo eval`` / ``predict`` / ``export``) and check the ``model:`` and
+    ``data:`` blocks against the method's table, as :func:`validate` does for a recipe."""
+    from zoo.core import schema
+
+    for token in tokens:
+        apply_override(cfg, token)
+    table = schema.method_schema(cfg["method"]) or schema.generate_method(cfg["method"])
+    for block in ("model", "data"):
+        schema.check_method_block(table, block, cfg.get(block) or {}, cfg["method"])
 
 
 def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -> dict:
@@ -201,7 +213,10 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
     _anchor_shipped_paths(cfg)
     for token in overrides:
         apply_override(cfg, token)
-    cfg.setdefault("name", path.stem)
+    if "name" not in cfg:  # the recipe's file stem, or <method>-<file> for a run on the user's data.path
+        from zoo.core.userdata import default_run_name
+
+        cfg["name"] = default_run_name(cfg, path.stem)
     try:
         cfg = OmegaConf.to_container(OmegaConf.create(cfg), resolve=True, throw_on_missing=True)
     except Exception as e:
@@ -234,46 +249,6 @@ def _anchor_shipped_paths(block: dict) -> None:
 # ----------------------------------------------------------------------------------------------- validation
 
 
-def _type_ok(value: Any, ann: Any) -> bool:
-    """Whether ``value`` fits the annotation ``ann``; annotations we cannot judge accept anything."""
-    if ann is inspect.Parameter.empty or ann is Any:
-        return True
-    origin = typing.get_origin(ann)
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, a) for a in typing.get_args(ann))
-    if origin is typing.Literal:
-        return value in typing.get_args(ann)
-    if ann is type(None) or ann is None:
-        return value is None
-    if ann is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if ann is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if ann in (str, bool, dict, list):
-        return isinstance(value, ann)
-    if origin in (list, tuple, abc.Sequence):
-        return isinstance(value, (list, tuple))
-    if origin in (dict, abc.Mapping):
-        return isinstance(value, dict)
-    return True
-
-
-def check_types(fn, kwargs: dict, where: str) -> None:
-    """Check ``kwargs`` against the annotations of ``fn`` (a class's ``__init__``).
-
-    Raises:
-        RecipeError: ``where.key: expected <annotation>, got <value>``.
-    """
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        hints = {n: p.annotation for n, p in inspect.signature(fn).parameters.items()}
-    for k, v in kwargs.items():
-        ann = hints.get(k, inspect.Parameter.empty)
-        if not isinstance(ann, str) and not _type_ok(v, ann):  # a string annotation could not be resolved
-            raise RecipeError(f"{where}.{k}: expected {getattr(ann, '__name__', ann)}, got {v!r}")
-
-
 def _check_block(cfg: dict, block: str) -> None:
     schema = BLOCK_SCHEMA[block]
     val = cfg.get(block) or {}
@@ -286,8 +261,11 @@ def _check_block(cfg: dict, block: str) -> None:
         if isinstance(want, tuple) and all(isinstance(w, str) for w in want):
             if v not in want:
                 raise RecipeError(f"{block}.{k}: {v!r} is not one of {', '.join(want)}")
-        elif not any(_type_ok(v, w) for w in (want if isinstance(want, tuple) else (want,))):
-            raise RecipeError(f"{block}.{k}: expected {want}, got {v!r}")
+        else:
+            from zoo.core.schema import _PRIMITIVE, check_value
+
+            check_value(v, {"types": [_PRIMITIVE[w] for w in (want if isinstance(want, tuple) else (want,))]},
+                        f"{block}.{k}")
 
 
 def _check_paths(block: dict, where: str) -> None:
@@ -312,41 +290,41 @@ def validate(cfg: dict, check_files: bool = True) -> None:
     Raises:
         RecipeError: the first problem found, naming its full key path.
     """
-    import lightning as L
+    from zoo.core import schema
+    from zoo.core.registry import RegistryError, _known
 
-    from zoo.core.registry import RegistryError, check_kwargs, get_method
-
+    where = cfg.get("_recipe") or "recipe"
     if "method" not in cfg or not isinstance(cfg["method"], str):
-        raise RecipeError("method: missing; a recipe names its method (see `zoo list`)")
-    try:
-        entry = get_method(cfg["method"])
-    except RegistryError as e:
-        raise RecipeError(f"method: {e}") from None
+        raise RecipeError(f"{where}: method: missing; a recipe names its method (see `zoo list`)"
+                          + (" (the file is empty)" if not any(k for k in cfg if k not in ("_recipe", "name")) else ""))
+    method = cfg["method"]
+    known = _known()
+    if method not in known:
+        try:  # a method registered in-process (tests, notebooks) is known to the registry only
+            from zoo.core.registry import get_method
+
+            get_method(method)
+        except RegistryError as e:
+            raise RecipeError(f"method: {e}") from None
     seed = cfg.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise RecipeError(f"seed: expected a non-negative integer, got {seed!r}")
     if not isinstance(cfg.get("name"), str) or not cfg["name"] or "/" in cfg["name"]:
         raise RecipeError(f"name: expected a run name without '/', got {cfg.get('name')!r}")
-    for block, cls in (("model", entry.module_cls), ("data", entry.datamodule_cls), ("trainer", L.Trainer)):
-        val = cfg.get(block) or {}
-        if not isinstance(val, dict):
-            raise RecipeError(f"{block}: must be a mapping, got {val!r}")
-        if cls is None:
-            if val:
-                raise RecipeError(f"data: method {cfg['method']!r} has no DataModule, so data: must be empty")
-            continue
+    table = schema.method_schema(method)
+    if table is None:  # a plug-in without a stored table: read it off the classes (imports the method)
         try:
-            check_kwargs(cls, val, block)
+            table = schema.generate_method(method)
         except RegistryError as e:
-            raise RecipeError(str(e)) from None
-        check_types(cls.__init__, val, block)
-        if block == "trainer":
-            for k in ("callbacks", "logger", "default_root_dir", "enable_checkpointing"):
-                if k in val:
-                    raise RecipeError(f"trainer.{k}: set by zoo (see the checkpoint:, logger: and out_dir keys)")
-            for k in ("max_epochs", "max_steps"):
-                if isinstance(val.get(k), int) and val[k] < -1:
-                    raise RecipeError(f"trainer.{k}: must be >= -1, got {val[k]}")
+            raise RecipeError(f"method: {e}") from None
+    for block in ("model", "data"):
+        schema.check_method_block(table, block, cfg.get(block) or {}, method)
+    trainer = cfg.get("trainer") or {}
+    schema.check_trainer(trainer)
+    if table["module"].get("manual_optimization") and (trainer.get("accumulate_grad_batches") or 1) > 1:
+        raise RecipeError(f"trainer.accumulate_grad_batches: {method} optimises manually, so Lightning cannot "
+                          f"accumulate for it; keep 1 (got {trainer['accumulate_grad_batches']}) and raise the "
+                          "batch size instead")
     for block in BLOCK_SCHEMA:
         _check_block(cfg, block)
     ck = cfg.get("checkpoint") or {}
@@ -355,13 +333,15 @@ def validate(cfg: dict, check_files: bool = True) -> None:
     for k in ("every_n_train_steps", "every_n_epochs"):
         if ck.get(k) is not None and ck[k] < 1:
             raise RecipeError(f"checkpoint.{k}: must be >= 1, got {ck[k]}")
+    if ck.get("every_n_minutes") is not None and ck["every_n_minutes"] <= 0:
+        raise RecipeError(f"checkpoint.every_n_minutes: must be > 0 (or null for off), got {ck['every_n_minutes']}")
     for fmt in (cfg.get("export") or {}).get("formats", []):
         if fmt not in EXPORT_FORMATS:
             raise RecipeError(f"export.formats: unknown format {fmt!r}{suggest(fmt, EXPORT_FORMATS)}; "
                               f"choose from {', '.join(EXPORT_FORMATS)}")
-        if fmt not in entry.module_cls.export_formats:
+        if fmt not in table["export_formats"]:
             raise RecipeError(f"export.formats: {cfg['method']} cannot export {fmt!r}; it supports "
-                              f"{', '.join(entry.module_cls.export_formats)}")
+                              f"{', '.join(table['export_formats'])}")
     if check_files:
         _check_paths(cfg.get("data") or {}, "data")
         _check_paths({k: v for k, v in (cfg.get("model") or {}).items()}, "model")

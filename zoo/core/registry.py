@@ -116,9 +116,16 @@ def missing_requirements(extra: str) -> list[str]:
 
 
 def suggest(word: str, choices) -> str:
-    """A ' (did you mean X?)' hint, or '' when nothing is close."""
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    """A ' (did you mean X?)' hint, or '' when nothing is close; a word with non-ASCII letters gets them named (a
+    look-alike Cyrillic or Greek letter makes the suggestion look identical on screen)."""
+    import unicodedata
+
+    word = str(word)
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    odd = [f"{c!r} (U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}) at position {i + 1}"
+           for i, c in enumerate(word) if ord(c) > 127]
+    note = f"; {word!r} contains the non-ASCII character {', '.join(odd)}" if odd else ""
+    return (f" (did you mean {close[0]!r}?{note})" if close else f" ({note[2:]})" if note else "")
 
 
 def get_method(name: str) -> MethodEntry:

@@ -8,17 +8,19 @@ from typing import Any
 
 from zoo.core import hub, run
 from zoo.core.build import build_module, size_from_source
+from zoo.core.logs import resume_step
 
 log = logging.getLogger("zoo")
 
 
-def check_resume(cfg: dict, module, ckpt_path: str) -> tuple[Any, tuple[int, int]]:
+def check_resume(cfg: dict, module, ckpt_path: str) -> tuple[Any, tuple[int, int, int]]:
     """``resume``: size the module from the checkpoint's hparams (rebuilding it when they fill a ``None`` size), then
     hold the checkpoint's weights to the loading contract with no head keys excused, before Lightning restores them.
     Logs where the run continues; ``init_from`` is superseded by the checkpoint's weights (logged).
 
     Returns:
-        ``(module, (global_step, epoch))`` of the checkpoint.
+        ``(module, (global_step, epoch, log_step))`` of the checkpoint; ``log_step`` is the logging step it ends at
+        (where the logs continue, :func:`zoo.core.logs.resume_step`).
 
     Raises:
         hub.HubError: missing, unexpected or reshaped keys, with the table.
@@ -28,15 +30,15 @@ def check_resume(cfg: dict, module, ckpt_path: str) -> tuple[Any, tuple[int, int
     if size_from_source(cfg, state, {"model": ckpt.get("hyper_parameters") or {}}, cfg["method"]):
         module = build_module(dict(cfg, init_from=None))
     hub.check_fit(module, state, (), where=f"resume {ckpt_path}")
-    start = (int(ckpt.get("global_step", 0)), int(ckpt.get("epoch", 0)))
+    start = (int(ckpt.get("global_step", 0)), int(ckpt.get("epoch", 0)), resume_step(ckpt))
     if not run._is_child_rank():
-        log.info("resuming %s at step %d (epoch %d) from %s", Path(ckpt_path).parent.parent, *start, ckpt_path)
+        log.info("resuming %s at step %d (epoch %d) from %s", Path(ckpt_path).parent.parent, *start[:2], ckpt_path)
         if cfg.get("init_from"):
             log.info("resume: init_from=%s ignored: the weights come from the checkpoint", cfg["init_from"])
     return module, start
 
 
-def finished(cfg: dict, run_dir: Path, start: tuple[int, int]) -> bool:
+def finished(cfg: dict, run_dir: Path, start: tuple[int, int, int]) -> bool:
     """True (and says how to extend it) when the resumed run already reached ``trainer.max_steps``."""
     max_steps = (cfg.get("trainer") or {}).get("max_steps")
     if max_steps is None or max_steps < 0 or start[0] < max_steps:

@@ -1,0 +1,236 @@
+"""What makes a killed run continue as if it had never stopped: atomic checkpoints, a resumable data order, and an
+RNG that depends on the position in training rather than on the history of the process.
+
+* :class:`LastCheckpoint` writes ``checkpoints/last.ckpt`` every ``checkpoint.every_n_train_steps`` optimiser steps,
+  every ``checkpoint.every_n_minutes`` minutes, at each epoch end and at the end of fit; every write goes to a
+  ``.part`` file that is then renamed (``os.replace``), so a kill at any moment leaves the previous complete file.
+* :class:`AtomicModelCheckpoint` is Lightning's best-k ``ModelCheckpoint`` with the same write-then-rename.
+* :func:`make_train_loader_resumable` swaps the training DataLoader's shuffling (``RandomSampler``) or sequential
+  sampler for :class:`ResumableSampler`: the order of an epoch is a function of ``(seed, epoch)`` only, and after a
+  mid-epoch resume the batches the checkpoint had already trained on are skipped (the count comes from the restored
+  loop state). Under DDP it is also the distributed sampler (each rank its share, as Lightning's would be).
+* :func:`make_val_loaders_whole`: under DDP every rank validates on the whole validation set, so logged validation
+  equals a single-process evaluation for every metric (``ZooModule.log`` also defaults to ``sync_dist=True``).
+* :class:`MainOptimizerSteps` makes ``trainer.max_steps`` count updates of the main optimiser only (a method's
+  discriminator or other extra optimisers do not count), so ``max_steps`` means the same batches for every method.
+* :class:`StepSeededRng` reseeds ``torch``, ``numpy`` and ``random`` at the start of every training batch from
+  ``(seed, epoch, batch index, rank)``, so dropout masks and other draws of batch *k* are the same whether or not the
+  process was restarted before it.
+
+Not covered: samplers other than random / sequential (weighted, custom, iterable datasets) keep their own order and
+are logged as not resumable mid-epoch; random transforms drawn inside DataLoader worker processes.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import random
+import time
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, SequentialSampler
+
+log = logging.getLogger("zoo")
+
+DEFAULT_EVERY_N_TRAIN_STEPS = 50
+DEFAULT_EVERY_N_MINUTES = 10.0
+
+
+def _atomic_save(trainer: L.Trainer, path: Path, weights_only: bool = False) -> None:
+    """``trainer.save_checkpoint`` to ``path.part``, then rename onto ``path`` (rank 0), then wait for every rank."""
+    part = Path(f"{path}.part")
+    trainer.save_checkpoint(str(part), weights_only)
+    if trainer.is_global_zero:
+        os.replace(part, path)
+    trainer.strategy.barrier("zoo.atomic_save")
+
+
+class AtomicModelCheckpoint(ModelCheckpoint):
+    """``ModelCheckpoint`` whose files appear only once complete (write to ``.part``, then rename)."""
+
+    def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
+        _atomic_save(trainer, Path(filepath), self.save_weights_only)
+        self._last_global_step_saved = trainer.global_step
+        self._last_checkpoint_saved = filepath
+        if trainer.is_global_zero:
+            for logger in trainer.loggers:
+                logger.after_save_checkpoint(self)
+
+
+class LastCheckpoint(Callback):
+    """``dirpath/last.ckpt`` (full training state) every ``every_n_steps`` optimiser steps and every ``every_n_minutes``
+    minutes of training (either may be None to turn it off), at every ``every_n_epochs``-th epoch end and at the end of
+    fit, written atomically. The time rule is decided on rank 0 and broadcast, so all ranks save together."""
+
+    def __init__(self, dirpath: Path, every_n_steps: int | None = DEFAULT_EVERY_N_TRAIN_STEPS,
+                 every_n_minutes: float | None = DEFAULT_EVERY_N_MINUTES, every_n_epochs: int | None = 1):
+        self.path = Path(dirpath) / "last.ckpt"
+        self.every_n_steps, self.every_n_epochs = every_n_steps, every_n_epochs
+        self.every_s = None if every_n_minutes is None else 60.0 * every_n_minutes
+        self._saved_step, self._t = -1, time.monotonic()
+
+    def _skip(self, trainer: L.Trainer) -> bool:
+        return bool(trainer.fast_dev_run) or trainer.sanity_checking or trainer.global_step == self._saved_step
+
+    def save(self, trainer: L.Trainer) -> None:
+        """Write ``last.ckpt`` now (all ranks must call this together)."""
+        _atomic_save(trainer, self.path)
+        for logger in trainer.loggers:  # rows up to the checkpoint reach the disk with it
+            logger.save()
+        self._saved_step, self._t = trainer.global_step, time.monotonic()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._skip(trainer):
+            return
+        due = bool(self.every_n_steps) and trainer.global_step % self.every_n_steps == 0
+        if self.every_s is not None:
+            due = trainer.strategy.broadcast(due or time.monotonic() - self._t >= self.every_s, src=0)
+        if due:
+            self.save(trainer)
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if not self._skip(trainer) and self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
+            self.save(trainer)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if not self._skip(trainer):
+            self.save(trainer)
+
+
+def _mix(*parts: int) -> int:
+    """A 63-bit seed from integers (stable across processes and Python versions, unlike ``hash``)."""
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little") >> 1
+
+
+class StepSeededRng(Callback):
+    """At the start of each training batch, seed ``torch`` (CPU and CUDA), ``numpy`` and ``random`` from
+    ``(seed, epoch, batch_idx, global_rank)``: the draws of a batch depend on where training is, not on what the
+    process did before, so a resumed run draws what the uninterrupted run drew."""
+
+    def __init__(self, seed: int):
+        self.seed = int(seed)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        s = _mix(self.seed, trainer.current_epoch, batch_idx, trainer.global_rank)
+        torch.manual_seed(s)
+        np.random.seed(s % 2**32)
+        random.seed(s)
+
+
+class ResumableSampler(DistributedSampler):
+    """Each rank's share of a permutation drawn from ``seed + epoch`` (or of ``range(n)`` when not shuffling), as
+    ``DistributedSampler``; the first ``skip`` indices of the first epoch iterated are left out (batches a resumed
+    checkpoint had already trained on). With one replica it is a plain seeded sampler."""
+
+    def __init__(self, dataset, num_replicas: int, rank: int, shuffle: bool, seed: int, epoch: int, skip: int = 0):
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=False)
+        self.epoch, self._skip = epoch, skip
+
+    def __iter__(self):
+        indices = list(super().__iter__())
+        skip, self._skip = self._skip, 0
+        return iter(indices[skip:] if skip < len(indices) else indices)
+
+
+def _resumable(dl, trainer: L.Trainer, seed: int):
+    from lightning.pytorch.trainer.states import RunningStage
+    from lightning.pytorch.utilities.data import _update_dataloader
+
+    if not isinstance(dl, DataLoader) or type(dl.batch_sampler) is not BatchSampler:
+        return dl
+    sampler = dl.sampler
+    if isinstance(sampler, RandomSampler) and not sampler.replacement and sampler._num_samples is None:
+        shuffle = True
+    elif isinstance(sampler, SequentialSampler):
+        shuffle = False
+    else:
+        log.info("train dataloader with %s: its order is not resumable mid-epoch", type(sampler).__name__)
+        return dl
+    epoch_loop = trainer.fit_loop.epoch_loop
+    per_rank = -(-len(dl.dataset) // trainer.world_size)
+    done = epoch_loop.batch_progress.current.ready if epoch_loop.restarting else 0
+    skip = done * dl.batch_size if done * dl.batch_size < per_rank else 0
+    new = ResumableSampler(dl.dataset, trainer.world_size, trainer.global_rank, shuffle, seed,
+                           trainer.fit_loop.epoch_progress.current.processed, skip)
+    return _update_dataloader(dl, new, RunningStage.TRAINING)
+
+
+def _whole(dl, trainer: L.Trainer):
+    """Under DDP, a sequential evaluation DataLoader reads the whole set on every rank (a one-replica
+    ``DistributedSampler``, which Lightning leaves alone) instead of a padded shard."""
+    from lightning.pytorch.trainer.states import RunningStage
+    from lightning.pytorch.utilities.data import _update_dataloader
+
+    if isinstance(dl, (list, tuple)):
+        return type(dl)(_whole(d, trainer) for d in dl)
+    if isinstance(dl, dict):
+        return {k: _whole(d, trainer) for k, d in dl.items()}
+    if trainer.world_size == 1 or not isinstance(dl, DataLoader) or not isinstance(dl.sampler, SequentialSampler):
+        return dl
+    whole = DistributedSampler(dl.dataset, num_replicas=1, rank=0, shuffle=False)
+    return _update_dataloader(dl, whole, RunningStage.VALIDATING)
+
+
+def _wrap_hook(owner, name: str, transform) -> None:
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def hook():
+        return transform(original(), owner.trainer)
+
+    setattr(owner, name, hook)
+
+
+def make_train_loader_resumable(owner, trainer_seed: int) -> None:
+    """Wrap ``owner.train_dataloader`` (the datamodule's, else the module's) so the DataLoader Lightning requests uses
+    :class:`ResumableSampler`. Call before ``trainer.fit``; the owner's ``trainer`` is set by then."""
+    _wrap_hook(owner, "train_dataloader", lambda dl, trainer: _resumable(dl, trainer, trainer_seed))
+
+
+def make_val_loaders_whole(owner) -> None:
+    """Wrap ``owner.val_dataloader`` so that under DDP every rank validates on the whole validation set: logged
+    validation metrics are then exactly those of one process (and of ``zoo eval``) for any metric, averages or not
+    (AP, AUC...), at the cost of repeating validation on each rank."""
+    _wrap_hook(owner, "val_dataloader", _whole)
+
+
+def _do_nothing() -> None:
+    return None
+
+
+_IGNORED = property(lambda self: _do_nothing, lambda self, value: None)
+
+
+class MainOptimizerSteps(Callback):
+    """``trainer.max_steps`` (and ``global_step``, ``every_n_train_steps``, step schedules) count updates of the main
+    optimiser only: the first one ``configure_optimizers`` returns. Under manual optimisation Lightning counts every
+    ``optimizer.step()`` of every optimiser, so a method with a discriminator would train half the batches asked for;
+    here the extra optimisers' steps are not counted. (Automatic optimisation has one optimiser; accumulation keeps
+    Lightning's meaning: one update per ``accumulate_grad_batches`` batches.)"""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if pl_module.automatic_optimization:
+            return
+        for lo in trainer.strategy._lightning_optimizers[1:]:
+            # the manual loop re-assigns these progress hooks every batch: make them ignore it on extra optimisers
+            lo.__class__ = type(f"Uncounted{type(lo).__name__}", (type(lo),),
+                                {"_on_before_step": _IGNORED, "_on_after_step": _IGNORED})
+
+
+def prepare_dataloaders(module, datamodule, seed: int) -> None:
+    """Before ``trainer.fit``: the training DataLoader (the datamodule's, else the module's) gets a resumable order,
+    and under DDP the validation DataLoaders the whole set on every rank."""
+    if datamodule is not None and type(datamodule).train_dataloader is not L.LightningDataModule.train_dataloader:
+        make_train_loader_resumable(datamodule, seed)
+    elif type(module).train_dataloader is not L.LightningModule.train_dataloader:
+        make_train_loader_resumable(module, seed)
+    if datamodule is not None and type(datamodule).val_dataloader is not L.LightningDataModule.val_dataloader:
+        make_val_loaders_whole(datamodule)
+    elif type(module).val_dataloader is not L.LightningModule.val_dataloader:
+        make_val_loaders_whole(module)
