@@ -137,7 +137,7 @@ def cmd_eval(args) -> dict:
 
 def _eval_source(ref: str, which: str) -> str:
     """What ``zoo eval`` measured: a package, or which checkpoint of a run (saying when best fell back to last)."""
-    from zoo.core.build import find_checkpoint
+    from zoo.core.run import find_checkpoint
 
     if not (Path(ref).is_dir() and (Path(ref) / "checkpoints").is_dir()):
         return "zoo eval (package)"
@@ -232,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             overrides, rest = split_overrides(rest)
         if cmd == "predict":
             p.add_argument("--json", action="store_true")
-        args = p.parse_args(rest)
+        # intermixed: `zoo predict ID --json INPUT` (argparse would otherwise bind INPUT before the flag is seen)
+        args = p.parse_intermixed_args(rest) if cmd == "predict" else p.parse_args(rest)
         if cmd in ("eval", "export", "predict"):
             args.overrides = overrides
         {"list": cmd_list, "info": cmd_info, "eval": cmd_eval, "export": cmd_export, "predict": cmd_predict,

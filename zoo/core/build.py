@@ -208,7 +208,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     Returns:
         The run directory.
     """
-    from zoo.core.resume import check_resume, finished
+    from zoo.core.resume import announce, finished
 
     quiet_lightning_noise()
     set_seed(int(cfg.get("seed", 0)))
@@ -225,7 +225,8 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     try:
         resume_step = None
         if resume_ckpt:
-            module, start = check_resume(cfg, module, resume_ckpt)
+            module, ckpt = _check_resume(cfg, module, resume_ckpt)
+            start = announce(cfg, resume_ckpt, ckpt)
             if finished(cfg, run_dir, start):
                 return run_dir
             resume_step = start[2]
@@ -280,19 +281,18 @@ def _trainer_or_recipe_error(cfg: dict, run_dir: Path, callbacks, resume_step):
         raise RecipeError(f"trainer: {e}") from None
 
 
-def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
-    """The run's best checkpoint (``which="best"``, falling back to last) or its ``last.ckpt``.
+def _check_resume(cfg: dict, module, ckpt_path: str) -> tuple[Any, dict]:
+    """``resume``: size the module from the checkpoint's hparams (rebuilding it when they fill a ``None`` size), then
+    hold its weights to the loading contract, no head keys excused, before Lightning restores them.
 
-    Raises:
-        run.RunError: the run has no checkpoint.
+    Returns ``(module, checkpoint dict)``. Raises hub.HubError: missing, unexpected or reshaped keys, with the table.
     """
-    ckdir = Path(run_dir) / "checkpoints"
-    best = sorted(ckdir.glob("best-*.ckpt"), key=lambda p: p.stat().st_mtime)
-    if which == "best" and best:
-        return best[-1]
-    if (ckdir / "last.ckpt").is_file():
-        return ckdir / "last.ckpt"
-    raise run.RunError(f"{run_dir}: no checkpoint in {ckdir}")
+    ckpt = hub.read_ckpt(ckpt_path)
+    state = hub.clean_state_dict(ckpt["state_dict"])
+    if size_from_source(cfg, state, {"model": ckpt.get("hyper_parameters") or {}}, cfg["method"]):
+        module = build_module(dict(cfg, init_from=None))
+    hub.check_fit(module, state, (), where=f"resume {ckpt_path}")
+    return module, ckpt
 
 
 def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()) -> tuple[Any, dict]:
@@ -312,7 +312,7 @@ def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()
     p = Path(ref)
     if p.is_dir() and (p / "checkpoints").is_dir():
         cfg = yaml.safe_load((p / "config.yaml").read_text())
-        ckpt = hub.read_ckpt(find_checkpoint(p, which))
+        ckpt = hub.read_ckpt(run.find_checkpoint(p, which))
         state = ckpt["state_dict"]
         # hparams as the module saved them: a method may fill data-derived sizes (vocabulary, node count) in setup
         cfg["model"] = dict(ckpt.get("hyper_parameters") or cfg.get("model") or {})

@@ -1,41 +1,29 @@
-"""Resuming a run: the checkpoint is held to the loading contract, and the run says where it continues, that
-``init_from`` yields to the checkpoint, or that a finished run has nothing to train (and how to extend it)."""
+"""What a resumed run says: where it continues, that ``init_from`` yields to the checkpoint, or that a finished run
+has nothing to train and how to extend it (the checkpoint itself is checked by ``zoo.core.build._check_resume``)."""
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
-from zoo.core import hub, run
-from zoo.core.build import build_module, size_from_source
+from zoo.core import run
 from zoo.core.logs import resume_step
 
 log = logging.getLogger("zoo")
 
 
-def check_resume(cfg: dict, module, ckpt_path: str) -> tuple[Any, tuple[int, int, int]]:
-    """``resume``: size the module from the checkpoint's hparams (rebuilding it when they fill a ``None`` size), then
-    hold the checkpoint's weights to the loading contract with no head keys excused, before Lightning restores them.
-    Logs where the run continues; ``init_from`` is superseded by the checkpoint's weights (logged).
+def announce(cfg: dict, ckpt_path: str, ckpt: dict) -> tuple[int, int, int]:
+    """Log where the run continues (and that ``init_from`` is superseded by the checkpoint's weights).
 
     Returns:
-        ``(module, (global_step, epoch, log_step))`` of the checkpoint; ``log_step`` is the logging step it ends at
-        (where the logs continue, :func:`zoo.core.logs.resume_step`).
-
-    Raises:
-        hub.HubError: missing, unexpected or reshaped keys, with the table.
+        ``(global_step, epoch, log_step)`` of the checkpoint; ``log_step`` is the logging step it ends at (where the
+        logs continue, :func:`zoo.core.logs.resume_step`).
     """
-    ckpt = hub.read_ckpt(ckpt_path)
-    state = hub.clean_state_dict(ckpt["state_dict"])
-    if size_from_source(cfg, state, {"model": ckpt.get("hyper_parameters") or {}}, cfg["method"]):
-        module = build_module(dict(cfg, init_from=None))
-    hub.check_fit(module, state, (), where=f"resume {ckpt_path}")
     start = (int(ckpt.get("global_step", 0)), int(ckpt.get("epoch", 0)), resume_step(ckpt))
     if not run._is_child_rank():
         log.info("resuming %s at step %d (epoch %d) from %s", Path(ckpt_path).parent.parent, *start[:2], ckpt_path)
         if cfg.get("init_from"):
             log.info("resume: init_from=%s ignored: the weights come from the checkpoint", cfg["init_from"])
-    return module, start
+    return start
 
 
 def finished(cfg: dict, run_dir: Path, start: tuple[int, int, int]) -> bool:

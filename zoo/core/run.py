@@ -70,6 +70,21 @@ def open_run_dir(cfg: dict) -> tuple[Path, str | None]:
     return run_dir, resume_ckpt
 
 
+def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
+    """The run's best checkpoint (``which="best"``, falling back to last) or its ``last.ckpt``.
+
+    Raises:
+        run.RunError: the run has no checkpoint.
+    """
+    ckdir = Path(run_dir) / "checkpoints"
+    best = sorted(ckdir.glob("best-*.ckpt"), key=lambda p: p.stat().st_mtime)
+    if which == "best" and best:
+        return best[-1]
+    if (ckdir / "last.ckpt").is_file():
+        return ckdir / "last.ckpt"
+    raise RunError(f"{run_dir}: no checkpoint in {ckdir}")
+
+
 @contextmanager
 def pinned_run_dir(run_dir: Path):
     """Export ``ZOO_RUN_DIR`` while training so re-executed DDP ranks find rank 0's directory; restore after."""
