@@ -86,7 +86,8 @@ class CRHModule(ZooModule):
         if not self._lm:
             from zoo.models.causal_lm import load_causal_lm
 
-            self._lm.append(load_causal_lm(self.hparams.lm))
+            model, tok = load_causal_lm(self.hparams.lm)
+            self._lm.append((model.to(self.device), tok))
         return self._lm[0]
 
     def configure_optimizers(self):

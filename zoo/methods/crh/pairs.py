@@ -78,7 +78,7 @@ def greedy_replies(model, tokenizer, prompts: list[str], max_new_tokens: int = 6
     try:
         for i in range(0, len(prompts), batch_size):
             enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True,
-                            add_special_tokens=add_special_tokens)
+                            add_special_tokens=add_special_tokens).to(model.device)
             gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                                  pad_token_id=tokenizer.pad_token_id)
             out += tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -96,10 +96,11 @@ def cached_replies(model, tokenizer, questions: dict[int, str], key: str, cache:
     store = json.loads(path.read_text()) if path and path.is_file() else {}
     have = store.get(key, {})
     todo = [q for q in questions if str(q) not in have]
-    if todo:
-        prompts = [prompt_text(tokenizer, questions[q], template) for q in todo]
-        for q, r in zip(todo, greedy_replies(model, tokenizer, prompts, max_new_tokens,
-                                             add_special_tokens=template == "plain")):
+    for i in range(0, len(todo), 64):  # saved after every batch, so an interrupted run keeps what it made
+        chunk = todo[i:i + 64]
+        prompts = [prompt_text(tokenizer, questions[q], template) for q in chunk]
+        for q, r in zip(chunk, greedy_replies(model, tokenizer, prompts, max_new_tokens,
+                                              add_special_tokens=template == "plain")):
             have[str(q)] = r
         if path:
             store[key] = have

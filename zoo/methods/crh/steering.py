@@ -22,11 +22,11 @@ def last_token_states(model, tokenizer, texts: list[str], layers: list[int], bat
     try:
         for i in range(0, len(texts), batch_size):
             enc = tokenizer(texts[i:i + batch_size], return_tensors="pt", padding=True,
-                            add_special_tokens=add_special_tokens)
+                            add_special_tokens=add_special_tokens).to(model.device)
             states = residual_stream(model, enc["input_ids"], enc["attention_mask"], layers)
             last = enc["attention_mask"].sum(dim=1) - 1
             for layer in layers:
-                out[layer].append(states[layer][torch.arange(len(last)), last].float())
+                out[layer].append(states[layer][torch.arange(len(last), device=last.device), last].float().cpu())
     finally:
         tokenizer.padding_side = side
     return {layer: torch.cat(v) for layer, v in out.items()}
@@ -72,7 +72,7 @@ def steered_generate(model, tokenizer, prompts: list[str], vectors: torch.Tensor
     try:
         for i in range(0, len(prompts), batch_size):
             enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True,
-                            add_special_tokens=add_special_tokens)
+                            add_special_tokens=add_special_tokens).to(model.device)
             torch.manual_seed(seed + i)
             with steer(model, site, vectors[i:i + batch_size], prompt_only=prompt_only):
                 gen = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
