@@ -40,3 +40,11 @@ def test_steerability_slope_by_hand():
     # without the exclusion: 1/3, 2/3, 1 -> slope 1/3
     assert steerability(rows, exclude_step1=False) == pytest.approx(1 / 3)
     assert steerability([(3, 1, 2), (3, 2, 2)]) is None
+
+
+def test_soft_steerability_slope_by_hand():
+    from zoo.methods.crh.labels import soft_steerability
+
+    rows = [(1, 1, 0.0), (1, 2, 0.1), (1, 3, 0.2), (2, 1, 0.2), (2, 2, 0.3), (2, 3, 0.4), (3, 1, 9.0), (3, 3, 0.0)]
+    assert soft_steerability(rows, exclude={3}) == pytest.approx(0.1)
+    assert soft_steerability([(1, 1, 0.5)]) is None

@@ -65,3 +65,15 @@ def test_last_token_states_ignore_padding(lm):
     both = last_token_states(model, tok, texts, [0, 1])
     alone = last_token_states(model, tok, texts[:1], [0, 1])
     assert torch.allclose(both[1][0], alone[1][0], atol=1e-5)
+
+
+def test_keyword_mass_is_a_probability_and_grows_with_more_ids(lm):
+    model, tok = lm
+    prompts = ["User: hi\nAssistant: ", "User: what is bread?\nAssistant: "]
+    v = torch.zeros(2, 64)
+    texts, small = steered_generate(model, tok, prompts, v, 1, "input", max_new_tokens=4, temperature=0.0,
+                                    watch_ids=[5])
+    _, large = steered_generate(model, tok, prompts, v, 1, "input", max_new_tokens=4, temperature=0.0,
+                                watch_ids=list(range(3, 4000)))
+    assert len(texts) == 2 and small.shape == (2,)
+    assert bool(((small >= 0) & (large <= 1 + 1e-6) & (large > small)).all())

@@ -112,28 +112,30 @@ def seed_interval(values, level: float = 0.95) -> dict[str, float | None]:
 
 
 def implication_tests(points: list[dict], a: float = 2.0, p: float = 2.0, t: float = -1.0,
-                      n_perm: int = 200, seed: int = 0) -> dict:
+                      n_perm: int = 200, seed: int = 0, measure: str = "steerability") -> dict:
     """All correlation tests on per-question points.
 
     Args:
         points: rows with ``cid``, ``steerability`` (the concept's), ``mu_norm``, ``sin``, ``cos`` (the question's),
             ``sim`` (mean cosine of d_q to the train diffs), ``question_steerability``, ``excluded`` (bool).
+        measure: the steerability column (``steerability``, the paper's label slope, or ``soft_steerability``);
+            the per-question column is ``question_<measure>``.
 
     Returns:
         ``implication2`` (correlate at the defaults), ``grid`` (:func:`exponent_grid`), ``lrh_partial`` (partial
         correlation of steerability with ``sin^p cos^t`` given ``|mu_c|``), ``implication3`` (Spearman of the
         per-question steerability with ``sim``; CRH predicts about 0), each with ``n``.
     """
-    kept = [r for r in points if not r["excluded"] and r["steerability"] is not None]
+    kept = [r for r in points if not r["excluded"] and r[measure] is not None]
     if len(kept) < 3:
         return {"n_points": len(kept)}
-    steer = np.array([r["steerability"] for r in kept])
+    steer = np.array([r[measure] for r in kept])
     mu = np.array([r["mu_norm"] for r in kept])
     sin, cos = np.array([r["sin"] for r in kept]), np.array([r["cos"] for r in kept])
     x = sin_cos(sin, cos, p, t)
-    q3 = [r for r in kept if r.get("question_steerability") is not None]
+    q3 = [r for r in kept if r.get(f"question_{measure}") is not None]
     return {"n_points": len(kept), "n_concepts": len({r["cid"] for r in kept}),
             "implication2": correlate(x, steer / mu ** a),
             "grid": exponent_grid(steer, mu, sin, cos, [r["cid"] for r in kept], n_perm, seed),
             "lrh_partial": partial_correlation(x, steer, mu),
-            "implication3": correlate([r["sim"] for r in q3], [r["question_steerability"] for r in q3])}
+            "implication3": correlate([r["sim"] for r in q3], [r[f"question_{measure}"] for r in q3])}

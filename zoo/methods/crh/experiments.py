@@ -10,6 +10,7 @@ run resumes; the table is then written through ``write_result`` from every line 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from pathlib import Path
@@ -27,7 +28,6 @@ from zoo.methods.crh.pipeline import (
     difference_vectors,
     directions,
     make_pairs,
-    run_name,
     steer_concept,
     summarise_concept,
 )
@@ -74,10 +74,12 @@ def _run_grid(table: str, concepts: int, seeds: list[int], s_kw: dict, out_dir: 
             summ = summarise_concept(res, s)
             line = {"seed": seed, "cid": c, "layer": layer, "seconds": time.time() - t0, "mu_norm": res["mu_norm"],
                     "cos": res["cos"], "sin": res["sin"], "sim": res["sim"], "steerability": summ["steerability"],
-                    "question_steerability": summ["question_steerability"], "excluded": summ["excluded"],
+                    "soft_steerability": summ["soft_steerability"],
+                    "question_steerability": summ["question_steerability"],
+                    "question_soft_steerability": summ["question_soft_steerability"], "excluded": summ["excluded"],
                     "frac": summ["frac"],
-                    "runs": {k: [[q, st, lab] for q, st, _, lab, _ in v] for k, v in res["runs"].items()},
-                    "examples": {k: [t for *_, t in v[:: s.n_steps // 5 or 1]][:10] for k, v in res["runs"].items()}}
+                    "runs": {k: [[r[0], r[1], r[3], r[5]] for r in v] for k, v in res["runs"].items()},
+                    "examples": {k: [r[4] for r in v[:: s.n_steps // 5 or 1]][:10] for k, v in res["runs"].items()}}
             with path.open("a") as f:
                 f.write(json.dumps(line) + "\n")
             done.append(line)
@@ -87,8 +89,10 @@ def _run_grid(table: str, concepts: int, seeds: list[int], s_kw: dict, out_dir: 
 
 def _points(lines: list[dict], run: str) -> list[dict]:
     return [{"cid": d["cid"], "layer": d["layer"], "seed": d["seed"], "qid": int(q),
-             "steerability": d["steerability"][run], "mu_norm": d["mu_norm"], "sin": d["sin"][q], "cos": c,
-             "sim": d["sim"][q], "question_steerability": d["question_steerability"][q],
+             "steerability": d["steerability"][run], "soft_steerability": d["soft_steerability"][run],
+             "mu_norm": d["mu_norm"], "sin": d["sin"][q], "cos": c, "sim": d["sim"][q],
+             "question_steerability": d["question_steerability"][q],
+             "question_soft_steerability": d["question_soft_steerability"][q],
              "excluded": int(q) in d["excluded"]} for d in lines for q, c in d["cos"].items()]
 
 
@@ -103,18 +107,15 @@ def correlation(args) -> None:
     rows, steer_rows = [], []
     for p in pts:
         steer_rows.append({"concept_id": p["cid"], "layer": p["layer"], "seed": p["seed"], "qid": p["qid"],
-                           "steerability": p["steerability"], "mu_norm": p["mu_norm"], "cos_theta": p["cos"],
+                           "steerability": p["steerability"], "soft_steerability": p["soft_steerability"],
+                           "mu_norm": p["mu_norm"], "cos_theta": p["cos"],
                            "sin_cos": float(sin_cos(np.array([p["sin"]]), np.array([p["cos"]]))[0]),
                            "excluded": p["excluded"]})
-    for layer in args.layers:
-        for seed in args.seeds:
-            sub = [p for p in pts if p["layer"] == layer and p["seed"] == seed]
-            if not sub:
-                continue
-            t = implication_tests(sub, n_perm=args.n_perm, seed=seed)
-            if "implication2" not in t:
-                continue
-            rows.append({"layer": layer, "seed": seed, "n_concepts": t["n_concepts"], "n_points": t["n_points"],
+    for measure, layer, seed in itertools.product(("steerability", "soft_steerability"), args.layers, args.seeds):
+        sub = [p for p in pts if p["layer"] == layer and p["seed"] == seed]
+        t = implication_tests(sub, n_perm=args.n_perm, seed=seed, measure=measure) if sub else {}
+        if "implication2" in t:
+            rows.append({"measure": measure, "layer": layer, "seed": seed, "n_concepts": t["n_concepts"], "n_points": t["n_points"],
                          "pearson_r": t["implication2"]["pearson_r"], "pearson_p": t["implication2"]["pearson_p"],
                          "spearman_rho": t["implication2"]["spearman_rho"],
                          "spearman_p": t["implication2"]["spearman_p"],
@@ -125,8 +126,9 @@ def correlation(args) -> None:
                          "lrh_partial_p": t["lrh_partial"]["pearson_p"],
                          "impl3_spearman": t["implication3"]["spearman_rho"],
                          "impl3_p": t["implication3"]["spearman_p"]})
-    ci = {str(layer): {k: seed_interval([r[k] for r in rows if r["layer"] == layer])
-                       for k in ("pearson_r", "lrh_partial_r", "impl3_spearman")} for layer in args.layers}
+    ci = {f"{m} layer {layer}": {k: seed_interval([r[k] for r in rows if r["layer"] == layer and r["measure"] == m])
+                                 for k in ("pearson_r", "lrh_partial_r", "impl3_spearman")}
+          for m in ("steerability", "soft_steerability") for layer in args.layers}
     n_c = len({d["cid"] for d in lines})
     minutes = (time.time() - t0) / 60
     pool = args.questions or 805
@@ -141,7 +143,7 @@ def correlation(args) -> None:
              "(resumed lines not re-timed; see per-line seconds in the jsonl).")
     write_result("crh", "correlation", rows, summary=summarise(rows, ["pearson_r", "spearman_rho", "grid_best_r",
                                                                       "grid_perm_p", "lrh_partial_r",
-                                                                      "impl3_spearman"], by=["layer"]),
+                                                                      "impl3_spearman"], by=["measure", "layer"]),
                  paper={"pearson_r": PAPER, "impl3_spearman": "about 0 (figure only)"}, notes=notes,
                  extra={"ci_over_seeds": ci})
     write_result("crh", "steerability", steer_rows, paper=PAPER,
@@ -156,6 +158,14 @@ def sweep(args) -> None:
 
     s_kw = {"layers": args.layers, "lambdas": args.lambdas, "baselines": args.baselines}
     lines = _run_grid(args.table, args.concepts, args.seeds, s_kw, Path(args.out), args.questions)
+    reused = Path(args.out) / "correlation.jsonl"
+    if args.reuse_lambda0 and reused.is_file():  # the same (seed, concept, layer) lambda = 0 run, already made
+        prev = {(d["seed"], d["cid"], d["layer"]): d for d in map(json.loads, reused.read_text().splitlines())}
+        for d in lines:
+            old = prev.get((d["seed"], d["cid"], d["layer"]))
+            if old is not None and "lambda=0" not in d["steerability"]:
+                for key in ("steerability", "frac", "runs"):
+                    d[key] = {"lambda=0": old[key]["lambda=0"], **d[key]}
     rows = []
     for d in lines:
         for name, st in d["steerability"].items():
@@ -177,10 +187,11 @@ def sweep(args) -> None:
     qs = sorted({int(q) for d in lines for q in d["cos"]})
     texts = steered_generate(model, tok, [prompt_text(tok, dm.batch["questions"][q]) for q in qs],
                              torch.zeros(len(qs), model.config.hidden_size), args.layers[0], "input", seed=0)
-    labs = {c["cid"]: [label(t, c["keywords"]) for t in texts] for c in dm.batch["concepts"]}
-    unsteered = {"concept_rate": float(np.mean([lab == CONCEPT for v in labs.values() for lab in v])),
-                 "gibberish_rate": float(np.mean([lab == GIBBERISH for v in labs.values() for lab in v])),
-                 "questions": len(qs)}
+    text = dict(zip(qs, texts))
+    keywords = {c["cid"]: c["keywords"] for c in dm.batch["concepts"]}
+    labs = [label(text[int(q)], keywords[d["cid"]]) for d in lines for q in d["cos"]]  # each concept's own questions
+    unsteered = {"concept_rate": float(np.mean([lab == CONCEPT for lab in labs])),
+                 "gibberish_rate": float(np.mean([lab == GIBBERISH for lab in labs])), "outputs": len(labs)}
     write_result("crh", args.table, per_seed,
                  summary=summarise(per_seed, ["steerability", "concept_rate", "gibberish_rate"], by=["run", "layer"]),
                  paper={"steerability": "figure only (§6.2: larger lambda, i.e. less normal-plane part, changes "
@@ -191,19 +202,19 @@ def sweep(args) -> None:
                         "questions, T 0.1, 32 tokens, keyword judge. concept_rate / gibberish_rate: mean over "
                         f"steps. Unsteered (same questions, every concept's keywords): {json.dumps(unsteered)}."),
                  extra={"unsteered": unsteered})
-    _plots(lines, _points(lines, run_name(args.lambdas[0]) if args.lambdas else args.baselines[0]), Path(args.out),
-           prefix=args.table)
+    _plots(lines, _points(lines, next(iter(lines[0]["steerability"]))), Path(args.out), prefix=args.table)
 
 
 def _plots(lines: list[dict], pts: list[dict], out: Path, prefix: str = "correlation") -> None:
     from zoo.methods.crh.render import label_fractions, steerability_scatter
 
-    kept = [p for p in pts if not p["excluded"] and p["steerability"] is not None]
-    if kept:
-        x = sin_cos(np.array([p["sin"] for p in kept]), np.array([p["cos"] for p in kept]))
-        y = np.array([p["steerability"] / p["mu_norm"] ** 2 for p in kept])
-        steerability_scatter(x, y, str(out / f"{prefix}_steerability.png"),
-                             f"{len(kept)} (concept, question, layer, seed) points")
+    for m in ("steerability", "soft_steerability"):
+        kept = [p for p in pts if not p["excluded"] and p[m] is not None]
+        if kept:
+            x = sin_cos(np.array([p["sin"] for p in kept]), np.array([p["cos"] for p in kept]))
+            y = np.array([p[m] / p["mu_norm"] ** 2 for p in kept])
+            steerability_scatter(x, y, str(out / f"{prefix}_{m}.png"),
+                                 f"{m}: {len(kept)} (concept, question, layer, seed) points", ylabel=f"{m} / |mu_c|^2")
     names = list(lines[0]["frac"])
     frac = {n: {lab: np.mean([d["frac"][n][lab] for d in lines], axis=0).tolist() for lab in ("1", "2", "3")}
             for n in names}
@@ -220,6 +231,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--baselines", nargs="*", default=["diffmean", "pca", "probe"])
     ap.add_argument("--name", default=None, help="table name for the lambda sweep (default: lambda)")
     ap.add_argument("--questions", type=int, default=None, help="question pool: the first N (default all 805)")
+    ap.add_argument("--reuse-lambda0", action="store_true",
+                    help="take the lambda = 0 run from correlation.jsonl instead of steering it again")
     ap.add_argument("--n-perm", type=int, default=500)
     ap.add_argument("--out", default="runs/crh-exp")
     args = ap.parse_args(argv)

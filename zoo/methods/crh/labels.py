@@ -88,6 +88,19 @@ def steerability(rows: Sequence[tuple[int, int, int]], exclude_step1: bool = Tru
     return float(np.polyfit(np.asarray(steps, float), np.asarray(frac), 1)[0])
 
 
+def soft_steerability(rows: Sequence[tuple[int, int, float]], exclude: set[int] = frozenset()) -> float | None:
+    """Ours: slope against the step of the mean (over questions not in ``exclude``) of a graded concept score,
+    here the keyword-token probability mass (``rows``: ``(qid, step, value)``); ``None`` with < 2 steps."""
+    by_step: dict[int, list[float]] = {}
+    for q, s, v in rows:
+        if q not in exclude:
+            by_step.setdefault(s, []).append(v)
+    if len(by_step) < 2:
+        return None
+    steps = sorted(by_step)
+    return float(np.polyfit(np.asarray(steps, float), np.asarray([np.mean(by_step[s]) for s in steps]), 1)[0])
+
+
 def excluded_questions(rows: Sequence[tuple[int, int, int]]) -> set[int]:
     """Questions whose step-1 output already has the concept (left out of :func:`steerability`)."""
     return {q for q, s, lab in rows if s == 1 and lab == CONCEPT}

@@ -23,6 +23,7 @@ from zoo.methods.crh.predict import predict_text
 from zoo.methods.crh.render import cylinder_view, label_fractions, steerability_scatter
 
 _BUFFERS = ("directions", "concept_ids", "meta_json")
+MEASURES = ("steerability", "soft_steerability")  # the paper's label slope; ours: keyword-probability slope
 
 
 @register_method("crh", datamodule=CRHPairsDataModule)
@@ -105,8 +106,8 @@ class CRHModule(ZooModule):
         self.directions = run["directions"].float()
         self.concept_ids = torch.tensor(run["concepts"], dtype=torch.int64)
         ex = {"a": 2.0, "p": 2.0, "t": -1.0, **(hp.exponents or {})}
-        tests = implication_tests(run["points"], ex["a"], ex["p"], ex["t"], hp.n_perm, hp.split_seed) \
-            if run["points"] else {}
+        tests = {m: implication_tests(run["points"], ex["a"], ex["p"], ex["t"], hp.n_perm, hp.split_seed, m)
+                 for m in MEASURES} if run["points"] else {}
         run["tests"] = tests
         concepts = {c["cid"]: c for c in batch["concepts"]}
         meta = {"concepts": {str(c): {"concept": concepts[c]["concept"], "keywords": concepts[c]["keywords"]}
@@ -114,10 +115,11 @@ class CRHModule(ZooModule):
         self.meta_json = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
         metrics = {"n_concepts": float(len(run["concepts"])),
                    "mu_norm_mean": float(run["directions"][:, 0].norm(dim=-1).mean())}
-        for key in ("implication2", "lrh_partial", "implication3"):
-            for stat in ("pearson_r", "spearman_rho"):
-                if tests.get(key, {}).get(stat) is not None:
-                    metrics[f"{key}_{stat}"] = tests[key][stat]
+        for m, tm in tests.items():
+            for key in ("implication2", "lrh_partial", "implication3"):
+                for stat in ("pearson_r", "spearman_rho"):
+                    if tm.get(key, {}).get(stat) is not None:
+                        metrics[f"{m}/{key}_{stat}"] = tm[key][stat]
         for key, value in metrics.items():
             self.log(f"train/{key}", value, batch_size=1, on_step=True, on_epoch=False)
 
@@ -135,18 +137,21 @@ class CRHModule(ZooModule):
         files = {"outputs.json": out / "outputs.json", "points.json": out / "points.json",
                  "tests.json": out / "tests.json"}
         files["outputs.json"].write_text(json.dumps([
-            {"cid": c, "layer": layer, "run": name, "qid": q, "step": k, "length": length, "label": lab, "text": text}
+            {"cid": c, "layer": layer, "run": name, "qid": q, "step": k, "length": length, "label": lab, "text": text,
+             "keyword_mass": mass}
             for (c, layer), res in run["results"].items() for name, rows in res["runs"].items()
-            for q, k, length, lab, text in rows], indent=0))
+            for q, k, length, lab, text, mass in rows], indent=0))
         files["points.json"].write_text(json.dumps(run["points"], indent=0))
         files["tests.json"].write_text(json.dumps(run["tests"], indent=1))
         if run["points"]:
-            kept = [p for p in run["points"] if not p["excluded"] and p["steerability"] is not None]
-            if kept:
-                x = sin_cos([p["sin"] for p in kept], [p["cos"] for p in kept])
-                y = [p["steerability"] / p["mu_norm"] ** 2 for p in kept]
-                files["steerability.png"] = out / "steerability.png"
-                steerability_scatter(x, y, str(files["steerability.png"]), f"{len(kept)} points, layers {s.layers}")
+            for m in MEASURES:
+                kept = [p for p in run["points"] if not p["excluded"] and p[m] is not None]
+                if kept:
+                    x = sin_cos([p["sin"] for p in kept], [p["cos"] for p in kept])
+                    y = [p[m] / p["mu_norm"] ** 2 for p in kept]
+                    files[f"{m}.png"] = out / f"{m}.png"
+                    steerability_scatter(x, y, str(files[f"{m}.png"]), f"{m}: {len(kept)} points, layers {s.layers}",
+                                         ylabel=f"{m} / |mu_c|^2")
             frac = _mean_fractions(run["summaries"])
             files["label_fractions.png"] = out / "label_fractions.png"
             label_fractions(frac, str(files["label_fractions.png"]), "label fractions vs step (mean over concepts)")
@@ -166,10 +171,11 @@ class CRHModule(ZooModule):
         out = {"n_concepts": float(self.concept_ids.numel())}
         if self.directions.numel():
             out["mu_norm_mean"] = float(self.directions[:, 0].norm(dim=-1).mean())
-        for key in ("implication2", "lrh_partial", "implication3"):
-            for stat in ("pearson_r", "pearson_p", "spearman_rho", "spearman_p"):
-                if tests.get(key, {}).get(stat) is not None:
-                    out[f"{key}/{stat}"] = float(tests[key][stat])
+        for m, tm in tests.items():
+            for key in ("implication2", "lrh_partial", "implication3"):
+                for stat in ("pearson_r", "pearson_p", "spearman_rho", "spearman_p"):
+                    if tm.get(key, {}).get(stat) is not None:
+                        out[f"{m}/{key}/{stat}"] = float(tm[key][stat])
         return out
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
@@ -205,7 +211,7 @@ def _outcomes(rows: list, test: list[int]) -> list[str]:
     gibberish comes first, else ``never``."""
     out = []
     for q in test:
-        labs = [lab for qq, _, _, lab, _ in sorted(rows, key=lambda r: r[1]) if qq == q]
+        labs = [r[3] for r in sorted(rows, key=lambda r: r[1]) if r[0] == q]
         first = next((lab for lab in labs if lab in (2, 3)), None)
         out.append({2: "concept reached", 3: "gibberish first"}.get(first, "never"))
     return out

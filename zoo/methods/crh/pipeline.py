@@ -18,7 +18,7 @@ from zoo.methods.crh.geometry import (
     probe_direction,
     steer_lengths,
 )
-from zoo.methods.crh.labels import CONCEPT, GIBBERISH, excluded_questions, label, steerability
+from zoo.methods.crh.labels import CONCEPT, GIBBERISH, excluded_questions, label, soft_steerability, steerability
 from zoo.methods.crh.pairs import Pair, concept_sentence, prompt_text, split_questions, with_concept
 from zoo.methods.crh.steering import last_token_states, steered_generate
 
@@ -118,13 +118,26 @@ def directions(acts: dict, s: Settings) -> torch.Tensor:
                         probe_direction(acts["a_with"], acts["a_no"], s.probe_steps, seed=s.split_seed)])
 
 
+def keyword_token_ids(tokenizer, keywords: list[str]) -> list[int]:
+    """First token of each keyword, bare and after a space, lower-case and capitalised (ours: what the soft judge
+    watches)."""
+    ids = set()
+    for kw in keywords:
+        for form in (kw, kw[:1].upper() + kw[1:]):
+            for text in (form, " " + form):
+                tokens = tokenizer.encode(text, add_special_tokens=False)
+                if tokens:
+                    ids.add(tokens[0])
+    return sorted(ids)
+
+
 def steer_concept(model, tokenizer, concept: dict, questions: dict[int, str], test: list[int], acts: dict,
                   dirs: torch.Tensor, layer: int, s: Settings, seed: int = 0) -> dict:
     """All steering runs of one concept at one layer: generate, label.
 
     Returns:
         ``{"mu_norm", "cos": {qid}, "sin": {qid}, "sim": {qid: mean cos(d_q, train d)}, "runs": {name: [(qid, step,
-        length, label, text)]}}``.
+        length, label, text, keyword_mass)]}}`` (``keyword_mass``: see ``steering.steered_generate``).
     """
     mu = dirs[0]
     mu_norm = float(mu.norm())
@@ -145,13 +158,15 @@ def steer_concept(model, tokenizer, concept: dict, questions: dict[int, str], te
                 for i in range(len(test))]
         jobs.append((run_name(lam), torch.cat(vecs), False))
     runs = {}
+    watch = keyword_token_ids(tokenizer, concept["keywords"])
     for name, vecs, prompt_only in jobs:
-        texts = steered_generate(model, tokenizer, [p for p in prompts for _ in range(s.n_steps)], vecs, layer,
+        texts, mass = steered_generate(model, tokenizer, [p for p in prompts for _ in range(s.n_steps)], vecs, layer,
                                  s.hook_site, prompt_only, s.max_new_tokens, s.temperature, s.batch_size, seed,
-                                 add_special_tokens=s.template == "plain")
-        lengths = vecs.norm(dim=1).tolist()
+                                 add_special_tokens=s.template == "plain", watch_ids=watch)
+        lengths, mass = vecs.norm(dim=1).tolist(), mass.tolist()
         runs[name] = [(q, k + 1, lengths[i * s.n_steps + k], label(texts[i * s.n_steps + k], concept["keywords"],
-                                                                    s.authors_escapes), texts[i * s.n_steps + k])
+                                                                    s.authors_escapes), texts[i * s.n_steps + k],
+                           mass[i * s.n_steps + k])
                       for i, q in enumerate(test) for k in range(s.n_steps)]
     return {"mu_norm": mu_norm, "cos": dict(zip(test, geo["cos"].tolist())),
             "sin": dict(zip(test, geo["sin"].tolist())), "sim": dict(zip(test, sims.mean(dim=1).tolist())),
@@ -161,15 +176,20 @@ def steer_concept(model, tokenizer, concept: dict, questions: dict[int, str], te
 def summarise_concept(result: dict, s: Settings) -> dict:
     """Steerability of every run, the excluded questions of the correlation run, per-question steerability
     (Implication 3) and label fractions per step (``frac[name][label] = [n_steps]``)."""
-    out = {"steerability": {}, "frac": {}}
+    out = {"steerability": {}, "soft_steerability": {}, "frac": {}}
     for name, rows in result["runs"].items():
-        trip = [(q, k, lab) for q, k, _, lab, _ in rows]
+        trip = [(q, k, lab) for q, k, _, lab, _, _ in rows]
         out["steerability"][name] = steerability(trip)
+        out["soft_steerability"][name] = soft_steerability([(q, k, m) for q, k, _, _, _, m in rows],
+                                                           excluded_questions(trip))
         labs = np.array([[lab for q2, k, lab in trip if k == step] for step in range(1, s.n_steps + 1)])
         out["frac"][name] = {str(v): (labs == v).mean(axis=1).tolist() for v in (1, CONCEPT, GIBBERISH)}
-    trip = [(q, k, lab) for q, k, _, lab, _ in result["runs"].get(s.steer_run, [])]
+    rows = result["runs"].get(s.steer_run, [])
+    trip = [(q, k, lab) for q, k, _, lab, _, _ in rows]
     out["excluded"] = sorted(excluded_questions(trip))
     out["question_steerability"] = {q: steerability([t for t in trip if t[0] == q]) for q in result["cos"]}
+    out["question_soft_steerability"] = {q: soft_steerability([(q2, k, m) for q2, k, _, _, _, m in rows if q2 == q])
+                                         for q in result["cos"]}
     return out
 
 
@@ -207,7 +227,10 @@ def run_all(model, tokenizer, batch: dict, s: Settings, reply_cache: str | None 
                 results[(c, layer)], summaries[(c, layer)] = res, summ
                 for q in acts[c]["test"]:
                     points.append({"cid": c, "layer": layer, "seed": s.split_seed, "qid": q,
-                                   "steerability": summ["steerability"].get(s.steer_run), "mu_norm": res["mu_norm"],
+                                   "steerability": summ["steerability"].get(s.steer_run),
+                                   "soft_steerability": summ["soft_steerability"].get(s.steer_run),
+                                   "question_soft_steerability": summ["question_soft_steerability"][q],
+                                   "mu_norm": res["mu_norm"],
                                    "sin": res["sin"][q], "cos": res["cos"][q], "sim": res["sim"][q],
                                    "question_steerability": summ["question_steerability"][q],
                                    "excluded": q in summ["excluded"]})

@@ -42,12 +42,13 @@ def cylinder_view(d_train: torch.Tensor, d_test: torch.Tensor, outcomes: list[st
     plt.close(fig)
 
 
-def steerability_scatter(x: np.ndarray, y: np.ndarray, path: str, title: str) -> None:
+def steerability_scatter(x: np.ndarray, y: np.ndarray, path: str, title: str,
+                         ylabel: str = "steerability / |mu_c|^2") -> None:
     """Steerability / |mu_c|^2 against sin^2(theta)/cos(theta), one point per (concept, question)."""
     fig, ax = plt.subplots(figsize=(5.5, 4.2))
     ax.scatter(x, y, s=12, alpha=0.6)
     ax.set_xlabel("sin^2(theta) / cos(theta)")
-    ax.set_ylabel("steerability / |mu_c|^2")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

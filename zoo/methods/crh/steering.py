@@ -51,7 +51,8 @@ def steer_site(layer: int, hook_site: str) -> int:
 @torch.no_grad()
 def steered_generate(model, tokenizer, prompts: list[str], vectors: torch.Tensor, layer: int, hook_site: str = "input",
                      prompt_only: bool = False, max_new_tokens: int = 32, temperature: float = 0.1,
-                     batch_size: int = 128, seed: int = 0, add_special_tokens: bool = True) -> list[str]:
+                     batch_size: int = 128, seed: int = 0, add_special_tokens: bool = True,
+                     watch_ids: list[int] | None = None) -> list[str] | tuple[list[str], torch.Tensor]:
     """Generate from each prompt with its own steering vector added at every position.
 
     Args:
@@ -61,12 +62,17 @@ def steered_generate(model, tokenizer, prompts: list[str], vectors: torch.Tensor
             penalty experiment), so generated tokens are steered too.
         temperature: sampling temperature (0: greedy). seed: torch seed per batch, so outputs are reproducible.
 
+        watch_ids: token ids whose next-token probability is tracked (a concept's keyword first tokens).
+
     Returns:
-        ``N`` decoded continuations (special tokens dropped).
+        ``N`` decoded continuations (special tokens dropped); with ``watch_ids`` also ``[N]`` the mean over the
+        generated positions (up to the first end-of-sequence) of the probability mass the LM puts on
+        ``watch_ids`` (ours: a graded "concept present" for LMs that never emit the keywords).
     """
     site = steer_site(layer, hook_site)
     side, tokenizer.padding_side = tokenizer.padding_side, "left"
     out: list[str] = []
+    masses: list[torch.Tensor] = []
     sample = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0 else \
         {"do_sample": False}
     try:
@@ -75,9 +81,15 @@ def steered_generate(model, tokenizer, prompts: list[str], vectors: torch.Tensor
                             add_special_tokens=add_special_tokens).to(model.device)
             torch.manual_seed(seed + i)
             with steer(model, site, vectors[i:i + batch_size], prompt_only=prompt_only):
-                gen = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                     **sample)
-            out += tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+                res = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                     output_logits=watch_ids is not None, return_dict_in_generate=True, **sample)
+            new = res.sequences[:, enc["input_ids"].shape[1]:]
+            out += tokenizer.batch_decode(new, skip_special_tokens=True)
+            if watch_ids is not None:
+                probs = torch.stack([lg.float().softmax(-1)[:, watch_ids].sum(-1) for lg in res.logits], 1).cpu()
+                ended = (new == tokenizer.eos_token_id).long().cumsum(1).cpu()
+                live = (ended - (new == tokenizer.eos_token_id).long().cpu()) == 0  # up to and with the first eos
+                masses.append((probs * live).sum(1) / live.sum(1).clamp_min(1))
     finally:
         tokenizer.padding_side = side
-    return out
+    return (out, torch.cat(masses)) if watch_ids is not None else out
