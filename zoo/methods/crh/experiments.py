@@ -3,6 +3,7 @@ lambda sweep of v(L, lambda) with the baselines, and the unsteered concept and g
 
 ``python -m zoo.methods.crh.experiments correlation --concepts 12 --seeds 0 1 2 --layers 2 3``
 ``python -m zoo.methods.crh.experiments lambda --concepts 6 --seeds 0 1 2 --lambdas 0 0.25 0.5 0.75 1``
+``python -m zoo.methods.crh.experiments figures --concepts 10 --questions 300`` (PNGs into results/crh/figures)
 
 Each (seed, concept, layer) result is appended to ``runs/crh-exp/<table>.jsonl`` as it finishes, so an interrupted
 run resumes; the table is then written through ``write_result`` from every line present.
@@ -221,9 +222,43 @@ def _plots(lines: list[dict], pts: list[dict], out: Path, prefix: str = "correla
     label_fractions(frac, str(out / f"{prefix}_label_fractions.png"), "label fractions vs step (mean over concepts)")
 
 
+def figures(args) -> None:
+    """PNGs into ``results/crh/figures`` from the jsonl lines: steerability scatters, label fractions, and the
+    cylinder view of one concept (its difference vectors recomputed; test questions coloured by outcome)."""
+    from zoo.methods.crh.render import cylinder_view
+    from zoo.models.causal_lm import load_causal_lm
+
+    out = Path("results/crh/figures")
+    out.mkdir(parents=True, exist_ok=True)
+    for table in ("correlation", "lambda"):
+        path = Path(args.out) / f"{table}.jsonl"
+        if path.is_file():
+            lines = [json.loads(x) for x in path.read_text().splitlines()]
+            _plots(lines, _points(lines, next(iter(lines[0]["steerability"]))), out, prefix=table)
+    lines = [json.loads(x) for x in (Path(args.out) / "correlation.jsonl").read_text().splitlines()]
+    model, tok = load_causal_lm(LM)
+    dm = CRHPairsDataModule(concepts=args.concepts, n_questions=args.questions)
+    dm.setup()
+    concept = dm.batch["concepts"][0]
+    replies = cached_replies(model, tok, dm.batch["questions"], LM, CACHE, "plain", 64)
+    pairs = make_pairs(dm.batch["questions"], replies, [concept], "append")
+    for layer in args.layers:
+        s = Settings(layers=[layer], split_seed=args.seeds[0])
+        acts = difference_vectors(model, tok, pairs, s)[concept["cid"]]
+        line = next(d for d in lines if (d["seed"], d["cid"], d["layer"]) == (args.seeds[0], concept["cid"], layer))
+        rows = line["runs"]["lambda=0"]
+        outcomes = []
+        for q in acts["test"]:
+            labs = [r[2] for r in sorted(rows, key=lambda r: r[1]) if r[0] == q]
+            first = next((lab for lab in labs if lab in (CONCEPT, GIBBERISH)), None)
+            outcomes.append({CONCEPT: "concept reached", GIBBERISH: "gibberish first"}.get(first, "never"))
+        cylinder_view(acts[layer]["d"], acts[layer]["d_test"], outcomes, str(out / f"cylinder_c{concept['cid']}_l{layer}.png"),
+                      f"concept {concept['cid']} ({concept['concept'][:50]}), layer {layer}, seed {args.seeds[0]}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("table", choices=("correlation", "lambda"))
+    ap.add_argument("table", choices=("correlation", "lambda", "figures"))
     ap.add_argument("--concepts", type=int, default=12)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--layers", type=int, nargs="+", default=[2, 3])
@@ -239,6 +274,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     if args.table == "correlation":
         correlation(args)
+    elif args.table == "figures":
+        figures(args)
     else:
         args.table = args.name or "lambda"
         sweep(args)
