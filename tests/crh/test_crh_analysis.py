@@ -45,6 +45,7 @@ def test_exponent_grid_finds_the_true_exponents_and_a_small_p():
     assert out["best"]["pearson_r"] == pytest.approx(1.0, abs=1e-9)
     assert (out["best"]["a"], out["best"]["p"], out["best"]["t"]) == (2.0, 2.0, -1.0)
     assert out["perm_p"] < 0.05
+    assert exponent_grid(np.zeros(n_c), mu, sin, cos, list(range(n_c)), n_perm=5)["perm_p"] is None
 
 
 def test_implication_tests_drop_excluded_points():

@@ -74,10 +74,14 @@ def exponent_grid(steer, mu_norm, sin, cos, group, n_perm: int = 200, seed: int 
             among concepts, keeping each concept's questions together (the null: angle unrelated to steerability).
 
     Returns:
-        ``{"best": {"a", "p", "t", "pearson_r"}, "perm_p": P(max r under the null >= observed), "n_perm", "cells"}``.
+        ``{"best": {"a", "p", "t", "pearson_r"}, "perm_p": P(max r under the null >= observed), "n_perm", "cells"}``
+        (``None`` values when ``steer`` is constant).
     """
     steer, mu_norm = np.asarray(steer, float), np.asarray(mu_norm, float)
     sin, cos, group = np.asarray(sin, float), np.asarray(cos, float), np.asarray(group)
+    if np.ptp(steer) == 0:  # a constant steerability correlates with nothing: undefined, not 0
+        return {"best": {"a": None, "p": None, "t": None, "pearson_r": None}, "perm_p": None, "n_perm": n_perm,
+                "cells": len(GRID_A) * len(GRID_P) * len(GRID_T)}
     pt = list(itertools.product(GRID_P, GRID_T))
     xs = np.stack([sin_cos(sin, cos, p, t) for p, t in pt])
 

@@ -121,8 +121,8 @@ def correlation(args) -> None:
                          "spearman_rho": t["implication2"]["spearman_rho"],
                          "spearman_p": t["implication2"]["spearman_p"],
                          "grid_best_r": t["grid"]["best"]["pearson_r"],
-                         "grid_best_apt": f"{t['grid']['best']['a']:g},{t['grid']['best']['p']:g},"
-                                          f"{t['grid']['best']['t']:g}",
+                         "grid_best_apt": None if t["grid"]["perm_p"] is None else
+                         f"{t['grid']['best']['a']:g},{t['grid']['best']['p']:g},{t['grid']['best']['t']:g}",
                          "grid_perm_p": t["grid"]["perm_p"], "lrh_partial_r": t["lrh_partial"]["pearson_r"],
                          "lrh_partial_p": t["lrh_partial"]["pearson_p"],
                          "impl3_spearman": t["implication3"]["spearman_rho"],
@@ -140,8 +140,9 @@ def correlation(args) -> None:
              "authors' pre-hook site on every forward, T 0.1, 32 tokens; keyword judge; steerability = slope of the "
              "label-2 fraction vs step with step-1-positive questions excluded; one point per (concept, test "
              f"question) as the authors. Permutation test: {args.n_perm} concept shuffles of the 96-cell grid "
-             f"maximum. 95% t-interval over seeds: {json.dumps(ci)}. This invocation took {minutes:.1f} min "
-             "(resumed lines not re-timed; see per-line seconds in the jsonl).")
+             f"maximum. 95% t-interval over seeds: {json.dumps(ci)}. Steering + labelling time summed over the "
+             f"{len(lines)} (seed, concept, layer) lines: {sum(d['seconds'] for d in lines) / 60:.1f} min "
+             f"(2 cores shared with other jobs); this invocation {minutes:.1f} min (finished lines are resumed).")
     write_result("crh", "correlation", rows, summary=summarise(rows, ["pearson_r", "spearman_rho", "grid_best_r",
                                                                       "grid_perm_p", "lrh_partial_r",
                                                                       "impl3_spearman"], by=["measure", "layer"]),
