@@ -131,6 +131,9 @@ def correlation(args) -> None:
                                  for k in ("pearson_r", "lrh_partial_r", "impl3_spearman")}
           for m in ("steerability", "soft_steerability") for layer in args.layers}
     n_c = len({d["cid"] for d in lines})
+    labs = [r[2] for d in lines for r in d["runs"]["lambda=0"]]
+    counts = {"outputs": len(labs), "normal": labs.count(1), "concept": labs.count(CONCEPT),
+              "gibberish": labs.count(GIBBERISH)}
     minutes = (time.time() - t0) / 60
     pool = args.questions or 805
     notes = (f"zoo-lm.chat (4 blocks), {n_c} concepts (first in concepts_100.csv) x layers {args.layers} x split "
@@ -139,7 +142,7 @@ def correlation(args) -> None:
              "templated keyword sentence); v(L, 0) = L d_q/|d_q|, L in linspace(0, 3|mu_c|, 26)[1:], added at the "
              "authors' pre-hook site on every forward, T 0.1, 32 tokens; keyword judge; steerability = slope of the "
              "label-2 fraction vs step with step-1-positive questions excluded; one point per (concept, test "
-             f"question) as the authors. Permutation test: {args.n_perm} concept shuffles of the 96-cell grid "
+             f"question) as the authors. Labels of all steered outputs: {json.dumps(counts)}. Permutation test: {args.n_perm} concept shuffles of the 96-cell grid "
              f"maximum. 95% t-interval over seeds: {json.dumps(ci)}. Steering + labelling time summed over the "
              f"{len(lines)} (seed, concept, layer) lines: {sum(d['seconds'] for d in lines) / 60:.1f} min "
              f"(2 cores shared with other jobs); this invocation {minutes:.1f} min (finished lines are resumed).")
@@ -147,8 +150,10 @@ def correlation(args) -> None:
                                                                       "grid_perm_p", "lrh_partial_r",
                                                                       "impl3_spearman"], by=["measure", "layer"]),
                  paper={"pearson_r": PAPER, "impl3_spearman": "about 0 (figure only)"}, notes=notes,
-                 extra={"ci_over_seeds": ci})
+                 extra={"ci_over_seeds": ci, "label_counts": counts})
     write_result("crh", "steerability", steer_rows, paper=PAPER,
+                 summary=summarise(steer_rows, ["steerability", "soft_steerability", "mu_norm", "cos_theta", "sin_cos"],
+                                   by=["layer"], seed_key="pooled"),  # pooled over concepts, questions and seeds
                  notes="per (concept, layer, seed, test question): the concept's steerability (lambda = 0 run), "
                        "|mu_c|, cos(theta) and sin^2/cos of the question; from the correlation run.")
     _plots(lines, pts, Path(args.out))
