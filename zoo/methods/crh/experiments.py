@@ -45,13 +45,16 @@ def _log(msg: str) -> None:
 
 
 def _run_grid(table: str, concepts: int, seeds: list[int], s_kw: dict, out_dir: Path,
-              n_questions: int | None = None) -> list[dict]:
-    """Steer every (seed, concept, layer) not yet in ``out_dir/table.jsonl``; return all lines."""
+              n_questions: int | None = None, tabulate_only: bool = False) -> list[dict]:
+    """Steer every (seed, concept, layer) not yet in ``out_dir/table.jsonl``; return all lines (``tabulate_only``:
+    steer nothing, return the lines present)."""
     from zoo.models.causal_lm import load_causal_lm
 
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{table}.jsonl"
     done = [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
+    if tabulate_only:
+        return done
     have = {(d["seed"], d["cid"], d["layer"]) for d in done}
     torch.manual_seed(0)
     model, tok = load_causal_lm(LM)
@@ -103,7 +106,8 @@ def correlation(args) -> None:
     the diff-vector similarity), per layer and seed; CI over seeds."""
     t0 = time.time()
     s_kw = {"layers": args.layers, "lambdas": [0.0], "baselines": []}
-    lines = _run_grid("correlation", args.concepts, args.seeds, s_kw, Path(args.out), args.questions)
+    lines = _run_grid("correlation", args.concepts, args.seeds, s_kw, Path(args.out), args.questions,
+                      args.tabulate_only)
     pts = _points(lines, "lambda=0")
     rows, steer_rows = [], []
     for p in pts:
@@ -164,7 +168,11 @@ def sweep(args) -> None:
     from zoo.models.causal_lm import load_causal_lm
 
     s_kw = {"layers": args.layers, "lambdas": args.lambdas, "baselines": args.baselines}
-    lines = _run_grid(args.table, args.concepts, args.seeds, s_kw, Path(args.out), args.questions)
+    lines = _run_grid(args.table, args.concepts, args.seeds, s_kw, Path(args.out), args.questions, args.tabulate_only)
+    sel = CRHPairsDataModule(concepts=args.concepts, n_questions=args.questions)
+    sel.setup()
+    keep = {c["cid"] for c in sel.batch["concepts"]}
+    lines = [d for d in lines if d["cid"] in keep and d["seed"] in args.seeds and d["layer"] in args.layers]
     reused = Path(args.out) / "correlation.jsonl"
     if args.reuse_lambda0 and reused.is_file():  # the same (seed, concept, layer) lambda = 0 run, already made
         prev = {(d["seed"], d["cid"], d["layer"]): d for d in map(json.loads, reused.read_text().splitlines())}
@@ -272,6 +280,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--baselines", nargs="*", default=["diffmean", "pca", "probe"])
     ap.add_argument("--name", default=None, help="table name for the lambda sweep (default: lambda)")
     ap.add_argument("--questions", type=int, default=None, help="question pool: the first N (default all 805)")
+    ap.add_argument("--tabulate-only", action="store_true", help="write the table from the lines present")
     ap.add_argument("--reuse-lambda0", action="store_true",
                     help="take the lambda = 0 run from correlation.jsonl instead of steering it again")
     ap.add_argument("--n-perm", type=int, default=500)
