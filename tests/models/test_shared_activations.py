@@ -39,6 +39,17 @@ def test_steer_adds_at_the_read_layer_and_is_removed(lm):
     assert torch.equal(last_only[:, :-1], before[0][:, :-1])
 
 
+def test_steer_prompt_only_fires_on_the_first_forward(lm):
+    ids = torch.randint(3, 100, (1, 4))
+    before = residual_stream(lm, ids, layers=[0])[0]
+    vector = torch.randn(64)
+    with steer(lm, 0, vector, prompt_only=True):
+        first = residual_stream(lm, ids, layers=[0])[0]
+        second = residual_stream(lm, ids, layers=[0])[0]
+    assert torch.allclose(first, before + vector, atol=1e-6)
+    assert torch.equal(second, before)
+
+
 def test_record_inputs_gives_mlp_keys(lm):
     ids = torch.randint(3, 100, (2, 3))
     with record_inputs(lm, ["model.layers.1.mlp.down_proj"]) as seen, torch.no_grad():

@@ -97,20 +97,28 @@ def _hooked(model, names, inputs: bool):
 
 
 @contextlib.contextmanager
-def steer(model: torch.nn.Module, layer: int, vector: torch.Tensor, positions: slice | None = None) -> Iterator[None]:
+def steer(model: torch.nn.Module, layer: int, vector: torch.Tensor, positions: slice | None = None,
+          prompt_only: bool = False) -> Iterator[None]:
     """Add ``vector`` to the residual stream after decoder block ``layer`` inside the ``with`` block.
 
     Args:
         vector: ``[D]`` (same for every token) or ``[B, D]`` (one per sequence); already scaled by the caller.
         positions: token positions to steer (``None``: all, including those generated inside the block).
+        prompt_only: add only during the first forward pass through the block inside the ``with`` block (the
+            prefill of ``generate`` with a KV cache), so generated tokens are not steered directly (CRH's
+            baseline "prompt-only" hooks).
 
     Raises:
         ValueError: layer out of range, or ``vector``'s last dimension is not the hidden size.
     """
     _check_layer(model, layer)
     block = decoder_layers(model)[layer]
+    calls = [0]
 
     def hook(_module, _args, output):
+        calls[0] += 1
+        if prompt_only and calls[0] > 1:
+            return output
         hidden = output[0] if isinstance(output, tuple) else output
         if vector.shape[-1] != hidden.shape[-1]:
             raise ValueError(f"steering vector has dim {vector.shape[-1]}, hidden size is {hidden.shape[-1]}")

@@ -1,0 +1,41 @@
+"""``zoo predict`` for CRH: one question and one concept of a released package."""
+from __future__ import annotations
+
+import math
+
+from zoo.methods.crh.geometry import cylinder, penalty_vector, steer_lengths
+from zoo.methods.crh.labels import label
+from zoo.methods.crh.pairs import concept_sentence, greedy_replies, prompt_text, with_concept
+from zoo.methods.crh.steering import last_token_states, steered_generate
+
+LABEL_NAMES = {1: "normal", 2: "concept", 3: "gibberish"}
+
+
+def predict_text(model, tokenizer, module, index: int, cid: int, question: str, n_lengths: int = 5) -> str:
+    """The question's difference vector d_q (greedy reply vs reply + concept sentence) at the package's first
+    layer, its angle theta to the concept's axis mu_c, and generations steered with v(L, 0) = L d_q/|d_q| at
+    ``n_lengths`` lengths up to ``penalty_c |mu_c|``, each labelled (normal / concept / gibberish)."""
+    s = module.settings
+    layer = s.layers[0]
+    info = module.meta["concepts"][str(cid)]
+    special = s.template == "plain"
+    prompt = prompt_text(tokenizer, question, s.template)
+    r_no = greedy_replies(model, tokenizer, [prompt], module.hparams.reply_tokens, add_special_tokens=special)[0]
+    r_with = with_concept(r_no, concept_sentence(info["keywords"], 0, cid))
+    states = last_token_states(model, tokenizer, [prompt + r_no, prompt + r_with], [layer], add_special_tokens=special)
+    d = states[layer][1] - states[layer][0]
+    mu = module.directions[index, 0, 0]
+    geo = cylinder(d[None], mu)
+    cos, sin = geo["cos"][0], geo["sin"][0]
+    lengths = steer_lengths(float(mu.norm()), s.penalty_c, n_lengths)
+    vecs = penalty_vector(lengths, cos, sin, mu / mu.norm(), geo["e_perp"][0], 0.0)
+    texts = steered_generate(model, tokenizer, [prompt] * n_lengths, vecs, layer, s.hook_site, False,
+                             s.max_new_tokens, s.temperature, s.batch_size, 0, add_special_tokens=special)
+    lines = [f"concept {cid}: {info['concept']}", f"keywords: {', '.join(info['keywords'])}",
+             (f"layer {layer}: |mu_c| = {float(mu.norm()):.3f}, |d_q| = {float(d.norm()):.3f}, "
+             f"theta = {math.degrees(math.acos(max(-1.0, min(1.0, float(cos))))):.1f} deg "
+             f"(cos {float(cos):.3f}, sin^2/cos {float(sin) ** 2 / float(cos):.3f})")]
+    for length, text in zip(lengths.tolist(), texts):
+        lab = label(text, info["keywords"], s.authors_escapes)
+        lines.append(f"L = {length:7.3f}  [{LABEL_NAMES[lab]}]  {text.strip()!r}")
+    return "\n".join(lines)
