@@ -1,5 +1,6 @@
 """Group metrics: worst-group accuracy WG, average accuracy Avg, Gap = Avg − WG (notes §1.5), from torchmetrics'
-``BinaryGroupStatRates`` (per group: the rates of tp, fp, tn, fn; accuracy = tp + tn)."""
+``BinaryGroupStatRates`` (per group: the rates of tp, fp, tn, fn; accuracy = tp + tn; it numbers only the groups
+present, so absent groups are mapped back by id)."""
 from __future__ import annotations
 
 import torch
@@ -11,11 +12,10 @@ def group_accuracy(pred: torch.Tensor, y: torch.Tensor, group: torch.Tensor, num
     metric = BinaryGroupStatRates(num_groups=num_groups)
     rates = metric(pred.long(), y.long(), group.long())
     acc = torch.full((num_groups,), float("nan"))
-    counts = torch.bincount(group.long(), minlength=num_groups)
-    for g in range(num_groups):
-        if counts[g] > 0:
-            r = rates[f"group_{g}"]
-            acc[g] = r[0] + r[2]
+    # torchmetrics numbers the groups that occur, in sorted order: its ``group_i`` is the i-th present group
+    for i, g in enumerate(torch.unique(group.long()).tolist()):
+        r = rates[f"group_{i}"]
+        acc[g] = r[0] + r[2]
     return acc
 
 

@@ -76,7 +76,7 @@ class LTCModule(ZooModule):
         self.register_buffer("directions", torch.zeros(0, D))
         self.register_buffer("head_means", torch.zeros(L, H, D))
         self.register_buffer("class_emb", torch.zeros(D, 2))
-        self._loss = None
+        self._loss, self._ran = None, False
 
     def tokenize(self, texts: list[str]) -> torch.Tensor:
         return self.vocab(texts)
@@ -108,9 +108,17 @@ class LTCModule(ZooModule):
                                total_steps=steps)
 
     # ---- the post-hoc pipeline -----------------------------------------------------------------------------------
+    def on_train_epoch_end(self) -> None:
+        """After the last epoch (before the checkpoint callback saves, so S, Y and the means are in it)."""
+        t = self.trainer
+        if t.current_epoch + 1 >= t.max_epochs or 0 < t.max_steps <= t.global_step:
+            self.on_train_end()
+
     def on_train_end(self) -> None:
+        """Runs the pipeline once (here directly when no epoch ran: a pretrained backbone with max_epochs 0)."""
         dm = getattr(self.trainer, "datamodule", None)
-        if self.hparams.evaluate and dm is not None:
+        if self.hparams.evaluate and dm is not None and not self._ran:
+            self._ran = True
             out = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "ltc"
             rows = self.run_ltc(dm, out)
             print(render_table(rows))
