@@ -93,6 +93,8 @@ class WaterbirdsDataModule(L.LightningDataModule):
             raise RuntimeError("WaterbirdsDataModule: the module sets `tokenize` before training")
         caps = self.train_set.captions
         if not all(caps):
+            if self.trainer is not None and self.trainer.max_epochs == 0:  # post hoc only (a pretrained CLIP)
+                return DataLoader(_Pairs(self.train_set.x[:0], torch.zeros(0, 1, dtype=torch.long)), batch_size=1)
             line = caps.index("")
             raise DataError(f"{self.folder() / 'metadata.csv'}: train image {self.train_set.files[line]} has no "
                             "caption (column 'caption'); pretraining needs one per train image")

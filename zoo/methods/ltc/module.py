@@ -103,9 +103,10 @@ class LTCModule(ZooModule):
         return loss
 
     def configure_optimizers(self):
-        steps = self.trainer.estimated_stepping_batches if self._trainer is not None else None
-        return build_optimizer(self.clip.parameters(), self.hparams.optimizer or {"name": "adamw", "lr": 5e-4},
-                               total_steps=steps)
+        cfg = self.hparams.optimizer or {"name": "adamw", "lr": 5e-4}
+        decays = cfg.get("schedule", "constant") != "constant"
+        steps = self.trainer.estimated_stepping_batches if decays and self._trainer is not None else None
+        return build_optimizer(self.clip.parameters(), cfg, total_steps=steps)
 
     # ---- the post-hoc pipeline -----------------------------------------------------------------------------------
     def on_train_epoch_end(self) -> None:
