@@ -4,8 +4,8 @@ import torch
 
 pytest.importorskip("open_clip")
 
-from zoo.methods.ltc.decompose import decompose, head_outputs  # noqa: E402
-from zoo.models.clip import CaptionVocab, build_clip  # noqa: E402
+from zoo.methods.ltc.decompose import decompose, head_outputs
+from zoo.models.clip import CaptionVocab, build_clip
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("open_clip")
 
-from zoo.cli import main  # noqa: E402
+from zoo.cli import main
 
 
 def test_tiny_train_then_predict(tmp_path, capsys):
@@ -31,6 +31,6 @@ def test_tiny_train_then_predict(tmp_path, capsys):
     Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 40, 3), dtype=np.uint8)).save(img)
     assert main(["predict", str(run), str(img), "--out-dir", str(tmp_path / "pred")]) == 0
     printed = capsys.readouterr().out
-    line = [ln for ln in printed.splitlines() if ln.startswith("car.png")][0].split("\t")
+    line = next(ln for ln in printed.splitlines() if ln.startswith("car.png")).split("\t")
     assert 0.0 <= float(line[1]) <= 1.0 and 0.0 <= float(line[2]) <= 1.0
     assert (tmp_path / "pred" / "ltc_car.png").is_file()

@@ -5,8 +5,17 @@ import pytest
 import torch
 
 from zoo.methods.ltc import baselines as B
-from zoo.methods.ltc.locate import (contrast, inject, locate, logits, mean_ablate, reject, select_heads,
-                                    text_directions, top_head_frequency)
+from zoo.methods.ltc.locate import (
+    contrast,
+    inject,
+    locate,
+    logits,
+    mean_ablate,
+    reject,
+    select_heads,
+    text_directions,
+    top_head_frequency,
+)
 from zoo.methods.ltc.metrics import group_accuracy, wg_avg_gap
 
 
@@ -34,7 +43,7 @@ def test_planted_background_head_is_found():
     n, L, H = 400, 2, 2
     y = torch.randint(0, 2, (n,), generator=g)
     place = torch.where(torch.rand(n, generator=g) < 0.5, y, 1 - y)
-    sign = lambda v: (2 * v - 1).float()[:, None] * torch.tensor([-1.0, 1.0])  # noqa: E731  (e_1 - e_0 direction)
+    sign = lambda v: (2 * v - 1).float()[:, None] * torch.tensor([-1.0, 1.0])
     heads = 0.01 * torch.randn(n, L, H, 2, generator=g)
     heads[:, 0, 1] += torch.empty(n, 1).uniform_(0.5, 2.0, generator=g) * sign(y)   # class head, random strength
     heads[:, 1, 0] += sign(place)                                                     # planted background head
@@ -42,7 +51,7 @@ def test_planted_background_head_is_found():
     assert loc.spurious == [(1, 0)] and loc.salient == [(0, 1)]
     ablated = mean_ablate(heads, loc.spurious)
     conflicting = place != y
-    acc = lambda h: float((logits(h, torch.zeros(n, 1, 2), torch.eye(2)).argmax(1) == y)[conflicting].float().mean())  # noqa: E731
+    acc = lambda h: float((logits(h, torch.zeros(n, 1, 2), torch.eye(2)).argmax(1) == y)[conflicting].float().mean())
     assert acc(heads) < 0.8 and acc(ablated) == 1.0  # conflicting: right only where the class head wins
 
 

@@ -103,7 +103,7 @@ def read_waterbirds(root: str | Path, size: int = 48, splits: tuple[str, ...] = 
                     xs[i] = np.asarray(im if im.size == (size, size) else im.resize((size, size), Image.BILINEAR))
             except (OSError, ValueError) as e:
                 raise DataError(f"{root / r['img_filename']}: not a readable image ({e})") from None
-        t = lambda k: torch.tensor([r[k] for r in part], dtype=torch.long)  # noqa: E731
-        out[name] = GroupImageSet(torch.from_numpy(xs).permute(0, 3, 1, 2).contiguous(), t("y"), t("place"),
+        y, place = (torch.tensor([r[k] for r in part], dtype=torch.long) for k in ("y", "place"))
+        out[name] = GroupImageSet(torch.from_numpy(xs).permute(0, 3, 1, 2).contiguous(), y, place,
                                   [r["img_filename"] for r in part], [r["caption"] for r in part])
     return out

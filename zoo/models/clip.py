@@ -30,7 +30,7 @@ class CaptionVocab:
     """
 
     def __init__(self, ids: list[int], context_length: int = 16):
-        kept = sorted(set(int(i) for i in ids) - {0, SOT, EOT})
+        kept = sorted({int(i) for i in ids} - {0, SOT, EOT})
         self.ids = [0] + kept + [SOT, EOT]
         self.index = {t: i for i, t in enumerate(self.ids)}
         self.context_length = context_length

@@ -88,7 +88,7 @@ def assign_places(y: np.ndarray, cls: np.ndarray, split: np.ndarray, rate: float
             idx = np.where((cls == c) & (split == s))[0]
             perm = rng.permutation(idx)
             if s == 0:
-                n_major = int(round(rate * len(idx)))
+                n_major = round(rate * len(idx))
                 place[perm[:n_major]] = y[perm[:n_major]]
                 place[perm[n_major:]] = 1 - y[perm[n_major:]]
             else:
@@ -116,7 +116,7 @@ def build(seed: int = 0, rate: float = 0.95, caption_place: float = 0.3, path: s
     for c in keep:  # 80/20 per class, then the class's test images
         idx = np.where(train.y.numpy() == c)[0]
         perm = rng.permutation(idx)
-        n_pre = int(round(0.8 * len(idx)))
+        n_pre = round(0.8 * len(idx))
         for part, s in ((np.sort(perm[:n_pre]), 0), (np.sort(perm[n_pre:]), 1)):
             xs.append(train.x[part]), cls.append(np.full(len(part), c)), split.append(np.full(len(part), s))
         tidx = np.where(test.y.numpy() == c)[0]

@@ -41,8 +41,9 @@ def _check(visual: nn.Module) -> None:
         raise ValueError("decompose: only CLS-token pooling without an attentional pooler is supported")
     for blk in visual.transformer.resblocks:
         if not isinstance(getattr(blk, "attn", None), nn.MultiheadAttention):
-            raise ValueError(f"decompose: block {type(blk).__name__} has no nn.MultiheadAttention `attn`")
-        if getattr(blk, "ln_1_kv", None) is not None or getattr(blk, "ln_attn", nn.Identity()).__class__ is not nn.Identity:
+            raise ValueError(  # noqa: TRY004  (an unsupported architecture, documented as ValueError)
+                f"decompose: block {type(blk).__name__} has no nn.MultiheadAttention `attn`")
+        if getattr(blk, "ln_1_kv", None) is not None or type(getattr(blk, "ln_attn", nn.Identity())) is not nn.Identity:
             raise ValueError("decompose: cross-attention / scaled attention blocks are not supported")
 
 

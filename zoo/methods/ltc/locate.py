@@ -25,7 +25,7 @@ def contrast(heads: torch.Tensor, T: torch.Tensor, pred: torch.Tensor, y: torch.
     runner_up = full_logits.scatter(1, pred[:, None], float("-inf")).argmax(1)
     other = torch.where(pred == y, runner_up, y)
     lens = torch.einsum("nlhd,dc->nlhc", heads, T)                              # per-head logit lens
-    pick = lambda c: lens.gather(-1, c.view(-1, 1, 1, 1).expand(*lens.shape[:3], 1))[..., 0]  # noqa: E731
+    pick = lambda c: lens.gather(-1, c.view(-1, 1, 1, 1).expand(*lens.shape[:3], 1))[..., 0]
     return pick(pred) - pick(other)
 
 

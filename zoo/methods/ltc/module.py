@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -48,7 +49,7 @@ class LTCModule(ZooModule):
     """
 
     fit_sized_buffers = ("spurious", "salient", "directions")
-    weight_settings = {"backbone": "model.backbone", "prompts": "model.prompts"}
+    weight_settings: ClassVar[dict[str, str]] = {"backbone": "model.backbone", "prompts": "model.prompts"}
 
     def __init__(self, backbone: str = "tiny", pretrained: str | None = None, clip: dict | None = None,
                  context_length: int = 16, prompts: str = "waterbirds-cifar", random_draws: int = 20,
@@ -133,7 +134,7 @@ class LTCModule(ZooModule):
         """
         self.clip.eval()
         ts = text_state(self.encode_text, PROMPT_SETS[self.hparams.prompts])
-        enc = lambda s: decompose_set(self.clip.visual, normalise(s.x).to(self.device), self.hparams.eval_batch)  # noqa: E731
+        enc = lambda s: decompose_set(self.clip.visual, normalise(s.x).to(self.device), self.hparams.eval_batch)
         val, test = enc(dm.val_set), enc(dm.test_set)
         train_emb = torch.cat([self.clip.encode_image(normalise(dm.train_set.x[i:i + 512]).to(self.device)).cpu()
                                for i in range(0, len(dm.train_set), 512)])
@@ -193,7 +194,7 @@ class LTCModule(ZooModule):
             T = self.class_emb.cpu()
             z = logits(d.heads, d.others, T)
             fixed = logits(correct(d.heads, S, Y, self.directions.cpu(), self.head_means.cpu()), d.others, T)
-            norm = lambda lg, e: torch.softmax(scale * lg / e.norm(dim=-1, keepdim=True), -1)[0, 1]  # noqa: E731
+            norm = lambda lg, e: torch.softmax(scale * lg / e.norm(dim=-1, keepdim=True), -1)[0, 1]
             p0 = float(norm(z, d.embedding()))
             p1 = float(norm(fixed, correct(d.heads, S, Y, self.directions.cpu(), self.head_means.cpu()).sum((1, 2))
                             + d.others.sum(1)))

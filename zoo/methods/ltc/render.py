@@ -7,8 +7,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import torch
 
 GROUP_NAMES = {0: "y=0 (animal), flowers", 1: "y=0 (animal), temple", 2: "y=1 (vehicle), flowers",
                3: "y=1 (vehicle), temple"}
