@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--name", default=None, help="results file stem (default waterbirds-cifar[-r<rate>])")
     a = ap.parse_args(argv)
     out = repo_root() / "runs" / "ltc-experiments" / f"r{a.rate:g}_e{a.epochs}_b{a.batch_size}_lr{a.lr:g}"
     docs = [run_seed(s, a.rate, a.epochs, out, a.batch_size, a.lr) for s in a.seeds]
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
              f"{a.seeds}. random-heads: mean of 20 draws of |S| heads from layers 3-5 (|S| >= 1). probes are trained "
              f"references (logistic regression on pretrain embeddings; balanced = inverse group-frequency weights). "
              f"Zero-shot Gap {zs_gap:.1f} points. " + loss_note + "Located heads (layer, head), 0-based: " + "; ".join(located) + ".")
-    name = "waterbirds-cifar" if a.rate == 0.95 else f"waterbirds-cifar-r{a.rate:g}"
+    name = a.name or ("waterbirds-cifar" if a.rate == 0.95 else f"waterbirds-cifar-r{a.rate:g}")
     path = write_result(METHOD, name, rows, summary=summary, paper=PAPER, notes=notes,
                         packages=["open-clip-torch"], extra={"seeds": a.seeds, "rate": a.rate, "epochs": a.epochs,
                                                                 "batch_size": a.batch_size, "lr": a.lr})
