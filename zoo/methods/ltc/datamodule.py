@@ -52,8 +52,9 @@ class WaterbirdsDataModule(L.LightningDataModule):
         data_seed: seed of the built split.
         size: image side the images are resized to (48 for ``waterbirds-cifar``, 224 for ViT-B-16).
         batch_size: training batch size.
-        n_train, n_eval: keep only the first ``n`` train (and val/test) images (None = all; the tiny overlay).
-        context_length: caption tokens (the module's vocabulary tokenises; set by the module).
+        n_train, n_eval: keep only ``n`` train (and val/test) images, round-robin over the groups (None = all; the
+            tiny overlay). Captions are tokenised by the module's vocabulary (``tokenize``, set in the module's
+            ``setup``).
 
     Attributes after ``setup()``: ``train_set``, ``val_set``, ``test_set`` (:class:`GroupImageSet`, uint8 images).
 
@@ -71,6 +72,7 @@ class WaterbirdsDataModule(L.LightningDataModule):
         self.train_set: GroupImageSet | None = None
 
     def folder(self):
+        """The data folder (``path``, or the built split's folder when ``path`` is None)."""
         from pathlib import Path
 
         if self.path is None:

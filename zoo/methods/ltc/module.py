@@ -193,11 +193,10 @@ class LTCModule(ZooModule):
             d = decompose_set(self.clip.visual, normalise(raw))
             T = self.class_emb.cpu()
             z = logits(d.heads, d.others, T)
-            fixed = logits(correct(d.heads, S, Y, self.directions.cpu(), self.head_means.cpu()), d.others, T)
+            heads = correct(d.heads, S, Y, self.directions.cpu(), self.head_means.cpu())
             norm = lambda lg, e: torch.softmax(scale * lg / e.norm(dim=-1, keepdim=True), -1)[0, 1]
             p0 = float(norm(z, d.embedding()))
-            p1 = float(norm(fixed, correct(d.heads, S, Y, self.directions.cpu(), self.head_means.cpu()).sum((1, 2))
-                            + d.others.sum(1)))
+            p1 = float(norm(logits(heads, d.others, T), heads.sum((1, 2)) + d.others.sum(1)))
             lens = d.heads[0] @ T
             total = float(z[0, 1] - z[0, 0])
             shares = {f"{k}{h}": float(lens[h[0], h[1], 1] - lens[h[0], h[1], 0]) / total
