@@ -6,6 +6,8 @@ Shared by the image methods (saliency-bias, mad, ltc, sembind). Every reader ret
 Datasets (``dataset=`` in :func:`read_images`):
 
 - ``cifar10``: ``data/cifar10-subset/cifar10_subset_2200.npz`` (2,000 train / 200 test, 3×32×32, 10 classes).
+- ``cifar10-6000``: ``data/cifar10-subset/cifar10_jpeg_subset.npz`` (5,000 train / 1,000 test; 500 / 100 per class;
+  the 2,200-image file is cut from it, see its SOURCE.md).
 - ``mnist``: ``data/mnist-test/mnist_test_3000.npz`` (rows 0..2499 train, 2500..2999 test, 1×28×28).
 - ``digits``: scikit-learn's 8×8 digits (1,797 images; first 1,500 train, rest test; values 0..16 scaled to [0, 1]).
 - ``folder``: a user's folder ``ROOT/<class name>/<image file>`` (png, jpg, jpeg, bmp, gif, webp); classes are the
@@ -26,9 +28,10 @@ from torch.utils.data import DataLoader, TensorDataset
 from zoo.core.data import DataError, repo_root
 
 DEFAULT_PATHS = {"cifar10": "data/cifar10-subset/cifar10_subset_2200.npz",
+                 "cifar10-6000": "data/cifar10-subset/cifar10_jpeg_subset.npz",
                  "mnist": "data/mnist-test/mnist_test_3000.npz"}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
-DATASETS = ("cifar10", "mnist", "digits", "folder")
+DATASETS = ("cifar10", "cifar10-6000", "mnist", "digits", "folder")
 
 
 @dataclass
@@ -79,13 +82,14 @@ def _to_set(x: np.ndarray, y: np.ndarray, classes: list[str], channels_last: boo
     return ImageSet(t.contiguous(), torch.from_numpy(y.astype(np.int64)), classes)
 
 
-def read_cifar10(path: str | None = None) -> tuple[ImageSet, ImageSet]:
-    """CIFAR-10 subset: train ``(2000, 3, 32, 32)``, test ``(200, 3, 32, 32)``.
+def read_cifar10(path: str | None = None, dataset: str = "cifar10") -> tuple[ImageSet, ImageSet]:
+    """A CIFAR-10 subset file (default that of ``dataset``): ``cifar10`` train ``(2000, 3, 32, 32)``, test
+    ``(200, 3, 32, 32)``; ``cifar10-6000`` train ``(5000, ...)``, test ``(1000, ...)``; both in class-sorted order.
 
     Raises:
         DataError: missing or unreadable file, missing arrays.
     """
-    p = _resolve(path, "cifar10")
+    p = _resolve(path, dataset)
     z = _load_npz(p, ("x_train", "y_train", "x_test", "y_test", "classes"))
     classes = [str(c) for c in z["classes"]]
     return (_to_set(z["x_train"], z["y_train"], classes, True, 255.0),
@@ -159,8 +163,8 @@ def read_images(dataset: str, path: str | None = None, size: int = 32, channels:
     Raises:
         DataError: an unknown dataset name, or the reader's errors.
     """
-    if dataset == "cifar10":
-        return read_cifar10(path)
+    if dataset in ("cifar10", "cifar10-6000"):
+        return read_cifar10(path, dataset)
     if dataset == "mnist":
         return read_mnist(path)
     if dataset == "digits":
@@ -176,7 +180,7 @@ class ImageClassificationDataModule(L.LightningDataModule):
     """Plain image classification on one of :data:`DATASETS`; batches are ``(x (B, C, H, W) in [0, 1], y (B,))``.
 
     Args:
-        dataset: ``cifar10`` | ``mnist`` | ``digits`` | ``folder``.
+        dataset: ``cifar10`` | ``cifar10-6000`` | ``mnist`` | ``digits`` | ``folder``.
         path: file (cifar10, mnist) or folder (folder); default the shipped file.
         batch_size: batch size of both loaders.
         size, channels: image size and channels for ``folder``.

@@ -13,6 +13,7 @@ METHODS: dict[str, str] = {
     "cond-dp": "zoo.methods.cond_dp.module",
     "desi": "zoo.methods.desi.module",
     "crh": "zoo.methods.crh.module",
+    "ltc": "zoo.methods.ltc.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -25,4 +26,5 @@ EXTRAS: dict[str, str] = {
     "trsp": "trsp",
     "cond-dp": "privacy",
     "desi": "frechet",
+    "ltc": "clip",
 }

@@ -1,0 +1,1 @@
+"""LTC (Locate-Then-Correct): debiasing CLIP through its attention heads."""
