@@ -13,7 +13,7 @@ from zoo.core.registry import register_method
 DIGITS = Path(__file__).parent / "recipes" / "digits.yaml"
 
 
-@register_method("digits-two-optimisers", datamodule=DigitsDataModule)
+@register_method("two-optimiser-digits", datamodule=DigitsDataModule)
 class DigitsTwoOptimisers(DigitsMLP):
     """The digits MLP trained as a method with a second (adversary-like) optimiser does: manual optimisation, the
     head stepped by its own optimiser after the body's, both every batch."""
