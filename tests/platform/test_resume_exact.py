@@ -85,3 +85,16 @@ def test_last_ckpt_is_written_atomically(tmp_path, monkeypatch):
     run = tmp_path / "digits" / "version_0"
     assert saved and saved[-1] < 12
     assert _state(run)["global_step"] == saved[-1]  # the previous complete file, still loadable
+
+
+def test_resume_auto_uses_a_best_checkpoint_when_no_last_ckpt_was_written(tmp_path):
+    """Killed before the first last.ckpt (step cadence not reached) but after a validation wrote a best-k file."""
+    args = ["recipe=tests/platform/recipes/digits.yaml", "+data.limit=400", "data.batch_size=32", "trainer.max_epochs=-1",
+            "trainer.val_check_interval=3", "checkpoint.every_n_train_steps=null", "logger.kind=none",
+            "export.formats=[]", f"out_dir={tmp_path}"]
+    assert main(["train", *args, "trainer.max_steps=3"]) == 0
+    run = tmp_path / "digits" / "version_0"
+    (run / "checkpoints" / "last.ckpt").unlink()  # what a kill before the first last.ckpt leaves
+    assert main(["train", *args, "trainer.max_steps=5", "resume=auto"]) == 0
+    assert sorted(p.name for p in (tmp_path / "digits").iterdir()) == ["version_0"]
+    assert _state(run)["global_step"] == 5

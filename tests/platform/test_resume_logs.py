@@ -90,8 +90,16 @@ def test_wandb_offline_resume_is_one_run_with_steps_continuing_from_the_checkpoi
     rid = (run / "wandb_id.txt").read_text().strip()
     segments = sorted((run / "wandb").glob("offline-run-*"))
     assert len(segments) == 2 and all(s.name.endswith(rid) for s in segments)
-    steps = [[r.history.step.num for r in _wandb_records(next(s.glob("*.wandb"))) if r.HasField("history")]
-             for s in segments]
+    import time
+
+    def read():
+        return [[r.history.step.num for r in _wandb_records(next(s.glob("*.wandb"))) if r.HasField("history")]
+                for s in segments]
+
+    deadline = time.monotonic() + 60  # wandb's writer process may still be flushing the last segment
+    while not all(read()) and time.monotonic() < deadline:
+        time.sleep(1)
+    steps = read()
     for seg in steps:
         assert seg == sorted(seg), f"steps go back within a segment: {seg}"
     assert steps[0][0] == 0 and steps[1][0] == 4 and steps[1][-1] == 13, steps  # resumed at the step-4 checkpoint

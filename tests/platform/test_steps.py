@@ -13,7 +13,7 @@ from zoo.core.registry import register_method
 DIGITS = Path(__file__).parent / "recipes" / "digits.yaml"
 
 
-@register_method("digits-two-optimisers", datamodule=DigitsDataModule)
+@register_method("two-optimiser-digits", datamodule=DigitsDataModule)
 class DigitsTwoOptimisers(DigitsMLP):
     """The digits MLP trained as a method with a second (adversary-like) optimiser does: manual optimisation, the
     head stepped by its own optimiser after the body's, both every batch."""
@@ -41,7 +41,7 @@ class DigitsTwoOptimisers(DigitsMLP):
 
 def test_max_steps_counts_main_optimiser_updates_with_two_optimisers(tmp_path):
     recipe = tmp_path / "two.yaml"
-    recipe.write_text(f"base: {DIGITS}\nmethod: digits-two-optimisers\nmodel: {{hidden: 8}}\n")
+    recipe.write_text(f"base: {DIGITS}\nmethod: two-optimiser-digits\nmodel: {{hidden: 8}}\n")
     DigitsTwoOptimisers.batches_seen = 0
     assert main(["train", f"recipe={recipe}", f"out_dir={tmp_path}", "trainer.max_steps=6", "trainer.max_epochs=-1",
                  "trainer.val_check_interval=3", "checkpoint.monitor=null", "export.formats=[]"]) == 0

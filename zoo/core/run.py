@@ -47,7 +47,7 @@ def open_run_dir(cfg: dict) -> tuple[Path, str | None]:
     if pinned:
         run_dir = Path(pinned)
     elif resume == "auto":
-        done = [v for v in versions(root) if (v / "checkpoints" / "last.ckpt").is_file()]
+        done = [v for v in versions(root) if _newest_checkpoint(v)]
         run_dir = done[-1] if done else _next_version(root)
     elif resume:
         ckpt = Path(resume)
@@ -61,8 +61,8 @@ def open_run_dir(cfg: dict) -> tuple[Path, str | None]:
         run_dir = _next_version(root)
     resume_ckpt = None
     if resume == "auto":
-        last = run_dir / "checkpoints" / "last.ckpt"
-        resume_ckpt = str(last) if last.is_file() else None
+        newest = _newest_checkpoint(run_dir)
+        resume_ckpt = str(newest) if newest else None
     elif resume:
         resume_ckpt = str(resume)
     if not _is_child_rank() and not pinned:
@@ -97,6 +97,16 @@ def pinned_run_dir(run_dir: Path):
             os.environ.pop(RUN_DIR_ENV, None)
         else:
             os.environ[RUN_DIR_ENV] = before
+
+
+def _newest_checkpoint(run_dir: Path) -> Path | None:
+    """``last.ckpt``, or the newest best-k checkpoint when a run was killed before its first ``last.ckpt``."""
+    ckdir = Path(run_dir) / "checkpoints"
+    last = ckdir / "last.ckpt"
+    if last.is_file():
+        return last
+    best = sorted(ckdir.glob("best-*.ckpt"), key=lambda p: p.stat().st_mtime)
+    return best[-1] if best else None
 
 
 def _next_version(root: Path) -> Path:
