@@ -12,6 +12,7 @@ METHODS: dict[str, str] = {
     "trsp": "zoo.methods.trsp.module",
     "cond-dp": "zoo.methods.cond_dp.module",
     "desi": "zoo.methods.desi.module",
+    "mad": "zoo.methods.mad.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
