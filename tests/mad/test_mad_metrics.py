@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from zoo.methods.mad.metrics import (auroc, best_der, der_backdoorbench, detector_der, rates, threshold_at_fpr)
+from zoo.methods.mad.metrics import auroc, best_der, der_backdoorbench, detector_der, rates, threshold_at_fpr
 
 
 def test_auroc_hand_values():

@@ -17,6 +17,7 @@ or an ``.npz`` for ``cifar10`` (``x_train, y_train, x_test, y_test`` uint8 HWC, 
 (``x`` uint8 ``(N, 28, 28)``, ``y``). Bad files fail in ``setup()`` naming the file (``DataError``).
 
 Batches: train ``(x (B, C, H, W) in [0, 1], y (B,))`` (poisoned); validation ``(x, y, x_triggered)``.
+With ``n_train`` set, the model-train images are a class-balanced seeded subset of the model-train part.
 """
 from __future__ import annotations
 
@@ -70,12 +71,16 @@ class BackdoorDataModule(L.LightningDataModule):
         batch_size: training and sampling batch size; seed: split, poisoning and calibration seed.
     """
 
-    def __init__(self, dataset: str = "cifar10-large", path: str | None = None, attack: str = "badnets",
-                 rate: float = 0.1, target: int = 0, trigger: dict | None = None, hardness: float = 0.5,
+    def __init__(self, dataset: str | None = "cifar10-large", path: str | None = None, attack: str | None = "badnets",
+                 rate: float | None = 0.1, target: int | None = 0, trigger: dict | None = None, hardness: float = 0.5,
                  n_train: int | None = None, n_sampling: int = 1000, n_trusted: int = 300, n_eval: int = 700,
                  calib_fraction: float = 0.3, ood_dataset: str | None = None, n_ood: int = 300, size: int = 32,
                  channels: int = 3, batch_size: int = 64, seed: int = 0):
         super().__init__()
+        unset = [k for k, v in (("dataset", dataset), ("attack", attack), ("rate", rate), ("target", target)) if v is None]
+        if unset:
+            raise DataError(f"data.{', data.'.join(unset)}: unset (null is only for adopting a package's values "
+                            "with init_from)")
         for key, value in (("dataset", dataset), ("ood_dataset", ood_dataset)):
             if value is not None and value not in DATASETS:
                 raise DataError(f"data.{key}: unknown dataset {value!r}; one of {DATASETS}")
@@ -102,8 +107,9 @@ class BackdoorDataModule(L.LightningDataModule):
                             f"{self.n_trusted + self.n_eval}")
         cut = len(train) - self.n_sampling
         model_x, model_y = train.x[:cut], train.y[:cut]
-        if self.n_train is not None:
-            model_x, model_y = model_x[: self.n_train], model_y[: self.n_train]
+        if self.n_train is not None:  # a class-balanced subset (the shipped CIFAR file is sorted by class)
+            keep = balanced_order(model_y, self.seed)[: self.n_train].sort().values
+            model_x, model_y = model_x[keep], model_y[keep]
         self.train_x, self.train_y, self.poisoned = poison(model_x, model_y, self.attack, self.rate, self.target,
                                                            self.seed, self.hardness, **self.trigger)
         self.sampling = ImageSet(train.x[cut:], train.y[cut:], train.classes)

@@ -36,10 +36,11 @@ def detector_metrics(score: torch.Tensor, parts: dict, fpr: float) -> dict:
         parts: masks from :func:`evaluation_parts`.
     """
     clean, trig = score["eval"], score["triggered"]
-    tau = threshold_at_fpr(clean[parts["benign"] & parts["calib"]], fpr)
+    held = clean[parts["benign"] & parts["calib"]]
     benign, anomalous = clean[parts["benign"] & ~parts["calib"]], trig[parts["anomalous"] & ~parts["calib"]]
-    if len(anomalous) == 0 or len(benign) == 0:  # e.g. an attack that never fired: nothing to detect
+    if min(len(anomalous), len(benign), len(held)) == 0:  # e.g. an attack that never fired: nothing to detect
         return dict.fromkeys(("auroc", "der_fixed", "der_best", "der_backdoorbench", "tpr", "fpr", "threshold"))
+    tau = threshold_at_fpr(held, fpr)
     tpr, fpr_test = rates(benign, anomalous, tau)
     test, non_target = ~parts["calib"], ~parts["calib"] & parts["non_target"]
     correct, hit = parts["correct"], parts["to_target"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -45,18 +46,23 @@ class MadModule(ZooModule):
         data: the datamodule's settings, filled in ``setup`` (``zoo predict`` rebuilds the trusted set from them).
         optimizer: ``zoo.core.optim.build_optimizer`` dict (default AdamW, lr 2e-3).
     Raises:
-        ValueError: unknown detector keys.
+        ValueError: unknown detector keys, or sizes left null without ``init_from``.
     """
 
     export_formats = ("package",)
-    weight_settings = {"arch": "model.arch", "arch_kwargs": "model.arch_kwargs", "in_channels": "model.in_channels",
-                       "num_classes": "model.num_classes", "img_size": "model.img_size", "dataset": "data.dataset",
-                       "attack": "data.attack", "target": "data.target", "rate": "data.rate", "trigger": "data.trigger"}
+    weight_settings: ClassVar[dict[str, str]] = {"arch": "model.arch", "arch_kwargs": "model.arch_kwargs", "in_channels": "model.in_channels",
+        "num_classes": "model.num_classes", "img_size": "model.img_size", "dataset": "data.dataset",
+        "attack": "data.attack", "target": "data.target", "rate": "data.rate", "trigger": "data.trigger"}
 
-    def __init__(self, arch: str = "vgg", arch_kwargs: dict | None = None, in_channels: int = 3, num_classes: int = 10,
-                 img_size: int = 32, fit_classifier: bool = True, detector: dict | None = None,
-                 data: dict | None = None, optimizer: dict | None = None):
+    def __init__(self, arch: str | None = "vgg", arch_kwargs: dict | None = None, in_channels: int | None = 3,
+                 num_classes: int | None = 10, img_size: int | None = 32, fit_classifier: bool = True,
+                 detector: dict | None = None, data: dict | None = None, optimizer: dict | None = None):
         super().__init__()
+        unset = [k for k, v in (("arch", arch), ("in_channels", in_channels), ("num_classes", num_classes),
+                                ("img_size", img_size)) if v is None]
+        if unset:
+            raise ValueError(f"model.{', model.'.join(unset)}: unset (null is only for adopting a package's values "
+                             "with init_from)")
         unknown = sorted(set(detector or {}) - set(DETECTOR_DEFAULTS))
         if unknown:
             raise ValueError(f"model.detector: unknown keys {unknown}; choose from {sorted(DETECTOR_DEFAULTS)}")
@@ -142,7 +148,8 @@ class MadModule(ZooModule):
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """``zoo predict mad.<tag> IMAGE ... [--out-dir D]``: trace the images with the trusted set of the data the
         model was trained on, print each image's predicted class and anomaly scores (CLC and Mean-Corr) with a flag
-        at the calibration threshold, and write ``anomalies.png`` (most and least anomalous) to ``D``.
+        at the calibration threshold (``n/a`` when the calibration images leave none), and write ``anomalies.png``
+        (most and least anomalous) to ``D``. Uses the package's ``model.detector`` settings (draws, SGLD).
 
         Raises:
             DataError: no input, an unreadable image, or a model saved without its data settings.
@@ -174,8 +181,9 @@ class MadModule(ZooModule):
         lines = ["image\tpredicted\tclc_anomaly\tmean_corr_anomaly\tflagged"]
         for i, path in enumerate(inputs):
             clc, mc = (float(result["scores"][k]["ood"][i]) for k in ("clc", "mean-corr"))
-            flag = clc > result["metrics"]["clc"]["threshold"]
-            lines.append(f"{Path(path).name}\t{dm.classes[int(pred[i])]}\t{clc:.4f}\t{mc:.4f}\t{'yes' if flag else 'no'}")
+            tau = result["metrics"]["clc"]["threshold"]
+            flag = "n/a" if tau is None else "yes" if clc > tau else "no"
+            lines.append(f"{Path(path).name}\t{dm.classes[int(pred[i])]}\t{clc:.4f}\t{mc:.4f}\t{flag}")
         if out_dir:
             png = plot_extremes(Path(out_dir) / "anomalies.png", x, result["scores"]["clc"]["ood"],
                                 labels=[Path(p).name for p in inputs], title="CLC anomaly score")

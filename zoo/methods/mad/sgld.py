@@ -36,8 +36,8 @@ class RMSpropSGLD(torch.optim.Optimizer):
 
     def __init__(self, params, lr: float = 1e-6, localization: float = 1e4, nbeta: float = 100.0, alpha: float = 0.99,
                  eps: float = 0.1, noise_level: float = 1.0, weight_decay: float = 0.0):
-        super().__init__(params, dict(lr=lr, localization=localization, nbeta=nbeta, alpha=alpha, eps=eps,
-                                      noise_level=noise_level, weight_decay=weight_decay))
+        super().__init__(params, {"lr": lr, "localization": localization, "nbeta": nbeta, "alpha": alpha, "eps": eps,
+                                      "noise_level": noise_level, "weight_decay": weight_decay})
         for group in self.param_groups:
             for p in group["params"]:
                 self.state[p] = {"anchor": p.detach().clone(), "V": torch.zeros_like(p)}
