@@ -11,6 +11,8 @@ through :class:`module.MadModule` and Lightning, runs every detector on it, and 
 - ``results/mad/ood.json``: AUROC of clean MNIST evaluation images against CIFAR-10 test images turned into 28x28 grey,
   traced with the MNIST BadNets models.
 
+``--from-run RUN_DIR`` records a finished ``recipes/mad.yaml`` run instead (``results/mad/recipe-<dataset>-<attack>.json``).
+
 Finished runs are cached in ``results/mad/.cache.jsonl`` (keyed by every setting), so an interrupted grid resumes.
 """
 from __future__ import annotations
@@ -67,6 +69,23 @@ def run_one(dataset: str, attack: str, seed: int, args) -> dict:
     return {**result, "train_seconds": train_s}
 
 
+def record_run(run_dir: str) -> None:
+    """Write a finished ``recipes/mad.yaml`` run (``RUN_DIR/mad/detection.json``, one seed: the recipe's full split and
+    draws) to ``results/mad/recipe-<dataset>-<attack>.json``."""
+    det = json.loads((Path(run_dir) / "mad" / "detection.json").read_text())
+    split = det["split"]
+    rows = [{"detector": k, "seed": split["seed"], **{m: v.get(m) for m in METRICS}} for k, v in det["metrics"].items()]
+    import yaml
+
+    detector = (yaml.safe_load((Path(run_dir) / "config.yaml").read_text()).get("model") or {}).get("detector")
+    write_result("mad", f"recipe-{split['dataset']}-{split['attack']}", rows, paper=PAPER["der"],
+                 notes=f"One run of recipes/mad.yaml (python train.py recipe=mad.yaml) on the zoo weights it names: "
+                       f"split {split}, clean accuracy {det['clean_acc']:.3f}, ASR {det['asr']:.3f}, "
+                       f"{det['n_benign']} benign / {det['n_anomalous']} anomalous scored, {det['n_references']} "
+                       f"references; detector settings {detector}; "
+                       f"seconds {det['seconds']}. One seed: no sd.")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", nargs="+", default=list(SHAPES))
@@ -83,7 +102,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--mnist-train", type=int, default=3000)
     p.add_argument("--mnist-epochs", type=int, default=10)
     p.add_argument("--cifar-epochs", type=int, default=20)
+    p.add_argument("--from-run", help="record a finished recipes/mad.yaml run directory instead of the grid")
     args = p.parse_args(argv)
+    if args.from_run:
+        record_run(args.from_run)
+        return
     args.n_train = {"mnist-10k": args.mnist_train, "cifar10-large": None}
     args.epochs = {"mnist-10k": args.mnist_epochs, "cifar10-large": args.cifar_epochs}
     torch.set_num_threads(1)
