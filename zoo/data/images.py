@@ -8,7 +8,11 @@ Datasets (``dataset=`` in :func:`read_images`):
 - ``cifar10``: ``data/cifar10-subset/cifar10_subset_2200.npz`` (2,000 train / 200 test, 3×32×32, 10 classes).
 - ``cifar10-6000``: ``data/cifar10-subset/cifar10_jpeg_subset.npz`` (5,000 train / 1,000 test; 500 / 100 per class;
   the 2,200-image file is cut from it, see its SOURCE.md).
+- ``cifar10-large``: the 2,200 above plus ``data/cifar10-subset/cifar10_extra_1800.npz`` (the next 100 train and 80
+  test images per class): 3,000 train (the 2,000 above first, then the 1,000 extra) / 1,000 test.
 - ``mnist``: ``data/mnist-test/mnist_test_3000.npz`` (rows 0..2499 train, 2500..2999 test, 1×28×28).
+- ``mnist-10k``: ``data/mnist-test/mnist_test_10000.npz``, the whole MNIST test set (rows 0..8999 train, 9000..9999
+  test).
 - ``digits``: scikit-learn's 8×8 digits (1,797 images; first 1,500 train, rest test; values 0..16 scaled to [0, 1]).
 - ``folder``: a user's folder ``ROOT/<class name>/<image file>`` (png, jpg, jpeg, bmp, gif, webp); classes are the
   sorted sub-folder names, every image converted to RGB (or L with ``channels=1``) and resized to ``size``×``size``;
@@ -29,9 +33,11 @@ from zoo.core.data import DataError, repo_root
 
 DEFAULT_PATHS = {"cifar10": "data/cifar10-subset/cifar10_subset_2200.npz",
                  "cifar10-6000": "data/cifar10-subset/cifar10_jpeg_subset.npz",
-                 "mnist": "data/mnist-test/mnist_test_3000.npz"}
+                 "cifar10-extra": "data/cifar10-subset/cifar10_extra_1800.npz",
+                 "mnist": "data/mnist-test/mnist_test_3000.npz",
+                 "mnist-10k": "data/mnist-test/mnist_test_10000.npz"}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
-DATASETS = ("cifar10", "cifar10-6000", "mnist", "digits", "folder")
+DATASETS = ("cifar10", "cifar10-6000", "cifar10-large", "mnist", "mnist-10k", "digits", "folder")
 
 
 @dataclass
@@ -94,6 +100,21 @@ def read_cifar10(path: str | None = None, dataset: str = "cifar10") -> tuple[Ima
     classes = [str(c) for c in z["classes"]]
     return (_to_set(z["x_train"], z["y_train"], classes, True, 255.0),
             _to_set(z["x_test"], z["y_test"], classes, True, 255.0))
+
+
+def read_cifar10_large(path: str | None = None, extra_path: str | None = None) -> tuple[ImageSet, ImageSet]:
+    """CIFAR-10 subset plus its extra file: train ``(3000, 3, 32, 32)`` (the 2,000 of :func:`read_cifar10` first,
+    then 100 more per class), test ``(1000, 3, 32, 32)`` (the 200 first, then 80 more per class).
+
+    Raises:
+        DataError: missing or unreadable file, missing arrays.
+    """
+    train, test = read_cifar10(path)
+    z = _load_npz(_resolve(extra_path, "cifar10-extra"), ("x_train", "y_train", "x_test", "y_test"))
+    more_train = _to_set(z["x_train"], z["y_train"], train.classes, True, 255.0)
+    more_test = _to_set(z["x_test"], z["y_test"], train.classes, True, 255.0)
+    return (ImageSet(torch.cat([train.x, more_train.x]), torch.cat([train.y, more_train.y]), train.classes),
+            ImageSet(torch.cat([test.x, more_test.x]), torch.cat([test.y, more_test.y]), train.classes))
 
 
 def read_mnist(path: str | None = None, n_train: int = 2500) -> tuple[ImageSet, ImageSet]:
@@ -165,8 +186,12 @@ def read_images(dataset: str, path: str | None = None, size: int = 32, channels:
     """
     if dataset in ("cifar10", "cifar10-6000"):
         return read_cifar10(path, dataset)
+    if dataset == "cifar10-large":
+        return read_cifar10_large(path)
     if dataset == "mnist":
         return read_mnist(path)
+    if dataset == "mnist-10k":
+        return read_mnist(path or DEFAULT_PATHS["mnist-10k"], n_train=9000)
     if dataset == "digits":
         return read_digits()
     if dataset == "folder":
@@ -180,7 +205,7 @@ class ImageClassificationDataModule(L.LightningDataModule):
     """Plain image classification on one of :data:`DATASETS`; batches are ``(x (B, C, H, W) in [0, 1], y (B,))``.
 
     Args:
-        dataset: ``cifar10`` | ``cifar10-6000`` | ``mnist`` | ``digits`` | ``folder``.
+        dataset: one of :data:`DATASETS`.
         path: file (cifar10, mnist) or folder (folder); default the shipped file.
         batch_size: batch size of both loaders.
         size, channels: image size and channels for ``folder``.

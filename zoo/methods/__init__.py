@@ -14,6 +14,7 @@ METHODS: dict[str, str] = {
     "desi": "zoo.methods.desi.module",
     "crh": "zoo.methods.crh.module",
     "ltc": "zoo.methods.ltc.module",
+    "mad": "zoo.methods.mad.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
