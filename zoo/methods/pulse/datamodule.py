@@ -76,7 +76,7 @@ class PulseDataModule(L.LightningDataModule):
         window: ``[first, last]`` ISO days of the analysis (the paper's 2023-01-01 … 2025-11-30).
         posts_path, comments_path, min_words, limit_texts: the text (``sae``); ``limit_texts`` > 0 keeps the first n.
         embeddings_path, weights_path: precomputed embeddings instead of text (``sae``, paper scale).
-        cache_dir: where MiniLM embeddings of the texts are cached (keyed by a hash of the texts).
+        embedding_cache: where MiniLM embeddings of the texts are cached (keyed by a hash of the texts).
         val_fraction, batch_size, seed: the ``sae`` split and loader.
     Raises:
         ValueError: an unknown stage. DataError: bad input rows (from ``setup``).
@@ -87,7 +87,7 @@ class PulseDataModule(L.LightningDataModule):
                  posts_path: str | None = "data/reddit-chatgpt/posts.jsonl",
                  comments_path: str | None = "data/reddit-chatgpt/comments.csv", min_words: int = 10,
                  limit_texts: int = 0, embeddings_path: str | None = None, weights_path: str | None = None,
-                 cache_dir: str = "runs/.cache/pulse", val_fraction: float = 0.1, batch_size: int = 256,
+                 embedding_cache: str = "runs/.cache/pulse", val_fraction: float = 0.1, batch_size: int = 256,
                  seed: int = 0):
         super().__init__()
         if stage not in STAGES:
@@ -96,7 +96,7 @@ class PulseDataModule(L.LightningDataModule):
         self.window = list(window) if window else [None, None]
         self.posts_path, self.comments_path, self.min_words, self.limit_texts = (posts_path, comments_path,
                                                                                  min_words, limit_texts)
-        self.embeddings_path, self.weights_path, self.cache_dir = embeddings_path, weights_path, cache_dir
+        self.embeddings_path, self.weights_path, self.embedding_cache = embeddings_path, weights_path, embedding_cache
         self.val_fraction, self.batch_size, self.seed = val_fraction, batch_size, seed
         self.series = self.full_series = None
         self.archives: dict = {}
@@ -131,7 +131,7 @@ class PulseDataModule(L.LightningDataModule):
     def _embed(self, texts: list[str]) -> torch.Tensor:
         from zoo.models.text_embedding import embed_texts
         key = hashlib.sha256("\x1e".join(texts).encode()).hexdigest()[:16]
-        path = Path(self.cache_dir) / f"minilm-{key}.npy"
+        path = Path(self.embedding_cache) / f"minilm-{key}.npy"
         if path.is_file():
             return torch.from_numpy(np.load(path))
         X = embed_texts(texts)

@@ -136,9 +136,10 @@ class PulseModule(ZooModule):
             names = name_features(acts, [t["text"] for t in dm.texts], dm.X.numpy(), label_emb, labels)
             sub = self.cfg["daily_subreddit"]
             keep = [i for i, t in enumerate(dm.texts) if not sub or t["subreddit"] == sub]
-            series = daily_series([dm.texts[i]["date"] for i in keep], acts[keep], err[keep], names)
-            files["sae_series.json"] = out / "sae_series.json"
-            files["sae_series.json"].write_text(json.dumps(series))
+            if keep:
+                series = daily_series([dm.texts[i]["date"] for i in keep], acts[keep], err[keep], names)
+                files["sae_series.json"] = out / "sae_series.json"
+                files["sae_series.json"].write_text(json.dumps(series))
         else:
             names = [{"feature": m, "n_active": int((acts[:, m] > 0).sum()), "keywords": []} for m in range(acts.shape[1])]
         files["feature_names.json"] = out / "feature_names.json"

@@ -63,7 +63,7 @@ def daily_series(dates: list[str], acts: np.ndarray, errors: np.ndarray, names: 
     (texts with a non-zero activation) and ``mean`` (mean activation)."""
     days = sorted(set(dates))
     pos = {d: i for i, d in enumerate(days)}
-    t = np.array([pos[d] for d in dates])
+    t = np.array([pos[d] for d in dates], dtype=np.int64)
     n = np.bincount(t, minlength=len(days))
     active = np.stack([np.bincount(t, weights=(acts[:, m] > 0), minlength=len(days)) for m in range(acts.shape[1])])
     mean = np.stack([np.bincount(t, weights=acts[:, m], minlength=len(days)) for m in range(acts.shape[1])]) / n

@@ -126,7 +126,7 @@ def _check(dates, n_posts, counts, where) -> None:
     bad = np.argwhere((counts < 0) | (counts > n_posts[None, :]) | (counts != np.round(counts)))
     if len(bad):
         f, t = map(int, bad[0])
-        raise DataError(f"{where('count', t, f)}: count {counts[f, t]} is not an integer in [0, n_posts = "
+        raise DataError(f"{where('count', t, f)}: count {counts[f, t]:g} is not an integer in [0, n_posts = "
                         f"{int(n_posts[t])}]")
 
 
