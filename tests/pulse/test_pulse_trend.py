@@ -4,8 +4,16 @@ import pytest
 
 from zoo.methods.pulse.replay import hac_lags, slope_test
 from zoo.methods.pulse.series import FeatureSeries, read_series
-from zoo.methods.pulse.trend import (all_masks, anchors_inside, fit_subsets, hinge_design, knot_rows, poisson_nll,
-                                     salience, select_changepoints)
+from zoo.methods.pulse.trend import (
+    all_masks,
+    anchors_inside,
+    fit_subsets,
+    hinge_design,
+    knot_rows,
+    poisson_nll,
+    salience,
+    select_changepoints,
+)
 
 
 def _series(lam, n, start="2023-01-01"):

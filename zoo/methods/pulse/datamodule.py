@@ -82,7 +82,8 @@ class PulseDataModule(L.LightningDataModule):
         ValueError: an unknown stage. DataError: bad input rows (from ``setup``).
     """
 
-    def __init__(self, stage: str = "replay", series_path: str = "data/pulse-aggregates/feature_series_historical.json",
+    def __init__(self, stage: str = "replay",
+                 series_path: str | None = "data/pulse-aggregates/feature_series_historical.json",
                  archive_dir: str | None = "data/pulse-aggregates", window: list[str] | None = None,
                  posts_path: str | None = "data/reddit-chatgpt/posts.jsonl",
                  comments_path: str | None = "data/reddit-chatgpt/comments.csv", min_words: int = 10,

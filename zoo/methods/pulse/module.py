@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -47,7 +48,7 @@ class PulseModule(ZooModule):
 
     export_formats = ("package",)
     fit_sized_buffers = ("meta_json",)
-    weight_settings = {"input_dim": "model.input_dim"}
+    weight_settings: ClassVar[dict[str, str]] = {"input_dim": "model.input_dim"}
 
     def __init__(self, stage: str = "replay", input_dim: int = 384, n_features: int = 128, k: int = 4,
                  aux_k: int | None = None, aux_coef: float = 1 / 32, dead_steps: int = 256,

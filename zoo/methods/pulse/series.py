@@ -8,6 +8,7 @@ path) before anything runs; missing days are reported as gaps, not filled.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -77,7 +78,7 @@ def _date(s: str) -> dt.date:
 def find_gaps(dates: list[str]) -> list[list[str]]:
     """Missing calendar days between consecutive ``dates`` as ``[[first_missing, last_missing], ...]``."""
     gaps = []
-    for a, b in zip(dates[:-1], dates[1:]):
+    for a, b in itertools.pairwise(dates):
         da, db = _date(a), _date(b)
         if (db - da).days > 1:
             gaps.append([(da + dt.timedelta(1)).isoformat(), (db - dt.timedelta(1)).isoformat()])
