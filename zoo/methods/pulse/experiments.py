@@ -55,16 +55,16 @@ def run_trends(n_boot: int, figs) -> None:
     series = read_series(f"{AGG}/feature_series_historical.json").window(*PAPER_WINDOW)
     rows, fits = trend_rows(series, EMOTIONAL, "historical", "exact", n_boot, SEEDS, n_tests=len(series.idx))
     plot_trends(series, fits, str(figs / "trends_emotional.png"))
+    pelt = {f: pelt_breaks(series.fractions[series.row(f)], series.dates) for f in EMOTIONAL}
     for r in rows:
-        f = r["feature"]
-        breaks = pelt_breaks(series.fractions[series.row(f)], series.dates)
+        breaks = pelt[r["feature"]]
         r["changepoints"] = ", ".join(r["changepoints"]) or "none"
         r["greedy_changepoints"] = ", ".join(r["greedy_changepoints"]) or "none"
         r["stable_changepoints"] = ", ".join(r["stable_changepoints"]) or "none"
         r["gpt4o_stability"] = r["stability"].get("2024-05-13", 0.0)
         r["pelt_breaks"] = ", ".join(breaks)
         r["pelt_days_from_gpt4o"] = _nearest(breaks, "2024-05-13")
-    own = repo_root() / "results/pulse/sae_series.json"
+    own = repo_root() / "results/pulse/figures/sae_series.json"
     if own.is_file():
         mine = read_series(own)
         top = [mine.idx[i] for i in np.argsort(-mine.counts.sum(1))[:8]]
@@ -170,7 +170,7 @@ def run_sae(figs) -> None:
         rows.append({"seed": seed, "val_nmse": metrics.get("val/nmse"), "alive_features": len(alive),
                      "features_nearest_emotional_label": len(emotional), "seconds": time.perf_counter() - t0})
         if seed == 0:
-            (repo_root() / "results/pulse/sae_series.json").write_text((run / "pulse" / "sae_series.json").read_text())
+            (repo_root() / "results/pulse/figures/sae_series.json").write_text((run / "pulse" / "sae_series.json").read_text())
             (figs / "sae_feature_names.json").write_text(json.dumps(names, indent=1))
     write_result("pulse", "sae", rows, summary=summarise(rows, ["val_nmse", "alive_features",
                                                                 "features_nearest_emotional_label", "seconds"]),

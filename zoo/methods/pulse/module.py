@@ -118,6 +118,9 @@ class PulseModule(ZooModule):
         out = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "pulse"
         if self.hparams.stage == "sae":
             self._artifacts = self._describe(self.trainer.datamodule, out)
+            for cb in self.trainer.checkpoint_callbacks:  # they saved before the names existed: save again
+                for path in {cb.last_model_path, cb.best_model_path} - {""}:
+                    self.trainer.save_checkpoint(path)
 
     @torch.no_grad()
     def _describe(self, dm: PulseDataModule, out: Path) -> dict[str, str]:
@@ -128,13 +131,16 @@ class PulseModule(ZooModule):
         acts, err = acts.cpu().numpy(), ((recon - X).pow(2).sum(1) / (X - X.mean(0)).pow(2).sum(1).mean()).cpu().numpy()
         files = {}
         if dm.texts:
-            label_emb = labels = None
+            label_emb = labels = paper = None
             if dm.series_path and Path(dm.series_path).is_file() and str(dm.series_path).endswith(".json"):
                 from zoo.methods.pulse.series import read_series
                 from zoo.models.text_embedding import embed_texts
-                labels = read_series(dm.series_path).labels
+                paper = read_series(dm.series_path)
+                labels = paper.labels
                 label_emb = embed_texts(labels).numpy() if self.hparams.input_dim == 384 else None
             names = name_features(acts, [t["text"] for t in dm.texts], dm.X.numpy(), label_emb, labels)
+            for n in names:  # the paper feature's own index, not its position in the file
+                n["nearest_idx"] = paper.idx[n["nearest_idx"]] if n["nearest_idx"] is not None else None
             sub = self.cfg["daily_subreddit"]
             keep = [i for i, t in enumerate(dm.texts) if not sub or t["subreddit"] == sub]
             if keep:
@@ -181,6 +187,7 @@ class PulseModule(ZooModule):
         self._done = True
 
     # ---- inference -------------------------------------------------------------------------------------------
+    @torch.no_grad()
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """``zoo predict pulse.<tag> "title" ["body"]``: the active features of one post and their names.
 
