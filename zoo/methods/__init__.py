@@ -15,6 +15,7 @@ METHODS: dict[str, str] = {
     "crh": "zoo.methods.crh.module",
     "ltc": "zoo.methods.ltc.module",
     "mad": "zoo.methods.mad.module",
+    "pulse": "zoo.methods.pulse.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -28,4 +29,5 @@ EXTRAS: dict[str, str] = {
     "cond-dp": "privacy",
     "desi": "frechet",
     "ltc": "clip",
+    "pulse": "pulse",
 }
