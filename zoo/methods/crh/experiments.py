@@ -179,7 +179,7 @@ def sweep(args) -> None:
         for d in lines:
             old = prev.get((d["seed"], d["cid"], d["layer"]))
             if old is not None and "lambda=0" not in d["steerability"]:
-                for key in ("steerability", "frac", "runs"):
+                for key in ("steerability", "soft_steerability", "frac", "runs"):
                     d[key] = {"lambda=0": old[key]["lambda=0"], **d[key]}
     rows = []
     for d in lines:
@@ -187,13 +187,15 @@ def sweep(args) -> None:
             conc = np.mean(d["frac"][name][str(CONCEPT)])
             gib = np.mean(d["frac"][name][str(GIBBERISH)])
             rows.append({"run": name, "layer": d["layer"], "seed": d["seed"], "cid": d["cid"], "steerability": st,
-                         "concept_rate": float(conc), "gibberish_rate": float(gib)})
+                         "soft_steerability": d["soft_steerability"][name], "concept_rate": float(conc),
+                         "gibberish_rate": float(gib)})
     per_seed = []
     for key in dict.fromkeys((r["run"], r["layer"], r["seed"]) for r in rows):
         sub = [r for r in rows if (r["run"], r["layer"], r["seed"]) == key]
         st = [r["steerability"] for r in sub if r["steerability"] is not None]
         per_seed.append({"run": key[0], "layer": key[1], "seed": key[2], "concepts": len(sub),
                          "steerability": float(np.mean(st)) if st else None,
+                         "soft_steerability": float(np.mean([r["soft_steerability"] for r in sub])),
                          "concept_rate": float(np.mean([r["concept_rate"] for r in sub])),
                          "gibberish_rate": float(np.mean([r["gibberish_rate"] for r in sub]))})
     model, tok = load_causal_lm(LM)
@@ -208,7 +210,8 @@ def sweep(args) -> None:
     unsteered = {"concept_rate": float(np.mean([lab == CONCEPT for lab in labs])),
                  "gibberish_rate": float(np.mean([lab == GIBBERISH for lab in labs])), "outputs": len(labs)}
     write_result("crh", args.table, per_seed,
-                 summary=summarise(per_seed, ["steerability", "concept_rate", "gibberish_rate"], by=["run", "layer"]),
+                 summary=summarise(per_seed, ["steerability", "soft_steerability", "concept_rate", "gibberish_rate"],
+                                   by=["run", "layer"]),
                  paper={"steerability": "figure only (§6.2: larger lambda, i.e. less normal-plane part, changes "
                                         "activation; baselines §5)"},
                  notes=(f"zoo-lm.chat, {len({d['cid'] for d in lines})} concepts x layers {args.layers} x seeds "
