@@ -195,7 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         elif cmd not in ("list", "results"):
             print(f"zoo: unknown command {cmd!r}\n{USAGE}", file=sys.stderr)
             return 2
-        args = p.parse_args(rest)
+        if cmd == "predict":  # method-specific options (``--slip 0.3``) pass through to predict_cli
+            args, unknown = p.parse_known_args(rest)
+            args.inputs = list(args.inputs) + unknown
+        else:
+            args = p.parse_args(rest)
         {"list": cmd_list, "info": cmd_info, "eval": cmd_eval, "export": cmd_export, "predict": cmd_predict,
          "release": cmd_release, "results": cmd_results}[cmd](args)
         return 0

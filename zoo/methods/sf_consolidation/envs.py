@@ -1,0 +1,187 @@
+"""Environments under drift: a fixed-layout slippery Four Rooms (minigrid), HalfCheetah-v5 with drifting mass and
+inertia (MuJoCo), and Miniworld's 3D Four Rooms behind ``data.env=miniworld-fourrooms`` (``PYGLET_HEADLESS=True``).
+
+:class:`DriftWrapper` owns the global step counter ``t`` (it does not restart at episode ends) and applies the
+schedule every step: the slip probability replaces a discrete action by a uniform one; the mass scale sets
+``body_mass = base * s`` and ``body_inertia = base * s`` (friction likewise on ``geom_friction[:, 0]``) and calls
+``mujoco.mj_setConst`` so derived quantities follow. Edits to ``model`` survive ``reset`` (which only resets
+``qpos``/``qvel``). The two Four Rooms tasks (ours) alternate every
+``task_period`` steps (goal A right of the east doorway, goal B below the south doorway), switching at the next reset.
+"""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+from zoo.methods.sf_consolidation.drift import DriftSchedule
+
+ENVS = ("fourrooms", "halfcheetah", "miniworld-fourrooms")
+SIZE = 19
+DOORS = ((9, 4), (9, 13), (4, 9), (14, 9))  # fixed doorways (ours): MiniGrid redraws them at every reset
+START, GOALS = (4, 4), ((11, 4), (4, 11))  # ours: one doorway apart, so 20k-step runs find the goal
+
+
+def _fourrooms_cls():
+    from minigrid.core.grid import Grid
+    from minigrid.core.world_object import Goal
+    from minigrid.envs.fourrooms import FourRoomsEnv
+
+    class FixedFourRooms(FourRoomsEnv):
+        """``MiniGrid-FourRooms-v0`` with fixed doorways, a fixed start (4, 4) facing north and the goal of
+        ``self.task`` (0: (11, 4), 1: (4, 11)); actions {0 left, 1 right, 2 forward}."""
+
+        def __init__(self, max_steps: int = 100, **kw):
+            self.task = 0
+            super().__init__(agent_pos=START, goal_pos=GOALS[0], max_steps=max_steps, **kw)
+            self.action_space = gym.spaces.Discrete(3)
+
+        def _gen_grid(self, width, height):
+            self.grid = Grid(width, height)
+            self.grid.wall_rect(0, 0, width, height)
+            self.grid.vert_wall(width // 2, 0)
+            self.grid.horz_wall(0, height // 2)
+            for pos in DOORS:
+                self.grid.set(*pos, None)
+            self.agent_pos, self.agent_dir = START, 3  # facing north (a wall): each goal needs a turn
+            goal = GOALS[self.task]
+            self.put_obj(Goal(), *goal)
+
+        def gen_obs(self):
+            """No egocentric image (the pose one-hot replaces it): skips MiniGrid's per-step view rendering."""
+            return {"direction": self.agent_dir, "mission": self.mission}
+
+    return FixedFourRooms
+
+
+class PoseOneHot(gym.ObservationWrapper):
+    """Observation = one-hot of the agent's ``(x, y, dir)``: ``(SIZE*SIZE*4,)`` float32, index ``(y*SIZE+x)*4+dir``."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (SIZE * SIZE * 4,), np.float32)
+
+    def observation(self, obs):
+        u = self.env.unwrapped
+        out = np.zeros(SIZE * SIZE * 4, np.float32)
+        out[pose_index(*u.agent_pos, u.agent_dir)] = 1.0
+        return out
+
+
+def pose_index(x: int, y: int, direction: int) -> int:
+    """Index of pose ``(x, y, dir)`` in the one-hot observation."""
+    return (int(y) * SIZE + int(x)) * 4 + int(direction)
+
+
+class PixelsCHW(gym.ObservationWrapper):
+    """Miniworld's ``(H, W, 3)`` uint8 view -> ``(3, H, W)`` float32 in [0, 1]; actions {turn left, right, forward}."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        h, w, c = env.observation_space.shape
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (c, h, w), np.float32)
+        self.action_space = gym.spaces.Discrete(3)
+
+    def observation(self, obs):
+        return np.ascontiguousarray(obs.transpose(2, 0, 1), dtype=np.float32) / 255.0
+
+
+class DriftWrapper(gym.Wrapper):
+    """Apply a :class:`DriftSchedule` at every step (see the module docstring).
+
+    Attributes:
+        t: global environment step (drift time); ``frozen`` keeps it fixed (evaluation at the current dynamics).
+        slipped: whether the last action was replaced (slip).
+    """
+
+    def __init__(self, env, schedule: DriftSchedule, task_period: int = 0, seed: int = 0):
+        super().__init__(env)
+        self.schedule, self.task_period = schedule, int(task_period)
+        self.t, self.frozen, self.slipped = 0, False, False
+        self.rng = np.random.default_rng(seed)
+        u = env.unwrapped
+        self.mujoco = hasattr(u, "model") and hasattr(u.model, "body_mass")
+        if self.mujoco:
+            m = u.model
+            self.base = (m.body_mass.copy(), m.body_inertia.copy(), m.geom_friction[:, 0].copy())
+        self.discrete = isinstance(env.action_space, gym.spaces.Discrete)
+        self.apply(self.t)
+
+    @property
+    def current(self) -> tuple[float, float, float]:
+        """``(mass_scale, friction_scale, slip_prob)`` now."""
+        return self.schedule.at(self.t)
+
+    def apply(self, t: int) -> None:
+        """Set the physics of step ``t`` (a no-op for envs without a MuJoCo model)."""
+        if not self.mujoco:
+            return
+        import mujoco
+
+        mass, friction, _ = self.schedule.at(t)
+        u = self.env.unwrapped
+        m0, i0, f0 = self.base
+        u.model.body_mass[:] = m0 * mass
+        u.model.body_inertia[:] = i0 * mass
+        u.model.geom_friction[:, 0] = f0 * friction
+        mujoco.mj_setConst(u.model, u.data)
+
+    def reset(self, **kw):
+        u = self.env.unwrapped
+        if self.task_period > 0 and hasattr(u, "task"):
+            u.task = (self.t // self.task_period) % 2
+        return self.env.reset(**kw)
+
+    def step(self, action):
+        self.apply(self.t)
+        _, _, slip = self.schedule.at(self.t)
+        self.slipped = bool(self.discrete and slip > 0 and self.rng.random() < slip)
+        if self.slipped:
+            action = int(self.rng.integers(self.env.action_space.n))
+        if not self.frozen:
+            self.t += 1
+        return self.env.step(action)
+
+
+def make_env(name: str, schedule: DriftSchedule, seed: int = 0, max_steps: int = 100, task_period: int = 0,
+             obs_size: int = 60) -> DriftWrapper:
+    """Build env ``name`` (one of :data:`ENVS`) under ``schedule``.
+
+    Args:
+        max_steps: episode limit (Four Rooms, Miniworld); HalfCheetah keeps gymnasium's 1,000.
+        obs_size: Miniworld image side in pixels.
+    Raises:
+        ValueError: an unknown name (naming ``data.env`` and the choices).
+    """
+    if name == "fourrooms":
+        env = PoseOneHot(_fourrooms_cls()(max_steps=max_steps))
+    elif name == "halfcheetah":
+        env = gym.make("HalfCheetah-v5")
+    elif name == "miniworld-fourrooms":
+        import os
+
+        os.environ.setdefault("PYGLET_HEADLESS", "True")
+        import miniworld  # noqa: F401  (registers MiniWorld-*)
+
+        env = PixelsCHW(gym.make("MiniWorld-FourRooms-v0", obs_width=obs_size, obs_height=obs_size,
+                                 max_episode_steps=max_steps))
+    else:
+        raise ValueError(f"data.env: unknown environment {name!r}; choices {list(ENVS)}")
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    return DriftWrapper(env, schedule, task_period=task_period, seed=seed)
+
+
+def env_spaces(name: str, obs_size: int = 60) -> tuple[tuple[int, ...], int, int]:
+    """``(obs_shape, n_actions, action_dim)`` of env ``name`` without building it (``n_actions = 0`` for continuous
+    control, ``action_dim = 0`` for discrete).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if name == "fourrooms":
+        return (SIZE * SIZE * 4,), 3, 0
+    if name == "halfcheetah":
+        return (17,), 0, 6
+    if name == "miniworld-fourrooms":
+        return (3, obs_size, obs_size), 3, 0
+    raise ValueError(f"data.env: unknown environment {name!r}; choices {list(ENVS)}")
