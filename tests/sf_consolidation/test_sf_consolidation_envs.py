@@ -39,6 +39,18 @@ def test_fixed_doorways_and_start_across_resets():
     assert all((g == grids[0]).all() for g in grids)
 
 
+def test_layouts():
+    from zoo.methods.sf_consolidation.envs import layout
+
+    assert layout(19) == (((9, 4), (9, 13), (4, 9), (13, 9)), (4, 4), ((11, 4), (4, 11)))
+    assert layout(11) == (((5, 2), (5, 7), (2, 5), (7, 5)), (2, 2), ((7, 2), (2, 7)))
+    env = make_env("fourrooms", const(), seed=0, grid_size=11)
+    obs, _ = env.reset()
+    assert obs.shape == (11 * 11 * 4,) and obs.argmax() == (2 * 11 + 2) * 4 + 3     # (2, 2) facing north
+    with pytest.raises(ValueError, match="grid_size"):
+        layout(10)
+
+
 def test_tasks_alternate_with_task_period():
     env = make_env("fourrooms", const(), seed=0, task_period=5)
     env.reset()

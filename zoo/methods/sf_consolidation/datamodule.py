@@ -79,7 +79,7 @@ class DriftDataModule(L.LightningDataModule):
         batch_size, buffer_size, learn_every, warmup: replay settings (one batch per ``learn_every`` steps after
             ``warmup`` steps).
         n_step, gamma: n-step return and discount.
-        obs_size: Miniworld image side.
+        obs_size: Miniworld image side.  grid_size: Four Rooms side (19: MiniGrid's; 11: compact, ours).
         seed: env, drift-noise and replay seed.
     """
 
@@ -87,12 +87,12 @@ class DriftDataModule(L.LightningDataModule):
                  drift_path: str | None = None, drift_low: float = 0.0, drift_high: float = 0.45,
                  drift_period: int = 25000, task_period: int = 10000, max_episode_steps: int = 100,
                  batch_size: int = 64, buffer_size: int = 50000, learn_every: int = 4, warmup: int = 1000,
-                 n_step: int = 10, gamma: float = 0.99, obs_size: int = 60, seed: int = 0):
+                 n_step: int = 10, gamma: float = 0.99, obs_size: int = 60, grid_size: int = 19, seed: int = 0):
         super().__init__()
         self.save_hyperparameters()
         target = "mass" if env == "halfcheetah" else "slip"
         self.schedule = build_schedule(drift, steps, target, drift_low, drift_high, drift_period, seed, drift_path)
-        self.env = make_env(env, self.schedule, seed, max_episode_steps, task_period, obs_size)
+        self.env = make_env(env, self.schedule, seed, max_episode_steps, task_period, obs_size, grid_size)
         self._eval_env = None
         self.discrete = self.env.discrete
         obs_shape = self.env.observation_space.shape
@@ -147,7 +147,8 @@ class DriftDataModule(L.LightningDataModule):
         on a separate env copy whose drift is frozen at ``t``; returns mean return, length and success rate."""
         hp = self.hparams
         if self._eval_env is None:
-            self._eval_env = make_env(hp.env, self.schedule, hp.seed + 10_000, hp.max_episode_steps, 0, hp.obs_size)
+            self._eval_env = make_env(hp.env, self.schedule, hp.seed + 10_000, hp.max_episode_steps, 0, hp.obs_size,
+                                      hp.grid_size)
             self._eval_env.frozen = True
         ev = self._eval_env
         ev.t = self.env.t if t is None else t

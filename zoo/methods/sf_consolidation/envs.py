@@ -5,8 +5,8 @@ inertia (MuJoCo), and Miniworld's 3D Four Rooms behind ``data.env=miniworld-four
 schedule every step: the slip probability replaces a discrete action by a uniform one; the mass scale sets
 ``body_mass = base * s`` and ``body_inertia = base * s`` (friction likewise on ``geom_friction[:, 0]``) and calls
 ``mujoco.mj_setConst`` so derived quantities follow. Edits to ``model`` survive ``reset`` (which only resets
-``qpos``/``qvel``). The two Four Rooms tasks (ours) alternate every
-``task_period`` steps (goal A right of the east doorway, goal B below the south doorway), switching at the next reset.
+``qpos``/``qvel``). The two Four Rooms tasks (ours; :func:`layout`) alternate every ``task_period`` steps,
+switching at the next reset.
 """
 from __future__ import annotations
 
@@ -16,35 +16,57 @@ import numpy as np
 from zoo.methods.sf_consolidation.drift import DriftSchedule
 
 ENVS = ("fourrooms", "halfcheetah", "miniworld-fourrooms")
-SIZE = 19
-DOORS = ((9, 4), (9, 13), (4, 9), (14, 9))  # fixed doorways (ours): MiniGrid redraws them at every reset
-START, GOALS = (4, 4), ((11, 4), (4, 11))  # ours: one doorway apart, so 20k-step runs find the goal
+
+
+def layout(size: int) -> tuple[tuple, tuple[int, int], tuple]:
+    """Fixed Four Rooms layout of a ``size x size`` grid (ours; MiniGrid redraws doorways at every reset):
+    ``(doors, start, goals)`` with ``m = size // 2``, ``q = m // 2``: doorways ``(m, q), (m, m+q), (q, m), (m+q, m)``,
+    start ``(q, q)`` facing north, goal A ``(m+2, q)`` just past the east doorway, goal B ``(q, m+2)`` past the south
+    one. ``size = 19`` is MiniGrid's FourRooms; ``size = 11`` the compact one of the CPU experiment.
+
+    Raises:
+        ValueError: a size below 9 or even.
+    """
+    if size < 9 or size % 2 == 0:
+        raise ValueError(f"data.grid_size must be odd and >= 9, got {size}")
+    m = size // 2
+    q = m // 2
+    return ((m, q), (m, m + q), (q, m), (m + q, m)), (q, q), ((m + 2, q), (q, m + 2))
 
 
 def _fourrooms_cls():
     from minigrid.core.grid import Grid
     from minigrid.core.world_object import Goal
     from minigrid.envs.fourrooms import FourRoomsEnv
+    from minigrid.minigrid_env import MiniGridEnv
 
     class FixedFourRooms(FourRoomsEnv):
-        """``MiniGrid-FourRooms-v0`` with fixed doorways, a fixed start (4, 4) facing north and the goal of
-        ``self.task`` (0: (11, 4), 1: (4, 11)); actions {0 left, 1 right, 2 forward}."""
+        """``MiniGrid-FourRooms-v0`` with fixed doorways, a fixed start facing north and the goal of ``self.task``
+        (:func:`layout`), an explicit ``max_steps``; actions {0 left, 1 right, 2 forward}."""
 
-        def __init__(self, max_steps: int = 100, **kw):
-            self.task = 0
-            super().__init__(agent_pos=START, goal_pos=GOALS[0], max_steps=max_steps, **kw)
+        def __init__(self, size: int = 19, max_steps: int = 100, **kw):
+            self.task, self.size = 0, size
+            self.doors, self.start, self.goals = layout(size)
+            self._agent_default_pos, self._goal_default_pos = self.start, self.goals[0]
+            MiniGridEnv.__init__(self, mission_space=self._mission_space(), width=size, height=size,
+                                 max_steps=max_steps, **kw)
             self.action_space = gym.spaces.Discrete(3)
+
+        @staticmethod
+        def _mission_space():
+            from minigrid.core.mission import MissionSpace
+
+            return MissionSpace(mission_func=FourRoomsEnv._gen_mission)
 
         def _gen_grid(self, width, height):
             self.grid = Grid(width, height)
             self.grid.wall_rect(0, 0, width, height)
             self.grid.vert_wall(width // 2, 0)
             self.grid.horz_wall(0, height // 2)
-            for pos in DOORS:
+            for pos in self.doors:
                 self.grid.set(*pos, None)
-            self.agent_pos, self.agent_dir = START, 3  # facing north (a wall): each goal needs a turn
-            goal = GOALS[self.task]
-            self.put_obj(Goal(), *goal)
+            self.agent_pos, self.agent_dir = self.start, 3  # facing north (a wall): each goal needs a turn
+            self.put_obj(Goal(), *self.goals[self.task])
 
         def gen_obs(self):
             """No egocentric image (the pose one-hot replaces it): skips MiniGrid's per-step view rendering."""
@@ -54,22 +76,23 @@ def _fourrooms_cls():
 
 
 class PoseOneHot(gym.ObservationWrapper):
-    """Observation = one-hot of the agent's ``(x, y, dir)``: ``(SIZE*SIZE*4,)`` float32, index ``(y*SIZE+x)*4+dir``."""
+    """Observation = one-hot of the agent's ``(x, y, dir)``: ``(N*N*4,)`` float32, index ``(y*N+x)*4+dir``."""
 
     def __init__(self, env):
         super().__init__(env)
-        self.observation_space = gym.spaces.Box(0.0, 1.0, (SIZE * SIZE * 4,), np.float32)
+        self.n = env.unwrapped.width
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (self.n * self.n * 4,), np.float32)
 
     def observation(self, obs):
         u = self.env.unwrapped
-        out = np.zeros(SIZE * SIZE * 4, np.float32)
-        out[pose_index(*u.agent_pos, u.agent_dir)] = 1.0
+        out = np.zeros(self.n * self.n * 4, np.float32)
+        out[pose_index(*u.agent_pos, u.agent_dir, self.n)] = 1.0
         return out
 
 
-def pose_index(x: int, y: int, direction: int) -> int:
-    """Index of pose ``(x, y, dir)`` in the one-hot observation."""
-    return (int(y) * SIZE + int(x)) * 4 + int(direction)
+def pose_index(x: int, y: int, direction: int, size: int) -> int:
+    """Index of pose ``(x, y, dir)`` in the one-hot observation of a ``size x size`` grid."""
+    return (int(y) * size + int(x)) * 4 + int(direction)
 
 
 class PixelsCHW(gym.ObservationWrapper):
@@ -143,7 +166,7 @@ class DriftWrapper(gym.Wrapper):
 
 
 def make_env(name: str, schedule: DriftSchedule, seed: int = 0, max_steps: int = 100, task_period: int = 0,
-             obs_size: int = 60) -> DriftWrapper:
+             obs_size: int = 60, grid_size: int = 19) -> DriftWrapper:
     """Build env ``name`` (one of :data:`ENVS`) under ``schedule``.
 
     Args:
@@ -153,7 +176,7 @@ def make_env(name: str, schedule: DriftSchedule, seed: int = 0, max_steps: int =
         ValueError: an unknown name (naming ``data.env`` and the choices).
     """
     if name == "fourrooms":
-        env = PoseOneHot(_fourrooms_cls()(max_steps=max_steps))
+        env = PoseOneHot(_fourrooms_cls()(size=grid_size, max_steps=max_steps))
     elif name == "halfcheetah":
         env = gym.make("HalfCheetah-v5")
     elif name == "miniworld-fourrooms":
@@ -171,7 +194,7 @@ def make_env(name: str, schedule: DriftSchedule, seed: int = 0, max_steps: int =
     return DriftWrapper(env, schedule, task_period=task_period, seed=seed)
 
 
-def env_spaces(name: str, obs_size: int = 60) -> tuple[tuple[int, ...], int, int]:
+def env_spaces(name: str, obs_size: int = 60, grid_size: int = 19) -> tuple[tuple[int, ...], int, int]:
     """``(obs_shape, n_actions, action_dim)`` of env ``name`` without building it (``n_actions = 0`` for continuous
     control, ``action_dim = 0`` for discrete).
 
@@ -179,7 +202,7 @@ def env_spaces(name: str, obs_size: int = 60) -> tuple[tuple[int, ...], int, int
         ValueError: an unknown name.
     """
     if name == "fourrooms":
-        return (SIZE * SIZE * 4,), 3, 0
+        return (grid_size * grid_size * 4,), 3, 0
     if name == "halfcheetah":
         return (17,), 0, 6
     if name == "miniworld-fourrooms":

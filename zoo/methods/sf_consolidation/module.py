@@ -49,13 +49,14 @@ class SFConsolidationModule(ReportingMixin, ZooModule):
         ewc_lambda, ewc_gamma, ewc_period: online EWC.  reset_every: env steps between resets.
         inject_at: env step of plasticity injection.
         tau, policy_delay, expl_noise, target_noise, noise_clip: TD3.
-        obs_size: Miniworld image side.
+        obs_size: Miniworld image side.  grid_size: Four Rooms side (must equal ``data.grid_size``).
         eval_every, eval_episodes: evaluation under the current dynamics (env steps, episodes).
         psi_td_weight: weight of the classical SF TD loss on ``psi`` (discrete ``sf``; 0 = Simple SF as in the paper).
     """
 
     weight_settings: ClassVar[dict[str, str]] = {"env": "model.env", "critic": "model.critic",
-                                                 "consolidation": "model.consolidation"}
+                                                 "consolidation": "model.consolidation",
+                                                 "grid_size": "model.grid_size"}
 
     def __init__(self, env: str = "fourrooms", critic: str = "sf", consolidation: str = "multi",
                  num_beakers: int = 5, g: float | None = None, capacity_base: float = 2.0, leak: bool = True,
@@ -64,14 +65,14 @@ class SFConsolidationModule(ReportingMixin, ZooModule):
                  eps_eval: float = 0.05, ewc_lambda: float = 100.0, ewc_gamma: float = 0.9, ewc_period: int = 500,
                  reset_every: int = 50000, inject_at: int = 25000, tau: float = 0.005, policy_delay: int = 2,
                  expl_noise: float = 0.1, target_noise: float = 0.2, noise_clip: float = 0.5, obs_size: int = 60,
-                 eval_every: int = 5000, eval_episodes: int = 5, psi_td_weight: float = 0.0):
+                 eval_every: int = 5000, eval_episodes: int = 5, psi_td_weight: float = 0.0, grid_size: int = 19):
         super().__init__()
         if consolidation not in CONSOLIDATIONS:
             raise ValueError(f"model.consolidation: unknown {consolidation!r}; choices {list(CONSOLIDATIONS)}")
         self.save_hyperparameters()
         self.automatic_optimization = False
         hidden = tuple(hidden or (64, 64))
-        obs_shape, n_actions, action_dim = env_spaces(env, obs_size)
+        obs_shape, n_actions, action_dim = env_spaces(env, obs_size, grid_size)
         self.discrete = n_actions > 0
         self.action_dim = action_dim
         if self.discrete:
@@ -139,10 +140,11 @@ class SFConsolidationModule(ReportingMixin, ZooModule):
         """Let ``dm`` act with this module; checks that the env matches the networks.
 
         Raises:
-            ValueError: ``data.env`` differs from ``model.env``.
+            ValueError: ``data.env`` differs from ``model.env`` (or the Four Rooms ``grid_size``).
         """
-        if dm.hparams.env != self.hparams.env:
-            raise ValueError(f"data.env {dm.hparams.env!r} differs from model.env {self.hparams.env!r}")
+        for key in ("env", "grid_size"):
+            if dm.hparams[key] != self.hparams[key] and (key == "env" or dm.hparams.env == "fourrooms"):
+                raise ValueError(f"data.{key} {dm.hparams[key]!r} differs from model.{key} {self.hparams[key]!r}")
         self._warmup = dm.hparams.warmup
         dm.policy = self.act
         self._dm = dm

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from zoo.methods.sf_consolidation.drift import DriftSchedule
-from zoo.methods.sf_consolidation.envs import SIZE, make_env
+from zoo.methods.sf_consolidation.envs import layout, make_env
 from zoo.methods.sf_consolidation.metrics import auc_return
 
 
@@ -40,16 +40,14 @@ class ReportingMixin:
 
     @torch.no_grad()
     def value_map(self, net=None) -> np.ndarray:
-        """Four Rooms ``(SIZE, SIZE)`` map of ``max_{dir, a} Q`` over the cells (walls hold ``nan``)."""
-        from zoo.methods.sf_consolidation.envs import DOORS
-
-        obs = torch.zeros(SIZE * SIZE * 4, SIZE * SIZE * 4)
-        obs[torch.arange(SIZE * SIZE * 4), torch.arange(SIZE * SIZE * 4)] = 1.0
-        q = self.q_values(obs, net).max(-1).values.view(SIZE, SIZE, 4).max(-1).values.numpy()
-        wall = np.zeros((SIZE, SIZE), bool)
-        wall[[0, -1, SIZE // 2], :] = True
-        wall[:, [0, -1, SIZE // 2]] = True
-        for x, y in DOORS:
+        """Four Rooms ``(N, N)`` map of ``max_{dir, a} Q`` over the cells (walls hold ``nan``)."""
+        n = self.hparams.grid_size
+        eye = torch.eye(n * n * 4)
+        q = self.q_values(eye, net).max(-1).values.view(n, n, 4).max(-1).values.numpy()
+        wall = np.zeros((n, n), bool)
+        wall[[0, -1, n // 2], :] = True
+        wall[:, [0, -1, n // 2]] = True
+        for x, y in layout(n)[0]:
             wall[y, x] = False
         q[wall] = np.nan
         return q
@@ -102,7 +100,7 @@ class ReportingMixin:
             raise ValueError(f"--slip must be in [0, 1] and --mass > 0, got {a.slip}, {a.mass}")
         hp = self.hparams
         sched = DriftSchedule(np.zeros(1, np.int64), np.array([a.mass]), np.ones(1), np.array([a.slip]))
-        env = make_env(hp.env, sched, a.seed, 100, 0, hp.obs_size)
+        env = make_env(hp.env, sched, a.seed, 100, 0, hp.obs_size, hp.grid_size)
         env.frozen = True
         if hasattr(env.unwrapped, "task"):
             env.unwrapped.task = a.task
