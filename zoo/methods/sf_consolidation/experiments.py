@@ -92,6 +92,12 @@ def write(results_dir: Path | None = None) -> Path:
         rows.append({"env": r["env"], "variant": r["variant"], "seed": r["seed"], "steps": r["steps"],
                      "auc_return": r["auc_return"], "final_eval_return": r["final_eval_return"],
                      "mean_eval_return": r["mean_eval_return"], "seconds": round(r["seconds"], 1)})
+        if r["env"] == "fourrooms":  # training-episode success per goal, and when the first goal was first reached
+            eps = r["episodes"]
+            for task, key in ((0, "success_goal_a"), (1, "success_goal_b")):
+                mine = [e["success"] for e in eps if e["task"] == task]
+                rows[-1][key] = sum(mine) / len(mine) if mine else None
+            rows[-1]["first_success_step"] = next((e["step"] for e in eps if e["success"]), None)
     for env in sorted({r["env"] for r in runs}):
         by = {}
         for r in runs:
@@ -112,14 +118,19 @@ def write(results_dir: Path | None = None) -> Path:
                                   figs / f"{env}-value-maps.png")
     order_text = "; ".join(f"{env}: " + " > ".join(f"{x['variant']} {x['mean']:.3f} [{x['lo']:.3f}, {x['hi']:.3f}]"
                                                     for x in rk) for env, rk in ranks.items())
-    steps = sorted({(r["env"], r["steps"]) for r in runs})
-    notes = ("Drift experiment (ours: drift x[0.6, 1.4] mass for HalfCheetah, slip in [0, 0.45] for Four Rooms, "
-             "noisy sine, 25k-step period; Four Rooms goals alternate every 10k steps). Steps per run: "
-             + ", ".join(f"{e} {s}" for e, s in steps) + ". auc_return = mean over env steps of the last finished "
-             "episode's return; eval every 5k steps under the current dynamics. Ranking by AUC with 95% bootstrap "
-             "CIs over seeds: " + order_text)
+    protocol = sorted({(r["env"], r["steps"], " ".join(r["overrides"])) for r in runs})
+    notes = ("Drift experiment (ours): each env's recipe (`sf-consolidation.yaml`: compact 11x11 Four Rooms, slip "
+             "noisy sine in [0, 0.45], two goals alternating; `sf-consolidation-halfcheetah.yaml`: mass and inertia "
+             "noisy sine x[0.6, 1.4]) with these steps and overrides: "
+             + "; ".join(f"{e}: {s} steps, {o or 'none'}" for e, s, o in protocol)
+             + ". Variants: sf-multi = SF + 5 beakers, sf-single = SF + 2 beakers, q-multi = Q net + 5 beakers, "
+             "plain = DQN/TD3 with a Q critic, ewc / reset / injection = SF net with online EWC, resets of the last "
+             "two layers, plasticity injection. auc_return = mean over env steps of the last finished episode's "
+             "return; eval under the current dynamics every model.eval_every steps (final and mean over evals). "
+             "Ranking by AUC with 95% bootstrap CIs over seeds: " + order_text)
     return write_result("sf-consolidation", "drift", rows,
-                        summary=summarise(rows, ["auc_return", "final_eval_return", "mean_eval_return", "seconds"],
+                        summary=summarise(rows, ["auc_return", "final_eval_return", "mean_eval_return", "success_goal_a",
+                                                 "success_goal_b", "first_success_step", "seconds"],
                                           by=["env", "variant"]),
                         paper=PAPER, notes=notes, packages=["gymnasium", "mujoco", "minigrid"],
                         extra={"ranking": ranks}, results_dir=results_dir)

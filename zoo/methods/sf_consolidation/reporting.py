@@ -52,6 +52,20 @@ class ReportingMixin:
         q[wall] = np.nan
         return q
 
+    def evaluate(self, datamodule) -> dict[str, float]:
+        """``zoo eval``: eval return, length and success of the online net at the drift of steps 0, T/4, T/2, 3T/4
+        (``eval_episodes`` episodes each), averaged, plus the values at each point."""
+        hp, steps = self.hparams, datamodule.hparams.steps
+        out: dict[str, float] = {}
+        for i in range(4):
+            t = i * steps // 4
+            r = datamodule.evaluate(lambda o: self.act(o, None, greedy=not self.discrete), hp.eval_episodes, t=t)
+            out.update({f"eval/return@{t}": r["return"], f"eval/success@{t}": r["success"]})
+        for key in ("return", "success"):
+            vals = [v for k, v in out.items() if k.startswith(f"eval/{key}@")]
+            out[f"eval/{key}"] = float(np.mean(vals))
+        return out
+
     def run_summary(self) -> dict:
         """Training-return AUC, final eval return, the curve and the episode log of the run."""
         dm = self._dm
