@@ -75,6 +75,18 @@ def test_mass_is_base_times_scale_and_survives_reset():
     assert np.allclose(m.body_mass, base_mass * 1.3)
 
 
+def test_drift_keeps_the_live_state():
+    pytest.importorskip("mujoco")
+    sched = DriftSchedule(np.arange(3), np.array([1.0, 1.2, 0.8]), np.ones(3), np.zeros(3))
+    env = make_env("halfcheetah", sched, seed=0)
+    env.reset(seed=0)
+    for _ in range(3):
+        x0 = float(env.unwrapped.data.qpos[0])
+        _, _, _, _, info = env.step(np.ones(6, np.float32))
+        dt = env.unwrapped.dt                                             # reward uses (x_after - x_before) / dt
+        assert info["x_velocity"] == pytest.approx((info["x_position"] - x0) / dt, rel=1e-6, abs=1e-9)
+
+
 def test_mass_drift_changes_the_dynamics():
     pytest.importorskip("mujoco")
     finals = []

@@ -4,7 +4,8 @@ inertia (MuJoCo), and Miniworld's 3D Four Rooms behind ``data.env=miniworld-four
 :class:`DriftWrapper` owns the global step counter ``t`` (it does not restart at episode ends) and applies the
 schedule every step: the slip probability replaces a discrete action by a uniform one; the mass scale sets
 ``body_mass = base * s`` and ``body_inertia = base * s`` (friction likewise on ``geom_friction[:, 0]``) and calls
-``mujoco.mj_setConst`` so derived quantities follow. Edits to ``model`` survive ``reset`` (which only resets
+``mujoco.mj_setConst`` so derived quantities follow (on a scratch ``MjData``: it runs the model at ``qpos0`` in the
+data it is given, which would reset the live state and corrupt the forward-velocity reward). Edits to ``model`` survive ``reset`` (which only resets
 ``qpos``/``qvel``). The two Four Rooms tasks (ours; :func:`layout`) alternate every ``task_period`` steps,
 switching at the next reset.
 """
@@ -124,8 +125,12 @@ class DriftWrapper(gym.Wrapper):
         u = env.unwrapped
         self.mujoco = hasattr(u, "model") and hasattr(u.model, "body_mass")
         if self.mujoco:
+            import mujoco
+
             m = u.model
             self.base = (m.body_mass.copy(), m.body_inertia.copy(), m.geom_friction[:, 0].copy())
+            self._scratch = mujoco.MjData(m)  # mj_setConst works at qpos0 in the data it is given: not the live one
+            self._applied = None
         self.discrete = isinstance(env.action_space, gym.spaces.Discrete)
         self.apply(self.t)
 
@@ -141,12 +146,15 @@ class DriftWrapper(gym.Wrapper):
         import mujoco
 
         mass, friction, _ = self.schedule.at(t)
+        if self._applied == (mass, friction):
+            return
         u = self.env.unwrapped
         m0, i0, f0 = self.base
         u.model.body_mass[:] = m0 * mass
         u.model.body_inertia[:] = i0 * mass
         u.model.geom_friction[:, 0] = f0 * friction
-        mujoco.mj_setConst(u.model, u.data)
+        mujoco.mj_setConst(u.model, self._scratch)
+        self._applied = (mass, friction)
 
     def reset(self, **kw):
         u = self.env.unwrapped
