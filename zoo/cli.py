@@ -232,8 +232,12 @@ def main(argv: list[str] | None = None) -> int:
             overrides, rest = split_overrides(rest)
         if cmd == "predict":
             p.add_argument("--json", action="store_true")
-        # intermixed: `zoo predict ID --json INPUT` (argparse would otherwise bind INPUT before the flag is seen)
-        args = p.parse_intermixed_args(rest) if cmd == "predict" else p.parse_args(rest)
+            # intermixed: `zoo predict ID --json INPUT` (argparse would otherwise bind INPUT before the flag is seen);
+            # method-specific options (``--slip 0.3``) pass through to predict_cli
+            args, unknown = p.parse_known_intermixed_args(rest)
+            args.inputs = list(args.inputs) + unknown
+        else:
+            args = p.parse_args(rest)
         if cmd in ("eval", "export", "predict"):
             args.overrides = overrides
         {"list": cmd_list, "info": cmd_info, "eval": cmd_eval, "export": cmd_export, "predict": cmd_predict,

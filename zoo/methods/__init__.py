@@ -16,6 +16,7 @@ METHODS: dict[str, str] = {
     "ltc": "zoo.methods.ltc.module",
     "mad": "zoo.methods.mad.module",
     "pulse": "zoo.methods.pulse.module",
+    "sf-consolidation": "zoo.methods.sf_consolidation.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -30,4 +31,5 @@ EXTRAS: dict[str, str] = {
     "desi": "frechet",
     "ltc": "clip",
     "pulse": "pulse",
+    "sf-consolidation": "rl",
 }

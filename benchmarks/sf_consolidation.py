@@ -1,0 +1,105 @@
+"""sf-consolidation speed against stable-baselines3: environment steps per second *with learning*, same nets
+(64-64), batch, update schedule and drift, in one process.
+
+Peers: SB3 ``DQN`` on the slippery Four Rooms (batch 64, one update per 4 env steps) and SB3 ``TD3`` on HalfCheetah
+with drifting mass (batch 128, one update per 2 env steps). Ours: the module's own ``learn`` step driven over the
+datamodule's stream (as the experiments do), as the plain baseline (``q`` critic, no consolidation: the like-for-like
+pair) and as SF + 5 beakers (the cost of SF and consolidation). After a warm-up block (replay filled, learning on),
+blocks of ``--steps`` env steps alternate between sides so that background load hits all alike; ratios are of
+median steps/s. Targets (issue 26): ours plain >= 0.8x SB3; SF + beakers <= 1.15x the plain time.
+
+    nice -n 10 python benchmarks/sf_consolidation.py [--steps 1000] [--repeats 3]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import torch
+
+from zoo.core.results import write_result
+from zoo.methods.sf_consolidation.baselines import sb3_reference
+from zoo.methods.sf_consolidation.datamodule import DriftDataModule
+from zoo.methods.sf_consolidation.module import SFConsolidationModule
+
+SETTINGS = {  # env -> (datamodule kwargs, SB3 algo)
+    "fourrooms": ({"batch_size": 64, "learn_every": 4, "n_step": 1, "drift_period": 25000}, "dqn"),
+    "halfcheetah": ({"batch_size": 128, "learn_every": 2, "n_step": 1, "drift_low": 0.6, "drift_high": 1.4}, "td3"),
+}
+
+
+class Ours:
+    """Our agent as a resumable stream: ``block(n)`` runs ``n`` more env steps with learning."""
+
+    def __init__(self, env: str, critic: str, consolidation: str, total: int, warmup: int):
+        dm_kw, _ = SETTINGS[env]
+        self.dm = DriftDataModule(env=env, steps=total, warmup=warmup, buffer_size=total, seed=0, **dm_kw)
+        self.module = SFConsolidationModule(env=env, critic=critic, consolidation=consolidation,
+                                            lr=1e-3, eval_every=10**9)
+        self.module.attach(self.dm)
+        self.opts = self.module.configure_optimizers()
+        self.gen = self.dm.run()
+
+    def block(self, n: int) -> None:
+        end = self.dm.env.t + n
+        while self.dm.env.t < end:
+            self.module.learn(next(self.gen), self.opts)
+
+
+class Peer:
+    """SB3 DQN/TD3 continuing ``learn`` over the same drifting env."""
+
+    def __init__(self, env: str, total: int, warmup: int):
+        dm_kw, algo = SETTINGS[env]
+        dm = DriftDataModule(env=env, steps=total, warmup=warmup, seed=0, **dm_kw)
+        self.model = sb3_reference(dm.env, algo, steps=1, batch_size=dm_kw["batch_size"],
+                                   train_freq=dm_kw["learn_every"], learning_starts=warmup, lr=1e-3)
+
+    def block(self, n: int) -> None:
+        self.model.learn(total_timesteps=n, reset_num_timesteps=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=500)
+    p.add_argument("--envs", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    a = p.parse_args(argv)
+    torch.set_num_threads(1)
+    total = a.warmup + a.steps * (a.repeats + 1) + 10
+    rows, load = [], [os.getloadavg()[0]]
+    for env in a.envs:
+        sides = {"sb3": Peer(env, total, a.warmup), "ours-plain": Ours(env, "q", "none", total, a.warmup),
+                 "ours-sf-multi": Ours(env, "sf", "multi", total, a.warmup)}
+        for side in sides.values():
+            side.block(a.warmup)                                              # fill the replay, learning starts
+        rate = {k: [] for k in sides}
+        for _ in range(a.repeats):
+            for name, side in sides.items():
+                t = time.perf_counter()
+                side.block(a.steps)
+                rate[name].append(a.steps / (time.perf_counter() - t))
+            load.append(os.getloadavg()[0])
+        med = {k: statistics.median(v) for k, v in rate.items()}
+        rows.append({"env": env, "peer": "stable-baselines3 " + SETTINGS[env][1].upper(),
+                     "sb3_steps_per_s": med["sb3"], "ours_plain_steps_per_s": med["ours-plain"],
+                     "ours_sf_multi_steps_per_s": med["ours-sf-multi"],
+                     "ratio_plain_vs_sb3": med["ours-plain"] / med["sb3"],
+                     "ratio_sf_multi_vs_sb3": med["ours-sf-multi"] / med["sb3"],
+                     "time_ratio_sf_multi_vs_plain": med["ours-plain"] / med["ours-sf-multi"],
+                     "repeats": a.repeats, "block_steps": a.steps})
+        print(rows[-1], flush=True)
+    loads = ", ".join(f"{x:.1f}" for x in load)
+    notes = (f"Env steps/s with learning (one process, alternating blocks of {a.steps} steps after a {a.warmup}-step "
+             f"warm-up, median of {a.repeats} blocks), 64-64 nets, same batch and update schedule and the same drift "
+             "on both sides. Targets: ratio_plain_vs_sb3 >= 0.8; time_ratio_sf_multi_vs_plain <= 1.15 (SF head + 5 "
+             f"beakers over the plain Q net). Load (1-min average) during the run: {loads}.")
+    print(write_result("sf-consolidation", "bench-steps", rows, kind="benchmark", notes=notes,
+                       packages=["stable-baselines3", "gymnasium", "mujoco", "minigrid"]))
+
+
+if __name__ == "__main__":
+    main()
