@@ -13,6 +13,8 @@ def test_shipped_paths_anchor_to_project_user_paths_to_cwd(tmp_path, monkeypatch
     cfg = load_recipe("praxis.yaml")
     assert os.path.isabs(cfg["data"]["path"]) and os.path.exists(cfg["data"]["path"])
     assert load_recipe("praxis.yaml", ["data.path=mine.csv"])["data"]["path"] == "mine.csv"
+    # outputs are never anchored, even when the project has a folder of that name: runs land under the cwd
+    assert load_recipe("praxis.yaml", ["out_dir=data"])["out_dir"] == "data"
 
 
 def test_train_runs_from_another_directory(tmp_path):

@@ -210,7 +210,9 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
             if k.split(".")[0] not in TOP_KEYS:
                 raise RecipeError(f"{ov_path}: {k}: unknown top-level key{suggest(k.split('.')[0], TOP_KEYS)}")
         cfg = _merge(cfg, top)
-    _anchor_shipped_paths(cfg)
+    for block in ("data", "model"):  # input files only (out_dir and run paths stay the user's)
+        if isinstance(cfg.get(block), dict):
+            _anchor_shipped_paths(cfg[block])
     for token in overrides:
         apply_override(cfg, token)
     if "name" not in cfg:  # the recipe's file stem, or <method>-<file> for a run on the user's data.path
