@@ -14,7 +14,8 @@ def test_shipped_paths_anchor_to_project_user_paths_to_cwd(tmp_path, monkeypatch
     assert os.path.isabs(cfg["data"]["path"]) and os.path.exists(cfg["data"]["path"])
     assert load_recipe("praxis.yaml", ["data.path=mine.csv"])["data"]["path"] == "mine.csv"
     # outputs are never anchored, even when the project has a folder of that name: runs land under the cwd
-    assert load_recipe("praxis.yaml", ["out_dir=data"])["out_dir"] == "data"
+    (tmp_path / "overlay.yaml").write_text("out_dir: data\n")
+    assert load_recipe("praxis.yaml", overlays=[str(tmp_path / "overlay.yaml")])["out_dir"] == "data"
 
 
 def test_train_runs_from_another_directory(tmp_path):
