@@ -32,7 +32,7 @@ from zoo.methods.pooled_reps.world import world_items
 
 ALPACA = "data/alpaca-subset/alpaca_5000.json"
 HELDOUT = range(4517, 5000)
-SEEN = range(0, 1000)
+SEEN = range(1000)
 SOURCES = ("alpaca-heldout", "alpaca-seen", "hh-eval", "world", "user")
 
 

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import torch
 
-from zoo.methods.pooled_reps.alignment import (bootstrap_ci, cka, cknna, hsic_unbiased, mutual_knn,
-                                               mutual_knn_scores)
-from zoo.methods.pooled_reps.readouts import (is_interior, mixture, prefix_mean, segment_means, simplex_grid,
-                                              single_token, token_shuffle)
+from zoo.methods.pooled_reps.alignment import bootstrap_ci, cka, cknna, hsic_unbiased, mutual_knn, mutual_knn_scores
+from zoo.methods.pooled_reps.readouts import (
+    is_interior,
+    mixture,
+    prefix_mean,
+    segment_means,
+    simplex_grid,
+    single_token,
+    token_shuffle,
+)
 from zoo.models.generation_pool import PooledGeneration
 
 _N_CANDIDATES = 8  # single positions re-scored inside each CKA bootstrap replicate (the best 8 on all items)
@@ -68,7 +74,7 @@ def measure_domain(pg: PooledGeneration, spaces: dict[str, torch.Tensor], layer:
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed + 1))
     rows, deltas, curves, simplex = [], [], {}, {}
     for space, Y in spaces.items():
-        def row(name, X, Yp=Y, **extra):
+        def row(name, X, Yp=Y, space=space, **extra):
             rows.append({"space": space, "readout": name, "cka": cka(X, Yp), "mknn": mutual_knn(X, Yp, k),
                          "cknna": cknna(X, Yp, k), **extra})
         single_cka = [cka(X, Y) for X in singles]
@@ -78,7 +84,7 @@ def measure_domain(pg: PooledGeneration, spaces: dict[str, torch.Tensor], layer:
             row(name, X)
         row("best_single", singles[best_t], t=best_t + 1)
         grid = [(a, cka(mixture(seg, a), Y)) for a in simplex_grid(0.1)]
-        best_a, best_v = max(grid, key=lambda x: x[1])
+        best_a, _best_v = max(grid, key=lambda x: x[1])
         row("mix_best", mixture(seg, best_a), alpha=list(best_a), interior=is_interior(best_a))
         row("shuffled_pairing", reps["mean"], Y[perm])
         simplex[space] = [(list(a), v) for a, v in grid]
@@ -106,7 +112,7 @@ def _delta(mean: torch.Tensor, singles: list[torch.Tensor], Y: torch.Tensor, k: 
 
     def stat_cka(idx):
         idx = idx.unique()  # a repeated item would enter the kernels as a perfect off-diagonal match
-        sub = lambda M: M[idx][:, idx]  # noqa: E731
+        sub = lambda M: M[idx][:, idx]
         Ls = sub(L)
         return _cka_gram(sub(Km), Ls) - max(_cka_gram(sub(Ks[t]), Ls) for t in cand)
 

@@ -109,7 +109,7 @@ class PooledRepsModule(ZooModule):
     # ---- fit -------------------------------------------------------------------------------------------------
     def configure_optimizers(self):
         """No optimiser on the LM: pooled-reps measures a frozen model."""
-        return None
+        return
 
     def on_fit_start(self) -> None:
         """With ``lora.r > 0``: fit the world LoRA (generated scene chats, seed 1000 + recipe seed is never a
@@ -162,10 +162,9 @@ class PooledRepsModule(ZooModule):
             result["domains"][domain] = {k: v for k, v in res.items() if k not in ("curves", "simplex")}
             (out / f"{domain}-curves.json").write_text(json.dumps({"curves": res["curves"],
                                                                     "simplex": res["simplex"]}))
-            if not hp.bank_domains or domain in hp.bank_domains:
-                if "reference" in sub[0]:
-                    bank.append(pg.mean[self.layer][idx])
-                    bank_meta += [{"domain": domain, "reference": it["reference"][:240]} for it in sub]
+            if (not hp.bank_domains or domain in hp.bank_domains) and "reference" in sub[0]:
+                bank.append(pg.mean[self.layer][idx])
+                bank_meta += [{"domain": domain, "reference": it["reference"][:240]} for it in sub]
             self._log_domain(domain, res)
         (out / "alignment.json").write_text(json.dumps(result, indent=1))
         (out / "replies.jsonl").write_text("".join(json.dumps({"domain": it["domain"], "reply": r}) + "\n"

@@ -39,7 +39,8 @@ def eos_ids(tokenizer, model) -> list[int]:
 def generate_batch(model, tokenizer, items: list[dict], max_new_tokens: int, temperature: float, top_p: float,
                    layer: int) -> tuple[PooledGeneration, list[str]]:
     """Pooled generation of a batch and the decoded replies (cut at the first EOS)."""
-    input_ids, mask = encode_prompts(tokenizer, items)
+    device = next(model.parameters()).device
+    input_ids, mask = (t.to(device) for t in encode_prompts(tokenizer, items))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     pg = pooled_generate(model, input_ids, mask, max_new_tokens, eos_ids(tokenizer, model), pad, temperature, top_p,
                          token_layer=layer)
