@@ -1,7 +1,7 @@
 """The tables: decoding seeds x {held-out Alpaca, HH-RLHF preference_eval, seen Alpaca, generated world}.
 
     python -m zoo.methods.pooled_reps.experiments [--seeds 0 1 2] [--domains ...] [--n-boot 200]
-        [--seen-items 1000] [--world-items 300] [--world-steps 300]
+        [--seen-items 1000] [--world-items 300] [--world-steps 150]
 
 Writes ``results/pooled-reps/alignment.json`` (rows: domain, space, readout, seed, cka, mknn, cknna),
 ``delta.json`` (Δ = mean − max_t single token, with bootstrap CIs, true and shuffled pairing), ``relations.json``
@@ -24,7 +24,7 @@ from zoo.methods.pooled_reps.measure import measure_domain
 from zoo.methods.pooled_reps.pipeline import concat, generate_batch, reference_spaces
 from zoo.methods.pooled_reps.plots import write_plots
 
-DOMAINS = ("world", "alpaca-heldout", "hh-eval", "alpaca-seen")
+DOMAINS = ("alpaca-heldout", "hh-eval", "alpaca-seen", "world")
 KEY_READOUTS = ("last", "best_single", "mean", "prompt", "seg1", "seg2", "seg3", "mix_best", "layer_avg",
                 "token_shuffle", "shuffled_pairing")
 PAPER = {"mean vs every single token": "mean pool beats every h_t (Δ > 0), Fig. 2 (numbers only in figures)",
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--domains", nargs="+", default=list(DOMAINS), choices=DOMAINS)
     p.add_argument("--n-boot", type=int, default=200)
-    p.add_argument("--world-steps", type=int, default=300)
+    p.add_argument("--world-steps", type=int, default=150)
     p.add_argument("--seen-items", type=int, default=1000, help="first N of the 1,000 seen Alpaca records")
     p.add_argument("--world-items", type=int, default=300, help="measurement scenes of the world")
     args = p.parse_args(argv)

@@ -222,7 +222,7 @@ class PooledRepsModule(ZooModule):
                    "segments": seg[:, 0], "mean_per_layer": pg.mean[:, 0]}
         path = Path(out_dir or ".") / "pooled-reps-predict.safetensors"
         path.parent.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.contiguous().float() for k, v in vectors.items()}, str(path))
+        save_file({k: v.float().clone().contiguous() for k, v in vectors.items()}, str(path))  # no shared storage
         lines = [f"reply ({int(pg.lengths[0])} tokens): {replies[0]}", f"pooled vectors: {path}"]
         meta = self._json(self.bank_json)
         if self.bank.shape[0]:

@@ -104,7 +104,7 @@ def fit_lora(model, tokenizer, chats: list[list[dict]], r: int = 16, alpha: int 
         loss.backward()
         opt.step()
         if log is not None and (step % 50 == 0 or step == steps - 1):
-            log(step, float(loss))
+            log(step, float(loss.detach()))
     adapter = {k: v.detach().clone() for k, v in get_peft_model_state_dict(peft_model).items()}
     merged = peft_model.merge_and_unload()
     merged.eval()
