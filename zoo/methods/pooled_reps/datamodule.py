@@ -4,8 +4,8 @@ Domains (``sources``):
     ``alpaca-heldout``  Alpaca records 4,517-4,999 of ``data/alpaca-subset/alpaca_5000.json`` (483; zoo-lm never
                         trained on them): instruction (+ blank line + input) -> output.
     ``alpaca-seen``     Alpaca records 0-999 (zoo-lm.chat's SFT targets: the "seen" contrast).
-    ``hh-eval``         HH-RLHF harmless ``preference_eval`` of ``data/hh-rlhf-harmless/split.json`` (301 pairs; the
-                        4 or so whose chosen reply is empty are dropped, the count is logged): prompt turns -> chosen.
+    ``hh-eval``         HH-RLHF harmless ``preference_eval`` of ``data/hh-rlhf-harmless/split.json`` (301 pairs; the one
+                        pair whose chosen reply is empty is dropped: 300): prompt turns -> chosen.
     ``world``           the generated scene world (:mod:`zoo.methods.pooled_reps.world`), labelled generated.
     ``user``            ``path``: the user's JSON lines.
 

@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--world-steps", type=int, default=150)
     p.add_argument("--seen-items", type=int, default=1000, help="first N of the 1,000 seen Alpaca records")
     p.add_argument("--world-items", type=int, default=300, help="measurement scenes of the world")
+    p.add_argument("--suffix", default="", help="appended to the result names (a domain subset run apart)")
     args = p.parse_args(argv)
     from zoo.models.causal_lm import load_causal_lm
 
@@ -117,18 +118,18 @@ def main(argv: list[str] | None = None) -> None:
              f"{sizes}; reference spaces: MiniLM (all-MiniLM-L6-v2) and TF-IDF + TruncatedSVD(128) of the reference "
              f"answer, one-hot scene latent for the generated world (LoRA r 16, {args.world_steps} steps on 2,000 "
              f"generated scenes, merged). k = 10. Wall time {minutes:.0f} min on 2 shared CPU cores.")
-    write_result("pooled-reps", "alignment", rows,
+    write_result("pooled-reps", "alignment" + args.suffix, rows,
                  summary=summarise([r for r in rows if r["readout"] in KEY_READOUTS], ["cka", "mknn", "cknna"],
                                    by=["domain", "space", "readout"]),
                  paper=PAPER, notes=notes)
-    write_result("pooled-reps", "delta", deltas,
+    write_result("pooled-reps", "delta" + args.suffix, deltas,
                  summary=summarise(deltas, ["delta_cka", "delta_cka_lo", "delta_cka_hi", "delta_mknn",
                                             "delta_mknn_lo", "delta_mknn_hi"], by=["domain", "space", "pairing"]),
                  paper={"Δ (true pairing)": "> 0: the mean beats every single token",
                         "Δ (shuffled pairing)": "≈ 0: the gain disappears"},
                  notes=notes + f" Δ = align(mean pool) − max over t of align(h_t); 95% percentile bootstrap over "
                                f"items ({args.n_boot} replicates; CKA replicates keep distinct items).")
-    write_result("pooled-reps", "relations", relations,
+    write_result("pooled-reps", "relations" + args.suffix, relations,
                  summary=summarise(relations, ["mean_minus_prompt", "mean_minus_last", "mix_minus_best_segment",
                                                "mix_interior", "layer_avg_minus_best_layer",
                                                "mean_minus_token_shuffle"], by=["domain", "space"]),
