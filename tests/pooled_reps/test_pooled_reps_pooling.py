@@ -48,3 +48,24 @@ def test_positions_after_eos_and_padding_do_not_count():
     with torch.no_grad():
         hs = model(input_ids=ids[1:2, 3:], output_hidden_states=True).hidden_states
     assert torch.allclose(cut.prompt[0, 1], hs[1][0].mean(0), atol=1e-5)
+
+
+def test_early_stop_feeds_the_last_token_and_matches_a_full_forward():
+    model, ids, mask = _model_and_prompts()
+    ids, mask = ids[1:2], mask[1:2]  # one left-padded row: generate stops as soon as it samples the model's EOS
+    torch.manual_seed(3)
+    free = pooled_generate(model, ids, mask, 10, [], temperature=1.0, top_p=1.0)
+    eos = int(free.tokens[0, 4])
+    model.generation_config.eos_token_id = eos
+    torch.manual_seed(3)
+    a = pooled_generate(model, ids, mask, 10, [eos], temperature=1.0, top_p=1.0, token_layer=1)
+    torch.manual_seed(3)
+    b = pooled_generate_hidden_states(model, ids, mask, 10, [eos], temperature=1.0, top_p=1.0, token_layer=1)
+    n = int(a.lengths[0])
+    assert n <= 5 and int(a.tokens[0, n - 1]) == eos and torch.all(a.tokens[0, n:] == 0)
+    for key in ("mean", "prompt", "last", "states"):
+        assert torch.allclose(getattr(a, key), getattr(b, key), atol=1e-5), key
+    with torch.no_grad():  # no cache, no padding: the states at the generated positions, EOS included
+        hs = model(input_ids=torch.cat([ids[:, 3:], a.tokens[:, :n]], 1), output_hidden_states=True).hidden_states
+    assert torch.allclose(a.states[0, :n], hs[2][0, 3:3 + n], atol=1e-5)
+    assert torch.allclose(a.mean[-1, 0], hs[-1][0, 3:3 + n].mean(0), atol=1e-5)

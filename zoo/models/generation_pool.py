@@ -7,10 +7,10 @@ output of decoder block ``l`` (the :mod:`zoo.models.activations` convention) and
 
 Positions (Wang, Isola and Cheung 2026, §2 as paraphrased in our notes; the bookkeeping is ours):
 ``h_t`` is the state at the position *holding* generated token ``t`` (fed back as input at decoding step ``t``), so the
-last of ``T`` tokens needs one extra forward: we decode ``T + 1`` tokens and drop the last sampled one. Generation
-runs with no stopping token (every row decodes ``T + 1`` steps, so rows are aligned); a row's positions after its
-first end-of-sequence token are excluded (the EOS position itself is kept), and left padding never enters the prompt
-pool. Shared by pooled-reps; FAST and CRH read the same hooks.
+last of ``T`` tokens needs one extra forward: we decode ``T + 1`` tokens and drop the last sampled one. When
+``generate`` stops early (every row has ended), the last sampled token is fed by one full forward instead. A row's
+positions after its first end-of-sequence token are excluded (the EOS position itself is kept), and left padding
+never enters the prompt pool. Shared by pooled-reps; FAST and CRH read the same hooks.
 """
 from __future__ import annotations
 
@@ -61,13 +61,29 @@ def readout_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 def _sampling_config(model, max_new_tokens: int, temperature: float, top_p: float, pad_token_id: int):
     gc = copy.deepcopy(model.generation_config)
-    gc.eos_token_id = None  # no early stop: all rows decode every step; we mask after EOS ourselves
+    gc.eos_token_id = None  # we mask after EOS ourselves; transformers may still stop once every row sampled the
+    # model's own EOS (its generation config's), which pooled_generate completes with _final_forward
     gc.pad_token_id = pad_token_id
     gc.max_new_tokens, gc.do_sample = max_new_tokens, temperature > 0
     gc.temperature, gc.top_p = (temperature, top_p) if temperature > 0 else (None, None)
     gc.top_k = None
     gc.output_hidden_states = False
     return gc
+
+
+def _final_forward(model, out: torch.Tensor, attention_mask: torch.Tensor, **kwargs):
+    """Feed the last sampled token after ``generate`` stopped early (transformers stops once every row has sampled
+    an EOS, even with no EOS in our config: it falls back to the model's), by one full forward over the sequence with
+    generate's position ids (cumulative mask); the hooks read its last position as the next step."""
+    mask = torch.cat([attention_mask, attention_mask.new_ones(out.shape[0], out.shape[1] - attention_mask.shape[1])], 1)
+    position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+    return model(input_ids=out, attention_mask=mask, position_ids=position_ids, use_cache=False, **kwargs)
+
+
+def _pad_right(tokens: torch.Tensor, width: int, pad: int) -> torch.Tensor:
+    if tokens.shape[1] >= width:
+        return tokens
+    return torch.cat([tokens, tokens.new_full((tokens.shape[0], width - tokens.shape[1]), pad)], 1)
 
 
 def _valid_mask(tokens: torch.Tensor, eos_ids: Sequence[int]) -> torch.Tensor:
@@ -148,12 +164,12 @@ def pooled_generate(model: torch.nn.Module, input_ids: torch.Tensor, attention_m
         out = model.generate(input_ids=input_ids, attention_mask=attention_mask,
                              generation_config=_sampling_config(model, max_new_tokens + 1, temperature, top_p,
                                                                 pad_token_id))
+        if acc["step"] < max_new_tokens + 1:  # every row ended early: its last token was never fed back
+            _final_forward(model, out, attention_mask)
     finally:
         for h in handles:
             h.remove()
-    if acc["step"] != max_new_tokens + 1:
-        raise RuntimeError(f"expected {max_new_tokens + 1} forwards during generate, saw {acc['step']}")
-    tokens = out[:, s:s + max_new_tokens].cpu()
+    tokens = _pad_right(out[:, s:s + max_new_tokens].cpu(), max_new_tokens, pad_token_id)
     lengths = _valid_mask(tokens, list(eos_token_ids)).sum(1)
     n_prompt = attention_mask.float().sum(1).cpu()
     return PooledGeneration(tokens=tokens, lengths=lengths, mean=sums / lengths[None, :, None].float(),
@@ -173,13 +189,17 @@ def pooled_generate_hidden_states(model: torch.nn.Module, input_ids: torch.Tenso
     gc.output_hidden_states, gc.return_dict_in_generate = True, True
     out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=gc)
     s = input_ids.shape[1]
-    tokens = out.sequences[:, s:s + max_new_tokens].cpu()
+    steps = list(out.hidden_states)  # per step: (embeddings, readout 0..L-1)
+    if len(steps) < max_new_tokens + 1:  # stopped early: feed the last sampled token (see _final_forward)
+        steps.append(_final_forward(model, out.sequences, attention_mask, output_hidden_states=True).hidden_states)
+    tokens = _pad_right(out.sequences[:, s:s + max_new_tokens].cpu(), max_new_tokens, pad_token_id)
     valid = _valid_mask(tokens, list(eos_token_ids))
     lengths = valid.sum(1)
-    steps = out.hidden_states  # tuple over steps of tuple over (embeddings, readout 0..L-1)
     prompt = torch.stack([hs.float().cpu() for hs in steps[0][1:]])                         # [L, B, S, D]
-    gen = torch.stack([torch.stack([hs[:, -1].float().cpu() for hs in step[1:]])            # [T, L, B, D]
-                       for step in steps[1:max_new_tokens + 1]]).permute(1, 2, 0, 3)       # [L, B, T, D]
+    gen = torch.stack([torch.stack([hs[:, -1].float().cpu() for hs in step[1:]])            # [t, L, B, D]
+                       for step in steps[1:max_new_tokens + 1]]).permute(1, 2, 0, 3)       # [L, B, t, D]
+    if gen.shape[2] < max_new_tokens:  # positions never generated: masked out below
+        gen = torch.cat([gen, gen.new_zeros(*gen.shape[:2], max_new_tokens - gen.shape[2], gen.shape[3])], 2)
     w = valid.float()
     pm = attention_mask.float().cpu()
     idx = (lengths - 1).clamp(min=0)
