@@ -23,6 +23,7 @@ from zoo.methods.pooled_reps.datamodule import PromptReferenceDataModule
 from zoo.methods.pooled_reps.measure import measure_domain
 from zoo.methods.pooled_reps.pipeline import concat, generate_batch, reference_spaces
 from zoo.methods.pooled_reps.plots import write_plots
+from zoo.methods.pooled_reps.world import answer_accuracy
 
 DOMAINS = ("alpaca-heldout", "hh-eval", "alpaca-seen", "world")
 KEY_READOUTS = ("last", "best_single", "mean", "prompt", "seg1", "seg2", "seg3", "mix_best", "layer_avg",
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     figures = repo_root() / "results" / "pooled-reps" / "figures"
     t_start = time.time()
-    rows, deltas, relations, sizes = [], [], [], {}
+    rows, deltas, relations, sizes, answers = [], [], [], {}, []
     for domain in args.domains:
         model, tokenizer = load_causal_lm("zoo-lm.chat")
         if domain == "world":
@@ -99,7 +100,9 @@ def main(argv: list[str] | None = None) -> None:
         layer = model.config.num_hidden_layers - 1
         for seed in args.seeds:
             t0 = time.time()
-            pg, _replies = generations(model, tokenizer, dm.items, seed, cache, domain)
+            pg, replies = generations(model, tokenizer, dm.items, seed, cache, domain)
+            if domain == "world":
+                answers.append({"seed": seed, **answer_accuracy(replies, [it["latent"] for it in dm.items])})
             res = measure_domain(pg, spaces, layer, 10, args.n_boot, seed=seed)
             sizes[domain] = res["n"]
             print(f"{domain} seed {seed}: n={res['n']} mean length {res['mean_length']:.1f} "
@@ -129,6 +132,12 @@ def main(argv: list[str] | None = None) -> None:
                         "Δ (shuffled pairing)": "≈ 0: the gain disappears"},
                  notes=notes + f" Δ = align(mean pool) − max over t of align(h_t); 95% percentile bootstrap over "
                                f"items ({args.n_boot} replicates; CKA replicates keep distinct items).")
+    if answers:
+        write_result("pooled-reps", "world-answers", answers,
+                     summary=summarise(answers, ["shape", "colour", "place", "size"]),
+                     paper="not in the paper: our check that the world LoRA learned the task (chance 0.25 for "
+                           "shape, colour, place; 0.5 for size)",
+                     notes=notes + " Share of world replies naming each attribute's true value.")
     write_result("pooled-reps", "relations" + args.suffix, relations,
                  summary=summarise(relations, ["mean_minus_prompt", "mean_minus_last", "mix_minus_best_segment",
                                                "mix_interior", "layer_avg_minus_best_layer",

@@ -45,6 +45,17 @@ def scenes(n: int, seed: int) -> list[dict]:
     return [sample_scene(rng) for _ in range(n)]
 
 
+def answer_accuracy(replies: list[str], latents: list[list[int]]) -> dict[str, float]:
+    """Share of replies that name each attribute's true value as a word (``{"shape": ..., ...}``): whether the LoRA
+    learned the world (chance is 1/4 for shape, colour, place and 1/2 for size)."""
+    out = {}
+    for j, (attr, values) in enumerate(ATTRIBUTES.items()):
+        names = list(values)
+        hits = [names[z[j]] in r.replace(".", " ").split() for r, z in zip(replies, latents)]
+        out[attr] = sum(hits) / max(1, len(hits))
+    return out
+
+
 def one_hot(latents: list[list[int]]) -> torch.Tensor:
     """Concatenated one-hot codes of the latents: ``[n, 4 + 4 + 4 + 2]`` float32 (the reference space)."""
     sizes = [len(v) for v in ATTRIBUTES.values()]
