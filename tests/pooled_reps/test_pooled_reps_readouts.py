@@ -1,5 +1,4 @@
 """Readouts: segment means, simplex mixtures, prefix pools, single tokens and the token-shuffle control."""
-import pytest
 import torch
 
 from zoo.methods.pooled_reps.readouts import (
