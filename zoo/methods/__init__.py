@@ -17,6 +17,7 @@ METHODS: dict[str, str] = {
     "mad": "zoo.methods.mad.module",
     "pulse": "zoo.methods.pulse.module",
     "sf-consolidation": "zoo.methods.sf_consolidation.module",
+    "pooled-reps": "zoo.methods.pooled_reps.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -32,4 +33,5 @@ EXTRAS: dict[str, str] = {
     "ltc": "clip",
     "pulse": "pulse",
     "sf-consolidation": "rl",
+    "pooled-reps": "text",
 }
