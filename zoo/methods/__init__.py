@@ -12,6 +12,7 @@ METHODS: dict[str, str] = {
     "trsp": "zoo.methods.trsp.module",
     "cond-dp": "zoo.methods.cond_dp.module",
     "desi": "zoo.methods.desi.module",
+    "fast": "zoo.methods.fast.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -24,4 +25,5 @@ EXTRAS: dict[str, str] = {
     "trsp": "trsp",
     "cond-dp": "privacy",
     "desi": "frechet",
+    "fast": "fast",
 }
