@@ -11,7 +11,7 @@ Pipeline (§3.2): conversations are deduplicated by the 20-gram hash rule (Alg. 
 once with ``data_seed`` and rendered with the LM's chat template. ``fast`` runs each alone (cut at
 ``max_length``); ``bt_chat`` packs them into ``block_size`` blocks; ``bt_pretrain`` packs the pre-training text.
 Sequences are taken in order until ``harvest_tokens`` tokens, run once through the LM (``model.lm``) up to block
-``model.layer`` and cached (``cache_dir``; the LM in eval mode is deterministic, so replaying the cache equals
+``model.layer`` and cached (``activation_cache``; the LM in eval mode is deterministic, so replaying the cache equals
 re-running the LM). Training streams ``training_tokens`` tokens (several passes over the cache, each in a fresh
 sequence order) through the mixing buffer (``buffer_tokens``) in ``batch_size`` batches.
 """
@@ -92,7 +92,7 @@ class FastSAEDataModule(L.LightningDataModule):
         training_tokens: tokens the SAE trains on. buffer_tokens: mixing buffer capacity. batch_size: tokens/step.
         val_conversations: first N validation conversations (``None``: all). val_batch: conversations per val batch.
         data_seed: the one shuffle of the conversations before harvesting (shared by all SAE seeds).
-        cache_dir: where harvested activations are kept (``None``: not kept).
+        activation_cache: where harvested activations are kept (``None``: not kept).
         empty_content: ``error`` (refuse a message with empty content) or ``drop`` (skip that conversation, counted;
             the shipped recipes drop zoo-lm-chat's three empty replies: train lines 2336 and 4673, val line 142).
 
@@ -104,7 +104,7 @@ class FastSAEDataModule(L.LightningDataModule):
                  val_path: str = VAL, max_length: int = 256, block_size: int = 256, ngram: int = 20,
                  harvest_tokens: int | None = 150_000, training_tokens: int = 300_000, buffer_tokens: int = 16_384,
                  batch_size: int = 1024, val_conversations: int | None = None, val_batch: int = 32,
-                 data_seed: int = 0, cache_dir: str | None = "runs/fast-cache", empty_content: str = "error"):
+                 data_seed: int = 0, activation_cache: str | None = "runs/fast-cache", empty_content: str = "error"):
         super().__init__()
         if pipeline not in PIPELINES:
             raise ValueError(f"data.pipeline: {pipeline!r} is not one of {PIPELINES}")
@@ -113,7 +113,7 @@ class FastSAEDataModule(L.LightningDataModule):
         self.buffer_tokens, self.batch_size, self.val_batch, self.data_seed = buffer_tokens, batch_size, val_batch, data_seed
         self.pretrain_paths = [_resolve(p) for p in (pretrain_path or PRETRAIN)]
         self.chat_path, self.val_path = _resolve(path), _resolve(val_path)
-        self.cache_dir = None if cache_dir is None else _resolve(cache_dir)
+        self.activation_cache = None if activation_cache is None else _resolve(activation_cache)
         # read and check the user's files now: a bad line fails before a run directory exists
         self.conversations, dropped = read_conversations(self.chat_path, empty_content)
         val, val_dropped = read_conversations(self.val_path, empty_content)
@@ -153,10 +153,10 @@ class FastSAEDataModule(L.LightningDataModule):
         return out
 
     def _cached(self, name: str, key: dict, make):
-        if self.cache_dir is None:
+        if self.activation_cache is None:
             return make()
         digest = hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()[:16]
-        file = self.cache_dir / f"{name}-{digest}.pt"
+        file = self.activation_cache / f"{name}-{digest}.pt"
         if file.is_file():
             return torch.load(file, weights_only=True)
         value = make()

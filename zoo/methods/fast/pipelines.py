@@ -157,6 +157,10 @@ def truncated_lm(model: torch.nn.Module, layer: int) -> torch.nn.Module:
     if not 0 <= layer < len(blocks):
         raise ValueError(f"model.layer: {layer} is out of range; the LM has {len(blocks)} decoder blocks "
                          f"(0..{len(blocks) - 1})")
+    # transformers 5 records hidden states with forward hooks it installs on the decoder blocks at the first
+    # recording forward, flagging the inner model as hooked. Run one on the LM first so the view (which shares the
+    # blocks and copies the flag) does not install a second set: that would record every block twice.
+    residual_stream(model, torch.zeros((1, 1), dtype=torch.long), layers=[0])
     inner = copy.copy(model.model)
     inner._modules = dict(inner._modules)  # a shallow copy shares the submodule dict: give the view its own
     inner.layers = torch.nn.ModuleList(list(blocks)[: layer + 1])
