@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from zoo.methods.fast.metrics import error_by_position, eq7_mse, gsnr
+from zoo.methods.fast.metrics import eq7_mse, error_by_position, gsnr
 from zoo.methods.fast.pipelines import mixing_buffer, ngram_dedup, pack_blocks
 from zoo.methods.fast.sae import build_sae, coefficient_warmup, geometric_median, lr_factor
 

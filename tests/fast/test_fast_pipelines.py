@@ -59,7 +59,7 @@ def test_delta_loss_is_zero_for_an_identity_sae(lm):
     mask = torch.zeros_like(batch)
     for i, s in enumerate(ids):
         batch[i, : len(s)], mask[i, : len(s)] = torch.tensor(s), 1
-    ce, ce_spliced, pct = delta_loss(model, truncated_lm(model, 2), 2, [(batch, mask)],
+    ce, _, pct = delta_loss(model, truncated_lm(model, 2), 2, [(batch, mask)],
                                      lambda x: sae.decode(sae.encode(x)))
     assert ce > 1.0 and abs(pct) < 1e-4
     zero = delta_loss(model, truncated_lm(model, 2), 2, [(batch, mask)], torch.zeros_like)[2]

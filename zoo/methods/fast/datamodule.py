@@ -27,8 +27,16 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from zoo.core.data import DataError, repo_root
-from zoo.methods.fast.pipelines import (PIPELINES, encode_conversations, harvest, mixing_buffer, ngram_dedup,
-                                        pack_blocks, pretrain_documents, read_conversations)
+from zoo.methods.fast.pipelines import (
+    PIPELINES,
+    encode_conversations,
+    harvest,
+    mixing_buffer,
+    ngram_dedup,
+    pack_blocks,
+    pretrain_documents,
+    read_conversations,
+)
 
 log = logging.getLogger(__name__)
 CHAT = "data/zoo-lm-chat/train.jsonl"

@@ -2,6 +2,7 @@
 ICML abstract names them without a definition), and feature statistics."""
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import torch
@@ -40,7 +41,7 @@ def error_by_position(sq_err: torch.Tensor, position: torch.Tensor, hidden_size:
     """Mean squared error per hidden dimension of the tokens whose position falls in ``[edges[b], edges[b+1])``
     (``None`` for an empty bin)."""
     out = []
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in itertools.pairwise(edges):
         sel = (position >= lo) & (position < hi)
         out.append(float(sq_err[sel].double().mean() / hidden_size) if bool(sel.any()) else None)
     return out

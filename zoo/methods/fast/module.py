@@ -18,8 +18,7 @@ from zoo.core.module import ZooModule
 from zoo.core.registry import register_method
 from zoo.methods.fast.datamodule import FastSAEDataModule
 from zoo.methods.fast.metrics import dead_dense, eq7_mse
-from zoo.methods.fast.sae import (build_sae, coefficient_warmup, geometric_median, lr_factor,
-                                  sparsity_key)
+from zoo.methods.fast.sae import build_sae, coefficient_warmup, geometric_median, lr_factor, sparsity_key
 
 
 @register_method("fast", datamodule=FastSAEDataModule)

@@ -26,8 +26,7 @@ def build_sae(architecture: str, d_in: int, d_sae: int, l1_coefficient: float = 
     Raises:
         ValueError: an unknown architecture (named as ``model.sae``).
     """
-    from sae_lens import (JumpReLUTrainingSAE, JumpReLUTrainingSAEConfig, StandardTrainingSAE,
-                          StandardTrainingSAEConfig)
+    from sae_lens import JumpReLUTrainingSAE, JumpReLUTrainingSAEConfig, StandardTrainingSAE, StandardTrainingSAEConfig
 
     common = {"d_in": d_in, "d_sae": d_sae, "apply_b_dec_to_input": False, "decoder_init_norm": 1.0}
     if architecture == "standard":
