@@ -133,7 +133,13 @@ class FastSAEDataModule(L.LightningDataModule):
         self.stats: dict[str, float] = {"empty_dropped": dropped, "val_empty_dropped": val_dropped}
 
     # ---- harvesting ------------------------------------------------------------------------------------------
+    def use_lm(self, model, tokenizer, ref: str, layer: int) -> None:
+        """Harvest with this LM and layer instead of the fitted module's (evaluating an outside SAE)."""
+        self._lm_override = ((model, tokenizer), ref, layer)
+
     def _lm(self):
+        if getattr(self, "_lm_override", None):
+            return self._lm_override
         module = self.trainer.lightning_module
         return module.lm_and_tokenizer(), module.hparams.lm, int(module.hparams.layer)
 

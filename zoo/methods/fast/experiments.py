@@ -114,6 +114,62 @@ def train_one(args, pipeline: str, sae: str, seed: int, layer: int, l1: float) -
     return row, probe
 
 
+def reconstruction_metrics(reconstruct, encode, val: dict, hidden: int) -> dict:
+    """Eq. 7 log2 MSE / MSE_st, L0 and dead/dense of any SAE on the validation conversations (each alone)."""
+    import math
+
+    from zoo.methods.fast.metrics import dead_dense, eq7_mse
+
+    template = torch.tensor(val["template"])
+    with torch.no_grad():
+        sq = torch.cat([((a - reconstruct(a)) ** 2).sum(-1) for a in val["acts"]])
+        feats = [encode(a) > 0 for a in val["acts"]]
+    seq = torch.cat([torch.full((len(a),), i) for i, a in enumerate(val["acts"])])
+    mask = torch.cat([torch.isin(torch.tensor(s), template) for s in val["ids"]])
+    fired = torch.cat(feats)
+    dead, dense = dead_dense(fired.float().mean(0))
+    return {"log2_mse": math.log2(eq7_mse(sq, seq, hidden)), "log2_mse_st": math.log2(eq7_mse(sq, seq, hidden, mask)),
+            "l0": float(fired.sum(-1).float().mean()), "dead": dead, "dense": dense}
+
+
+def peer(args) -> None:
+    """sae-lens' own runner on the BT(P) blocks (same tokens, width, lambda, schedule), measured like ours."""
+    from zoo.methods.fast.baselines import train_runner
+    from zoo.methods.fast.datamodule import FastSAEDataModule
+    from zoo.models.causal_lm import load_causal_lm
+
+    model, tok = load_causal_lm("zoo-lm.chat")
+    dm = FastSAEDataModule(pipeline="bt_pretrain", empty_content="drop", harvest_tokens=args.harvest)
+    dm.use_lm(model, tok, "zoo-lm.chat", 2)
+    blocks = torch.stack(dm.train_sequences(tok))
+    val = dm.prepare_val()
+    rows = []
+    for seed in args.seeds:
+        start = time.time()
+        sae = train_runner(blocks, training_tokens=args.tokens, l1_coefficient=args.l1[0], seed=seed)
+        seconds = time.time() - start
+
+        def recon(x, sae=sae):
+            return sae.decode(sae.encode(x))
+
+        row = {"pipeline": "bt_pretrain (sae-lens runner)", "sae": "standard", "l1": args.l1[0], "seed": seed,
+               **reconstruction_metrics(recon, sae.encode, val, model.config.hidden_size), "seconds": seconds}
+        with torch.no_grad():
+            row["delta_loss"] = delta_loss(model, truncated_lm(model, 2), 2, padded(val["ids"][: args.delta_convs]),
+                                           recon)[2]
+        print("[fast-peer]", row, flush=True)
+        rows.append(row)
+    write_result("fast", "peer-saelens", rows,
+                 summary=summarise(rows, ["log2_mse", "log2_mse_st", "delta_loss", "l0", "dead", "dense", "seconds"],
+                                   by=["pipeline"]),
+                 paper="the paper trains with sae_lens plus custom code; no runner-only row",
+                 notes=f"sae-lens LanguageModelSAETrainingRunner (its activation store and mixing buffer, "
+                       f"expected_average_only_in normalisation) on the same {len(blocks)} BT(P) 256-token blocks our "
+                       f"bt_pretrain pipeline harvests, {args.tokens:,} training tokens, batch 1,024, Standard SAE 8x, "
+                       f"lambda {args.l1[0]}, Adam 1e-3 -> 1e-4 (5% warm-up, cosine over the last 20%). Measured with our "
+                       "eq. 7 code on the validation conversations, each alone.", packages=["sae-lens"])
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--pipelines", nargs="+", default=["fast", "bt_pretrain", "bt_chat"])
@@ -126,10 +182,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quality", action="store_true", help="MiniLM feature-quality fraction (*ours*)")
     p.add_argument("--layer1", action="store_true", help="also layer 1, first seed only")
     p.add_argument("--steer", action="store_true", help="steering sweep on the FAST JumpReLU SAE of the first seed")
+    p.add_argument("--peer", action="store_true", help="only the sae-lens runner baseline on BT(P)")
     p.add_argument("--name", default="pipelines")
     args = p.parse_args(argv)
     args.random_sets = None
     torch.set_num_threads(1)
+    if args.peer:
+        return peer(args)
     from zoo.methods.fast.render import plot_all
 
     rows, probes = [], {}
@@ -163,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
                  paper=PAPER, notes=notes, packages=["sae-lens"])
     if args.steer:
         steering(args, probes)
-    plot_all(rows)
+    plot_all(rows, args.name)
 
 
 def steering(args, probes) -> None:

@@ -20,7 +20,7 @@ def describe(module, text: str, top: int = 3) -> str:
     f = module.encode(x)
     err = ((x - module.decode(f)) ** 2).sum(-1) / x.shape[-1]
     special = set(template_token_ids(tok))
-    pieces = tok.convert_ids_to_tokens(ids)
+    pieces = [repr(tok.decode([i]))[1:-1] for i in ids]  # readable: '\\n' for a newline, spaces kept
     lines = [f"{module.hparams.sae} SAE on layer {layer} of {module.hparams.lm}; {text!r}",
              f"{'pos':>4} {'token':<16} {'sq. error / D':>14}  (* = chat-template token)"]
     for j, (tid, piece) in enumerate(zip(ids, pieces)):

@@ -17,8 +17,8 @@ def _mean_curves(curves: list[list]) -> tuple[list, list]:
     return xs, ys
 
 
-def plot_all(rows: list[dict], out_dir=None) -> list:
-    """Write the four figures for the layer-2 rows; returns their paths."""
+def plot_all(rows: list[dict], name: str, out_dir=None) -> list:
+    """Write the four figures ``<name>-*.png`` for the layer-2 rows; returns their paths."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -41,7 +41,7 @@ def plot_all(rows: list[dict], out_dir=None) -> list:
         ax.set_title(f"{sae} SAE, layer 2")
         ax.set_ylabel("log2 MSE on chat-template tokens")
     fig.suptitle("zoo-lm.chat: reconstruction error on template tokens (dots: seeds)")
-    paths.append(_save(fig, out / "log2-mse-st.png"))
+    paths.append(_save(fig, out / f"{name}-log2-mse-st.png"))
 
     fig, axes = plt.subplots(1, len(saes), figsize=(4.5 * len(saes), 3.6), squeeze=False)
     for ax, sae in zip(axes[0], saes):
@@ -59,7 +59,7 @@ def plot_all(rows: list[dict], out_dir=None) -> list:
         ax.set_title(f"{sae} SAE")
         ax.legend()
     fig.suptitle("Reconstruction error vs position (validation conversations, each alone)")
-    paths.append(_save(fig, out / "error-vs-position.png"))
+    paths.append(_save(fig, out / f"{name}-error-vs-position.png"))
 
     fig, axes = plt.subplots(1, len(saes), figsize=(4.5 * len(saes), 3.6), squeeze=False)
     for ax, sae in zip(axes[0], saes):
@@ -71,7 +71,7 @@ def plot_all(rows: list[dict], out_dir=None) -> list:
         ax.set_ylabel("features")
         ax.set_title(f"{sae} SAE, seed 0")
         ax.legend()
-    paths.append(_save(fig, out / "feature-density.png"))
+    paths.append(_save(fig, out / f"{name}-feature-density.png"))
 
     fig, axes = plt.subplots(1, len(saes), figsize=(4.5 * len(saes), 3.6), squeeze=False)
     for ax, sae in zip(axes[0], saes):
@@ -83,7 +83,7 @@ def plot_all(rows: list[dict], out_dir=None) -> list:
         ax.set_yscale("log")
         ax.set_title(f"{sae} SAE (mean over seeds)")
         ax.legend()
-    paths.append(_save(fig, out / "gsnr.png"))
+    paths.append(_save(fig, out / f"{name}-gsnr.png"))
     return paths
 
 
