@@ -118,3 +118,16 @@ def test_lr_schedule_and_sparsity_warmup():
     assert lr_factor(90, total, 0.05, 0.2, 0.1) == pytest.approx(0.1 + 0.9 * 0.5)
     assert lr_factor(100, total, 0.05, 0.2, 0.1) == pytest.approx(0.1)
     assert coefficient_warmup(5.0, 0, 4) == pytest.approx(1.25) and coefficient_warmup(5.0, 10, 4) == 5.0
+
+
+def test_activation_stream_replays_passes_for_the_token_budget():
+    from zoo.methods.fast.datamodule import ActivationStream
+
+    pieces = [torch.arange(i * 10, i * 10 + 10, dtype=torch.float32)[:, None] for i in range(4)]  # 40 activations
+    stream = ActivationStream(pieces, training_tokens=100, capacity=8, batch_size=4, seed=0)
+    batches = list(stream)
+    assert len(stream) == 25 and len(batches) == 25
+    seen = torch.cat(batches).flatten()
+    counts = torch.bincount(seen.long(), minlength=40)
+    # 2.5 passes through a buffer that runs on across pass boundaries: every activation emitted, at most 3 times
+    assert counts.min() >= 1 and counts.max() <= 3 and int(counts.sum()) == 100
