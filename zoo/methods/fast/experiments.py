@@ -35,7 +35,7 @@ class Probe(L.Callback):
     """Keeps the fitted module and datamodule, and measures GSNR (*ours*) at ``points`` steps: per-minibatch SAE loss
     gradients over ``n_batches`` fixed minibatches of ``batch`` activations from the pipeline's own stream."""
 
-    def __init__(self, points: int = 2, n_batches: int = 32, batch: int = 256, seed: int = 0):
+    def __init__(self, points: int = 1, n_batches: int = 32, batch: int = 256, seed: int = 0):
         self.points, self.n_batches, self.batch, self.seed = points, n_batches, batch, seed
         self.curve: list[tuple[int, float]] = []
 
@@ -176,9 +176,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--saes", nargs="+", default=["standard", "jumprelu"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--harvest", type=int, default=150_000, help="distinct tokens run through the LM per pipeline")
-    p.add_argument("--tokens", type=int, default=100_000, help="SAE training tokens (equal for every pipeline)")
+    p.add_argument("--tokens", type=int, default=60_000, help="SAE training tokens (equal for every pipeline)")
     p.add_argument("--l1", nargs="+", type=float, default=[2.0], help="Standard SAE lambda(s)")
-    p.add_argument("--delta-convs", type=int, default=64, help="validation conversations for Delta loss")
+    p.add_argument("--delta-convs", type=int, default=32, help="validation conversations for Delta loss")
     p.add_argument("--quality", action="store_true", help="MiniLM feature-quality fraction (*ours*)")
     p.add_argument("--layer1", action="store_true", help="also layer 1, first seed only")
     p.add_argument("--steer", action="store_true", help="steering sweep on the FAST JumpReLU SAE of the first seed")
@@ -200,18 +200,18 @@ def main(argv: list[str] | None = None) -> None:
     done = {(r["pipeline"], r["sae"], r["seed"], r["layer"], r["l1"]) for r in rows}
     probes = {}
     layers = [2] + ([1] if args.layer1 else [])
-    for layer in layers:
-        for sae in args.saes:
-            for l1 in args.l1 if sae == "standard" else [args.l1[0]]:
-                for pipeline in args.pipelines:
-                    for seed in args.seeds if layer == 2 else args.seeds[:1]:
-                        if (pipeline, sae, seed, layer, l1 if sae == "standard" else None) in done:
-                            continue
-                        row, probe = train_one(args, pipeline, sae, seed, layer, l1)
-                        rows.append(row)
-                        with log.open("a") as f:
-                            f.write(json.dumps(row) + "\n")
-                        probes[(pipeline, sae, seed, layer)] = probe
+    grid = [(layer, sae, l1, pipeline, seed) for layer in layers
+            for seed in (args.seeds if layer == 2 else args.seeds[:1])  # seeds outermost: a stopped run stays balanced
+            for sae in args.saes for l1 in (args.l1 if sae == "standard" else [args.l1[0]])
+            for pipeline in args.pipelines]
+    for layer, sae, l1, pipeline, seed in grid:
+        if (pipeline, sae, seed, layer, l1 if sae == "standard" else None) in done:
+            continue
+        row, probe = train_one(args, pipeline, sae, seed, layer, l1)
+        rows.append(row)
+        probes[(pipeline, sae, seed, layer)] = probe
+        with log.open("a") as f:
+            f.write(json.dumps(row) + "\n")
     table = [{k: v for k, v in r.items() if not isinstance(v, list) and v is not None} for r in rows]
     notes = (f"zoo-lm.chat (5.26M-parameter Llama, d = 256), residual stream after block 2 (of 0-3); SAEs 8x "
              f"(2,048 features). Each pipeline harvests {args.harvest:,} distinct tokens once (FAST: deduplicated "
