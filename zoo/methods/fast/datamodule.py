@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import random
 from pathlib import Path
 
@@ -175,7 +176,9 @@ class FastSAEDataModule(L.LightningDataModule):
             return torch.load(file, weights_only=True)
         value = make()
         file.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(value, file)
+        tmp = file.with_suffix(f".{os.getpid()}.tmp")
+        torch.save(value, tmp)
+        os.replace(tmp, file)  # atomic: another process never reads a half-written cache
         return value
 
     def _key(self, lm_ref: str, layer: int, **extra) -> dict:

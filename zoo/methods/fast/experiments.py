@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quality", action="store_true", help="MiniLM feature-quality fraction (*ours*)")
     p.add_argument("--layer1", action="store_true", help="also layer 1, first seed only")
     p.add_argument("--steer", action="store_true", help="steering sweep on the FAST JumpReLU SAE of the first seed")
+    p.add_argument("--write-only", action="store_true", help="write the tables from the rows trained so far")
     p.add_argument("--peer", action="store_true", help="only the sae-lens runner baseline on BT(P)")
     p.add_argument("--name", default="pipelines")
     args = p.parse_args(argv)
@@ -205,11 +206,12 @@ def main(argv: list[str] | None = None) -> None:
             for sae in args.saes for l1 in (args.l1 if sae == "standard" else [args.l1[0]])
             for pipeline in args.pipelines]
     for layer, sae, l1, pipeline, seed in grid:
-        if (pipeline, sae, seed, layer, l1 if sae == "standard" else None) in done:
+        if (pipeline, sae, seed, layer, l1 if sae == "standard" else None) in done or args.write_only:
             continue
         row, probe = train_one(args, pipeline, sae, seed, layer, l1)
         rows.append(row)
-        probes[(pipeline, sae, seed, layer)] = probe
+        if args.steer and (pipeline, sae, seed, layer) == ("fast", "jumprelu", args.seeds[0], 2):
+            probes[(pipeline, sae, seed, layer)] = probe  # kept for steering; others are freed (memory)
         with log.open("a") as f:
             f.write(json.dumps(row) + "\n")
     table = [{k: v for k, v in r.items() if not isinstance(v, list) and v is not None} for r in rows]
@@ -255,7 +257,7 @@ def steering(args, probes) -> None:
     write_result("fast", "steering", rows, paper="alpha in {0, 15, 25, 50, 100, 150, 200}: moderate alpha improves "
                  "answers (GPT-4o judged), large alpha degrades them (paper §4.4, Qwen2.5-7B / Llama-3.1-8B)",
                  notes=f"z' = z + alpha * d_k at block 2 on every position, d_k the decoder row (LM units, norm "
-                       f"{float(module.sae.W_dec[feature].norm() / module.act_scale):.3f}) of the feature most "
+                       f"{float(module.sae.W_dec[feature].detach().norm() / module.act_scale):.3f}) of the feature most "
                        f"active on <|assistant|> ({feature}). Our alpha = paper alpha x (our mean residual norm "
                        f"{norm:.2f}) / 100, i.e. we read the paper's alpha as a percentage of the residual norm "
                        f"(ours: the paper's norm is not given). Held-out replies: the last {args.delta_convs} "
