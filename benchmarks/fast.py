@@ -36,7 +36,8 @@ def ours_steps(acts: torch.Tensor, steps: int, batch: int) -> None:
     from zoo.methods.fast.module import FastSAEModule
 
     module = FastSAEModule(geometric_median_sample=1024)
-    dm = FastSAEDataModule(training_tokens=steps * batch, batch_size=batch, activation_cache=None)
+    dm = FastSAEDataModule(training_tokens=steps * batch, batch_size=batch, activation_cache=None,
+                           empty_content="drop")
     dm.train_pieces, dm.stats = list(acts.split(256)), {}
     trainer = L.Trainer(max_epochs=1, limit_val_batches=0, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1)

@@ -3,8 +3,10 @@
 ``python -m zoo.methods.fast.experiments`` trains, for each pipeline (``fast``, ``bt_pretrain`` = BT(P),
 ``bt_chat`` = BT(F)), SAE (Standard, JumpReLU) and seed, the recipe ``fast-sae.yaml`` through ``zoo.core.build.train``
 (equal token budgets, the same LM layer), then measures on the validation conversations (each alone): log₂ MSE and
-log₂ MSE_st (eq. 7), L0, explained variance, dead/dense features, Delta loss (*ours*), GSNR over training (*ours*)
-and, for every SAE, the high-quality feature fraction (*ours*, MiniLM). ``--layer1`` adds layer 1 with one seed;
+log₂ MSE_st (eq. 7), L0, explained variance, dead/dense features, Delta loss (*ours*), GSNR at the start and end of
+training (*ours*); ``--quality`` adds the high-quality feature fraction (*ours*, MiniLM; run for the JumpReLU grid,
+the paper's interpretability protocol). Rows are saved as they come (``runs/fast-exp/<name>.jsonl``), so a stopped
+run resumes. ``--layer1`` adds layer 1 with one seed;
 ``--steer`` the steering sweep. Results: ``results/fast/*.json``, figures ``results/fast/figures/*.png``.
 """
 from __future__ import annotations
