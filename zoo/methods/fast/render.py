@@ -40,7 +40,7 @@ def plot_all(rows: list[dict], name: str, out_dir=None) -> list:
         ax.set_xticks(range(len(pipes)), [LABEL[p] for p in pipes])
         ax.set_title(f"{sae} SAE, layer 2")
         ax.set_ylabel("log2 MSE on chat-template tokens")
-    fig.suptitle("zoo-lm.chat: reconstruction error on template tokens (dots: seeds)")
+    fig.suptitle("zoo-lm.chat: error on template tokens (dots: seeds)", fontsize=9)
     paths.append(_save(fig, out / f"{name}-log2-mse-st.png"))
 
     fig, axes = plt.subplots(1, len(saes), figsize=(4.5 * len(saes), 3.6), squeeze=False)
@@ -58,7 +58,7 @@ def plot_all(rows: list[dict], name: str, out_dir=None) -> list:
         ax.set_ylabel("MSE per dimension")
         ax.set_title(f"{sae} SAE")
         ax.legend()
-    fig.suptitle("Reconstruction error vs position (validation conversations, each alone)")
+    fig.suptitle("Error vs position (validation conversations, each alone)", fontsize=9)
     paths.append(_save(fig, out / f"{name}-error-vs-position.png"))
 
     fig, axes = plt.subplots(1, len(saes), figsize=(4.5 * len(saes), 3.6), squeeze=False)
