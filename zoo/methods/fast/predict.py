@@ -30,5 +30,5 @@ def describe(module, text: str, top: int = 3) -> str:
     for k in total.topk(top).indices.tolist():
         j = int(f[:, k].argmax())
         lines.append(f"  feature {k:>5}: sum {float(total[k]):.3f}, active on {int((f[:, k] > 0).sum())} of "
-                     f"{len(ids)} tokens, peak {float(f[j, k]):.3f} at {pieces[j]!r} (pos {j})")
+                     f"{len(ids)} tokens, peak {float(f[j, k]):.3f} at '{pieces[j]}' (pos {j})")
     return "\n".join(lines)
