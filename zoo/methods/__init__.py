@@ -18,6 +18,7 @@ METHODS: dict[str, str] = {
     "pulse": "zoo.methods.pulse.module",
     "sf-consolidation": "zoo.methods.sf_consolidation.module",
     "pooled-reps": "zoo.methods.pooled_reps.module",
+    "fast": "zoo.methods.fast.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -34,4 +35,5 @@ EXTRAS: dict[str, str] = {
     "pulse": "pulse",
     "sf-consolidation": "rl",
     "pooled-reps": "text",
+    "fast": "fast",
 }

@@ -1,0 +1,1 @@
+"""FAST: finetuning-aligned sequential training of sparse autoencoders vs block training (see README.md)."""
