@@ -40,7 +40,8 @@ def test_pad_collate_pads_right_with_ignored_labels():
 ])
 def test_bad_chat_lines_name_file_and_line(tmp_path, line, message):
     path = tmp_path / "chat.jsonl"
-    path.write_text(json.dumps({"messages": [{"role": "user", "content": "ok"}]}) + "\n" + line + "\n")
+    good = {"messages": [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "yes"}]}
+    path.write_text(json.dumps(good) + "\n" + line + "\n")
     with pytest.raises(DataError, match=f"chat.jsonl{message}".replace("[", r"\[").replace("]", r"\]")):
         read_chat_jsonl(path)
 

@@ -227,8 +227,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
         if resume_ckpt:
             module, ckpt = _check_resume(cfg, module, resume_ckpt)
             start = announce(cfg, resume_ckpt, ckpt)
-            if finished(cfg, run_dir, start):
-                return run_dir
+            done = finished(cfg, run_dir, start)  # says so; the fit still restores it (and exports below)
             resume_step = start[2]
         with run.pinned_run_dir(run_dir):
             trainer = _trainer_or_recipe_error(cfg, run_dir, callbacks, resume_step)
@@ -236,7 +235,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
             started = time.perf_counter()
             trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
             seconds = time.perf_counter() - started
-            if resume_ckpt and trainer.global_step == start[0] and not trainer.interrupted:
+            if resume_ckpt and not done and trainer.global_step == start[0] and not trainer.interrupted:
                 log.warning("resume: nothing trained: %s stopped at once at step %d, epoch %d (trainer.max_epochs=%s "
                             "counts the epoch that max_steps cut short as finished): raise trainer.max_epochs too",
                             run_dir, trainer.global_step, trainer.current_epoch, trainer.max_epochs)

@@ -27,7 +27,8 @@ def announce(cfg: dict, ckpt_path: str, ckpt: dict) -> tuple[int, int, int]:
 
 
 def finished(cfg: dict, run_dir: Path, start: tuple[int, int, int]) -> bool:
-    """True (and says how to extend it) when the resumed run already reached ``trainer.max_steps``."""
+    """True (and says how to extend it) when the resumed run already reached ``trainer.max_steps``; the fit then
+    restores the checkpoint and takes no step."""
     max_steps = (cfg.get("trainer") or {}).get("max_steps")
     if max_steps is None or max_steps < 0 or start[0] < max_steps:
         return False
