@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +57,11 @@ class ReportingMixin:
         """``zoo eval``: eval return, length and success of the online net at the drift of steps 0, T/4, T/2, 3T/4
         (``eval_episodes`` episodes each), averaged, plus the values at each point."""
         hp, steps = self.hparams, datamodule.hparams.steps
+        seed = int(datamodule.hparams.seed)  # slips and resets draw from these: seeded, zoo eval repeats itself
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+        datamodule._eval_env = None
         out: dict[str, float] = {}
         for i in range(4):
             t = i * steps // 4
