@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from zoo.core.data import DataError
+from zoo.data.chat import read_conversations
 from zoo.methods.fast.metrics import delta_loss
-from zoo.methods.fast.pipelines import encode_conversations, harvest, pack_blocks, read_conversations, truncated_lm
+from zoo.methods.fast.pipelines import encode_conversations, harvest, pack_blocks, truncated_lm
 from zoo.methods.fast.sae import build_sae
 from zoo.models.activations import residual_stream
 from zoo.models.causal_lm import load_causal_lm
@@ -74,7 +75,7 @@ def _write(tmp_path, rows):
 
 @pytest.mark.parametrize("bad, match", [
     ({"messages": [{"role": "robot", "content": "hi"}]}, r":2: messages\[0\]\.role"),
-    ({"messages": [{"role": "user", "content": "hi"}]}, r":2: messages: no assistant turn"),
+    ({"messages": [{"role": "user", "content": "hi"}]}, r":2: messages: no 'assistant' turn"),
     ({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": " "}]},
      r":2: messages\[1\]\.content"),
 ])

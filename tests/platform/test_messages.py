@@ -4,15 +4,15 @@ import pytest
 
 from zoo.cli import main
 from zoo.core.errors import DataError
-from zoo.methods.zoo_lm.datamodule import read_chat_jsonl
+from zoo.data.chat import read_conversations
 
 
 def test_chat_without_assistant_turn_names_line(tmp_path):
     f = tmp_path / "chats.jsonl"
     f.write_text('{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}\n'
                  '{"messages": [{"role": "user", "content": "only a question"}]}\n')
-    with pytest.raises(DataError, match=rf"{f}:2: messages has no 'assistant' turn"):
-        read_chat_jsonl(f)
+    with pytest.raises(DataError, match=rf"{f}:2: messages: no 'assistant' turn"):
+        read_conversations(f)
 
 
 def test_missing_run_dir_is_not_an_unknown_zoo_id(tmp_path, capsys):

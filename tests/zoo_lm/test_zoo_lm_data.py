@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from zoo.core.data import DataError
-from zoo.methods.zoo_lm.datamodule import LMDataModule, PadCollate, pack, read_chat_jsonl, split_text, validation_cut
+from zoo.data.chat import read_conversations
+from zoo.methods.zoo_lm.datamodule import LMDataModule, PadCollate, pack, split_text, validation_cut
 from zoo.models.chat import IGNORE_INDEX
 
 
@@ -34,16 +35,16 @@ def test_pad_collate_pads_right_with_ignored_labels():
 
 @pytest.mark.parametrize("line, message", [
     ("{not json", ":2: invalid JSON"),
-    ('{"text": "x"}', ":2: expected an object with a non-empty 'messages' list"),
-    ('{"messages": [{"role": "user"}]}', ":2: messages[0] needs string 'role' and 'content'"),
-    ('{"messages": [{"role": "bot", "content": "x"}]}', ":2: messages[0].role is 'bot'"),
+    ('{"text": "x"}', ":2: messages: expected a non-empty list"),
+    ('{"messages": [{"role": "user"}]}', ":2: messages[0].content: expected a string"),
+    ('{"messages": [{"role": "bot", "content": "x"}]}', ":2: messages[0].role: 'bot' is not one of"),
 ])
 def test_bad_chat_lines_name_file_and_line(tmp_path, line, message):
     path = tmp_path / "chat.jsonl"
     good = {"messages": [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "yes"}]}
     path.write_text(json.dumps(good) + "\n" + line + "\n")
     with pytest.raises(DataError, match=f"chat.jsonl{message}".replace("[", r"\[").replace("]", r"\]")):
-        read_chat_jsonl(path)
+        read_conversations(path, empty_content="keep")
 
 
 def _chat_file(path, n):

@@ -28,6 +28,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from zoo.core.data import DataError, repo_root
+from zoo.data.chat import read_conversations
 from zoo.methods.fast.pipelines import (
     PIPELINES,
     encode_conversations,
@@ -36,7 +37,6 @@ from zoo.methods.fast.pipelines import (
     ngram_dedup,
     pack_blocks,
     pretrain_documents,
-    read_conversations,
 )
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -25,62 +24,7 @@ from zoo.core.data import DataError
 from zoo.models.activations import decoder_layers, residual_stream
 from zoo.models.chat import encode_rendered
 
-ROLES = ("system", "user", "assistant")
 PIPELINES = ("fast", "bt_pretrain", "bt_chat")
-
-
-def read_conversations(path: str | Path, empty_content: str = "error") -> tuple[list[list[dict[str, str]]], int]:
-    """Read a chat JSON-lines file: one ``{"messages": [{"role": "system"|"user"|"assistant", "content": str}]}``
-    per line (other keys ignored).
-
-    Args:
-        empty_content: ``"error"`` refuses a message with empty (or blank) content; ``"drop"`` skips that
-            conversation and counts it (zoo-lm-chat holds three empty Alpaca replies).
-
-    Returns:
-        ``(conversations, n_dropped)``.
-
-    Raises:
-        DataError: ``file:line: key`` for a missing file, invalid JSON, no ``messages`` list, a message whose
-            ``role`` is unknown or whose ``content`` is not a non-empty string, or a conversation without an
-            assistant turn.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    if empty_content not in ("error", "drop"):
-        raise ValueError(f"data.empty_content: {empty_content!r} is not 'error' or 'drop'")
-    out, dropped = [], 0
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
-            messages = row.get("messages") if isinstance(row, dict) else None
-            if not isinstance(messages, list) or not messages:
-                raise DataError(f"{where}: messages: expected a non-empty list")
-            empty = False
-            for j, m in enumerate(messages):
-                if not isinstance(m, dict) or m.get("role") not in ROLES:
-                    role = m.get("role") if isinstance(m, dict) else m
-                    raise DataError(f"{where}: messages[{j}].role: {role!r} is not one of {ROLES}")
-                if not isinstance(m.get("content"), str):
-                    raise DataError(f"{where}: messages[{j}].content: expected a string")
-                if not m["content"].strip():
-                    if empty_content == "error":
-                        raise DataError(f"{where}: messages[{j}].content: empty")
-                    empty = True
-            if not any(m["role"] == "assistant" for m in messages):
-                raise DataError(f"{where}: messages: no assistant turn")
-            if empty:
-                dropped += 1
-                continue
-            out.append([{"role": m["role"], "content": m["content"]} for m in messages])
-    return out, dropped
 
 
 def ngram_dedup(texts: Sequence[str], n: int = 20) -> list[int]:

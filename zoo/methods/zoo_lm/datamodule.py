@@ -18,7 +18,6 @@ A bad line raises :class:`zoo.core.data.DataError` naming ``file:line`` and the 
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,11 +26,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import DataError, repo_root, seeded_split
+from zoo.data.chat import read_conversations
 from zoo.models.causal_lm import load_tokenizer
 from zoo.models.chat import IGNORE_INDEX, encode_chat
 
 MODES = ("pretrain", "chat")
-ROLES = ("system", "user", "assistant")
 
 
 def validation_cut(n_lines: int, val_fraction: float) -> int:
@@ -65,41 +64,6 @@ def pack(documents: Sequence[Sequence[int]], block_size: int) -> torch.Tensor:
     flat = torch.tensor([t for doc in documents for t in doc], dtype=torch.long)
     n = flat.numel() // block_size
     return flat[: n * block_size].view(n, block_size)
-
-
-def read_chat_jsonl(path: str | Path) -> list[list[dict[str, str]]]:
-    """Read conversations from a chat JSON-lines file (schema in the module docstring).
-
-    Raises:
-        DataError: ``path:line: ...`` for a missing file, invalid JSON, no ``messages`` list, a message without a
-            string ``role``/``content``, an unknown role, or a conversation without an assistant turn.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
-            messages = row.get("messages") if isinstance(row, dict) else None
-            if not isinstance(messages, list) or not messages:
-                raise DataError(f"{where}: expected an object with a non-empty 'messages' list")
-            for j, m in enumerate(messages):
-                if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(
-                        m.get("content"), str):
-                    raise DataError(f"{where}: messages[{j}] needs string 'role' and 'content'")
-                if m["role"] not in ROLES:
-                    raise DataError(f"{where}: messages[{j}].role is {m['role']!r}; expected one of {ROLES}")
-            if not any(m["role"] == "assistant" for m in messages):
-                raise DataError(f"{where}: messages has no 'assistant' turn (only assistant tokens are trained on)")
-            out.append([{"role": m["role"], "content": m["content"]} for m in messages])
-    return out
 
 
 class TokenDataset(Dataset):
@@ -238,9 +202,9 @@ class LMDataModule(L.LightningDataModule):
         return out
 
     def _chat_sets(self):
-        train = [c for p in self.paths for c in read_chat_jsonl(p)]
+        train = [c for p in self.paths for c in read_conversations(p, empty_content="keep")[0]]
         if self.val_paths:
-            val = [c for p in self.val_paths for c in read_chat_jsonl(p)]
+            val = [c for p in self.val_paths for c in read_conversations(p, empty_content="keep")[0]]
         else:
             val_idx, _ = seeded_split(len(train), [self.val_fraction, 1 - self.val_fraction], self.seed)
             held = set(val_idx)
