@@ -23,6 +23,7 @@ from zoo.methods.ltc import render
 from zoo.methods.ltc.datamodule import WaterbirdsDataModule, normalise
 from zoo.methods.ltc.evaluate import decompose_set, located_summary, run_pipeline, text_state
 from zoo.methods.ltc.locate import correct, logits
+from zoo.methods.ltc.metrics import wg_avg_gap
 from zoo.methods.ltc.prompts import PROMPT_SETS, caption_texts
 
 TINY = {"embed_dim": 128, "image_size": 48, "patch_size": 8, "vision_layers": 6, "vision_width": 128,
@@ -163,6 +164,22 @@ class LTCModule(ZooModule):
         scores = {f"{kind} ({l},{h}): {'vehicle' if s > 0 else 'animal'} vote": gap[:, l, h] * s
                   for kind, heads in (("S", loc.spurious), ("Y", loc.salient)) for (l, h) in heads for s in (1, -1)}
         render.top_images(out / "top_images.png", dm.val_set.x, scores)
+
+    @torch.no_grad()
+    def evaluate(self, dm: WaterbirdsDataModule) -> dict[str, float]:
+        """``zoo eval``: zero-shot and LTC WG / Avg / Gap (%) on ``dm``'s test split with the stored heads, means
+        and directions (the pipeline's ``zero-shot`` and ``ltc`` rows when ``dm`` is the split it ran on).
+        """
+        dm.setup("test")
+        self.clip.eval()
+        test = decompose_set(self.clip.visual, normalise(dm.test_set.x).to(self.device), self.hparams.eval_batch)
+        T = self.class_emb.cpu()
+        S, Y = [tuple(h) for h in self.spurious.tolist()], [tuple(h) for h in self.salient.tolist()]
+        corrected = correct(test.heads, S, Y, self.directions.cpu(), self.head_means.cpu())
+        out = {}
+        for name, lg in (("zero_shot", logits(test.heads, test.others, T)), ("ltc", logits(corrected, test.others, T))):
+            out.update({f"test/{name}_{k}": v for k, v in wg_avg_gap(lg.argmax(1), dm.test_set.y, dm.test_set.group).items()})
+        return out
 
     # ---- prediction ------------------------------------------------------------------------------------------------
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
