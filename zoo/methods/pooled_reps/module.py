@@ -9,7 +9,9 @@ and merged, then the same measurement runs.
 """
 from __future__ import annotations
 
+import itertools
 import json
+import tempfile
 from pathlib import Path
 from typing import ClassVar
 
@@ -22,6 +24,7 @@ from zoo.methods.pooled_reps.measure import measure_domain
 from zoo.methods.pooled_reps.pipeline import concat, generate_batch, reference_spaces, select
 from zoo.methods.pooled_reps.plots import write_plots
 from zoo.models.causal_lm import drop_tied_aliases, fill_tied_aliases, tied_aliases
+from zoo.models.generation_pool import PooledGeneration
 
 _LORA = {"r": 0, "alpha": 32, "steps": 300, "batch_size": 16, "lr": 2.0e-3, "chats": 2000}
 
@@ -139,15 +142,34 @@ class PooledRepsModule(ZooModule):
                                      self.layer)
         self._parts.append((batch, pg, replies))
 
+    def _gathered_parts(self) -> tuple[list[dict], list[str], PooledGeneration]:
+        """This epoch's items, replies and pooled states; under DDP every rank's, put back in dataset order (the
+        distributed sampler deals item ``j`` to rank ``j % W`` and pads the last round with repeats, dropped here)."""
+        items = [it for b, _, _ in self._parts for it in b]
+        replies = [r for _, _, rs in self._parts for r in rs]
+        pg = concat([p for _, p, _ in self._parts])
+        world = self.trainer.world_size
+        if world == 1:
+            return items, replies, pg
+        import torch.distributed as dist
+
+        every: list = [None] * world
+        dist.all_gather_object(every, (items, replies, pg))
+        offsets = [0, *itertools.accumulate(len(e[0]) for e in every)][:-1]
+        order = [offsets[j % world] + j // world for j in range(len(self.trainer.datamodule.items))]
+        items = [it for e in every for it in e[0]]
+        replies = [r for e in every for r in e[1]]
+        return [items[i] for i in order], [replies[i] for i in order], select(concat([e[2] for e in every]), order)
+
     def on_train_epoch_end(self) -> None:
         """Measure every domain, write ``alignment.json`` + PNGs, fill the predict bank and log the headline."""
         if not self._parts:
             return
-        items = [it for b, _, _ in self._parts for it in b]
-        replies = [r for _, _, rs in self._parts for r in rs]
-        pg = concat([p for _, p, _ in self._parts])
+        items, replies, pg = self._gathered_parts()
         self._parts = []
         hp, out = self.hparams, self._out_dir()
+        if not self.trainer.is_global_zero:  # every rank measures the same gathered set; only rank 0 writes files
+            out = Path(tempfile.mkdtemp(prefix="pooled-reps-rank"))
         out.mkdir(parents=True, exist_ok=True)
         result = {"domains": {}}
         bank, bank_meta = [], []

@@ -84,10 +84,11 @@ class ReportingMixin:
                           "slip_prob": dm.schedule.slip_prob[::100].tolist(), "every": 100}}
 
     def on_train_end(self):
-        if getattr(self, "_dm", None) is None or not self.trainer.is_global_zero:
+        if getattr(self, "_dm", None) is None:
             return
-        out = Path(self.trainer.log_dir or self.trainer.default_root_dir)
-        self.write_outputs(out)
+        out = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective under DDP: every rank asks
+        if self.trainer.is_global_zero:
+            self.write_outputs(out)
 
     def write_outputs(self, out: Path) -> None:
         """``curve.json`` and the PNGs (return vs step over the drift, beaker distances, value maps) in ``out``."""
