@@ -32,7 +32,7 @@ from zoo.core.results import write_result
 from zoo.methods.praxis.enumerate import contains, count_trees, histogram
 from zoo.methods.praxis.measure import measure
 from zoo.methods.praxis.peers import run_tree_praxis, run_treefarms, treefarms_source_to_tree, within_bound
-from zoo.methods.praxis.proxy import gamma_from_lambda
+from zoo.methods.praxis.problem import gamma_from_lambda
 from zoo.methods.praxis.rashomon import fit_rashomon
 
 SETTINGS = [  # (data file, lambda, depth (PRAXIS convention), eps)

@@ -55,7 +55,9 @@ def test_state_dict_roundtrip_and_predict_cli(fitted, tmp_path):
     lines = Path(DATA).read_text().splitlines()[:4]
     rows.write_text("\n".join(lines) + "\n")  # label column present: ignored
     text = fresh.predict_cli([str(rows)])
-    assert "50 stored trees of 187" in text and len(text.splitlines()) == 3 + 3  # title, file, header + one line per row
+    assert "50 stored trees of 187" in text and len(text.splitlines()) == 5 + 3  # 3 title lines, file, header, rows
+    ref = fit_rashomon(dm.X_train, dm.y_train, 0.01, 3, 0.03)
+    assert f"(the set enumerated): {ref.n_trees}" in text and f"mistakes): {ref.n_within_best}" in text
     spread = fresh.spread(dm.X_train[:3])
     assert np.allclose(spread["votes"].sum(1), 1.0)
     metrics = fresh.evaluate(dm)

@@ -16,7 +16,9 @@ import math
 import numpy as np
 
 from zoo.methods.praxis.bitset import mask_key
-from zoo.methods.praxis.proxy import Problem, class_counts, depth1_children, proxy
+from zoo.methods.praxis.problem import Problem, class_counts
+from zoo.methods.praxis.proxy import proxy
+from zoo.methods.praxis.shallow import depth1_children
 
 INF = 1 << 62  # min objective of an OR node that holds no tree
 

@@ -58,6 +58,17 @@ def decode_tree(feature: np.ndarray, value: np.ndarray, i: int = 0):
     return (int(feature[i]), decode_tree(feature, value, 2 * i + 1), decode_tree(feature, value, 2 * i + 2))
 
 
+def set_size_lines(meta: dict) -> list[str]:
+    """The two sizes of a fitted set, as ``zoo predict`` prints them: what was enumerated (every tree within the
+    proxy bound ``round((1 + eps) Proxy)``) and the trees within ``(1 + eps)`` of the best objective found."""
+    if "n_within_best" not in meta:
+        return ["# (a checkpoint from before the within-best count: refit to get it)"]
+    eps, best, gamma = meta["eps"], meta["min_objective"], meta["gamma"]
+    return [f"# trees within (1+eps) x proxy (bound {meta['bound']}, the set enumerated): {meta['n_trees']}",
+            f"# trees within (1+eps) x best objective found ({best}; eps {eps:g}; gamma {gamma} per leaf + "
+            f"mistakes): {meta['n_within_best']}"]
+
+
 @register_method("praxis", datamodule=BinaryCSVDataModule)
 class PraxisModule(ZooModule):
     """Approximate Rashomon set of sparse decision trees.
@@ -111,7 +122,7 @@ class PraxisModule(ZooModule):
     # ---- fit --------------------------------------------------------------------------------------------------
     def configure_optimizers(self):
         """No optimiser: PRAXIS is not trained by gradient descent."""
-        return None
+        return
 
     def training_step(self, batch, batch_idx):
         """Build the Rashomon set of the batch (the whole training split) once; later steps do nothing."""
@@ -141,11 +152,12 @@ class PraxisModule(ZooModule):
         names = list(getattr(dm, "feature_names", [f"x{j}" for j in range(X.shape[1])]))
         self._set_meta({"feature_names": names, "spec": getattr(dm, "spec", None),
                         "classes": list(getattr(dm, "classes", [str(c) for c in range(int(y.max()) + 1)])),
-                        "n_trees": str(n_trees), "gamma": rs.problem.gamma, "bound": rs.bound,
+                        "n_trees": str(n_trees), "n_within_best": str(rs.n_within_best), "eps": hp.eps,
+                        "min_objective": rs.min_objective, "gamma": rs.problem.gamma, "bound": rs.bound,
                         "reference": rs.reference, "n": len(y), "seconds": seconds, "peak_mib": peak_mib,
                         "memory_measure": how, "or_nodes": rs.n_or_nodes})
         best_acc = float((self(torch.from_numpy(X[:, :]))[0].numpy() == y).mean()) if saved else float("nan")
-        for key, value in {"n_trees": float(n_trees), "log10_n_trees": math.log10(max(n_trees, 1)),
+        for key, value in {"n_trees": float(n_trees), "n_within_best": float(rs.n_within_best), "log10_n_trees": math.log10(max(n_trees, 1)),
                            "min_objective": float(rs.min_objective), "bound": float(rs.bound),
                            "seconds": seconds, "cpu_seconds": m.cpu_seconds, "peak_mem_mib": peak_mib, "or_nodes": float(rs.n_or_nodes),
                            "best_tree_accuracy": best_acc}.items():
@@ -226,6 +238,7 @@ class PraxisModule(ZooModule):
             raise DataError("this praxis model holds no trees: it was never fitted")
         classes = meta["classes"]
         lines = [f"# {self.tree_feature.shape[0]} stored trees of {meta['n_trees']} in the Rashomon set"]
+        lines += set_size_lines(meta)
         for path in inputs:
             cols, _ = read_columns(path)
             spec = meta["spec"] or [{"kind": "keep", "column": c} for c in meta["feature_names"]]
@@ -246,7 +259,8 @@ class PraxisModule(ZooModule):
         """Set size and best objective, plus accuracy of the best stored tree and of the vote on train/val."""
         datamodule.setup("validate")
         meta = self.meta
-        out = {"n_trees": float(meta.get("n_trees", 0)), "min_objective": float(self.tree_objective[0])
+        out = {"n_trees": float(meta.get("n_trees", 0)), "n_within_best": float(meta.get("n_within_best", "nan")),
+               "min_objective": float(self.tree_objective[0])
                if len(self.tree_objective) else float("nan"), "stored_trees": float(self.tree_feature.shape[0])}
         for split in ("train", "val"):
             X, y = getattr(datamodule, f"X_{split}"), getattr(datamodule, f"y_{split}")

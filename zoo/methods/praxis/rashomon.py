@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from zoo.methods.praxis.construct import INF, OrNode, construct, rashomon_bound
-from zoo.methods.praxis.enumerate import count_trees, histogram
-from zoo.methods.praxis.proxy import Problem, make_problem, proxy
+from zoo.methods.praxis.enumerate import count_trees, count_within_mult, histogram
+from zoo.methods.praxis.problem import Problem, make_problem
+from zoo.methods.praxis.proxy import proxy
 
 
 @dataclass
@@ -21,6 +22,7 @@ class RashomonSet:
         reference: ``Proxy(D, depth)`` (or ``None`` with a user budget). bound: the absolute budget ``eps_abs``.
         construct_seconds: wall time of the graph construction (proxy included).
         n_or_nodes: distinct OR nodes built (size of the subproblem cache).
+        eps: the Rashomon multiplier the set was built with.
     """
 
     problem: Problem
@@ -30,6 +32,7 @@ class RashomonSet:
     bound: int
     construct_seconds: float
     n_or_nodes: int
+    eps: float = 0.0
 
     @property
     def n_trees(self) -> int:
@@ -39,6 +42,13 @@ class RashomonSet:
     def min_objective(self) -> int:
         """Best objective found (integer units); ``INF`` when the set is empty."""
         return int(self.root.min_objective) if self.root.min_objective < INF else INF
+
+    @property
+    def n_within_best(self) -> int:
+        """Trees of the set with objective ``<= round((1 + eps) * min_objective)``: the Rashomon set relative to the
+        best tree found. ``n_trees`` counts what was enumerated, all trees within the proxy bound
+        ``round((1 + eps)(1 + slack) Proxy)``, which is at least as large since ``min_objective <= Proxy``."""
+        return count_within_mult(self.root, self.eps)
 
     def histogram(self) -> tuple[np.ndarray, np.ndarray]:
         return histogram(self.root)
@@ -77,4 +87,4 @@ def fit_rashomon(X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: floa
         reference, bound = None, int(root_budget)
     cache: dict = {}
     root = construct(p, root_mask, depth, bound, cache, majority_leaf_only)
-    return RashomonSet(p, root, depth, reference, bound, time.perf_counter() - t0, len(cache))
+    return RashomonSet(p, root, depth, reference, bound, time.perf_counter() - t0, len(cache), eps)
