@@ -57,7 +57,8 @@ def test_state_dict_roundtrip_and_predict_cli(fitted, tmp_path):
     text = fresh.predict_cli([str(rows)])
     assert "50 stored trees of 187" in text and len(text.splitlines()) == 5 + 3  # 3 title lines, file, header, rows
     ref = fit_rashomon(dm.X_train, dm.y_train, 0.01, 3, 0.03)
-    assert f"(the set enumerated): {ref.n_trees}" in text and f"mistakes): {ref.n_within_best}" in text
+    assert f"the set enumerated): {ref.n_trees}\n" in text, text
+    assert f"mistakes): {ref.n_within_best}\n" in text, text
     spread = fresh.spread(dm.X_train[:3])
     assert np.allclose(spread["votes"].sum(1), 1.0)
     metrics = fresh.evaluate(dm)

@@ -65,8 +65,8 @@ def set_size_lines(meta: dict) -> list[str]:
         return ["# (a checkpoint from before the within-best count: refit to get it)"]
     eps, best, gamma = meta["eps"], meta["min_objective"], meta["gamma"]
     return [f"# trees within (1+eps) x proxy (bound {meta['bound']}, the set enumerated): {meta['n_trees']}",
-            f"# trees within (1+eps) x best objective found ({best}; eps {eps:g}; gamma {gamma} per leaf + "
-            f"mistakes): {meta['n_within_best']}"]
+            (f"# trees within (1+eps) x best objective found ({best}; eps {eps:g}; gamma {gamma} per leaf + "
+             f"mistakes): {meta['n_within_best']}")]
 
 
 @register_method("praxis", datamodule=BinaryCSVDataModule)
