@@ -31,6 +31,8 @@ class Problem:
             ``k >= depth - 1`` the exact optimum (then the enumeration is exact).
         cache: subproblem cache ``(depth, k, mask_key(bitset)) -> proxy objective`` (``bitset.mask_key``: the
             bytes, or their 128-bit digest; the reference package keys a 64-bit hash).
+        backend: ``"numpy"`` (the reference) or ``"numba"``: CONSTRUCT of depth-2 OR nodes by the compiled kernel
+            (``kernel.or2``); the sets are the same.
     """
 
     X: np.ndarray
@@ -40,6 +42,7 @@ class Problem:
     gamma: int
     lookahead_k: int = 1
     cache: dict = field(default_factory=dict)
+    backend: str = "numpy"
 
     @property
     def n_features(self) -> int:
