@@ -7,6 +7,7 @@ SOLVE_SIBLINGS' budget refinement and the counting of the node's objective histo
 the pair counts of the node's rows (ours: the same quantities as ``construct.construct`` with
 ``shallow.depth1_children``, which stay the reference; tests check equal sets on every shipped setting).
 
+``split_counts`` is the class counts of every split of a batch (the greedy proxy's input, ``problem.split_counts``);
 ``exact2`` is the same pair-count pass for the exact depth-2 proxy of a batch of subproblems (``shallow.exact2``).
 
 The node's two children are not built here: ``or2`` returns, per kept split, the final budgets of its two depth-1
@@ -147,6 +148,21 @@ def _pair_counts(mask, X, Y):
     return pc, single, total
 
 
+def _split_counts(masks, X, Y):
+    """Class counts on the feature = 1 side of every split of every mask: ``(M, W) -> (M, F, C)``
+    (``problem.split_counts``)."""
+    n_masks, n_words = masks.shape
+    out = np.zeros((n_masks, X.shape[0], Y.shape[0]), dtype=np.int64)
+    for m in range(n_masks):
+        for c in range(Y.shape[0]):
+            for f in range(X.shape[0]):
+                s = 0
+                for w in range(n_words):
+                    s += _popcount(masks[m, w] & X[f, w] & Y[c, w])
+                out[m, f, c] = s
+    return out
+
+
 def _exact2(masks, X, Y, gamma):
     """Best objective at depth <= 2 of each of ``masks (M, W)``: ``(M,)`` int64 (``shallow.exact2``)."""
     out = np.empty(masks.shape[0], dtype=np.int64)
@@ -252,10 +268,19 @@ if njit is not None:
     _pair_counts = njit(cache=True)(_pair_counts)
     or2 = njit(cache=True)(_or2)
     exact2 = njit(cache=True)(_exact2)
+    split_counts = njit(cache=True)(_split_counts)
 else:
-    or2 = exact2 = None
+    or2 = exact2 = split_counts = None
 
 
 def available() -> bool:
     """Whether the compiled kernel can be used (numba importable)."""
     return or2 is not None
+
+
+def warm_up() -> None:
+    """Compile the kernels (or load them from numba's cache) on a tiny problem, outside any timed region."""
+    words = np.ones((2, 1), dtype=np.uint64)
+    or2(words[0], words, words, 1, 4, False)
+    exact2(words, words, words, 1)
+    split_counts(words, words, words)

@@ -112,6 +112,10 @@ def split_counts(p: Problem, masks: np.ndarray) -> np.ndarray:
 
     The right side is ``class_counts(masks)[:, None, :] - split_counts(masks)``.
     """
+    if p.backend == "numba":
+        from zoo.methods.praxis.kernel import split_counts as compiled_split_counts
+
+        return compiled_split_counts(np.ascontiguousarray(masks), p.X, p.Y)
     m, w = masks.shape
     out = np.empty((m, p.n_features, p.n_classes), dtype=np.int64)
     for sl in batch_chunks(m, p.n_features * w):
