@@ -98,8 +98,8 @@ def main(argv=None) -> int:
     write_result("praxis", "rid", rid_rows, results_dir=out.parent, command=command,
                  summary=summarise(rid_rows, ["rid_mean", "rid_median", "rid_q05", "rid_q95", "p_positive"],
                                    by=["setting", "variable"]),
-                 paper={"RID": "the PRAXIS paper computes RID (Donnelly et al. 2023) over its Rashomon sets as a use "
-                               "case; no per-variable numbers for these data sets are given to compare with"},
+                 paper={"RID": "no per-variable RID numbers for these data sets to compare with (RID: Donnelly et "
+                               "al., NeurIPS 2023; the authors' tree-praxis package offers it as compute_rid)"},
                  notes=(f"Rashomon importance distribution per variable: {args.bootstraps} bootstrap resamples per "
                         f"seed; each resample's Rashomon set re-thresholded to (1 + eps) x its best objective, up to "
                         f"{args.rid_trees} trees sampled uniformly from it; subtractive model reliance (0-1 loss, "
