@@ -23,7 +23,7 @@ try:
 except ImportError:  # the numpy path in construct.py is used instead
     njit = None
 
-INF = 1 << 62
+from zoo.methods.praxis.construct import INF
 
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)
@@ -50,8 +50,8 @@ def _leaf_cost(gamma, counts):
     return gamma + n - best
 
 
-def _add_leaves(gamma, counts, budget, majority, out, offset, scale):
-    """Add ``scale`` to ``out[cost - offset]`` for each leaf of ``counts`` with ``cost <= budget`` (the leaves that
+def _add_leaves(gamma, counts, budget, majority, out):
+    """Add 1 to ``out[cost]`` for each leaf of ``counts`` with ``cost <= budget`` (the leaves that
     ``construct.leaf_node`` keeps; only the majority class, ties to the larger class, when ``majority``)."""
     n = 0
     top = 0
@@ -64,7 +64,7 @@ def _add_leaves(gamma, counts, budget, majority, out, offset, scale):
             continue
         cost = gamma + n - counts[c]
         if cost <= budget:
-            out[cost - offset] += scale
+            out[cost] += 1
 
 
 def _depth1_min(gamma, counts, q1, q2, budget):
@@ -87,7 +87,7 @@ def _depth1_min(gamma, counts, q1, q2, budget):
 def _depth1_hist(gamma, counts, q1, q2, budget, majority, out):
     """Objective histogram of that depth-1 node, dense: ``out[o]`` trees of objective ``o`` (``out`` has length
     ``budget + 1``). Leaves of each split's sides are those within ``budget - Proxy(other side)``."""
-    _add_leaves(gamma, counts, budget, majority, out, 0, 1)
+    _add_leaves(gamma, counts, budget, majority, out)
     if budget < 2 * gamma:
         return
     left = np.zeros(budget + 1, dtype=np.int64)
@@ -99,8 +99,8 @@ def _depth1_hist(gamma, counts, q1, q2, budget, majority, out):
         pr = _leaf_cost(gamma, q2[g])
         if pl + pr > budget:
             continue
-        _add_leaves(gamma, q1[g], budget - pr, majority, left, 0, 1)
-        _add_leaves(gamma, q2[g], budget - pl, majority, right, 0, 1)
+        _add_leaves(gamma, q1[g], budget - pr, majority, left)
+        _add_leaves(gamma, q2[g], budget - pl, majority, right)
         for a in range(pl, budget - pr + 1):  # left leaves cost pl .. budget - pr, right ones pr .. budget - pl
             if left[a] == 0:
                 continue
@@ -196,7 +196,7 @@ def _or2(mask, X, Y, gamma, budget, majority):
     pc, single, total = _pair_counts(mask, X, Y)
     n_sub = total.sum()
     hist = np.zeros(budget + 1, dtype=np.int64)
-    _add_leaves(gamma, total, budget, majority, hist, 0, 1)
+    _add_leaves(gamma, total, budget, majority, hist)
     leaf = _leaf_cost(gamma, total)
     best = leaf if leaf <= budget else INF
     splits = np.empty((n_feat, 3), dtype=np.int64)
