@@ -1,7 +1,7 @@
 """Rashomon importance distribution (RID): bootstrap model reliance over Rashomon sets.
 
-Donnelly, McTavish, Huang & Rudin, "The Rashomon Importance Distribution" (NeurIPS 2023), as the PRAXIS paper uses it
-(Heile et al., ICML 2026, §6). For bootstrap samples ``D_b`` of the data (``b = 1..B``), build the Rashomon set
+Donnelly, McTavish, Huang & Rudin, "The Rashomon Importance Distribution" (NeurIPS 2023), over PRAXIS sets (Heile
+et al., ICML 2026; the authors' package offers it as ``compute_rid``). For bootstrap samples ``D_b`` of the data (``b = 1..B``), build the Rashomon set
 ``R_b`` of ``D_b`` and compute, for every tree ``t`` in it and every variable ``v``, the subtractive model reliance
 
     ``MR_v(t, D_b) = E_pi[ loss(t, D_b with v's columns permuted by pi) ] - loss(t, D_b)``
