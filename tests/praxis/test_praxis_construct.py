@@ -99,3 +99,19 @@ def test_contains_agrees_with_enumeration():
     memo: dict = {}
     for t in all_trees(X, np.arange(len(y)), 2, 2):
         assert contains(rs.problem, rs.root, rs.problem.root, t, memo) == (t in inside)
+
+
+@pytest.mark.parametrize("lookahead_k", [0, 1])
+def test_both_set_sizes_by_brute_force(lookahead_k):
+    """``n_trees`` counts what was enumerated (objective <= the proxy bound, minus what proxy pruning drops) and
+    ``n_within_best`` the trees within (1 + eps) of the best objective; both checked against all 786 trees of
+    depth <= 2. The greedy proxy (k = 0) is 8 where the optimum is 6, so its bound 10 admits 90 trees of which 19 are
+    within 1.3 x 6; with k = 1 = depth - 1 the proxy is exact and both counts are 19."""
+    X, y = random_data(1, n=24, n_features=4)
+    rs = fit_rashomon(X, y, lam=0.04, depth=2, eps=0.3, lookahead_k=lookahead_k)
+    objs = [objective(t, X, y, rs.problem.gamma) for t in all_trees(X, np.arange(len(y)), 2, 2)]
+    assert len(objs) == 786 and min(objs) == rs.min_objective == 6
+    ours = [o for o, _ in iter_trees(rs.root)]
+    assert rs.n_trees == len(ours) == sum(o <= rs.bound for o in objs)
+    assert rs.n_within_best == sum(o <= rashomon_bound(6, 0.3) for o in objs) == 19
+    assert (rs.reference, rs.bound, rs.n_trees) == ((8, 10, 90) if lookahead_k == 0 else (6, 8, 19))

@@ -6,9 +6,11 @@ import pytest
 import torch
 
 from zoo.methods.praxis.datamodule import BinaryCSVDataModule
+from zoo.methods.praxis.encoding import decode_tree, encode_trees
 from zoo.methods.praxis.enumerate import iter_trees, predict_tree
-from zoo.methods.praxis.module import PraxisModule, decode_tree, encode_trees
+from zoo.methods.praxis.module import PraxisModule
 from zoo.methods.praxis.rashomon import fit_rashomon
+from zoo.methods.praxis.rid import rashomon_importance
 
 DATA = "data/treefarms-binary/monk2.csv"
 
@@ -22,7 +24,7 @@ def test_encode_decode_roundtrip():
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     dm = BinaryCSVDataModule(DATA, "class_1")
-    model = PraxisModule(lam=0.01, depth=3, eps=0.03, max_saved_trees=50)
+    model = PraxisModule(lam=0.01, depth=3, eps=0.03, max_saved_trees=50, rid_bootstraps=3, rid_trees=40)
     trainer = L.Trainer(accelerator="cpu", max_epochs=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False,
                         default_root_dir=str(tmp_path_factory.mktemp("run")))
@@ -49,13 +51,26 @@ def test_fit_runs_the_enumeration_once_and_logs(fitted):
 
 def test_state_dict_roundtrip_and_predict_cli(fitted, tmp_path):
     model, dm, _ = fitted
-    fresh = PraxisModule(lam=0.01, depth=3, eps=0.03, max_saved_trees=50)
+    fresh = PraxisModule(lam=0.01, depth=3, eps=0.03, max_saved_trees=50, rid_bootstraps=3, rid_trees=40)
     fresh.load_state_dict(model.state_dict(), strict=True)
     rows = tmp_path / "rows.csv"
     lines = Path(DATA).read_text().splitlines()[:4]
     rows.write_text("\n".join(lines) + "\n")  # label column present: ignored
-    text = fresh.predict_cli([str(rows)])
-    assert "50 stored trees of 187" in text and len(text.splitlines()) == 3 + 3  # title, file, header + one line per row
+    text = fresh.predict_cli([str(rows)], str(tmp_path / "out"))
+    head = text.split("## Rashomon importance")[0]
+    assert "50 stored trees of 187" in head and len(head.splitlines()) == 5 + 3  # 3 title lines, file, header, rows
+    # both importances: usage per feature (11 columns) and RID per variable, printed and plotted
+    usage_part = text.split("## Rashomon importance by usage")[1].split("## Rashomon importance distribution")[0]
+    assert len(usage_part.strip().splitlines()) == 2 + 11
+    rid_part = text.split("## Rashomon importance distribution")[1].split("# importance plot")[0]
+    assert len(rid_part.strip().splitlines()) == 2 + 11 and "P(>0)" in rid_part
+    assert (tmp_path / "out" / "importance.png").stat().st_size > 1000
+    ref_rid = rashomon_importance(dm.X_train, dm.y_train, 0.01, 3, 0.03, n_bootstrap=3, max_trees=40, seed=0,
+                                  variables=fresh.meta["feature_names"]).summary()
+    assert fresh.meta["rid"] == ref_rid
+    ref = fit_rashomon(dm.X_train, dm.y_train, 0.01, 3, 0.03)
+    assert f"the set enumerated): {ref.n_trees}\n" in text, text
+    assert f"mistakes): {ref.n_within_best}\n" in text, text
     spread = fresh.spread(dm.X_train[:3])
     assert np.allclose(spread["votes"].sum(1), 1.0)
     metrics = fresh.evaluate(dm)

@@ -3,16 +3,9 @@ import pytest
 from praxis_brute import all_trees, random_data
 
 from zoo.methods.praxis.enumerate import objective
-from zoo.methods.praxis.proxy import (
-    class_counts,
-    exact,
-    exact1,
-    gamma_from_lambda,
-    greedy,
-    leaf_cost,
-    lookahead,
-    make_problem,
-)
+from zoo.methods.praxis.problem import class_counts, gamma_from_lambda, leaf_cost, make_problem
+from zoo.methods.praxis.proxy import exact, greedy, lookahead
+from zoo.methods.praxis.shallow import exact1
 
 
 def test_gamma_rounds_half_away_from_zero():
@@ -76,7 +69,7 @@ def test_greedy_depth2_picks_entropy_split_by_hand():
 
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_exact2_pair_counts_match_brute_force(n_classes):
-    from zoo.methods.praxis.proxy import exact2
+    from zoo.methods.praxis.shallow import exact2
 
     X, y = random_data(9, n=40, n_features=4, n_classes=n_classes)
     p = make_problem(X, y, 0.03)

@@ -16,7 +16,9 @@ import math
 import numpy as np
 
 from zoo.methods.praxis.bitset import mask_key
-from zoo.methods.praxis.proxy import Problem, class_counts, depth1_children, proxy
+from zoo.methods.praxis.problem import Problem, class_counts
+from zoo.methods.praxis.proxy import proxy
+from zoo.methods.praxis.shallow import depth1_children
 
 INF = 1 << 62  # min objective of an OR node that holds no tree
 
@@ -74,6 +76,10 @@ def construct(p: Problem, mask: np.ndarray, depth: int, budget: int, cache: dict
     if node is not None:
         return node
     n_sub = sum(counts)
+    if depth == 2 and p.backend == "numba" and p.lookahead_k >= 0:
+        node = compiled_depth2(p, mask, budget, cache, majority_leaf_only, counts)
+        cache[key] = node
+        return node
     node = OrNode(budget, n_sub)
     node.leaves = list(leaf_node(gamma, tuple(counts), budget, cache, majority_leaf_only).leaves)
     node.min_objective = min((cost for _, cost in node.leaves), default=INF)
@@ -117,6 +123,52 @@ def construct(p: Problem, mask: np.ndarray, depth: int, budget: int, cache: dict
             continue
         node.splits.append((f, lnode, rnode))
         node.min_objective = min(node.min_objective, lnode.min_objective + rnode.min_objective)
+    return node
+
+
+class LazySplitsNode(OrNode):
+    """A depth-2 OR node built by the compiled kernel: budget, leaves, minimum and histogram are set; its splits
+    (depth-1 children) are built by the numpy path on first access, when a tree inside is asked for."""
+
+    __slots__ = ("_built", "_make")
+
+    def __init__(self, budget: int, size: int, make):
+        super().__init__(budget, size)
+        self._make = make
+
+    @property
+    def splits(self):
+        if self._make is not None:
+            self._built = self._make()
+            self._make = None
+        return self._built
+
+    @splits.setter
+    def splits(self, value):
+        self._built = value
+
+
+def compiled_depth2(p: Problem, mask: np.ndarray, budget: int, cache: dict, majority_leaf_only: bool,
+                    counts: list[int]) -> OrNode:
+    """CONSTRUCT(D, 2, B) through ``kernel.or2`` (same node as the numpy path; children built lazily)."""
+    from zoo.methods.praxis.kernel import or2
+
+    kept, hist, best = or2(mask, p.X, p.Y, p.gamma, budget, majority_leaf_only)
+    node = LazySplitsNode(budget, sum(counts), None)
+    node.leaves = list(leaf_node(p.gamma, tuple(counts), budget, cache, majority_leaf_only).leaves)
+    node.min_objective = int(best) if best < INF else INF
+    objs = np.flatnonzero(hist)
+    node.hist = (tuple(objs.tolist()), tuple(hist[objs].tolist()))
+
+    def make():
+        out = []
+        for f, lb, rb in kept.tolist():
+            lnode = construct(p, mask & p.X[f], 1, lb, cache, majority_leaf_only)
+            rnode = construct(p, mask & p.notX[f], 1, rb, cache, majority_leaf_only)
+            out.append((f, lnode, rnode))
+        return out
+
+    node._make = make
     return node
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from zoo.methods.praxis.construct import OrNode
+from zoo.methods.praxis.construct import OrNode, rashomon_bound
 
 Tree = "int | tuple[int, Tree, Tree]"
 _SAFE = 1 << 62
@@ -75,11 +75,12 @@ def count_trees(node: OrNode) -> int:
 
 
 def count_within_mult(node: OrNode, mult: float) -> int:
-    """Trees with objective ``<= round((1 + mult) * min objective)`` (re-thresholding relative to the best tree)."""
+    """Trees with objective ``<= round((1 + mult) * min objective)`` (re-thresholding relative to the best tree found;
+    rounding half away from zero, as ``construct.rashomon_bound``)."""
     objs, counts = histogram(node)
     if len(objs) == 0:
         return 0
-    thresh = round((1.0 + mult) * int(objs[0]))
+    thresh = rashomon_bound(int(objs[0]), mult)
     return int(sum(c for o, c in zip(objs.tolist(), counts.tolist()) if o <= thresh))
 
 
@@ -318,7 +319,7 @@ def contains(p, node: OrNode, mask: np.ndarray, tree, memo: dict | None = None) 
 
 def tree_cost(p, tree, mask: np.ndarray, memo: dict | None = None) -> int:
     """``Obj(tree)`` on the rows of ``mask`` from bitset counts, memoised on ``(mask, subtree)`` in ``memo``."""
-    from zoo.methods.praxis.proxy import class_counts
+    from zoo.methods.praxis.problem import class_counts
 
     memo = {} if memo is None else memo
     key = ("cost", mask.tobytes(), tree)

@@ -18,44 +18,25 @@ from zoo.core.module import ZooModule
 from zoo.core.registry import register_method
 from zoo.methods.praxis.binarize import transform
 from zoo.methods.praxis.datamodule import BinaryCSVDataModule, read_columns
+from zoo.methods.praxis.encoding import decode_tree, encode_trees, predict_encoded
 from zoo.methods.praxis.enumerate import count_trees, feature_usage, histogram, iter_trees
 from zoo.methods.praxis.measure import measure
 from zoo.methods.praxis.rashomon import fit_rashomon
 from zoo.methods.praxis.render import plot_importance, plot_size_vs_eps, plot_tree, size_vs_eps, tree_text
+from zoo.methods.praxis.rid import rashomon_importance, variable_groups
 
 _BUFFERS = ("tree_feature", "tree_value", "tree_objective", "hist_objective", "hist_count", "meta_json")
-LEAF, UNUSED = -1, -2
 
 
-def encode_trees(trees: list, depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """Trees -> complete-binary-tree arrays (node ``i`` has children ``2i+1`` (feature = 1) and ``2i+2``).
-
-    Returns:
-        ``feature (T, 2**(depth+1)-1)`` int16 with ``-1`` for a leaf and ``-2`` for an unused slot, and
-        ``value`` of the same shape holding each leaf's class.
-    """
-    size = 2 ** (depth + 1) - 1
-    feat = np.full((len(trees), size), UNUSED, dtype=np.int16)
-    val = np.zeros((len(trees), size), dtype=np.int16)
-
-    def put(t_idx, t, i):
-        if isinstance(t, int):
-            feat[t_idx, i], val[t_idx, i] = LEAF, t
-        else:
-            feat[t_idx, i] = t[0]
-            put(t_idx, t[1], 2 * i + 1)
-            put(t_idx, t[2], 2 * i + 2)
-
-    for k, t in enumerate(trees):
-        put(k, t, 0)
-    return feat, val
-
-
-def decode_tree(feature: np.ndarray, value: np.ndarray, i: int = 0):
-    """Inverse of ``encode_trees`` for one row."""
-    if feature[i] == LEAF:
-        return int(value[i])
-    return (int(feature[i]), decode_tree(feature, value, 2 * i + 1), decode_tree(feature, value, 2 * i + 2))
+def set_size_lines(meta: dict) -> list[str]:
+    """The two sizes of a fitted set, as ``zoo predict`` prints them: what was enumerated (every tree within the
+    proxy bound ``round((1 + eps) Proxy)``) and the trees within ``(1 + eps)`` of the best objective found."""
+    if "n_within_best" not in meta:
+        return ["# (a checkpoint from before the within-best count: refit to get it)"]
+    eps, best, gamma = meta["eps"], meta["min_objective"], meta["gamma"]
+    return [f"# trees within (1+eps) x proxy (bound {meta['bound']}, the set enumerated): {meta['n_trees']}",
+            (f"# trees within (1+eps) x best objective found ({best}; eps {eps:g}; gamma {gamma} per leaf + "
+             f"mistakes): {meta['n_within_best']}")]
 
 
 @register_method("praxis", datamodule=BinaryCSVDataModule)
@@ -72,6 +53,9 @@ class PraxisModule(ZooModule):
         majority_leaf_only: keep only majority-class leaves.
         max_saved_trees: how many of the best trees (best-first) are stored for prediction.
         eps_grid: epsilons of the size-vs-epsilon plot (re-thresholded relative to the best tree).
+        rid_bootstraps: bootstrap resamples of the Rashomon importance distribution computed at fit (0: none).
+        rid_trees: trees sampled per bootstrap set when it holds more (``rid.rashomon_importance``).
+        rid_seed: seed of the bootstrap and the sampling.
     """
 
     export_formats = ("package",)
@@ -79,11 +63,13 @@ class PraxisModule(ZooModule):
 
     def __init__(self, lam: float = 0.01, depth: int = 5, eps: float = 0.03, lookahead_k: int = 1,
                  slack: float = 0.0, root_budget: int | None = None, majority_leaf_only: bool = False,
-                 max_saved_trees: int = 10000, eps_grid: list[float] | None = None):
+                 max_saved_trees: int = 10000, eps_grid: list[float] | None = None, rid_bootstraps: int = 10,
+                 rid_trees: int = 200, rid_seed: int = 0):
         super().__init__()
         for key, value, low in (("lam", lam, 0.0), ("depth", depth, 0), ("eps", eps, 0.0),
                                 ("lookahead_k", lookahead_k, -1), ("slack", slack, 0.0),
-                                ("max_saved_trees", max_saved_trees, 1)):
+                                ("max_saved_trees", max_saved_trees, 1), ("rid_bootstraps", rid_bootstraps, 0),
+                                ("rid_trees", rid_trees, 1)):
             if value < low:
                 raise ValueError(f"model.{key}: must be >= {low}, got {value}")
         self.save_hyperparameters()
@@ -111,7 +97,7 @@ class PraxisModule(ZooModule):
     # ---- fit --------------------------------------------------------------------------------------------------
     def configure_optimizers(self):
         """No optimiser: PRAXIS is not trained by gradient descent."""
-        return None
+        return
 
     def training_step(self, batch, batch_idx):
         """Build the Rashomon set of the batch (the whole training split) once; later steps do nothing."""
@@ -139,13 +125,22 @@ class PraxisModule(ZooModule):
         self.hist_count = torch.tensor([float(c) for c in counts.tolist()], dtype=torch.float64)
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         names = list(getattr(dm, "feature_names", [f"x{j}" for j in range(X.shape[1])]))
-        self._set_meta({"feature_names": names, "spec": getattr(dm, "spec", None),
+        spec = getattr(dm, "spec", None)
+        usage = feature_usage(rs.root, len(names))
+        rid = None
+        if hp.rid_bootstraps:
+            variables, groups = variable_groups(names, spec)
+            rid = rashomon_importance(X, y, hp.lam, hp.depth, hp.eps, groups, variables, hp.rid_bootstraps,
+                                      hp.rid_trees, hp.rid_seed, hp.lookahead_k).summary()
+        self._set_meta({"feature_names": names, "spec": spec, "usage": [str(u) for u in usage], "rid": rid,
+                        "rid_bootstraps": hp.rid_bootstraps,
                         "classes": list(getattr(dm, "classes", [str(c) for c in range(int(y.max()) + 1)])),
-                        "n_trees": str(n_trees), "gamma": rs.problem.gamma, "bound": rs.bound,
+                        "n_trees": str(n_trees), "n_within_best": str(rs.n_within_best), "eps": hp.eps,
+                        "min_objective": rs.min_objective, "gamma": rs.problem.gamma, "bound": rs.bound,
                         "reference": rs.reference, "n": len(y), "seconds": seconds, "peak_mib": peak_mib,
                         "memory_measure": how, "or_nodes": rs.n_or_nodes})
         best_acc = float((self(torch.from_numpy(X[:, :]))[0].numpy() == y).mean()) if saved else float("nan")
-        for key, value in {"n_trees": float(n_trees), "log10_n_trees": math.log10(max(n_trees, 1)),
+        for key, value in {"n_trees": float(n_trees), "n_within_best": float(rs.n_within_best), "log10_n_trees": math.log10(max(n_trees, 1)),
                            "min_objective": float(rs.min_objective), "bound": float(rs.bound),
                            "seconds": seconds, "cpu_seconds": m.cpu_seconds, "peak_mem_mib": peak_mib, "or_nodes": float(rs.n_or_nodes),
                            "best_tree_accuracy": best_acc}.items():
@@ -176,12 +171,36 @@ class PraxisModule(ZooModule):
         rows = size_vs_eps(rs.root, [e for e in grid if e <= self.hparams.eps + 1e-12] or [0.0])
         files["size_vs_eps.json"].write_text(json.dumps([{"eps": e, "n_trees": c} for e, c in rows], indent=1))
         plot_size_vs_eps(rows, str(files["size_vs_eps.png"]), title=f"Rashomon set size (bound {rs.bound})")
-        usage = feature_usage(rs.root, len(names))
-        total = count_trees(rs.root)
-        files["importance.json"].write_text(json.dumps(
-            [{"feature": n, "trees_using": int(u), "share": float(u) / total} for n, u in zip(names, usage)], indent=1))
-        plot_importance(usage, total, names, str(files["importance.png"]))
+        self.write_importance(files["importance.json"], files["importance.png"])
         return {k: str(v) for k, v in files.items()}
+
+    def write_importance(self, json_path: Path, png_path: Path) -> None:
+        """Both Rashomon importances from the stored meta: usage per feature and RID per variable (JSON, PNG)."""
+        meta = self.meta
+        names, usage, total = meta["feature_names"], [int(u) for u in meta["usage"]], int(meta["n_trees"])
+        json_path.write_text(json.dumps({
+            "usage": [{"feature": n, "trees_using": u, "share": u / total} for n, u in zip(names, usage)],
+            "rid": meta.get("rid"), "rid_bootstraps": meta.get("rid_bootstraps")}, indent=1))
+        plot_importance(usage, total, names, str(png_path), rid=meta.get("rid"))
+
+    def importance_lines(self) -> list[str]:
+        """``zoo predict``'s text of both importances: usage share per feature, RID summary per variable."""
+        meta = self.meta
+        if "usage" not in meta:
+            return ["# (a checkpoint from before the importance tables: refit to get them)"]
+        total = int(meta["n_trees"])
+        lines = ["## Rashomon importance by usage: share of the set's trees that split on the feature",
+                 "feature\tshare"]
+        usage = sorted(zip(meta["feature_names"], (int(u) for u in meta["usage"])), key=lambda t: -t[1])
+        lines += [f"{n}\t{u / total:.3f}" for n, u in usage]
+        if meta.get("rid"):
+            lines += [(f"## Rashomon importance distribution: model reliance (permuted - original misclassification "
+                       f"rate) over {meta['rid_bootstraps']} bootstrap Rashomon sets"),
+                      "variable\tmean\tq05\tq25\tmedian\tq75\tq95\tP(>0)"]
+            lines += [f"{r['variable']}\t{r['mean']:.4f}\t{r['q05']:.4f}\t{r['q25']:.4f}\t{r['q50']:.4f}\t"
+                      f"{r['q75']:.4f}\t{r['q95']:.4f}\t{r['p_positive']:.3f}"
+                      for r in sorted(meta["rid"], key=lambda r: -r["mean"])]
+        return lines
 
     def package_extras(self) -> dict[str, str]:
         return dict(self._artifacts)
@@ -189,17 +208,8 @@ class PraxisModule(ZooModule):
     # ---- inference --------------------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Predictions of every stored tree: ``x (N, F)`` 0/1 -> ``(T, N)`` int64 classes."""
-        feat = self.tree_feature.long()
-        n_trees, n = feat.shape[0], x.shape[0]
-        idx = torch.zeros(n_trees, n, dtype=torch.long, device=x.device)
-        xb = x.bool()
-        rows = torch.arange(n, device=x.device).expand(n_trees, n)
-        for _ in range(self.hparams.depth):
-            f = feat.gather(1, idx)
-            inner = f >= 0
-            go_left = xb[rows, f.clamp(min=0)]
-            idx = torch.where(inner, 2 * idx + 1 + (~go_left).long(), idx)
-        return self.tree_value.long().gather(1, idx)
+        preds = predict_encoded(self.tree_feature.numpy(), self.tree_value.numpy(), x.detach().cpu().numpy())
+        return torch.from_numpy(preds).to(x.device)
 
     def spread(self, X: np.ndarray) -> dict[str, np.ndarray]:
         """Spread of predictions across the stored set: per sample, the share of trees voting each class.
@@ -214,7 +224,8 @@ class PraxisModule(ZooModule):
         return {"votes": votes, "best": best, "agree": (preds == best[None]).mean(0)}
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict praxis.<tag> rows.csv``: per row, how the trees of the set split their votes.
+        """``zoo predict praxis.<tag> rows.csv``: the set's two sizes, per row how its trees split their votes, and
+        both Rashomon importances (usage, RID) as text and as ``importance.png`` in ``out_dir`` (default ``.``).
 
         Raises:
             DataError: no input, a missing file or column, missing or malformed values.
@@ -226,6 +237,7 @@ class PraxisModule(ZooModule):
             raise DataError("this praxis model holds no trees: it was never fitted")
         classes = meta["classes"]
         lines = [f"# {self.tree_feature.shape[0]} stored trees of {meta['n_trees']} in the Rashomon set"]
+        lines += set_size_lines(meta)
         for path in inputs:
             cols, _ = read_columns(path)
             spec = meta["spec"] or [{"kind": "keep", "column": c} for c in meta["feature_names"]]
@@ -236,17 +248,23 @@ class PraxisModule(ZooModule):
             for i in range(len(X)):
                 lines.append(f"{i}\t{classes[s['best'][i]]}\t{s['agree'][i]:.3f}\t"
                              + "\t".join(f"{v:.3f}" for v in s["votes"][i]))
+        lines += self.importance_lines()
+        out = Path(out_dir or ".")
+        out.mkdir(parents=True, exist_ok=True)
+        if "usage" in meta:
+            self.write_importance(out / "importance.json", out / "importance.png")
+            lines.append(f"# importance plot: {out / 'importance.png'}")
         text = "\n".join(lines)
         if out_dir:
-            Path(out_dir).mkdir(parents=True, exist_ok=True)
-            (Path(out_dir) / "spread.tsv").write_text(text + "\n")
+            (out / "spread.tsv").write_text(text + "\n")
         return text
 
     def evaluate(self, datamodule) -> dict[str, float]:
         """Set size and best objective, plus accuracy of the best stored tree and of the vote on train/val."""
         datamodule.setup("validate")
         meta = self.meta
-        out = {"n_trees": float(meta.get("n_trees", 0)), "min_objective": float(self.tree_objective[0])
+        out = {"n_trees": float(meta.get("n_trees", 0)), "n_within_best": float(meta.get("n_within_best", "nan")),
+               "min_objective": float(self.tree_objective[0])
                if len(self.tree_objective) else float("nan"), "stored_trees": float(self.tree_feature.shape[0])}
         for split in ("train", "val"):
             X, y = getattr(datamodule, f"X_{split}"), getattr(datamodule, f"y_{split}")

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from zoo.methods.praxis.proxy import gamma_from_lambda
+from zoo.methods.praxis.problem import gamma_from_lambda
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""What people look at: a tree as text and as PNG, Rashomon set size vs epsilon, Rashomon importance (ours)."""
+"""What people look at: a tree as text and as PNG, Rashomon set size vs epsilon, Rashomon importance (usage, RID)."""
 from __future__ import annotations
 
 import numpy as np
@@ -88,8 +88,11 @@ def plot_size_vs_eps(rows: list[tuple[float, int]], path: str, title: str = "") 
     plt.close(fig)
 
 
-def plot_importance(usage, total: int, names: list[str], path: str, top: int = 20) -> None:
-    """Bar chart of the share of Rashomon-set trees that split on each feature (top ``top``)."""
+def plot_importance(usage, total: int, names: list[str], path: str, top: int = 20, rid: list[dict] | None = None
+                    ) -> None:
+    """Rashomon importance as PNG: the share of the set's trees that split on each feature (top ``top``) and, when
+    ``rid`` (``rid.RID.summary()`` rows) is given, beside it the RID of each variable: box 25-75%, whiskers 5-95%,
+    median line, mean dot."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -97,10 +100,27 @@ def plot_importance(usage, total: int, names: list[str], path: str, top: int = 2
 
     share = np.array([float(u) / total if total else 0.0 for u in usage])
     order = np.argsort(-share)[:top][::-1]
-    fig, ax = plt.subplots(figsize=(6, 0.3 * len(order) + 1.2))
+    rid_rows = sorted(rid or [], key=lambda r: r["mean"])[-top:]
+    height = 0.3 * max(len(order), len(rid_rows)) + 1.4
+    fig, axes = plt.subplots(1, 2 if rid_rows else 1, figsize=(12 if rid_rows else 6, height), squeeze=False)
+    ax = axes[0, 0]
     ax.barh([names[i] for i in order], share[order])
     ax.set_xlabel("share of trees in the Rashomon set that use the feature")
     ax.set_xlim(0, 1)
+    ax.set_title("usage", fontsize=10)
+    if rid_rows:
+        ax = axes[0, 1]
+        ys = np.arange(len(rid_rows))
+        for k, r in enumerate(rid_rows):
+            ax.plot([r["q05"], r["q95"]], [k, k], color="0.4", lw=1)
+            ax.add_patch(matplotlib.patches.Rectangle((r["q25"], k - 0.3), r["q75"] - r["q25"], 0.6, fc="#dceaf4",
+                                                      ec="0.3"))
+            ax.plot([r["q50"], r["q50"]], [k - 0.3, k + 0.3], color="0.1", lw=1.5)
+            ax.plot(r["mean"], k, "o", color="#c0392b", ms=4)
+        ax.set_yticks(ys, [r["variable"] for r in rid_rows])
+        ax.axvline(0, color="0.6", lw=0.8, ls=":")
+        ax.set_xlabel("model reliance (permuted - original misclassification rate)")
+        ax.set_title("Rashomon importance distribution (bootstrap; dot = mean)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
