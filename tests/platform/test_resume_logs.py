@@ -100,7 +100,7 @@ def test_wandb_offline_resume_is_one_run_with_steps_continuing_from_the_checkpoi
     while not all(read()) and time.monotonic() < deadline:
         time.sleep(1)
     steps = read()
-    runs = [[r.run for r in _wandb_records(next(s.glob("*.wandb"))) if r.HasField("run")][0] for s in segments]
+    runs = [next(r.run for r in _wandb_records(next(s.glob("*.wandb"))) if r.HasField("run")) for s in segments]
     assert [r.run_id for r in runs] == [rid, rid]
     assert [r.resumed for r in runs] == [False, True], "the resumed segment must say it continues the run"
     for seg in steps:

@@ -24,10 +24,15 @@ log = logging.getLogger("zoo")
 
 def _construct(cls, kwargs: dict, block: str):
     """``cls(**kwargs)``; a ValueError/TypeError from the constructor becomes a RecipeError naming ``block``."""
+    from zoo.core.data import DataError
     from zoo.core.recipe import RecipeError
 
     try:
         return cls(**kwargs)
+    except DataError as e:  # bad data read at construction: name the recipe key to change
+        from zoo.core.preflight import with_recipe_key
+
+        raise with_recipe_key(e, kwargs if block == "data" else {}) from None
     except (ValueError, TypeError) as e:
         msg = str(e)
         raise RecipeError(msg if msg.startswith(block + ".") else f"{block}: {msg}") from e
@@ -214,6 +219,9 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     set_seed(int(cfg.get("seed", 0)))
     module = build_module(cfg)  # bad values fail here, before a run directory exists
     datamodule = build_datamodule(cfg)
+    from zoo.core.preflight import check_data
+
+    check_data(cfg, module, datamodule)  # bad data fail here too, naming file, line and recipe key
     run_dir, resume_ckpt = run.open_run_dir(cfg)
     if cfg.get("resume") and not resume_ckpt and not run._is_child_rank():
         log.info("resume=auto: no run of %s under %s to resume: starting fresh in %s", cfg["name"],
