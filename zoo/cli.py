@@ -16,9 +16,10 @@ USAGE = """usage: zoo train recipe=NAME [overlay=FILE ...] [key=value | +key=val
        zoo info NAME|ID                            a method's arguments or a zoo weight's manifest entry
        zoo eval RUN_DIR|ID [overrides ...] [--out FILE] [--which best|last]
        zoo export RUN_DIR|ID [overrides ...] [--formats package,hf,onnx,torch_export] [--out DIR]
-       zoo predict RUN_DIR|ID [overrides ...] INPUT ... [--out-dir DIR] [--json]
+       zoo predict RUN_DIR|ID [overrides ...] INPUT ... [--out-dir DIR] [--json]   (--json: with metrics when
+                                                   the input carries labels)
   overrides are train.py's: key=value, +key=value, ~key on the saved recipe (data.path=my.jsonl,
-  model.generation.temperature=0)
+  model.generation.greedy=true, model.generation.max_new_tokens=32)
        zoo release RUN_DIR --id METHOD.TAG [--which best|last] [--base ID]   (--base: store only what differs)
        zoo results                                 regenerate docs/results.md and docs/benchmarks.md from results/"""
 
@@ -168,8 +169,12 @@ def cmd_predict(args) -> None:
     except (ValueError, TypeError) as e:  # wrong or missing inputs: the method's message, without a traceback
         raise DataError(f"zoo predict {args.ref}: {e}") from e
     if args.json:
-        print(json.dumps({"ref": args.ref, "method": cfg["method"], "overrides": args.overrides,
-                          "inputs": args.inputs, "prediction": text}, indent=2))
+        doc = {"ref": args.ref, "method": cfg["method"], "overrides": args.overrides, "inputs": args.inputs,
+               "prediction": text}
+        metrics = module.predict_metrics(args.inputs, text)
+        if metrics:  # the input carried its labels
+            doc["metrics"] = metrics
+        print(json.dumps(doc, indent=2))
     else:
         print(text)
 

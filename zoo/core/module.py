@@ -64,6 +64,11 @@ class ZooModule(L.LightningModule):
         """What ``zoo predict <id> INPUTS...`` prints."""
         raise TypeError(f"method {self.method_name!r} has no predict_cli(); `zoo predict` is not available for it")
 
+    def predict_metrics(self, inputs: list[str], prediction: str) -> dict[str, float]:
+        """Metrics ``zoo predict --json`` adds when ``inputs`` carry their labels (``prediction``: what
+        :meth:`predict_cli` returned for them); empty (the default) when they carry none."""
+        return {}
+
     def package_extras(self) -> dict[str, str]:
         """Extra files (name in the package -> local path) copied into a release package."""
         return {}

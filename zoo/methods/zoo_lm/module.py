@@ -26,6 +26,13 @@ from zoo.models.chat import IGNORE_INDEX
 PROMPT_FORMATS = ("chat", "text")
 GENERATION_DEFAULTS = {"max_new_tokens": 160, "do_sample": True, "temperature": 0.7, "top_k": 50, "top_p": 0.95,
                        "repetition_penalty": 1.1, "seed": 0}
+#: ``model.generation`` keys, settable as overrides (``zoo predict zoo-lm.chat model.generation.greedy=true ...``);
+#: ``greedy: true`` or ``temperature: 0`` decode greedily (``do_sample`` off, the sampling filters dropped).
+GENERATION_SCHEMA = {"max_new_tokens": {"types": ["int"], "min": 1}, "do_sample": {"types": ["bool"]},
+                     "greedy": {"types": ["bool"]}, "temperature": {"types": ["float"], "min": 0.0},
+                     "top_k": {"types": ["int"], "min": 0}, "top_p": {"types": ["float"], "min": 0.0},
+                     "repetition_penalty": {"types": ["float"], "min": 0.0, "min_exclusive": True},
+                     "seed": {"types": ["int"]}}
 
 
 def causal_lm_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -68,6 +75,7 @@ class ZooLM(ZooModule):
     """
 
     export_formats = ("package", "hf")
+    arg_schemas: ClassVar[dict[str, dict]] = {"generation": GENERATION_SCHEMA}
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
     def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, optimizer: dict | None = None,
@@ -165,6 +173,9 @@ class ZooLM(ZooModule):
         """
         cfg = {**GENERATION_DEFAULTS, **(self.hparams.generation or {}), **overrides}
         seed = cfg.pop("seed")
+        if cfg.pop("greedy", False) or cfg.get("temperature") == 0:
+            cfg = {k: v for k, v in cfg.items() if k not in ("temperature", "top_k", "top_p")}
+            cfg["do_sample"] = False
         was_training = self.lm.training
         self.lm.eval()
         outs = []
@@ -180,10 +191,25 @@ class ZooLM(ZooModule):
         return outs
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict zoo-lm.chat "How do I bake bread?"``: the sampled reply to the joined arguments."""
+        """``zoo predict zoo-lm.chat "How do I bake bread?"``: the reply to the joined arguments (sampled as
+        ``model.generation`` says); a chat ``.jsonl`` file as the one input: one reply per conversation's first user
+        turn, blank-line separated."""
         if not inputs:
             raise ValueError("zoo predict zoo-lm: give a prompt, e.g. \"How do I bake bread?\"")
+        from zoo.methods.zoo_lm.predict import labelled_chats
+
+        chats = labelled_chats(inputs)
+        if chats is not None:
+            return "\n\n".join(self.generate([prompt for prompt, _ in chats]))
         return self.generate([" ".join(inputs)])[0]
+
+    def predict_metrics(self, inputs: list[str], prediction: str) -> dict[str, float]:
+        """With a chat ``.jsonl`` input (its assistant replies are the labels): the references' per-token NLL and
+        perplexity under the model and the exact-match rate of the generated replies (:mod:`.predict`)."""
+        from zoo.methods.zoo_lm.predict import labelled_chats, reference_metrics
+
+        chats = labelled_chats(inputs)
+        return reference_metrics(self, chats, prediction.split("\n\n")) if chats else {}
 
     def export_hf(self, out_dir: str) -> None:
         """Write a plain Hugging Face directory: ``save_pretrained`` weights (safetensors) + config + generation
