@@ -53,6 +53,13 @@ class ZooModule(L.LightningModule):
         """Inputs for ONNX / torch.export; ``self(*self.example_input())`` must run."""
         raise TypeError(f"{type(self).__name__} defines no example_input(); it cannot be exported as a graph")
 
+    def export_graph(self) -> tuple:
+        """``(network, example inputs)`` that ``onnx`` / ``torch_export`` write: by default the module itself and
+        :meth:`example_input`; a method whose deployable part is not ``forward`` (a scorer, the detector head)
+        returns that part, e.g. ``(zoo.core.export.Bound(self, "score"), inputs)``. An optional third element gives
+        ``torch.export`` dynamic shapes, one entry per input (``{0: Dim("batch"), 1: Dim("seq")}``)."""
+        return self, tuple(self.example_input())
+
     def remap_init_state(self, state: dict[str, Any], source_method: str,
                          source_cfg: dict | None = None) -> dict[str, Any]:
         """Map a state dict saved by ``source_method`` (with its resolved recipe ``source_cfg`` when known) onto this

@@ -74,7 +74,7 @@ class ZooLM(ZooModule):
         ValueError: unknown ``prompt_format``, or a tokenizer with more tokens than the model's embedding.
     """
 
-    export_formats = ("package", "hf")
+    export_formats = ("package", "hf", "onnx")
     arg_schemas: ClassVar[dict[str, dict]] = {"generation": GENERATION_SCHEMA}
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
@@ -107,6 +107,13 @@ class ZooLM(ZooModule):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Next-token logits ``[B, T, V]`` for ``input_ids [B, T]`` (``attention_mask [B, T]``, 1 = real token)."""
         return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    def export_graph(self) -> tuple:
+        """``forward(input_ids, attention_mask) -> logits`` for ONNX, any batch size and length (no KV cache)."""
+        from zoo.models.causal_lm import export_batch
+
+        args, dynamic = export_batch(self.tokenizer)
+        return self, args, dynamic
 
     def _nll(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         return causal_lm_nll(self(batch["input_ids"], batch["attention_mask"]), batch["labels"])
