@@ -164,6 +164,7 @@ def cmd_predict(args) -> None:
     from zoo.core.data import DataError
 
     module, cfg = load_module(args.ref, args.which, args.overrides)
+    args.inputs = [_shipped_or_given(x) for x in args.inputs]
     try:
         text = module.predict_cli(args.inputs, args.out_dir)
     except (ValueError, TypeError) as e:  # wrong or missing inputs: the method's message, without a traceback
@@ -177,6 +178,16 @@ def cmd_predict(args) -> None:
         print(json.dumps(doc, indent=2))
     else:
         print(text)
+
+
+def _shipped_or_given(token: str) -> str:
+    """An input naming a shipped file (``data/...``) that is not under the current directory: its path in the
+    project, so cards' examples run from anywhere; anything else unchanged (user files stay relative to the cwd)."""
+    from zoo.core.data import repo_root
+
+    if token.startswith("data/") and not Path(token).exists() and (repo_root() / token).exists():
+        return str(repo_root() / token)
+    return token
 
 
 def cmd_release(args) -> None:

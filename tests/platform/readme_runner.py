@@ -161,10 +161,34 @@ def scratch_checkpoints(tmp: Path) -> Path:
 
 
 def own_data(tmp: Path, lines: int = 40) -> None:
-    """The users' files the README names, cut from shipped data (``data.path=my_chats.jsonl`` ...)."""
+    """The users' files the README and the cards name, cut from shipped real data: ``my_chats.jsonl`` /
+    ``my_val.jsonl`` (zoo-lm chats), ``mine.jsonl`` (pooled-reps: Alpaca prompt + reference), ``my.csv``
+    (survshap-iq: GBSG2 with the time in ``months`` and the event in ``died``), ``trips.csv`` (trsp: Manhattan
+    commutes between tract centroids)."""
+    import csv
+    import json
+
     chats = (ROOT / "data" / "zoo-lm-chat" / "train.jsonl").read_text().splitlines()
     (tmp / "my_chats.jsonl").write_text("\n".join(chats[:lines]) + "\n")
     (tmp / "my_val.jsonl").write_text("\n".join(chats[lines:lines + 10]) + "\n")
+    alpaca = json.loads((ROOT / "data" / "alpaca-subset" / "alpaca_5000.json").read_text())[:lines]
+    (tmp / "mine.jsonl").write_text("".join(json.dumps({"prompt": r["instruction"], "reference": r["output"]}) + "\n"
+                                            for r in alpaca))
+    from zoo.methods.survshap_iq.datamodule import load_shipped
+
+    X, time, event, names = load_shipped("gbsg2")
+    with open(tmp / "my.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*names, "months", "died"])
+        w.writerows([*map(float, x), round(t / 30.44, 2), int(e)] for x, t, e in zip(X, time, event))
+    od = ROOT / "data" / "commuting-od"
+    with open(od / "36061_regions.csv", newline="") as f:
+        where = {r["geoid"]: (r["centroid_lon"], r["centroid_lat"]) for r in csv.DictReader(f)}
+    with open(od / "36061_od.csv", newline="") as f:
+        trips = [(r["origin_geoid"], r["destination_geoid"]) for r in csv.DictReader(f)
+                 if r["origin_geoid"] != r["destination_geoid"] and r["destination_geoid"] in where][:10]
+    (tmp / "trips.csv").write_text("a_lon,a_lat,b_lon,b_lat\n" + "".join(f"{','.join(where[a])},{','.join(where[b])}\n"
+                                                                       for a, b in trips))
 
 
 def quoted(path: Path) -> list[str]:

@@ -382,7 +382,9 @@ def release(run_dir: Path, zoo_id: str, which: str = "best", base: str | None = 
     doc = yaml.safe_load(metrics_file.read_text()) if metrics_file.is_file() else {}
     metrics = doc.get("metrics", {})
     folder = hub.checkpoints_dir() / zoo_id
-    if folder.exists():
+    if folder.is_symlink():  # a linked package (a scratch checkpoints/): replace the link, never its target
+        folder.unlink()
+    elif folder.exists():
         shutil.rmtree(folder)
     files = write_package(module, cfg, folder, metrics, zoo_id)
     card = cfg.get("card") or {}
