@@ -1,6 +1,7 @@
-"""ONNX exports (#14 item 5) of the shipped weights users deploy: the LM, the cost model's scorer, WatchLog's detector and
-ST-TGExplainer's scorer. Each graph is written by ``zoo export``, then run by onnxruntime on inputs it was not traced
-with (another batch size, other lengths, padded rows) and compared with the torch model."""
+"""ONNX exports (#14 item 5) of the shipped weights users deploy: the LM (full forward, and one decoding step with a KV
+cache), the cost model's scorer, WatchLog's detector and ST-TGExplainer's scorer. Each graph is written by ``zoo
+export``, then run by onnxruntime on inputs it was not traced with (another batch size, other lengths, padded rows)
+and compared with the torch model; the KV-cache graph decodes greedily token by token as ``generate`` does."""
 import numpy as np
 import pytest
 import torch
@@ -64,3 +65,27 @@ def test_onnx_export_matches_torch_on_new_inputs(ref, tmp_path, capsys):
     for w, o in zip(want, got):
         assert w.shape == o.shape and w.shape[0] == args[0].shape[0]
         np.testing.assert_allclose(o, w, atol=atol, rtol=1e-3)
+    if ref == "zoo-lm.chat":
+        _kv_decodes_like_generate(ort.InferenceSession(str(tmp_path / "model_kv.onnx")), module)
+
+
+def _kv_decodes_like_generate(sess, module, n: int = 12):
+    """Greedy decoding with the KV-cache step (prompt first, then one token at a time) gives ``generate``'s reply."""
+    from zoo.methods.zoo_lm.onnx_cache import empty_cache
+
+    prompt = "How do I bake bread?"
+    ids = module.prompt_ids(prompt)
+    past = [t.numpy() for t in empty_cache(module.lm, 1)]
+    past_mask, new, out = np.zeros((1, 1), np.int64), np.array([ids]), []
+    for _ in range(n):
+        pos = np.arange(past_mask.sum(), past_mask.sum() + new.shape[1])[None]
+        logits, *past = sess.run(None, dict(zip([i.name for i in sess.get_inputs()],
+                                                [new, past_mask, np.ones_like(new), pos, *past])))
+        past_mask = np.concatenate([past_mask, np.ones_like(new)], 1)
+        tok = int(logits[0, -1].argmax())
+        if tok == module.tokenizer.eos_token_id:
+            break
+        out.append(tok)
+        new = np.array([[tok]])
+    got = module.tokenizer.decode(out, skip_special_tokens=True).strip()
+    assert got == module.generate([prompt], greedy=True, max_new_tokens=n, repetition_penalty=1.0)[0]

@@ -130,7 +130,6 @@ def export_module(module, cfg: dict, formats: list[str], out_dir: Path) -> dict[
     Raises:
         ExportError: a format the method does not support, or a parity check that fails.
     """
-    import torch
 
     out_dir = Path(out_dir)
     supported = tuple(module.export_formats)
@@ -150,27 +149,32 @@ def export_module(module, cfg: dict, formats: list[str], out_dir: Path) -> dict[
             module.export_hf(str(out_dir / "hf"))
             written[fmt] = str(out_dir / "hf")
         elif fmt in ("onnx", "torch_export"):
-            graph, args, *dynamic = module.export_graph()
-            dynamic = dynamic[0] if dynamic else None
-            if dynamic is not None and getattr(graph, "varargs", False):
-                dynamic = {"args": tuple(dynamic)}
-            with torch.no_grad():
-                ref = _tensor_outputs(graph(*args))
-            if fmt == "torch_export":
-                path = out_dir / "model.pt2"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                torch.export.save(torch.export.export(graph, args, dynamic_shapes=dynamic), str(path))
-                with torch.no_grad():
-                    got = _tensor_outputs(torch.export.load(str(path)).module()(*args))
-                _check_close(ref, got, atol, "torch_export")
-            else:
-                import onnxruntime as ort
-
-                path = out_dir / "model.onnx"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                torch.onnx.export(graph, args, str(path), dynamo=True, external_data=False, dynamic_shapes=dynamic)
-                sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-                feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
-                _check_close(ref, sess.run(None, feeds), atol, "onnx (onnxruntime)")
-            written[fmt] = str(path)
+            for stem, (graph, args, *dynamic) in module.export_graphs().items():
+                path = _export_graph(graph, tuple(args), dynamic[0] if dynamic else None, fmt,
+                                     out_dir / f"{stem}.{'onnx' if fmt == 'onnx' else 'pt2'}", atol)
+                written.setdefault(fmt, str(path))
     return written
+
+
+def _export_graph(graph, args: tuple, dynamic, fmt: str, path: Path, atol: float) -> Path:
+    """Write one graph as ONNX (dynamo exporter) or ``torch.export`` ``.pt2`` and check it against eager torch."""
+    import torch
+
+    if dynamic is not None and not isinstance(dynamic, dict) and getattr(graph, "varargs", False):
+        dynamic = {"args": tuple(dynamic)}
+    with torch.no_grad():
+        ref = _tensor_outputs(graph(*args))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "torch_export":
+        torch.export.save(torch.export.export(graph, args, dynamic_shapes=dynamic), str(path))
+        with torch.no_grad():
+            got = _tensor_outputs(torch.export.load(str(path)).module()(*args))
+        _check_close(ref, got, atol, f"torch_export {path.name}")
+    else:
+        import onnxruntime as ort
+
+        torch.onnx.export(graph, args, str(path), dynamo=True, external_data=False, dynamic_shapes=dynamic)
+        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
+        _check_close(ref, sess.run(None, feeds), atol, f"onnx (onnxruntime) {path.name}")
+    return path

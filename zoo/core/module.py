@@ -60,6 +60,11 @@ class ZooModule(L.LightningModule):
         ``torch.export`` dynamic shapes, one entry per input (``{0: Dim("batch"), 1: Dim("seq")}``)."""
         return self, tuple(self.example_input())
 
+    def export_graphs(self) -> dict[str, tuple]:
+        """``{file stem: export_graph()-like tuple}`` written by ``onnx`` / ``torch_export`` (default: ``model``
+        only); a method adds graphs here (the LM's ``model_kv``: one decoding step with a KV cache)."""
+        return {"model": self.export_graph()}
+
     def remap_init_state(self, state: dict[str, Any], source_method: str,
                          source_cfg: dict | None = None) -> dict[str, Any]:
         """Map a state dict saved by ``source_method`` (with its resolved recipe ``source_cfg`` when known) onto this

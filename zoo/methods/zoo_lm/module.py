@@ -109,11 +109,18 @@ class ZooLM(ZooModule):
         return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
 
     def export_graph(self) -> tuple:
-        """``forward(input_ids, attention_mask) -> logits`` for ONNX, any batch size and length (no KV cache)."""
+        """``forward(input_ids, attention_mask) -> logits`` for ONNX, any batch size and length (the full sequence;
+        :meth:`export_graphs` adds the KV-cache step)."""
         from zoo.models.causal_lm import export_batch
 
         args, dynamic = export_batch(self.tokenizer)
         return self, args, dynamic
+
+    def export_graphs(self) -> dict[str, tuple]:
+        """``model``: the full forward; ``model_kv``: one decoding step with a KV cache (:mod:`.onnx_cache`)."""
+        from zoo.methods.zoo_lm.onnx_cache import cached_step_graph
+
+        return {"model": self.export_graph(), "model_kv": cached_step_graph(self.lm)}
 
     def _nll(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         return causal_lm_nll(self(batch["input_ids"], batch["attention_mask"]), batch["labels"])
