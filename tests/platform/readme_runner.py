@@ -44,13 +44,17 @@ class Outcome:
 
 
 def blocks(path: Path, langs=("bash", "sh", "python")) -> list[tuple[str, str, int]]:
-    """``(language, text, first line number)`` of the fenced code blocks of a markdown file."""
+    """``(language, text, first line number)`` of the fenced code blocks of a markdown file; an untagged block whose
+    every line is a ``python ...`` / ``zoo ...`` command (or a comment) counts as ``bash``."""
     out, lang, buf, start = [], None, [], 0
     for i, line in enumerate(path.read_text().splitlines(), 1):
         if line.startswith("```"):
             if lang is None:
                 lang, buf, start = line[3:].strip() or "text", [], i + 1
             else:
+                lines = [x.strip() for x in buf if x.strip() and not x.strip().startswith("#")]
+                if lang == "text" and lines and all(x.startswith(("python ", "zoo ")) for x in lines):
+                    lang = "bash"
                 if lang in langs:
                     out.append((lang, "\n".join(buf), start))
                 lang = None
@@ -163,8 +167,8 @@ def scratch_checkpoints(tmp: Path) -> Path:
 def own_data(tmp: Path, lines: int = 40) -> None:
     """The users' files the README and the cards name, cut from shipped real data: ``my_chats.jsonl`` /
     ``my_val.jsonl`` (zoo-lm chats), ``mine.jsonl`` (pooled-reps: Alpaca prompt + reference), ``my.csv``
-    (survshap-iq: GBSG2 with the time in ``months`` and the event in ``died``), ``trips.csv`` (trsp: Manhattan
-    commutes between tract centroids)."""
+    (survshap-iq: GBSG2 with the time in ``months`` and the event in ``died``), ``mine.csv`` (cond-dp: scikit-learn's
+    diabetes data, label ``y``), ``trips.csv`` (trsp: Manhattan commutes between tract centroids)."""
     import csv
     import json
 
@@ -187,6 +191,13 @@ def own_data(tmp: Path, lines: int = 40) -> None:
     with open(od / "36061_od.csv", newline="") as f:
         trips = [(r["origin_geoid"], r["destination_geoid"]) for r in csv.DictReader(f)
                  if r["origin_geoid"] != r["destination_geoid"] and r["destination_geoid"] in where][:10]
+    from sklearn.datasets import load_diabetes
+
+    d = load_diabetes()  # cond-dp: a label in a declared range (disease progression / 35, inside [0, 10])
+    with open(tmp / "mine.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*d.feature_names, "y"])
+        w.writerows([*map(float, x), round(float(t) / 35, 4)] for x, t in zip(d.data, d.target))
     (tmp / "trips.csv").write_text("a_lon,a_lat,b_lon,b_lat\n" + "".join(f"{','.join(where[a])},{','.join(where[b])}\n"
                                                                        for a, b in trips))
 
