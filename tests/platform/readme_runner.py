@@ -117,7 +117,8 @@ def run_command(cmd: list[str], tiny: bool = True) -> Outcome:
 
 def _tiny_overlay(recipe: str, args: list[str]) -> list[str]:
     """``overlay=`` for the recipe's tiny overlay; with ``init_from`` its ``model`` block is left out (the weights fix
-    the model, and a tiny architecture would not fit them), written to a scratch file."""
+    the model, and a tiny architecture would not fit them), and so are the ``data`` keys it shares with that block,
+    written to a scratch file."""
     import yaml
 
     overlay = ROOT / "recipes" / "tiny" / Path(recipe).name
@@ -126,7 +127,9 @@ def _tiny_overlay(recipe: str, args: list[str]) -> list[str]:
     if not any(a.startswith("init_from=") for a in args):
         return [f"overlay=tiny/{overlay.name}"]
     top = yaml.safe_load(overlay.read_text()) or {}
-    top.pop("model", None)
+    model = top.pop("model", None) or {}
+    for key in set(model) & set(top.get("data") or {}):  # sizes the data share with the model (K neighbours)
+        del top["data"][key]
     scratch = Path(f"tiny-overlay-{overlay.name}").resolve()
     scratch.write_text(yaml.safe_dump(top))
     return [f"overlay={scratch}"]
