@@ -16,9 +16,10 @@ USAGE = """usage: zoo train recipe=NAME [overlay=FILE ...] [key=value | +key=val
        zoo info NAME|ID                            a method's arguments or a zoo weight's manifest entry
        zoo eval RUN_DIR|ID [overrides ...] [--out FILE] [--which best|last]
        zoo export RUN_DIR|ID [overrides ...] [--formats package,hf,onnx,torch_export] [--out DIR]
-       zoo predict RUN_DIR|ID [overrides ...] INPUT ... [--out-dir DIR] [--json]
+       zoo predict RUN_DIR|ID [overrides ...] INPUT ... [--out-dir DIR] [--json]   (--json: with metrics when
+                                                   the input carries labels)
   overrides are train.py's: key=value, +key=value, ~key on the saved recipe (data.path=my.jsonl,
-  model.generation.temperature=0)
+  model.generation.greedy=true, model.generation.max_new_tokens=32)
        zoo release RUN_DIR --id METHOD.TAG [--which best|last] [--base ID]   (--base: store only what differs)
        zoo results                                 regenerate docs/results.md and docs/benchmarks.md from results/"""
 
@@ -163,15 +164,30 @@ def cmd_predict(args) -> None:
     from zoo.core.data import DataError
 
     module, cfg = load_module(args.ref, args.which, args.overrides)
+    args.inputs = [_shipped_or_given(x) for x in args.inputs]
     try:
         text = module.predict_cli(args.inputs, args.out_dir)
     except (ValueError, TypeError) as e:  # wrong or missing inputs: the method's message, without a traceback
         raise DataError(f"zoo predict {args.ref}: {e}") from e
     if args.json:
-        print(json.dumps({"ref": args.ref, "method": cfg["method"], "overrides": args.overrides,
-                          "inputs": args.inputs, "prediction": text}, indent=2))
+        doc = {"ref": args.ref, "method": cfg["method"], "overrides": args.overrides, "inputs": args.inputs,
+               "prediction": text}
+        metrics = module.predict_metrics(args.inputs, text)
+        if metrics:  # the input carried its labels
+            doc["metrics"] = metrics
+        print(json.dumps(doc, indent=2))
     else:
         print(text)
+
+
+def _shipped_or_given(token: str) -> str:
+    """An input naming a shipped file (``data/...``) that is not under the current directory: its path in the
+    project, so cards' examples run from anywhere; anything else unchanged (user files stay relative to the cwd)."""
+    from zoo.core.data import repo_root
+
+    if token.startswith("data/") and not Path(token).exists() and (repo_root() / token).exists():
+        return str(repo_root() / token)
+    return token
 
 
 def cmd_release(args) -> None:

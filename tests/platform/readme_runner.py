@@ -44,13 +44,17 @@ class Outcome:
 
 
 def blocks(path: Path, langs=("bash", "sh", "python")) -> list[tuple[str, str, int]]:
-    """``(language, text, first line number)`` of the fenced code blocks of a markdown file."""
+    """``(language, text, first line number)`` of the fenced code blocks of a markdown file; an untagged block whose
+    every line is a ``python ...`` / ``zoo ...`` command (or a comment) counts as ``bash``."""
     out, lang, buf, start = [], None, [], 0
     for i, line in enumerate(path.read_text().splitlines(), 1):
         if line.startswith("```"):
             if lang is None:
                 lang, buf, start = line[3:].strip() or "text", [], i + 1
             else:
+                lines = [x.strip() for x in buf if x.strip() and not x.strip().startswith("#")]
+                if lang == "text" and lines and all(x.startswith(("python ", "zoo ")) for x in lines):
+                    lang = "bash"
                 if lang in langs:
                     out.append((lang, "\n".join(buf), start))
                 lang = None
@@ -113,7 +117,8 @@ def run_command(cmd: list[str], tiny: bool = True) -> Outcome:
 
 def _tiny_overlay(recipe: str, args: list[str]) -> list[str]:
     """``overlay=`` for the recipe's tiny overlay; with ``init_from`` its ``model`` block is left out (the weights fix
-    the model, and a tiny architecture would not fit them), written to a scratch file."""
+    the model, and a tiny architecture would not fit them), and so are the ``data`` keys it shares with that block,
+    written to a scratch file."""
     import yaml
 
     overlay = ROOT / "recipes" / "tiny" / Path(recipe).name
@@ -122,7 +127,9 @@ def _tiny_overlay(recipe: str, args: list[str]) -> list[str]:
     if not any(a.startswith("init_from=") for a in args):
         return [f"overlay=tiny/{overlay.name}"]
     top = yaml.safe_load(overlay.read_text()) or {}
-    top.pop("model", None)
+    model = top.pop("model", None) or {}
+    for key in set(model) & set(top.get("data") or {}):  # sizes the data share with the model (K neighbours)
+        del top["data"][key]
     scratch = Path(f"tiny-overlay-{overlay.name}").resolve()
     scratch.write_text(yaml.safe_dump(top))
     return [f"overlay={scratch}"]
@@ -161,10 +168,41 @@ def scratch_checkpoints(tmp: Path) -> Path:
 
 
 def own_data(tmp: Path, lines: int = 40) -> None:
-    """The users' files the README names, cut from shipped data (``data.path=my_chats.jsonl`` ...)."""
+    """The users' files the README and the cards name, cut from shipped real data: ``my_chats.jsonl`` /
+    ``my_val.jsonl`` (zoo-lm chats), ``mine.jsonl`` (pooled-reps: Alpaca prompt + reference), ``my.csv``
+    (survshap-iq: GBSG2 with the time in ``months`` and the event in ``died``), ``mine.csv`` (cond-dp: scikit-learn's
+    diabetes data, label ``y``), ``trips.csv`` (trsp: Manhattan commutes between tract centroids)."""
+    import csv
+    import json
+
     chats = (ROOT / "data" / "zoo-lm-chat" / "train.jsonl").read_text().splitlines()
     (tmp / "my_chats.jsonl").write_text("\n".join(chats[:lines]) + "\n")
     (tmp / "my_val.jsonl").write_text("\n".join(chats[lines:lines + 10]) + "\n")
+    alpaca = json.loads((ROOT / "data" / "alpaca-subset" / "alpaca_5000.json").read_text())[:lines]
+    (tmp / "mine.jsonl").write_text("".join(json.dumps({"prompt": r["instruction"], "reference": r["output"]}) + "\n"
+                                            for r in alpaca))
+    from zoo.methods.survshap_iq.datamodule import load_shipped
+
+    X, time, event, names = load_shipped("gbsg2")
+    with open(tmp / "my.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*names, "months", "died"])
+        w.writerows([*map(float, x), round(t / 30.44, 2), int(e)] for x, t, e in zip(X, time, event))
+    od = ROOT / "data" / "commuting-od"
+    with open(od / "36061_regions.csv", newline="") as f:
+        where = {r["geoid"]: (r["centroid_lon"], r["centroid_lat"]) for r in csv.DictReader(f)}
+    with open(od / "36061_od.csv", newline="") as f:
+        trips = [(r["origin_geoid"], r["destination_geoid"]) for r in csv.DictReader(f)
+                 if r["origin_geoid"] != r["destination_geoid"] and r["destination_geoid"] in where][:10]
+    from sklearn.datasets import load_diabetes
+
+    d = load_diabetes()  # cond-dp: a label in a declared range (disease progression / 35, inside [0, 10])
+    with open(tmp / "mine.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*d.feature_names, "y"])
+        w.writerows([*map(float, x), round(float(t) / 35, 4)] for x, t in zip(d.data, d.target))
+    (tmp / "trips.csv").write_text("a_lon,a_lat,b_lon,b_lat\n" + "".join(f"{','.join(where[a])},{','.join(where[b])}\n"
+                                                                       for a, b in trips))
 
 
 def quoted(path: Path) -> list[str]:

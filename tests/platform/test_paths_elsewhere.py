@@ -25,3 +25,24 @@ def test_train_runs_from_another_directory(tmp_path):
                          capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert (tmp_path / "runs" / "praxis" / "version_0" / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_predict_inputs_naming_shipped_examples_resolve_to_the_project(tmp_path, monkeypatch):
+    from zoo.cli import _shipped_or_given
+
+    monkeypatch.chdir(tmp_path)
+    example = "data/mortality-distributions/desi_example_row.csv"  # a card's `zoo predict` example
+    assert _shipped_or_given(example) == str(repo_root() / example)
+    assert _shipped_or_given("my.csv") == "my.csv" and _shipped_or_given("How do I bake bread?") == "How do I bake bread?"
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "desi_example_row.csv").write_text("x\n")  # a user's own data/ folder wins
+    assert _shipped_or_given("data/desi_example_row.csv") == "data/desi_example_row.csv"
+
+
+def test_method_readers_of_shipped_files_work_from_another_directory(tmp_path, monkeypatch):
+    from zoo.data.preference import DEFAULT_PAIRS, DEFAULT_SPLIT
+    from zoo.methods.pooled_reps.datamodule import ALPACA, _alpaca, _hh_eval
+
+    monkeypatch.chdir(tmp_path)
+    assert len(_alpaca(ALPACA, range(3), "alpaca-heldout")) == 3
+    assert _hh_eval(DEFAULT_PAIRS, DEFAULT_SPLIT)

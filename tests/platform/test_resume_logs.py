@@ -100,6 +100,9 @@ def test_wandb_offline_resume_is_one_run_with_steps_continuing_from_the_checkpoi
     while not all(read()) and time.monotonic() < deadline:
         time.sleep(1)
     steps = read()
+    runs = [next(r.run for r in _wandb_records(next(s.glob("*.wandb"))) if r.HasField("run")) for s in segments]
+    assert [r.run_id for r in runs] == [rid, rid]
+    assert [r.resumed for r in runs] == [False, True], "the resumed segment must say it continues the run"
     for seg in steps:
         assert seg == sorted(seg), f"steps go back within a segment: {seg}"
     assert steps[0][0] == 0 and steps[1][0] == 4 and steps[1][-1] == 13, steps  # resumed at the step-4 checkpoint

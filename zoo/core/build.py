@@ -14,8 +14,9 @@ import lightning as L
 import torch
 
 from zoo.core import hub, resumable, run
-from zoo.core.data import set_seed
+from zoo.core.data import DataError, set_seed
 from zoo.core.final_validation import ValidateAtEnd
+from zoo.core.preflight import check_data, with_recipe_key
 from zoo.core.progress import ProgressLines, quiet_lightning_noise, summary
 from zoo.core.registry import constructor_kwargs, get_method
 
@@ -28,6 +29,8 @@ def _construct(cls, kwargs: dict, block: str):
 
     try:
         return cls(**kwargs)
+    except DataError as e:  # bad data read at construction: name the recipe key to change
+        raise with_recipe_key(e, kwargs if block == "data" else {}) from None
     except (ValueError, TypeError) as e:
         msg = str(e)
         raise RecipeError(msg if msg.startswith(block + ".") else f"{block}: {msg}") from e
@@ -190,12 +193,9 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), 
 
 
 def _plain(metrics: dict) -> dict[str, float]:
-    out = {}
-    for k, v in metrics.items():
-        v = v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v
-        if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
-            out[k] = float(v)
-    return out
+    vals = {k: v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for k, v in metrics.items()}
+    return {k: float(v) for k, v in vals.items()
+            if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))}
 
 
 def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
@@ -214,6 +214,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     set_seed(int(cfg.get("seed", 0)))
     module = build_module(cfg)  # bad values fail here, before a run directory exists
     datamodule = build_datamodule(cfg)
+    check_data(cfg, module, datamodule)  # bad data fail here too, naming file, line and recipe key
     run_dir, resume_ckpt = run.open_run_dir(cfg)
     if cfg.get("resume") and not resume_ckpt and not run._is_child_rank():
         log.info("resume=auto: no run of %s under %s to resume: starting fresh in %s", cfg["name"],
@@ -374,8 +375,8 @@ def release(run_dir: Path, zoo_id: str, which: str = "best", base: str | None = 
     doc = yaml.safe_load(metrics_file.read_text()) if metrics_file.is_file() else {}
     metrics = doc.get("metrics", {})
     folder = hub.checkpoints_dir() / zoo_id
-    if folder.exists():
-        shutil.rmtree(folder)
+    if folder.is_symlink() or folder.exists():  # a linked package (a scratch checkpoints/): drop the link only
+        folder.unlink() if folder.is_symlink() else shutil.rmtree(folder)
     files = write_package(module, cfg, folder, metrics, zoo_id)
     card = cfg.get("card") or {}
     recipe = Path(cfg.get("_recipe", ""))

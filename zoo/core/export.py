@@ -17,6 +17,30 @@ class ExportError(ValueError):
     """An export format the method does not support, or an export whose parity check failed."""
 
 
+class Bound:
+    """An ``nn.Module`` whose ``forward`` is one method of another module (its parameters included), for graph export:
+    ``Bound(cost_model, "score")(input_ids, attention_mask)`` is ``cost_model.score(input_ids, attention_mask)``;
+    ``names`` turn positional inputs into keyword arguments (``Bound(net, None, ("u", "v", "t"))`` calls
+    ``net(u=..., v=..., t=...)``), and ``outputs`` picks entries of a dict result, in order."""
+
+    def __new__(cls, owner, method: str | None = None, names: tuple[str, ...] = (), outputs: tuple[str, ...] = ()):
+        import torch
+
+        class _Bound(torch.nn.Module):
+            varargs = True  # forward(*args): torch.export takes dynamic shapes as {"args": (...)}
+
+            def __init__(self):
+                super().__init__()
+                self.owner = owner
+
+            def forward(self, *args):
+                fn = getattr(self.owner, method) if method else self.owner
+                out = fn(**dict(zip(names, args))) if names else fn(*args)
+                return tuple(out[k] for k in outputs) if outputs else out
+
+        return _Bound().eval()
+
+
 def _tensor_outputs(out) -> list:
     import torch
 
@@ -106,7 +130,6 @@ def export_module(module, cfg: dict, formats: list[str], out_dir: Path) -> dict[
     Raises:
         ExportError: a format the method does not support, or a parity check that fails.
     """
-    import torch
 
     out_dir = Path(out_dir)
     supported = tuple(module.export_formats)
@@ -126,24 +149,32 @@ def export_module(module, cfg: dict, formats: list[str], out_dir: Path) -> dict[
             module.export_hf(str(out_dir / "hf"))
             written[fmt] = str(out_dir / "hf")
         elif fmt in ("onnx", "torch_export"):
-            args = tuple(module.example_input())
-            with torch.no_grad():
-                ref = _tensor_outputs(module(*args))
-            if fmt == "torch_export":
-                path = out_dir / "model.pt2"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                torch.export.save(torch.export.export(module, args), str(path))
-                with torch.no_grad():
-                    got = _tensor_outputs(torch.export.load(str(path)).module()(*args))
-                _check_close(ref, got, atol, "torch_export")
-            else:
-                import onnxruntime as ort
-
-                path = out_dir / "model.onnx"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                torch.onnx.export(module, args, str(path), dynamo=True, external_data=False)
-                sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-                feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
-                _check_close(ref, sess.run(None, feeds), atol, "onnx (onnxruntime)")
-            written[fmt] = str(path)
+            for stem, (graph, args, *dynamic) in module.export_graphs().items():
+                path = _export_graph(graph, tuple(args), dynamic[0] if dynamic else None, fmt,
+                                     out_dir / f"{stem}.{'onnx' if fmt == 'onnx' else 'pt2'}", atol)
+                written.setdefault(fmt, str(path))
     return written
+
+
+def _export_graph(graph, args: tuple, dynamic, fmt: str, path: Path, atol: float) -> Path:
+    """Write one graph as ONNX (dynamo exporter) or ``torch.export`` ``.pt2`` and check it against eager torch."""
+    import torch
+
+    if dynamic is not None and not isinstance(dynamic, dict) and getattr(graph, "varargs", False):
+        dynamic = {"args": tuple(dynamic)}
+    with torch.no_grad():
+        ref = _tensor_outputs(graph(*args))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "torch_export":
+        torch.export.save(torch.export.export(graph, args, dynamic_shapes=dynamic), str(path))
+        with torch.no_grad():
+            got = _tensor_outputs(torch.export.load(str(path)).module()(*args))
+        _check_close(ref, got, atol, f"torch_export {path.name}")
+    else:
+        import onnxruntime as ort
+
+        torch.onnx.export(graph, args, str(path), dynamo=True, external_data=False, dynamic_shapes=dynamic)
+        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
+        _check_close(ref, sess.run(None, feeds), atol, f"onnx (onnxruntime) {path.name}")
+    return path

@@ -8,7 +8,9 @@ never part of the run that continues, so each logger drops it and appends the ne
   the steps the checkpoint holds.
 * tensorboard: the new event file is opened with ``purge_step=S`` (TensorBoard hides the older events at ``>= S``).
 * wandb: one run id per run directory (``wandb_id.txt``) and every record logged at ``step=global_step``, so the
-  offline segments of a resumed run carry one id and steps that only increase (``wandb sync`` joins them).
+  offline segments of a resumed run carry one id and steps that only increase (``wandb sync`` joins them); a
+  resumed segment is marked resumed (``run.resumed``, the run record's ``resumed``), which offline wandb cannot
+  learn from a server.
 """
 from __future__ import annotations
 
@@ -97,7 +99,12 @@ def build_logger(cfg: dict, run_dir: Path, resume_step: int | None = None):
     if kind == "wandb":
         mode = os.environ.get("WANDB_MODE") or lg.get("mode", "offline")
         os.environ["WANDB_MODE"] = mode
+        extra = {}
+        if resume_step is not None:
+            import wandb
+
+            extra["settings"] = wandb.Settings(resumed=True)
         return SteppedWandbLogger(save_dir=str(run_dir), project=lg.get("project", "zoo"), name=cfg["name"],
                                   id=run.wandb_run_id(run_dir), resume="allow", offline=mode == "offline",
-                                  config={k: v for k, v in cfg.items() if not k.startswith("_")})
+                                  config={k: v for k, v in cfg.items() if not k.startswith("_")}, **extra)
     return ContinuingCSVLogger(save_dir=str(run_dir), name="logs", version="", keep_before_step=resume_step)

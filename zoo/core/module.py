@@ -53,6 +53,18 @@ class ZooModule(L.LightningModule):
         """Inputs for ONNX / torch.export; ``self(*self.example_input())`` must run."""
         raise TypeError(f"{type(self).__name__} defines no example_input(); it cannot be exported as a graph")
 
+    def export_graph(self) -> tuple:
+        """``(network, example inputs)`` that ``onnx`` / ``torch_export`` write: by default the module itself and
+        :meth:`example_input`; a method whose deployable part is not ``forward`` (a scorer, the detector head)
+        returns that part, e.g. ``(zoo.core.export.Bound(self, "score"), inputs)``. An optional third element gives
+        ``torch.export`` dynamic shapes, one entry per input (``{0: Dim("batch"), 1: Dim("seq")}``)."""
+        return self, tuple(self.example_input())
+
+    def export_graphs(self) -> dict[str, tuple]:
+        """``{file stem: export_graph()-like tuple}`` written by ``onnx`` / ``torch_export`` (default: ``model``
+        only); a method adds graphs here (the LM's ``model_kv``: one decoding step with a KV cache)."""
+        return {"model": self.export_graph()}
+
     def remap_init_state(self, state: dict[str, Any], source_method: str,
                          source_cfg: dict | None = None) -> dict[str, Any]:
         """Map a state dict saved by ``source_method`` (with its resolved recipe ``source_cfg`` when known) onto this
@@ -63,6 +75,11 @@ class ZooModule(L.LightningModule):
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """What ``zoo predict <id> INPUTS...`` prints."""
         raise TypeError(f"method {self.method_name!r} has no predict_cli(); `zoo predict` is not available for it")
+
+    def predict_metrics(self, inputs: list[str], prediction: str) -> dict[str, float]:
+        """Metrics ``zoo predict --json`` adds when ``inputs`` carry their labels (``prediction``: what
+        :meth:`predict_cli` returned for them); empty (the default) when they carry none."""
+        return {}
 
     def package_extras(self) -> dict[str, str]:
         """Extra files (name in the package -> local path) copied into a release package."""

@@ -183,9 +183,19 @@ def apply_overrides_checked(cfg: dict, tokens) -> None:
     ``data:`` blocks against the method's table, as :func:`validate` does for a recipe."""
     from zoo.core import schema
 
-    for token in tokens:
-        apply_override(cfg, token)
     table = schema.method_schema(cfg["method"]) or schema.generate_method(cfg["method"])
+    model, nested = cfg.setdefault("model", {}), table["module"].get("nested") or {}
+    for token in tokens:
+        parts = token.split("=", 1)[0].split(".")
+        # a key of a declared nested block (model.generation.greedy) needs no '+', even where the saved recipe has none
+        if len(parts) == 3 and parts[0] == "model" and parts[1] in nested and "=" in token:
+            block = f"model.{parts[1]}"
+            if parts[2] not in nested[parts[1]]:  # a typo: the block's keys, with a did-you-mean
+                schema.check_block({parts[2]: None}, nested[parts[1]], block, block)
+            if model.get(parts[1]) is None:
+                model[parts[1]] = {}
+            token = "+" + token
+        apply_override(cfg, token)
     for block in ("model", "data"):
         schema.check_method_block(table, block, cfg.get(block) or {}, cfg["method"])
 

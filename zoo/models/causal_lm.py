@@ -228,3 +228,22 @@ def load_causal_lm(ref: str):
     model = build_causal_lm(model_cfg["arch"])
     load_lm_state(model, strip_prefix(state, "lm."))
     return model.eval(), load_tokenizer(tokenizer_for(model_cfg["arch"], model_cfg.get("tokenizer")))
+
+
+#: Two real prompts of different lengths: the example batch LM-based graphs are exported and parity-checked with.
+EXPORT_TEXTS = ("How do I bake bread?", "Name three rivers in Europe and say which one is the longest.")
+
+
+def export_batch(tokenizer, texts=EXPORT_TEXTS) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[dict, dict]]:
+    """``((input_ids, attention_mask), dynamic shapes)`` for graph export of an LM-based network: the texts
+    tokenised and right-padded to ``(B, T)`` (mask 1 = real token), and ``{0: batch, 1: seq}`` for both inputs so the
+    exported graph takes any batch size and length."""
+    from torch.export import Dim
+
+    enc = [tokenizer(t, add_special_tokens=False, split_special_tokens=True)["input_ids"] for t in texts]
+    width = max(map(len, enc))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.tensor([e + [pad] * (width - len(e)) for e in enc])
+    mask = torch.tensor([[1] * len(e) + [0] * (width - len(e)) for e in enc])
+    dims = {0: Dim("batch", min=1, max=1024), 1: Dim("seq", min=2, max=4096)}
+    return (ids, mask), (dims, dims)

@@ -21,12 +21,11 @@ tokenizer follows its model).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import lightning as L
 from torch.utils.data import DataLoader
 
-from zoo.core.data import DataError, read_jsonl
+from zoo.core.data import DataError, read_jsonl, repo_root
 from zoo.data.preference import DEFAULT_PAIRS, DEFAULT_SPLIT, hh_to_messages, read_pairs
 from zoo.methods.pooled_reps.world import world_items
 
@@ -37,7 +36,7 @@ SOURCES = ("alpaca-heldout", "alpaca-seen", "hh-eval", "world", "user")
 
 
 def _alpaca(path: str, records: range, domain: str) -> list[dict]:
-    rows = json.loads(Path(path).read_text())
+    rows = json.loads((repo_root() / path).read_text())  # shipped: relative to the project, not the cwd
     out = []
     for i in records:
         r = rows[i]
@@ -47,8 +46,8 @@ def _alpaca(path: str, records: range, domain: str) -> list[dict]:
 
 
 def _hh_eval(pairs: str, split: str) -> list[dict]:
-    rows = read_pairs(pairs)
-    idx = json.loads(Path(split).read_text())["preference_eval"]
+    rows = read_pairs(repo_root() / pairs)
+    idx = json.loads((repo_root() / split).read_text())["preference_eval"]
     return [{"domain": "hh-eval", "messages": hh_to_messages(rows[i]["prompt"]), "reference": rows[i]["chosen"]}
             for i in idx if rows[i]["chosen"].strip()]
 

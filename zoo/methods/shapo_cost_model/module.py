@@ -53,7 +53,7 @@ class CostModelModule(ZooModule):
     """
 
     head_keys = ("head.",)
-    export_formats = ("package",)
+    export_formats = ("package", "onnx")
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
     def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, center_weight: float = 0.01,
@@ -78,6 +78,14 @@ class CostModelModule(ZooModule):
         h = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         last = attention_mask.long().sum(1).clamp_min(1) - 1
         return self.head(h[torch.arange(h.shape[0], device=h.device), last]).squeeze(-1).float()
+
+    def export_graph(self) -> tuple:
+        """The scorer ``score(input_ids, attention_mask) -> (B,)`` for ONNX (any batch size and length)."""
+        from zoo.core.export import Bound
+        from zoo.models.causal_lm import export_batch
+
+        args, dynamic = export_batch(self.tokenizer)
+        return Bound(self, "score"), args, dynamic
 
     def remap_init_state(self, state: dict, source_method: str, source_cfg: dict | None = None) -> dict:
         """A causal LM's weights (zoo-lm ``lm.model.*``, an HF ``model.*`` state dict) onto ``backbone.*``; the output

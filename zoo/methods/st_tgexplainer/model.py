@@ -234,11 +234,13 @@ class STTGExplainerNet(nn.Module):
         rho = gumbel_sigmoid(self.stability(counts.unsqueeze(-1)).squeeze(-1), self.training)
         # the stability pass (w = ρ·s) and the transition pass (w = (1-ρ)·s) run as one batch of 2B events
         two = self.mix(x.repeat(2, 1, 1), n_u.repeat(2, 1), n_v.repeat(2, 1), torch.cat([rho * s, (1 - rho) * s]))
-        (ss_u, st_u), (ss_v, st_v) = two[0].chunk(2), two[1].chunk(2)
+        b = x.shape[0]  # halves by slicing, not chunk(2): a graph export then keeps the batch size free
+        (ss_u, st_u), (ss_v, st_v) = (two[0][:b], two[0][b:]), (two[1][:b], two[1][b:])
         h_s = torch.cat([ss_u, ss_v], 1).mean(1)
         h_t = torch.cat([st_u, st_v], 1).mean(1)
         logit = self.predictor((ss_u + st_u).mean(1), (ss_v + st_v).mean(1)).squeeze(-1)
-        stability = rho if self.rho_increases_with_count() else 1 - rho
+        ends = self.stability(torch.tensor([[1.0], [2.0 * self.K]], device=rho.device)).squeeze(-1).detach()
+        stability = torch.where(ends[1] >= ends[0], rho, 1 - rho)  # rho_increases_with_count(), traceable for export
         return {"logit": logit, "valid": valid, "mask_logit": mask_logit, "s": s, "rho": rho,
                 "stability": stability, "counts": counts, "h_S": h_s, "h_T": h_t}
 

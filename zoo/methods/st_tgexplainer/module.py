@@ -49,7 +49,7 @@ class STTGExplainer(ZooModule):
     # node-indexed parameters: on another graph (other node set) they are re-initialised at its size, everything else
     # (time encoding, token projection, Mixer, scorer, stability prior, predictor) transfers; see README "Transfer"
     head_keys = ("net.predictor.", "net.node_emb.", "raw_node_ids")
-    export_formats = ("package",)
+    export_formats = ("package", "onnx")
     weight_settings: ClassVar[dict[str, str]] = {"num_neighbors": "model.num_neighbors"}
 
     def __init__(self, num_nodes: int | None = None, num_neighbors: int = 20, hidden: int = 172,
@@ -255,6 +255,29 @@ class STTGExplainer(ZooModule):
                 return graph
         raise ValueError(f"no history file with this model's nodes among {[c for c in candidates if c]}; pass "
                          "history=PATH (the event CSV the model was trained on)")
+
+    def export_graph(self) -> tuple:
+        """The scorer for ONNX: ``(u, v, t, u_nbr, u_nbr_t, u_valid, v_nbr, v_nbr_t, v_valid[, u_msg, v_msg])`` ->
+        ``(logit (B,), s (B, 2K) importance, stability (B, 2K))`` (any batch size; example: 3 events with random
+        recent-K neighbourhoods, times in float64 as the sampler gives them)."""
+        from torch.export import Dim
+
+        from zoo.core.export import Bound
+
+        g, (B, K) = torch.Generator().manual_seed(0), (3, self.hparams.num_neighbors)
+        n, dims = self.net.node_emb.num_embeddings - 1, {0: Dim("batch", min=1, max=65536)}
+        side = lambda: [torch.randint(1, n + 1, (B, K), generator=g),
+                        torch.sort(torch.rand(B, K, generator=g, dtype=torch.float64) * 1e6, 1).values,
+                        torch.rand(B, K, generator=g) > 0.3]
+        args = [torch.randint(1, n + 1, (B,), generator=g), torch.randint(1, n + 1, (B,), generator=g),
+                torch.full((B,), 2e6, dtype=torch.float64), *side(), *side()]
+        names = ["u", "v", "t", "u_nbr", "u_nbr_t", "u_valid", "v_nbr", "v_nbr_t", "v_valid"]
+        edge_dim = self.net.token_proj.in_features - self.hparams.hidden - self.hparams.time_dim
+        if edge_dim > 0:
+            args += [torch.randn(B, K, edge_dim, generator=g) for _ in "uv"]
+            names += ["u_msg", "v_msg"]
+        outputs = ("logit", "s", "stability") if self.hparams.explainer else ("logit",)
+        return Bound(self.net, None, tuple(names), outputs), tuple(args), tuple(dims for _ in args)
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """``zoo predict st-tgexplainer.<tag> SRC DST TIME [top=10] [history=PATH]``.

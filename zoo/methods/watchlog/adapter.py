@@ -54,7 +54,8 @@ class TemporalCrossAttention(nn.Module):
     def _mask(self, mask: torch.Tensor | None, T: int) -> torch.Tensor | None:
         """Boolean ``(B, 1, T, T)`` attention mask (True = may attend) from a ``(B, T)`` frame mask, or None."""
         m = None
-        if mask is not None and not bool(mask.all()):
+        # the all-valid shortcut reads a tensor value, which graph export (torch.export / ONNX) cannot trace
+        if mask is not None and (torch.compiler.is_compiling() or not bool(mask.all())):
             keys = mask[:, None, :].expand(-1, T, -1)                       # (B, T_q, T_k)
             m = (keys | ~mask[:, :, None])[:, None]                         # padded queries attend anywhere
         if self.causal:

@@ -67,7 +67,7 @@ class WatchLogModule(Inference, ZooModule):
     """
 
     head_keys = ("head.", "recon.", "projector.")
-    export_formats = ("package",)
+    export_formats = ("package", "onnx")
     # what the weights only make sense with: how events become pixels, and the language model's identity
     weight_settings: ClassVar[dict[str, str]] = {"canvas": "model.canvas", "layout": "model.layout", "window": "model.window",
                        "group_by": "model.group_by", "lm.arch": "model.decoder.arch",
@@ -207,6 +207,13 @@ class WatchLogModule(Inference, ZooModule):
         else:
             x = torch.zeros(2, T, self.renderer.height, self.renderer.width)
         return x, torch.ones(2, T, dtype=torch.bool)
+
+    def export_graph(self) -> tuple:
+        """The detector ``forward(frames, mask) -> (B,)`` for ONNX, any number of windows."""
+        from torch.export import Dim
+
+        batch = {0: Dim("batch", min=1, max=65536)}
+        return self, self.example_input(), (batch, batch)
 
     def _detection(self, batch: dict) -> dict[str, torch.Tensor]:
         x, mask, ev_lab = self._inputs(batch)

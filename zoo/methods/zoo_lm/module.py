@@ -26,6 +26,13 @@ from zoo.models.chat import IGNORE_INDEX
 PROMPT_FORMATS = ("chat", "text")
 GENERATION_DEFAULTS = {"max_new_tokens": 160, "do_sample": True, "temperature": 0.7, "top_k": 50, "top_p": 0.95,
                        "repetition_penalty": 1.1, "seed": 0}
+#: ``model.generation`` keys, settable as overrides (``zoo predict zoo-lm.chat model.generation.greedy=true ...``);
+#: ``greedy: true`` or ``temperature: 0`` decode greedily (``do_sample`` off, the sampling filters dropped).
+GENERATION_SCHEMA = {"max_new_tokens": {"types": ["int"], "min": 1}, "do_sample": {"types": ["bool"]},
+                     "greedy": {"types": ["bool"]}, "temperature": {"types": ["float"], "min": 0.0},
+                     "top_k": {"types": ["int"], "min": 0}, "top_p": {"types": ["float"], "min": 0.0},
+                     "repetition_penalty": {"types": ["float"], "min": 0.0, "min_exclusive": True},
+                     "seed": {"types": ["int"]}}
 
 
 def causal_lm_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,7 +74,8 @@ class ZooLM(ZooModule):
         ValueError: unknown ``prompt_format``, or a tokenizer with more tokens than the model's embedding.
     """
 
-    export_formats = ("package", "hf")
+    export_formats = ("package", "hf", "onnx")
+    arg_schemas: ClassVar[dict[str, dict]] = {"generation": GENERATION_SCHEMA}
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
     def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, optimizer: dict | None = None,
@@ -99,6 +107,20 @@ class ZooLM(ZooModule):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Next-token logits ``[B, T, V]`` for ``input_ids [B, T]`` (``attention_mask [B, T]``, 1 = real token)."""
         return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    def export_graph(self) -> tuple:
+        """``forward(input_ids, attention_mask) -> logits`` for ONNX, any batch size and length (the full sequence;
+        :meth:`export_graphs` adds the KV-cache step)."""
+        from zoo.models.causal_lm import export_batch
+
+        args, dynamic = export_batch(self.tokenizer)
+        return self, args, dynamic
+
+    def export_graphs(self) -> dict[str, tuple]:
+        """``model``: the full forward; ``model_kv``: one decoding step with a KV cache (:mod:`.onnx_cache`)."""
+        from zoo.methods.zoo_lm.onnx_cache import cached_step_graph
+
+        return {"model": self.export_graph(), "model_kv": cached_step_graph(self.lm)}
 
     def _nll(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         return causal_lm_nll(self(batch["input_ids"], batch["attention_mask"]), batch["labels"])
@@ -165,6 +187,9 @@ class ZooLM(ZooModule):
         """
         cfg = {**GENERATION_DEFAULTS, **(self.hparams.generation or {}), **overrides}
         seed = cfg.pop("seed")
+        if cfg.pop("greedy", False) or cfg.get("temperature") == 0:
+            cfg = {k: v for k, v in cfg.items() if k not in ("temperature", "top_k", "top_p")}
+            cfg["do_sample"] = False
         was_training = self.lm.training
         self.lm.eval()
         outs = []
@@ -180,10 +205,25 @@ class ZooLM(ZooModule):
         return outs
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict zoo-lm.chat "How do I bake bread?"``: the sampled reply to the joined arguments."""
+        """``zoo predict zoo-lm.chat "How do I bake bread?"``: the reply to the joined arguments (sampled as
+        ``model.generation`` says); a chat ``.jsonl`` file as the one input: one reply per conversation's first user
+        turn, blank-line separated."""
         if not inputs:
             raise ValueError("zoo predict zoo-lm: give a prompt, e.g. \"How do I bake bread?\"")
+        from zoo.methods.zoo_lm.predict import labelled_chats
+
+        chats = labelled_chats(inputs)
+        if chats is not None:
+            return "\n\n".join(self.generate([prompt for prompt, _ in chats]))
         return self.generate([" ".join(inputs)])[0]
+
+    def predict_metrics(self, inputs: list[str], prediction: str) -> dict[str, float]:
+        """With a chat ``.jsonl`` input (its assistant replies are the labels): the references' per-token NLL and
+        perplexity under the model and the exact-match rate of the generated replies (:mod:`.predict`)."""
+        from zoo.methods.zoo_lm.predict import labelled_chats, reference_metrics
+
+        chats = labelled_chats(inputs)
+        return reference_metrics(self, chats, prediction.split("\n\n")) if chats else {}
 
     def export_hf(self, out_dir: str) -> None:
         """Write a plain Hugging Face directory: ``save_pretrained`` weights (safetensors) + config + generation

@@ -1,0 +1,76 @@
+"""Data checked before the run starts: the datamodule's ``setup("fit")`` runs before any run directory exists, so a
+bad row of any method's data (the user's ``data.path`` or a shipped file) fails first, naming the file, the line and
+the recipe key to change, and leaves nothing under ``runs/``.
+
+Lightning's own ``setup("fit")`` call inside ``trainer.fit`` is then skipped for that datamodule (the data are read
+once). During the check the datamodule sees a stand-in trainer holding the module (``trainer.lightning_module``) and
+the recipe's ``trainer`` settings, as a real fit gives it at that point. A setup that needs more of a live trainer
+(anything but :class:`~zoo.core.data.DataError` raised) is left to the fit, as before.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from types import SimpleNamespace
+
+from zoo.core.data import DataError
+
+log = logging.getLogger("zoo")
+
+
+def recipe_keys(message: str, data: dict) -> list[str]:
+    """The ``data.<key>`` entries a data error asks the user to look at: the file key whose path the message starts
+    with, then any key whose value (a column or key name, ``data.label = 'y'``) the message quotes; empty when the
+    message names a recipe key itself or none matches."""
+    if re.search(r"\bdata\.\w+", message):
+        return []
+    where = message.split(":")[0]
+    files = [k for k, v in data.items() if _is_file_key(k)
+             and any(isinstance(x, str) and x and (where == x or where.endswith("/" + x.lstrip("./")))
+                     for x in (v if isinstance(v, list) else [v]))]
+    named = [k for k, v in data.items() if not _is_file_key(k) and isinstance(v, str) and v
+             and (f"'{v}'" in message or f'"{v}"' in message)]
+    return [f"data.{k}" for k in files + named]
+
+
+def with_recipe_key(error: DataError, data: dict) -> DataError:
+    """``error`` with ``(recipe key: data.<key>, ...)`` appended when :func:`recipe_keys` finds any."""
+    keys = recipe_keys(str(error), data)
+    return DataError(f"{error} (recipe key{'s' if len(keys) > 1 else ''}: {', '.join(keys)})") if keys else error
+
+
+def _is_file_key(key: str) -> bool:
+    return bool(re.search(r"(path|_file|_files|_paths|_dir)$", key))
+
+
+def check_data(cfg: dict, module, datamodule) -> None:
+    """Run ``datamodule.setup("fit")`` now (before the run directory) and skip Lightning's repeat of it.
+
+    Raises:
+        DataError: the datamodule's, with ``(recipe key: data.<key>)`` appended when the message names none.
+    """
+    if datamodule is None:
+        return
+    tr = cfg.get("trainer") or {}
+    stand_in = SimpleNamespace(lightning_module=module, max_epochs=tr.get("max_epochs"),
+                               max_steps=tr.get("max_steps", -1), global_rank=0, local_rank=0, world_size=1,
+                               is_global_zero=True, datamodule=datamodule)
+    before = datamodule.trainer
+    datamodule.trainer = stand_in
+    try:
+        datamodule.setup("fit")
+    except DataError as e:
+        raise with_recipe_key(e, cfg.get("data") or {}) from None
+    except Exception as e:  # noqa: BLE001  (a setup that needs a live trainer: checked by the fit itself)
+        log.debug("data check before the run left to the fit: %s: %s", type(e).__name__, e)
+        return
+    finally:
+        datamodule.trainer = before
+    setup = datamodule.setup
+
+    def setup_once(stage: str | None = None) -> None:
+        datamodule.setup = setup  # later stages (validate, test) run as usual
+        if stage != "fit":
+            setup(stage)
+
+    datamodule.setup = setup_once
