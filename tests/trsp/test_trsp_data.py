@@ -83,3 +83,10 @@ def test_train_then_predict_routes(tmp_path, capsys):
     assert lines[1].endswith("walk") and walk == best  # a 130 m trip is walked
     walk, best = (float(v) for v in lines[0].split("\t")[1:3])
     assert best <= walk and ("stop" in lines[0]) == (best < walk)
+    # a fit that opened no stop (the tiny Autauga run does) routes every trip on foot instead of failing
+    from zoo.core.build import load_module
+
+    module, _ = load_module(str(run))
+    module.stops, module.stop_lonlat = module.stops[:0], module.stop_lonlat[:0]
+    text = module.predict_cli([str(trips)])
+    assert text.startswith("# ") and all(x.endswith("walk") for x in text.splitlines() if x[:1].isdigit())

@@ -17,7 +17,7 @@ from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.registry import register_method
 from zoo.methods.trsp.audit import core_alpha, jr_factor
-from zoo.methods.trsp.costs import Instance, best_routes, from_points, pair_costs
+from zoo.methods.trsp.costs import Instance, best_routes, from_points, pair_costs, paired_walking_hours
 from zoo.methods.trsp.datamodule import TrSPDataModule
 from zoo.methods.trsp.instances import read_lonlat_csv
 from zoo.methods.trsp.placement import ALGORITHMS, place
@@ -161,6 +161,10 @@ class TrSPModule(ZooModule):
         if self.stop_lonlat.shape[0] != self.stops.shape[0]:
             raise DataError("this trsp model was fitted on travel-time matrices: trips by coordinates cannot be routed")
         metric = self.meta["metric"]
+        if not self.stops.numel():  # the fit opened no stop: every trip walks
+            walk = paired_walking_hours(trips[:, :2], trips[:, 2:], metric.get("circuity", 1.3), metric.get("speed_kmh", 5.0))
+            none = np.full(len(trips), -1)
+            return walk, walk, none, none
         inst = from_points(trips[:, :2], trips[:, 2:], self.stop_lonlat.numpy(), **metric)
         cost, board, alight = best_routes(inst, range(inst.m))
         return cost, inst.direct, board, alight
