@@ -13,6 +13,7 @@ package stores only the adapters (``zoo release --base``).
 from __future__ import annotations
 
 import copy
+from typing import ClassVar
 
 import torch
 
@@ -23,8 +24,14 @@ from zoo.methods.rlcracker.datamodule import RLCrackerDataModule
 from zoo.methods.rlcracker.prompts import chat_prompt, left_pad, rewrite_prompt
 from zoo.methods.rlcracker.rewards import semantic_reward, semantic_weight, similarity, token_reward, total_reward
 from zoo.models import grpo
-from zoo.models.causal_lm import (build_causal_lm, drop_tied_aliases, fill_tied_aliases, load_tokenizer,
-                                  tied_aliases, tokenizer_for)
+from zoo.models.causal_lm import (
+    build_causal_lm,
+    drop_tied_aliases,
+    fill_tied_aliases,
+    load_tokenizer,
+    tied_aliases,
+    tokenizer_for,
+)
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -49,7 +56,7 @@ class RLCrackerModule(ZooModule):
 
     export_formats = ("package",)
     head_keys = ("lm.*lora_*",)  # adapters start fresh over plain causal-LM weights
-    weight_settings = {"arch": "model.arch", "lora": "model.lora"}
+    weight_settings: ClassVar[dict[str, str]] = {"arch": "model.arch", "lora": "model.lora"}
 
     def __init__(self, arch: str | None = "zoo-lm-small", tokenizer: str | None = None, stage: str = "grpo",
                  watermark: str = "unigram", lora: dict | None = None, group_size: int = 8,

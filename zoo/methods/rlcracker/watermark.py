@@ -142,7 +142,7 @@ def build_watermark(name: str, vocab_size: int, gamma: float = 0.5, delta: float
     Raises:
         ValueError: an unknown name.
     """
-    common = dict(gamma=gamma, delta=delta, key=key, threshold=threshold)
+    common = {"gamma": gamma, "delta": delta, "key": key, "threshold": threshold}
     if name == "unigram":
         return Unigram(vocab_size, **common)
     if name == "kgw":
