@@ -167,7 +167,8 @@ class RLCrackerModule(ZooModule):
             lp = grpo.completion_logprobs(self.lm, q_ids, q_mask, n)
             return -hp.w_ppl * (lp * ro.completion_mask).sum() / ro.completion_mask.sum().clamp(min=1.0)
 
-        hist = grpo.policy_update(self.lm, opt, ro, rewards, updates=hp.updates, backward=self.manual_backward,
+        backward = self.manual_backward if self._trainer is not None else None  # plain backward outside Lightning
+        hist = grpo.policy_update(self.lm, opt, ro, rewards, updates=hp.updates, backward=backward,
                                   ref_logprobs=logp_wm, extra_loss=nll if hp.w_ppl else None,
                                   max_grad_norm=hp.max_grad_norm, temperature=hp.temperature, beta=hp.beta,
                                   epsilon=hp.epsilon)
