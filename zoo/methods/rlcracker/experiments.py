@@ -57,6 +57,14 @@ def removal(args) -> None:
     attackers = {k: _load(v) for k, v in attackers.items() if v}
     tok = copier.tokenizer
     rows, sweep, hist = [], [], {}
+    old = Path("results/rlcracker/removal.json")
+    if args.reuse and old.is_file():  # keep finished (watermark, length, seed, attack) rows; run only the rest
+        import json
+
+        doc = json.loads(old.read_text())
+        rows, sweep = list(doc["rows"]), list(json.loads(Path("results/rlcracker/substitution-sweep.json")
+                                                       .read_text())["rows"])
+    done = {(r["watermark"], r["length"], r["seed"], r["attack"]) for r in rows}
     for wname in ("unigram", "kgw"):
         wm = build_watermark(wname, len(tok))
         for length, n in (("short", args.n_short), ("long", args.n_long)):
@@ -65,24 +73,23 @@ def removal(args) -> None:
             for seed in args.seeds:
                 g = torch.Generator().manual_seed(seed)
                 torch.manual_seed(seed)
-                attacks = {"none": marked, "regenerate": [r["unmarked"] for r in data],
-                           "random-substitution": random_substitution(marked, tok, 0.3, g),
-                           "minilm-swap": minilm_swap(marked, 0.5, g),
-                           "plain-paraphrase": _rewrite(copier, marked, length, copier.lm)}
-                for (w, name), module in attackers.items():
-                    if w == wname:
-                        torch.manual_seed(seed)
-                        attacks[name] = _rewrite(module, marked, length, module.lm)
-                for name, texts in attacks.items():
+                models = {"plain-paraphrase": copier, **{a: m for (w, a), m in attackers.items() if w == wname}}
+                for name in ("none", "regenerate", "random-substitution", "minilm-swap", *models):
+                    if (wname, length, seed, name) in done and name != "none":
+                        continue
+                    torch.manual_seed(seed)
+                    texts = _attack(name, data, length, tok, g, models)
                     s = score(texts, marked, wm, tok)
+                    if seed == args.seeds[0] and length == "short":
+                        hist[(wname, name)] = s["z"].tolist()
+                    if (wname, length, seed, name) in done:
+                        continue
                     rows.append({"seed": seed, "watermark": wname, "length": length, "attack": name,
                                  "removal": float(s["removed"].float().mean()),
                                  "success": float(s["success"].float().mean()), "sim": float(s["sim"].mean()),
                                  "z": float(s["z"].nanmean())})
-                    if seed == args.seeds[0] and length == "short":
-                        hist[(wname, name)] = s["z"].tolist()
                     print(rows[-1], flush=True)
-                if seed == args.seeds[0] and length == "short":
+                if seed == args.seeds[0] and length == "short" and not any(r["watermark"] == wname for r in sweep):
                     for rate in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
                         s = score(random_substitution(marked, tok, rate, g), marked, wm, tok)
                         sweep.append({"seed": seed, "watermark": wname, "rate": rate, "z": float(s["z"].nanmean()),
@@ -94,6 +101,20 @@ def removal(args) -> None:
                  summary=summarise(sweep, ["z", "sim", "removal"], by=["watermark", "rate"]),
                  notes="random token substitution at rates 0.1-0.7 on the short test texts (seed 0)")
     _plots(hist, sweep)
+
+
+def _attack(name: str, data: list[dict], length: str, tok, g: torch.Generator, models: dict) -> list[str]:
+    """The texts one attack makes of ``data``'s marked answers (``models``: the LM attackers by name)."""
+    marked = [r["watermarked"] for r in data]
+    if name == "none":
+        return marked
+    if name == "regenerate":
+        return [r["unmarked"] for r in data]
+    if name == "random-substitution":
+        return random_substitution(marked, tok, 0.3, g)
+    if name == "minilm-swap":
+        return minilm_swap(marked, 0.5, g)
+    return _rewrite(models[name], marked, length, models[name].lm)
 
 
 def _plots(hist: dict, sweep: list[dict]) -> None:
@@ -214,6 +235,7 @@ def main(argv=None) -> None:
     r.add_argument("--n-short", type=int, default=200)
     r.add_argument("--n-long", type=int, default=100)
     r.add_argument("--notes", default="")
+    r.add_argument("--reuse", action="store_true", help="keep the rows of an earlier removal.json, add the missing")
     q = sub.add_parser("radius")
     q.add_argument("--run", required=True)
     q.add_argument("--watermark", default="unigram")
