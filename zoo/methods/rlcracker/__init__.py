@@ -1,0 +1,1 @@
+"""RLCracker: an RL-trained paraphraser that strips KGW and Unigram watermarks without the detector."""
