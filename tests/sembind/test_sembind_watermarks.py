@@ -6,8 +6,15 @@ import torch
 from scipy import stats
 
 from zoo.methods.sembind.modulation import SemanticModulation
-from zoo.methods.sembind.watermarks import (RingID, TreeRing, WIND, GaussianShading, _fft, chacha20_bits,
-                                            empirical_threshold)
+from zoo.methods.sembind.watermarks import (
+    WIND,
+    GaussianShading,
+    RingID,
+    TreeRing,
+    _fft,
+    chacha20_bits,
+    empirical_threshold,
+)
 
 SHAPE = (3, 16, 16)
 

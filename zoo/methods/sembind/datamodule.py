@@ -19,6 +19,7 @@ Batches: ``(x (B, 3, size, size) in [0, 1], y (B,) class or -1, colour (B,), bri
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,17 +34,31 @@ from zoo.data.images import IMAGE_SUFFIXES, read_images
 from zoo.methods.sembind.captions import colour_attributes, make_captions
 
 SPLITS = ("provider", "proxy", "all")
-_EMBED_CACHE: dict[str, torch.Tensor] = {}
+_EMBED_CACHE: dict[tuple, torch.Tensor] = {}
+
+
+def _cache_file() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "zoo" / "sembind-minilm-captions.pt"
 
 
 def embed_captions(texts: list[str], text_model: str | None = None) -> torch.Tensor:
-    """MiniLM embeddings ``(N, 384)`` of ``texts``, each distinct caption embedded once per process."""
+    """MiniLM embeddings ``(N, 384)`` of ``texts``. Each distinct caption of the shipped MiniLM is embedded once and
+    kept in ``$XDG_CACHE_HOME/zoo/sembind-minilm-captions.pt`` (a plain tensor file; delete it any time)."""
     from zoo.models.text_embedding import embed_texts
 
+    cache = _cache_file()
+    if text_model is None and not _EMBED_CACHE and cache.is_file():
+        saved = torch.load(cache, weights_only=True)
+        _EMBED_CACHE.update({(None, t): e for t, e in zip(saved["texts"], saved["embeddings"])})
     todo = sorted({t for t in texts if (text_model, t) not in _EMBED_CACHE})
     if todo:
         for t, e in zip(todo, embed_texts(todo, model=text_model)):
             _EMBED_CACHE[(text_model, t)] = e
+        if text_model is None:
+            keys = [k for k in _EMBED_CACHE if k[0] is None]
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            torch.save({"texts": [k[1] for k in keys], "embeddings": torch.stack([_EMBED_CACHE[k] for k in keys])},
+                       cache)
     return torch.stack([_EMBED_CACHE[(text_model, t)] for t in texts])
 
 

@@ -25,9 +25,10 @@ from zoo.core.registry import register_method
 from zoo.methods.sembind.datamodule import CaptionDataModule
 from zoo.methods.sembind.encoder import SemanticEncoder
 from zoo.methods.sembind.generator import CaptionDiffusion
+from zoo.methods.sembind.watermarks import SCHEMES
 
 STAGES = ("generator", "encoder", "masker")
-GENERATOR_DEFAULTS = {"size": 16, "widths": [32, 64, 64], "layers_per_block": 1, "norm_groups": 8,
+GENERATOR_DEFAULTS = {"size": 8, "widths": [32, 64], "layers_per_block": 1, "norm_groups": 8,
                       "train_steps": 1000, "p_null": 0.1}
 
 
@@ -96,6 +97,7 @@ class SemBindModule(ZooModule):
             from zoo.methods.sembind.masker import SemanticMasker, masker_settings
 
             self.masker = SemanticMasker(in_dim=8 * encoder_width, **masker_settings(masker)["net"])
+            self.register_buffer("thresholds", torch.full((len(SCHEMES),), float("nan")))  # for zoo predict
             self.automatic_optimization = False
         else:
             self.net = build_network(stage, generator_kwargs, encoder_width)
@@ -150,7 +152,8 @@ class SemBindModule(ZooModule):
         return self._networks
 
     def _run_masker(self, dm: CaptionDataModule, out: Path) -> None:
-        from zoo.methods.sembind.pipeline import evaluate, load_keys, train_masker_on_generations
+        from zoo.methods.sembind.evaluate import evaluate
+        from zoo.methods.sembind.pipeline import load_keys, train_masker_on_generations
 
         nets = self.networks()
         settings = self.hparams.evaluation or {}
@@ -165,6 +168,8 @@ class SemBindModule(ZooModule):
                 tag = f"{row['scheme']}/{row['defense']}{'' if row['defense'] == 'plain' else row['r']}/{row['attack']}"
                 self.log(f"eval/{tag}/tpr", float(row["tpr"]), batch_size=1)
                 self.log(f"eval/{tag}/far", float(row["far"]), batch_size=1)
+        for k, name in enumerate(SCHEMES):
+            self.thresholds[k] = result["thresholds"].get(name, float("nan"))
         out.mkdir(parents=True, exist_ok=True)
         (out / "evaluation.json").write_text(json.dumps(result, indent=1))
 

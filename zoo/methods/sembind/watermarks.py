@@ -46,7 +46,7 @@ def disc(size: int, radius: float) -> torch.Tensor:
 def empirical_threshold(null_scores: torch.Tensor, fpr: float) -> float:
     """The smallest threshold ``tau`` with ``mean(null_scores > tau) <= fpr`` (scores ``(N,)``)."""
     s = torch.sort(null_scores.flatten().double(), descending=True).values
-    k = int(math.floor(fpr * len(s)))
+    k = math.floor(fpr * len(s))
     return float(s[min(k, len(s) - 1)])
 
 
@@ -61,7 +61,7 @@ class RingKey:
     """
 
     def __init__(self, shape: tuple[int, int, int], radius: int, values: torch.Tensor, channels: list[int]):
-        c, h, w = shape
+        _, h, w = shape
         if h != w or radius >= h / 2:
             raise ValueError(f"need a square latent and radius < side/2, got {shape}, radius {radius}")
         self.shape, self.channels = tuple(shape), list(channels)
