@@ -1,7 +1,7 @@
 """The caption-conditioned pixel diffusion model of the CPU reproduction (*ours*; the paper uses Stable Diffusion
 2.1): a diffusers ``UNet2DModel`` whose class embedding is a projected MiniLM caption embedding (a learned null
 embedding replaces 10 % of captions in training, for classifier-free guidance), DDIM sampling and DDIM inversion
-(``DDIMScheduler`` / ``DDIMInverseScheduler``, eta = 0, inversion with the null caption as Tree-Ring does with
+(``DDIMScheduler`` / ``DDIMInverseScheduler``, eta = 0, predicted ``x_0`` clipped to ``[-1, 1]``, inversion with the null caption as Tree-Ring does with
 the empty prompt). Images live in ``[-1, 1]``; the initial noise ``z_T`` has the image's shape ``(3, S, S)``.
 """
 from __future__ import annotations
@@ -49,7 +49,10 @@ class CaptionDiffusion(nn.Module):
         """``(DDIMScheduler, DDIMInverseScheduler)`` set to ``steps`` inference steps."""
         from diffusers import DDIMInverseScheduler, DDIMScheduler
 
-        kw = {"num_train_timesteps": self.train_steps, "clip_sample": False, "set_alpha_to_one": False}
+        # clip_sample: the predicted x_0 is clipped to [-1, 1] at every step (diffusers' pixel-space default); without
+        # it an under-trained model's samples leave [-1, 1] by an order of magnitude and clamping the final image
+        # loses more of z_T than the clipped trajectory does
+        kw = {"num_train_timesteps": self.train_steps, "clip_sample": True, "set_alpha_to_one": False}
         fwd, inv = DDIMScheduler(**kw), DDIMInverseScheduler(**kw)
         fwd.set_timesteps(steps)
         inv.set_timesteps(steps)
