@@ -1,7 +1,8 @@
 """The evaluation grid: watermark schemes × {plain, SemBind r} × attacks × attackers for one seed (see
 :mod:`pipeline` for the protocol). Rows per (scheme, defense, r, attack, attacker) with ``tpr`` (clean), ``far``
 (forgeries accepted at the clean threshold; for ``attack = none`` the unmarked images' false positive rate),
-``auc``, ``tpr_<distortion>`` and the mean forging-caption similarity.
+``auc``, ``tpr_<distortion>``, the mean forging-caption similarity (MiniLM cosine) and, for forgeries, the FAR of the
+half with the more similar forging captions (``far_similar``) and of the other half (``far_dissimilar``).
 """
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from zoo.methods.sembind.datamodule import embed_captions
 from zoo.methods.sembind.modulation import SemanticModulation
 from zoo.methods.sembind.pipeline import DISTORTIONS, codes, eval_settings, imprint, pick, to_unit, verify_scores
 from zoo.methods.sembind.watermarks import GaussianShading, build_scheme, empirical_threshold
+
+
+def _share(flags: torch.Tensor) -> float | None:
+    return float(flags.mean()) if len(flags) else None
 
 
 def forging_partners(y: torch.Tensor, idx: torch.Tensor, seed: int) -> torch.Tensor:
@@ -39,7 +44,8 @@ def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, see
     fidx = forging_partners(ts.y, idx, seed)
     e = embed_captions([ts.captions[i] for i in idx.tolist()], dm.text_model)
     e_f = embed_captions([ts.captions[i] for i in fidx.tolist()], dm.text_model)
-    similarity = float((e * e_f).sum(1).mean())
+    sims = (e * e_f).sum(1)  # cosine of the forging caption to the original (unit-norm MiniLM)
+    similar = sims >= sims.median()
     size = G.size
     shape = (3, size, size)
     cover = torch.nn.functional.interpolate(ts.x[fidx], size=(size, size), mode="bilinear", antialias=True) * 2 - 1
@@ -72,7 +78,7 @@ def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, see
             labels = torch.cat([torch.ones(len(pos)), torch.zeros(len(null))]).long()
             base = {"seed": seed, "scheme": name, "defense": defense, "r": r, "tpr": float((pos > tau).float().mean()),
                     "auc": float(binary_auroc(torch.cat([pos, null]), labels)), "threshold": tau,
-                    "similarity": similarity}
+                    "similarity": float(sims.mean())}
             if isinstance(scheme, GaussianShading):
                 base["binomial_threshold"] = scheme.threshold(fpr)
             if mod is not None:
@@ -95,7 +101,9 @@ def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, see
                         x_f = imprint(A, cover, target, imp["eps"], imp["iters"], imp["inversion_steps"])
                     forged = verify(x_f)
                     scores[f"{tag}/{attack}/{who}"] = forged.tolist()
-                    rows.append({**base, "attack": attack, "attacker": who, "far": float((forged > tau).float().mean())})
+                    acc = (forged > tau).float()
+                    rows.append({**base, "attack": attack, "attacker": who, "far": float(acc.mean()),
+                                 "far_similar": _share(acc[similar]), "far_dissimilar": _share(acc[~similar])})
                     if keep_images and who == cfg["attackers"][0]:
                         images[f"{tag}/{attack}"] = to_unit(x_f)
             if keep_images:

@@ -20,7 +20,7 @@ from zoo.core.results import summarise, write_result
 GRID = {"schemes": ["tree-ring", "gaussian-shading", "ringid", "wind"], "ratios": [0.25, 0.5, 1.0],
         "attacks": ["reprompt", "imprint"], "attackers": ["proxy", "provider"], "distortions": ["jpeg"],
         "n_images": 12, "steps": 10, "guidance": 2.0, "fpr": 0.01,
-        "imprint": {"eps": 8 / 255, "iters": 3, "inversion_steps": 5}}
+        "imprint": {"eps": 8 / 255, "iters": 2, "inversion_steps": 5}}
 """The reduced grid run here (see the card for the full grid's cost)."""
 PAPER = {"claim": "forgeries rejected over four latent watermarks with quality kept; r trades robustness for "
                   "security (abstract)",
@@ -52,18 +52,21 @@ def main(argv: list[str] | None = None) -> None:
     for seed in args.seeds:
         if any(r["seed"] == seed for r in done["rows"]):
             print(f"seed {seed}: resumed from {partial.name}")
-            continue
-        res = evaluate_seed(module.masker, nets, dm, keys, GRID, seed)
-        done["rows"] += res["rows"]
-        partial.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps(done))
-        print(f"seed {seed}: {len(res['rows'])} rows", flush=True)
-    rows = [r for r in done["rows"] if r["seed"] in args.seeds]
-    metrics = ["tpr", "far", "auc", "tpr_jpeg"]
+        else:
+            res = evaluate_seed(module.masker, nets, dm, keys, GRID, seed)
+            done["rows"] += res["rows"]
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps(done))
+            print(f"seed {seed}: {len(res['rows'])} rows", flush=True)
+        _write([r for r in done["rows"] if r["seed"] in args.seeds], args.masker)  # after every seed
+
+
+def _write(rows: list[dict], masker: str) -> None:
+    metrics = ["tpr", "far", "far_similar", "far_dissimilar", "auc", "tpr_jpeg"]
     summary = summarise(rows, metrics, by=["scheme", "defense", "r", "attack", "attacker"])
     seeds = sorted({r["seed"] for r in rows})
     write_result("sembind", "forgery", rows, summary=summary, paper=PAPER, notes=_notes(rows, seeds),
-                 extra={"seeds": seeds, "grid": GRID, "masker": args.masker})
+                 extra={"seeds": seeds, "grid": GRID, "masker": masker})
 
 
 def _mean(rows: list[dict], key: str, **match) -> float | None:
@@ -73,19 +76,27 @@ def _mean(rows: list[dict], key: str, **match) -> float | None:
 
 def _notes(rows: list[dict], seeds: list[int]) -> str:
     """The verdict first, then the protocol; every number is computed from ``rows``."""
-    far = {(s, d): _mean(rows, "far", scheme=s, defense=d, attack="reprompt", attacker="provider")
-           for s in GRID["schemes"] for d in ("plain", "sembind")}
-    plain_far = [v for (s, d), v in far.items() if d == "plain" and v is not None]
-    mean_plain = sum(plain_far) / len(plain_far) if plain_far else float("nan")
-    tpr_sb = _mean(rows, "tpr", defense="sembind", attack="none", r=1.0)
-    tpr_plain = _mean(rows, "tpr", defense="plain", attack="none")
-    verdict = ("Verdict: not at this scale. " if mean_plain < 0.5 else "Verdict: partly. ")
-    return (verdict + f"Mean FAR of plain watermarks under reprompt forgery with the provider's own model: "
-            f"{mean_plain:.2f}; mean clean TPR at 1% FPR: plain {tpr_plain:.2f}, SemBind r=1 {tpr_sb:.2f}. "
-            f"Seeds {seeds} (test captions, forging captions, noise); {GRID['n_images']} images per seed; 8x8 pixel "
-            "diffusion trained here (not SD 2.1); thresholds at 1% FPR from the unmarked generations of the same "
-            "seed; far for attack none is the unmarked images' false positive rate.")
+    def m(key: str, **match) -> float:
+        v = _mean(rows, key, **match)
+        return float("nan") if v is None else v
 
+    far_plain = {w: m("far", defense="plain", attack="reprompt", attacker=w) for w in ("proxy", "provider")}
+    far_imprint = {w: m("far", defense="plain", attack="imprint", attacker=w) for w in ("proxy", "provider")}
+    far_sb = m("far", defense="sembind", r=1.0, attack="reprompt", attacker="provider")
+    tpr_plain, tpr_sb = m("tpr", defense="plain", attack="none"), m("tpr", defense="sembind", r=1.0, attack="none")
+    forgery_works = far_plain["provider"] >= 0.5
+    defended = forgery_works and far_sb <= 0.1 and tpr_sb >= 0.8 * tpr_plain
+    verdict = ("Verdict: partly." if defended else "Verdict: not at this scale.")
+    reason = ("forgery succeeds against plain watermarks and SemBind r=1 rejects it while keeping TPR"
+              if defended else "forgery against plain watermarks succeeds" if forgery_works
+              else "the attacks themselves mostly fail on this 8x8 generator, so there is little forgery to defend")
+    return (f"{verdict} {reason}. Means over schemes and seeds: clean TPR at 1% FPR plain {tpr_plain:.2f}, SemBind "
+            f"r=1 {tpr_sb:.2f}; FAR of reprompt forgery on plain watermarks by the proxy {far_plain['proxy']:.2f}, by "
+            f"the provider's own model {far_plain['provider']:.2f}; imprint {far_imprint['proxy']:.2f} / "
+            f"{far_imprint['provider']:.2f}; SemBind r=1 reprompt by the provider {far_sb:.2f}. Seeds {seeds} (test "
+            f"captions, forging captions, noise; one released masker); {GRID['n_images']} images per seed; 8x8 pixel "
+            "diffusion trained here for 100 steps (not SD 2.1); thresholds at 1% FPR from the same seed's unmarked "
+            "generations (with 12 of them: their maximum); far for attack none is the unmarked images' FPR.")
 
 if __name__ == "__main__":
     main()
