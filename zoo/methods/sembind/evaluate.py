@@ -11,7 +11,16 @@ from torchmetrics.functional.classification import binary_auroc
 
 from zoo.methods.sembind.datamodule import embed_captions
 from zoo.methods.sembind.modulation import SemanticModulation
-from zoo.methods.sembind.pipeline import DISTORTIONS, codes, eval_settings, imprint, pick, to_unit, verify_scores
+from zoo.methods.sembind.pipeline import (
+    DISTORTIONS,
+    codes,
+    eval_settings,
+    imprint,
+    pick,
+    test_halves,
+    to_unit,
+    verify_scores,
+)
 from zoo.methods.sembind.watermarks import GaussianShading, build_scheme, empirical_threshold
 
 
@@ -40,7 +49,8 @@ def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, see
     G, enc = nets["generator"], nets["encoder"]
     dm.setup()
     ts = dm.test_set
-    idx = pick(cfg["n_images"], len(ts.captions), seed)
+    pool = test_halves(len(ts.captions))[1]  # the masker trained on captions of the other half
+    idx = pool[pick(cfg["n_images"], len(pool), seed)]
     fidx = forging_partners(ts.y, idx, seed)
     e = embed_captions([ts.captions[i] for i in idx.tolist()], dm.text_model)
     e_f = embed_captions([ts.captions[i] for i in fidx.tolist()], dm.text_model)

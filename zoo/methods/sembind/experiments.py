@@ -3,9 +3,10 @@
 Loads the released masker package (its generator, proxy and encoder ids come with it), runs
 :func:`evaluate.evaluate_seed` for each seed on the experiment grid (:data:`GRID`; the seed draws the test captions,
 forging captions, initial noise and watermark randomness; the masker is the released one), keeps each finished
-seed in ``results/sembind/forgery.partial.json`` (a rerun resumes from it) and writes
+seed in ``runs/sembind-forgery.partial.json`` (a rerun resumes from it) and writes
 ``results/sembind/forgery.json`` through the shared writer, with rows ``scheme, defense, r, attack, attacker,
-tpr, far, auc, tpr_<distortion>`` per seed and a summary over seeds.
+tpr, far, auc, tpr_<distortion>`` per seed and a summary over seeds, and the r curves (mean over seeds) to
+``results/sembind/figures/r_curve_<attacker>.png``.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from zoo.core.results import summarise, write_result
 
 GRID = {"schemes": ["tree-ring", "gaussian-shading", "ringid", "wind"], "ratios": [0.25, 0.5, 1.0],
         "attacks": ["reprompt", "imprint"], "attackers": ["proxy", "provider"], "distortions": ["jpeg"],
-        "n_images": 12, "steps": 10, "guidance": 2.0, "fpr": 0.01,
-        "imprint": {"eps": 8 / 255, "iters": 2, "inversion_steps": 5}}
+        "n_images": 16, "steps": 10, "guidance": 2.0, "fpr": 0.01,
+        "imprint": {"eps": 8 / 255, "iters": 3, "inversion_steps": 5}}
 """The reduced grid run here (see the card for the full grid's cost)."""
 PAPER = {"claim": "forgeries rejected over four latent watermarks with quality kept; r trades robustness for "
                   "security (abstract)",
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     hp = module.hparams
     nets = module.networks()
     dm = CaptionDataModule(**load_package(args.masker)[0]["data"])
-    partial = repo_root() / "results" / "sembind" / "forgery.partial.json"
+    partial = repo_root() / "runs" / "sembind-forgery.partial.json"  # resume state (not a result)
     done = json.loads(partial.read_text()) if partial.is_file() else {"grid": GRID, "rows": []}
     if done.get("grid") != json.loads(json.dumps(GRID)):
         done = {"grid": GRID, "rows": []}
@@ -62,11 +63,17 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _write(rows: list[dict], masker: str) -> None:
-    metrics = ["tpr", "far", "far_similar", "far_dissimilar", "auc", "tpr_jpeg"]
+    metrics = ["tpr", "far", "far_similar", "far_dissimilar", "auc", "tpr_jpeg", "pilot_final_hamming"]
     summary = summarise(rows, metrics, by=["scheme", "defense", "r", "attack", "attacker"])
     seeds = sorted({r["seed"] for r in rows})
     write_result("sembind", "forgery", rows, summary=summary, paper=PAPER, notes=_notes(rows, seeds),
                  extra={"seeds": seeds, "grid": GRID, "masker": masker})
+    from zoo.methods.sembind.render import r_curve
+
+    figures = repo_root() / "results" / "sembind" / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    for who in GRID["attackers"]:
+        r_curve(figures / f"r_curve_{who}.png", rows, GRID["schemes"], GRID["ratios"], who)
 
 
 def _mean(rows: list[dict], key: str, **match) -> float | None:
@@ -84,19 +91,28 @@ def _notes(rows: list[dict], seeds: list[int]) -> str:
     far_imprint = {w: m("far", defense="plain", attack="imprint", attacker=w) for w in ("proxy", "provider")}
     far_sb = m("far", defense="sembind", r=1.0, attack="reprompt", attacker="provider")
     tpr_plain, tpr_sb = m("tpr", defense="plain", attack="none"), m("tpr", defense="sembind", r=1.0, attack="none")
+    hamming = m("pilot_final_hamming", defense="sembind", attack="none")
     forgery_works = far_plain["provider"] >= 0.5
     defended = forgery_works and far_sb <= 0.1 and tpr_sb >= 0.8 * tpr_plain
-    verdict = ("Verdict: partly." if defended else "Verdict: not at this scale.")
-    reason = ("forgery succeeds against plain watermarks and SemBind r=1 rejects it while keeping TPR"
-              if defended else "forgery against plain watermarks succeeds" if forgery_works
-              else "the attacks themselves mostly fail on this 8x8 generator, so there is little forgery to defend")
+    good_r = [r for r in GRID["ratios"] if m("tpr", defense="sembind", r=r, attack="none") >= 0.8 * tpr_plain
+              and m("far", defense="sembind", r=r, attack="reprompt", attacker="provider") <= 0.1]
+    verdict = "Verdict: partly." if defended else "Verdict: not at this scale."
+    if defended:
+        reason = "forgery succeeds against plain watermarks and SemBind r=1 rejects it while keeping TPR"
+    elif forgery_works:
+        reason = (f"forgery succeeds against plain watermarks and SemBind r=1 rejects it, but it rejects the genuine "
+                  f"images too: on held-out captions the masker's codes of the pilot and the final image differ in "
+                  f"{hamming:.2f} of bits (0.5 = unrelated); r with TPR >= 0.8 x plain and FAR <= 0.1: "
+                  f"{good_r or 'none'}")
+    else:
+        reason = "the attacks themselves mostly fail on this 8x8 generator, so there is little forgery to defend"
     return (f"{verdict} {reason}. Means over schemes and seeds: clean TPR at 1% FPR plain {tpr_plain:.2f}, SemBind "
             f"r=1 {tpr_sb:.2f}; FAR of reprompt forgery on plain watermarks by the proxy {far_plain['proxy']:.2f}, by "
             f"the provider's own model {far_plain['provider']:.2f}; imprint {far_imprint['proxy']:.2f} / "
             f"{far_imprint['provider']:.2f}; SemBind r=1 reprompt by the provider {far_sb:.2f}. Seeds {seeds} (test "
             f"captions, forging captions, noise; one released masker); {GRID['n_images']} images per seed; 8x8 pixel "
-            "diffusion trained here for 100 steps (not SD 2.1); thresholds at 1% FPR from the same seed's unmarked "
-            "generations (with 12 of them: their maximum); far for attack none is the unmarked images' FPR.")
+            "diffusion trained here for 1,500 steps (not SD 2.1); thresholds at 1% FPR from the same seed's unmarked "
+            "generations (with 16 of them: their maximum); far for attack none is the unmarked images' FPR.")
 
 if __name__ == "__main__":
     main()

@@ -127,7 +127,7 @@ def train_masker(masker: SemanticMasker, feats: torch.Tensor, labels: torch.Tens
         opt.zero_grad()
         loss.backward()
         opt.step()
-    stats["contrast_loss"] = float(loss)
+    stats["contrast_loss"] = float(loss.detach())
     n = max(cfg["hash_epochs"], 1)
     for epoch in range(cfg["hash_epochs"]):
         s = 1.0 + (cfg["scale"] - 1.0) * epoch / n
@@ -138,6 +138,6 @@ def train_masker(masker: SemanticMasker, feats: torch.Tensor, labels: torch.Tens
         opt.zero_grad()
         loss.backward()
         opt.step()
-    stats["hash_loss"] = float(loss)
+    stats["hash_loss"] = float(loss.detach())
     stats.update(hamming_stats(masker.code(feats), labels))
     return stats

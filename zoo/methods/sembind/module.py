@@ -165,7 +165,8 @@ class SemBindModule(ZooModule):
         self.evaluation = result
         for row in result["rows"]:
             if row["seed"] == result["seeds"][0]:
-                tag = f"{row['scheme']}/{row['defense']}{'' if row['defense'] == 'plain' else row['r']}/{row['attack']}"
+                tag = (f"{row['scheme']}/{row['defense']}{'' if row['defense'] == 'plain' else row['r']}/{row['attack']}"
+                       + ("" if row["attack"] == "none" else f"/{row['attacker']}"))
                 self.log(f"eval/{tag}/tpr", float(row["tpr"]), batch_size=1)
                 self.log(f"eval/{tag}/far", float(row["far"]), batch_size=1)
         for k, name in enumerate(SCHEMES):

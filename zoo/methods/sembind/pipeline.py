@@ -91,7 +91,7 @@ def _jpeg(x: torch.Tensor, quality: int = 50) -> torch.Tensor:
     for img in (to_unit(x) * 255).round().byte().permute(0, 2, 3, 1).numpy():
         buf = io.BytesIO()
         Image.fromarray(img).save(buf, format="JPEG", quality=quality)
-        out.append(torch.from_numpy(np.asarray(Image.open(buf).convert("RGB"))).permute(2, 0, 1))
+        out.append(torch.from_numpy(np.array(Image.open(buf).convert("RGB"))).permute(2, 0, 1))
     return torch.stack(out).float() / 127.5 - 1
 
 
@@ -118,15 +118,23 @@ def pick(n: int, total: int, seed: int) -> torch.Tensor:
     return torch.randperm(total, generator=torch.Generator().manual_seed(seed))[:n]
 
 
+def test_halves(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fixed seeded split of ``range(n)`` test indices: ``(masker half, evaluation half)`` (the test split is
+    class-sorted, so a plain cut would split classes)."""
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(12_345))
+    return perm[: n // 2], perm[n // 2:]
+
+
 def train_masker_on_generations(masker, generator, encoder, dm, masker_cfg: dict | None, settings: dict | None
                                 ) -> dict[str, float]:
-    """Generate ``n_per_caption`` images for each of ``n_captions`` test captions, train the masker on their encoder
-    features grouped by caption, and return its statistics (losses, intra/inter Hamming on the training codes)."""
+    """Generate ``n_per_caption`` images for each of ``n_captions`` captions of the masker half of the test split
+    (:func:`test_halves`; evaluation draws from the other half), train the masker on their encoder features grouped
+    by caption, and return its statistics (losses, intra/inter Hamming on the training codes)."""
     from zoo.methods.sembind.datamodule import embed_captions
 
     cfg = eval_settings(settings)
     dm.setup()
-    idx = pick(cfg["n_captions"], len(dm.test_set.captions), 10_000)
+    idx = test_halves(len(dm.test_set.captions))[0][pick(cfg["n_captions"], len(dm.test_set.captions) // 2, 10_000)]
     caps = [dm.test_set.captions[i] for i in idx.tolist()]
     e = embed_captions(caps, dm.text_model).repeat_interleave(cfg["n_per_caption"], 0)
     labels = torch.arange(len(caps)).repeat_interleave(cfg["n_per_caption"])

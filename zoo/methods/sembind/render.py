@@ -88,12 +88,20 @@ def write_pngs(out: Path, first: dict, rows: list[dict], G, keys: dict, cfg: dic
     fig.savefig(out / "histograms.png", dpi=120)
     plt.close(fig)
     written.append(out / "histograms.png")
-    fig, axes = plt.subplots(1, len(cfg["schemes"]), figsize=(3 * len(cfg["schemes"]), 2.6), squeeze=False)
-    for j, name in enumerate(cfg["schemes"]):
+    written.append(r_curve(out / "r_curve.png", rows, cfg["schemes"], cfg["ratios"], attacker))
+    return written
+
+
+def r_curve(path: Path, rows: list[dict], schemes: list[str], ratios: list[float], attacker: str | None) -> Path:
+    """TPR (clean) and FAR (reprompt, imprint by ``attacker``) against the mask ratio r, mean over the rows' seeds;
+    r = 0 is the plain scheme. One panel per scheme."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(schemes), figsize=(3 * len(schemes), 2.6), squeeze=False)
+    for j, name in enumerate(schemes):
         ax = axes[0][j]
         for attack, style in (("none", "-o"), ("reprompt", "--s"), ("imprint", ":^")):
             xs, ys = [], []
-            for r in [0.0, *cfg["ratios"]]:
+            for r in [0.0, *ratios]:
                 sel = [row for row in rows if row["scheme"] == name and row["attack"] == attack
                        and abs(row["r"] - r) < 1e-9 and (attack == "none" or row["attacker"] == attacker)]
                 if sel:
@@ -101,14 +109,13 @@ def write_pngs(out: Path, first: dict, rows: list[dict], G, keys: dict, cfg: dic
                     xs.append(r)
                     ys.append(sum(row[key] for row in sel) / len(sel))
             if xs:
-                ax.plot(xs, ys, style, label="TPR" if attack == "none" else f"FAR {attack}")
+                ax.plot(xs, ys, style, label="TPR" if attack == "none" else f"FAR {attack} ({attacker})")
         ax.set_title(name, fontsize=8)
         ax.set_xlabel("mask ratio r (0 = plain)", fontsize=7)
         ax.set_ylim(-0.05, 1.05)
         ax.tick_params(labelsize=6)
     axes[0][0].legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(out / "r_curve.png", dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
-    written.append(out / "r_curve.png")
-    return written
+    return path
