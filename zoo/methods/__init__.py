@@ -20,6 +20,7 @@ METHODS: dict[str, str] = {
     "pooled-reps": "zoo.methods.pooled_reps.module",
     "fast": "zoo.methods.fast.module",
     "rlcracker": "zoo.methods.rlcracker.module",
+    "sembind": "zoo.methods.sembind.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -38,4 +39,5 @@ EXTRAS: dict[str, str] = {
     "pooled-reps": "text",
     "fast": "fast",
     "rlcracker": "text",
+    "sembind": "sembind",
 }

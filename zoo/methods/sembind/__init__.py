@@ -1,0 +1,1 @@
+"""SemBind: semantic binding of latent diffusion watermarks against black-box forgery (notes §1)."""
