@@ -62,8 +62,17 @@ def fit(cfg: dict, seed: int):
     return module, dm, tr, speed
 
 
+#: importances read off the model's own outputs: the mask s, and s weighted into the stability channel (ρ·s, the
+#: token weight of the ρ pass) or the transition channel ((1-ρ)·s): the two orientations of ρ
+MASK_IMPORTANCE = {"mask": lambda out: out["s"], "rho*mask": lambda out: out["rho"] * out["s"],
+                   "(1-rho)*mask": lambda out: (1 - out["rho"]) * out["s"]}
+
+
 def fidelity_curves(net, dm, levels: list[float], n_events: int, importances: list[str], seed: int) -> dict:
-    """Agreement per level for each importance kind on the first ``n_events`` test events (pos + neg)."""
+    """Agreement per level for each importance kind on the first ``n_events`` test events (pos + neg).
+
+    Kinds: ``mask``, ``rho*mask``, ``(1-rho)*mask`` (:data:`MASK_IMPORTANCE`), ``random``, ``gradient``.
+    """
     net.eval()
     g = torch.Generator().manual_seed(seed)
     agree = {k: [] for k in importances}
@@ -78,8 +87,8 @@ def fidelity_curves(net, dm, levels: list[float], n_events: int, importances: li
             full = net(**inputs)
         valid = full["valid"]
         for kind in importances:
-            if kind == "mask":
-                imp = full["s"]
+            if kind in MASK_IMPORTANCE:
+                imp = MASK_IMPORTANCE[kind](full)
             elif kind == "random":
                 imp = random_importance(valid, g)
             else:
