@@ -7,8 +7,9 @@ the first ``--fid-events`` test events and their negatives, the fidelity (ACC-AU
 * ``rho*mask`` / ``(1-rho)*mask``: s weighted into the stability / transition channel, the two orientations of ρ;
 * ``random`` and ``gradient`` (first-order occlusion), post-hoc on the same model;
 
-plus test AP (one collision-checked negative per event, no MRR) and the spread of s over an event's real tokens
-(``mask sd``: the mean over events of the standard deviation of s; a mask that is nearly constant cannot rank).
+plus test AP (one collision-checked negative per event, no MRR), the spread of s over an event's real tokens
+(``mask sd``: the mean over events of the standard deviation of s; a mask that is nearly constant cannot rank) and
+what s ranks tokens by (per-event Spearman correlation with gradient importance, recency and co-occurrence count).
 
 The factors (``CONFIGS``): training length (epochs), the information-bottleneck prior r (the code's schedule starts at
 0.7; fixed 0.3 and 0.1 ask for sparser masks; λ_info = 0 removes the term), and the Gumbel-sigmoid temperature τ
@@ -32,6 +33,7 @@ import torch
 from zoo.cli import compose_and_validate
 from zoo.core.results import summarise, write_result
 from zoo.methods.st_tgexplainer.experiments import OUT, fidelity_curves, fit
+from zoo.methods.st_tgexplainer.explain import gradient_importance
 from zoo.methods.st_tgexplainer.metrics import acc_auc
 from zoo.methods.st_tgexplainer.model import pos_neg_inputs
 
@@ -50,24 +52,56 @@ CONFIGS = {
 KINDS = ["mask", "rho*mask", "(1-rho)*mask", "random", "gradient"]
 
 
-@torch.no_grad()
-def mask_spread(net, dm, n_events: int) -> dict:
-    """Mean per-event sd of s over real tokens, and the mean of s, on the first ``n_events`` test events."""
+def rank_correlation(a: torch.Tensor, b: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Per-row Spearman correlation of ``a`` and ``b`` ``(B, T)`` over the ``valid`` entries (no tie correction).
+
+    Returns:
+        ``(B',)`` correlations of the rows with at least 3 valid entries.
+    """
+    def ranks(x):
+        x = x.masked_fill(~valid, -torch.inf)
+        r = torch.argsort(torch.argsort(x, dim=1, stable=True), dim=1).double()
+        return r - (~valid).sum(1, keepdim=True)  # invalid entries rank first; shift so valid ranks are 0..n-1
+
+    keep = valid.sum(1) >= 3
+    ra, rb, v = ranks(a)[keep], ranks(b)[keep], valid[keep].double()
+    n = v.sum(1, keepdim=True)
+    ca, cb = (ra - (ra * v).sum(1, keepdim=True) / n) * v, (rb - (rb * v).sum(1, keepdim=True) / n) * v
+    den = ((ca ** 2).sum(1) * (cb ** 2).sum(1)).sqrt()
+    return (ca * cb).sum(1) / den.clamp(min=1e-12)
+
+
+def mask_diagnostics(net, dm, n_events: int) -> dict:
+    """On the first ``n_events`` test events (pos + neg): the spread of s and what s ranks by.
+
+    Returns ``mask sd`` (mean over events of the sd of s over real tokens), ``mask mean``, and the mean per-event
+    Spearman correlation of s with the gradient importance (``s~gradient``), with recency (``s~recency``: the
+    token's position in its endpoint's window, most recent last) and with the co-occurrence count (``s~count``).
+    """
     net.eval()
-    sds, means, seen = [], [], 0
+    acc, seen = {k: [] for k in ("sd", "mean", "grad", "rec", "count")}, 0
     for batch in dm.test_dataloader():
         if seen >= n_events:
             break
         seen += batch["src"].numel()
-        out = net(**pos_neg_inputs(batch))
-        v = out["valid"].float()
+        inputs = pos_neg_inputs(batch)
+        with torch.no_grad():
+            out = net(**inputs)
+        grad = gradient_importance(net, inputs)
+        valid, s = out["valid"], out["s"]
+        v = valid.float()
         n = v.sum(1).clamp(min=1)
-        mu = (out["s"] * v).sum(1) / n
-        sd = (((out["s"] - mu.unsqueeze(1)) ** 2 * v).sum(1) / n).sqrt()
+        mu = (s * v).sum(1) / n
         keep = v.sum(1) > 1
-        sds.append(sd[keep])
-        means.append(mu[keep])
-    return {"mask sd": float(torch.cat(sds).mean()), "mask mean": float(torch.cat(means).mean())}
+        acc["sd"].append(((((s - mu.unsqueeze(1)) ** 2 * v).sum(1) / n).sqrt())[keep])
+        acc["mean"].append(mu[keep])
+        pos = torch.arange(net.K, dtype=torch.float32).repeat(2).expand_as(s)
+        acc["grad"].append(rank_correlation(s, grad, valid))
+        acc["rec"].append(rank_correlation(s, pos + 1e-3 * torch.rand_like(pos), valid))
+        acc["count"].append(rank_correlation(s, out["counts"] + 1e-3 * torch.rand_like(s), valid))
+    mean = {k: float(torch.cat(v).float().nanmean()) for k, v in acc.items()}
+    return {"mask sd": mean["sd"], "mask mean": mean["mean"], "s~gradient": mean["grad"],
+            "s~recency": mean["rec"], "s~count": mean["count"]}
 
 
 def run(args) -> Path:
@@ -84,7 +118,7 @@ def run(args) -> Path:
     rec = {"dataset": dataset, "config": args.config, "seed": args.seed, "recipe": args.recipe,
            "overrides": CONFIGS[args.config], "fid_events": args.fid_events, "levels": levels, "curves": curves,
            "test/ap": float(test["test/ap"]), "test/rho_auc": float(test.get("test/rho_auc", float("nan"))),
-           "train_seconds": train_s, **mask_spread(st.net, dm, args.fid_events)}
+           "train_seconds": train_s, **mask_diagnostics(st.net, dm, args.fid_events)}
     out = RAW / f"{dataset}-{args.config}-seed{args.seed}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rec, indent=1))
@@ -104,7 +138,8 @@ def aggregate(args=None) -> None:
             row = {"config": r["config"], "seed": r["seed"]}
             row |= {f"ACC-AUC {k}": acc_auc(r["levels"], r["curves"][k]) for k in KINDS}
             row["mask - random"] = row["ACC-AUC mask"] - row["ACC-AUC random"]
-            row |= {k: r[k] for k in ("test/ap", "test/rho_auc", "mask sd", "mask mean", "train_seconds")}
+            row |= {k: r.get(k, float("nan")) for k in ("test/ap", "test/rho_auc", "mask sd", "mask mean", "s~gradient",
+                                                        "s~recency", "s~count", "train_seconds")}
             rows.append(row)
         metrics = [c for c in rows[0] if c not in ("config", "seed")]
         cmd = " && ".join([f"{CMD} run --recipe {r['recipe']} --config {r['config']} --seed {r['seed']} "
@@ -115,7 +150,9 @@ def aggregate(args=None) -> None:
                      results_dir=OUT.parent,
                      notes=f"Configurations (recipe overrides): {configs}. ACC-AUC over sparsity {rs[0]['levels']} on "
                            f"the first {rs[0]['fid_events']} test events and their negatives; mask sd = mean over "
-                           "events of the sd of s over real tokens. AP: one collision-checked negative per test "
+                           "events of the sd of s over real tokens; s~gradient / s~recency / s~count = mean per-event Spearman "
+                           "correlation of s with gradient importance, the token's recency and its co-occurrence count "
+                           "(missing for runs made before they were added). AP: one collision-checked negative per test "
                            "event. rho AUC < 0.5: the rho channel holds the first-time interactions. CPU recipe size "
                            "(H=32, K=10), mean ± sd over seeds.")
 
