@@ -45,6 +45,21 @@ PAPER = {
 }
 
 
+#: the evaluation protocol of raw records written before ``protocol`` was recorded (commit 5d27f29 and earlier)
+OLD_PROTOCOL = ("MRR against 10 uniform collision-checked negatives per test event; inductive AP/AUC/MRR on the "
+                "inductive events scored against the same (transductive) negatives")
+
+
+def protocol(data: dict) -> str:
+    """The evaluation protocol of a run, in words, from its recipe's ``data`` block."""
+    m = int(data.get("mrr_negatives") or 0)
+    h = int(float(data.get("mrr_hist_ratio", 0.5)) * m)
+    return (f"MRR against {m} TGB hist_rnd negatives per test event ({h} historical destinations of the source from "
+            f"the training + validation edges, {m - h} uniform; collision-checked); inductive AP/AUC (1 negative) "
+            f"and MRR ({m} negatives) on the events touching a node unseen in training, against destinations drawn "
+            "from the nodes unseen in training by a separate sampler (own seed)")
+
+
 def trainer(max_epochs: int) -> L.Trainer:
     return L.Trainer(accelerator="cpu", devices=1, max_epochs=max_epochs, limit_val_batches=0, logger=False,
                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
@@ -128,7 +143,7 @@ def run(args) -> Path:
         return out
     levels = list(cfg["model"].get("fidelity_levels") or [0.05, 0.1, 0.15, 0.2, 0.25, 0.3])
     rec = {"dataset": dataset, "seed": args.seed, "recipe": args.recipe, "override": args.override,
-           "levels": levels}
+           "levels": levels, "protocol": protocol(cfg["data"])}
 
     rec["fid_events"] = args.fid_events
     st, dm, tr, speed = fit(cfg, args.seed)
@@ -204,7 +219,7 @@ def aggregate(args=None, converted_from: str | None = None) -> None:
         metrics += [c for r in rows for c in r if c not in metrics and c not in ("model", "seed")]
         notes = (f"Test split of {dataset} (chronological 70/15/15; inductive = test events touching a node unseen in "
                  f"training), seeds {seeds}, mean ± sd. One collision-checked negative per positive for AP/AUC; "
-                 "MRR against the recipe's mrr_negatives negatives. ACC-AUC: agreement of the prediction from the "
+                 f"protocol: {rs[0].get('protocol', OLD_PROTOCOL)}. ACC-AUC: agreement of the prediction from the "
                  f"top-s tokens with the full prediction, integrated over s in {levels} and normalised, on the "
                  "first fid-events test events and their negatives. 'mask' is the model's own importance s; "
                  "'random' and 'gradient' (first-order occlusion) are post-hoc. rho rows: the stability prior of real "
