@@ -371,7 +371,7 @@ class HistoricalRandomNegatives:
         col = torch.arange(n).unsqueeze(0)
         is_hist = col < k.unsqueeze(1)
         out[:, : hist.shape[1]] = torch.where(is_hist[:, : hist.shape[1]], hist, out[:, : hist.shape[1]])
-        s, tt = src.unsqueeze(1).expand(-1, n), t.unsqueeze(1).expand(-1, n)
+        s, tt = src.unsqueeze(1).expand(-1, n).contiguous(), t.unsqueeze(1).expand(-1, n).contiguous()
         for _ in range(self.max_rounds):
             earlier = torch.tril(torch.ones(n, n, dtype=torch.bool), -1)  # [j, i]: column i comes before j
             dup = ((out.unsqueeze(2) == out.unsqueeze(1)) & earlier).any(2)
