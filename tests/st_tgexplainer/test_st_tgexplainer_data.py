@@ -4,15 +4,13 @@ import torch
 
 from zoo.core.data import DataError
 from zoo.methods.st_tgexplainer.data import (
-    CollisionCheckedNegatives,
-    HistoricalRandomNegatives,
     RecentNeighborSampler,
     chronological_split,
     max_inter_event_gap,
     pair_seen_before,
     read_events,
-    unseen_nodes,
 )
+from zoo.methods.st_tgexplainer.negatives import CollisionCheckedNegatives, HistoricalRandomNegatives, unseen_nodes
 
 
 def write(tmp_path, text, name="g.csv"):

@@ -20,7 +20,7 @@ Evaluation negatives (fixed per split, drawn once in ``setup``):
 * transductive AP/AUC: one collision-checked negative per event, uniform over all destinations (DyGLib's random);
 * transductive MRR: M negatives per event, TGB's ``hist_rnd``: ⌊mrr_hist_ratio·M⌋ historical destinations of the
   source (training edges for validation, training + validation edges for test) and the rest uniform
-  (:class:`.data.HistoricalRandomNegatives`);
+  (:class:`.negatives.HistoricalRandomNegatives`);
 * inductive AP/AUC (1 negative) and MRR (M negatives): the events touching a node unseen in training, against
   destinations drawn from the nodes unseen in training that occur after the training period, with their own
   random stream (seed ``neg_seed + 2``), as DyGLib keeps a separate negative sampler for the new-node sets.
@@ -36,16 +36,8 @@ from torch.utils.data import DataLoader, get_worker_info
 
 from zoo.core.data import repo_root
 
-from .data import (
-    CollisionCheckedNegatives,
-    HistoricalRandomNegatives,
-    RecentNeighborSampler,
-    TemporalGraph,
-    chronological_split,
-    pair_seen_before,
-    read_events,
-    unseen_nodes,
-)
+from .data import RecentNeighborSampler, TemporalGraph, chronological_split, pair_seen_before, read_events
+from .negatives import CollisionCheckedNegatives, HistoricalRandomNegatives, unseen_nodes
 
 DEFAULT_PATH = "data/temporal-graphs/collegemsg.csv"
 _log = logging.getLogger("zoo")
