@@ -138,7 +138,7 @@ def aggregate(args=None) -> None:
             row = {"config": r["config"], "seed": r["seed"]}
             row |= {f"ACC-AUC {k}": acc_auc(r["levels"], r["curves"][k]) for k in KINDS}
             row["mask - random"] = row["ACC-AUC mask"] - row["ACC-AUC random"]
-            row |= {k: r.get(k, float("nan")) for k in ("test/ap", "test/rho_auc", "mask sd", "mask mean", "s~gradient",
+            row |= {k: r.get(k) for k in ("test/ap", "test/rho_auc", "mask sd", "mask mean", "s~gradient",
                                                         "s~recency", "s~count", "train_seconds")}
             rows.append(row)
         metrics = [c for c in rows[0] if c not in ("config", "seed")]
