@@ -267,7 +267,9 @@ def protocol_check(args) -> None:
                  paper=PAPER.get(dataset, ""), results_dir=OUT.parent,
                  command=f"{CMD} protocol --id {args.id} --seeds {' '.join(map(str, args.seeds))}"
                          + (f" --max-eval-events {args.max_eval_events}" if args.max_eval_events else ""),
-                 notes=f"The released weights {args.id} on their test split, negatives drawn with seeds {args.seeds}. "
+                 notes=f"The released weights {args.id} on their test split"
+                       + (f" (its first {args.max_eval_events} events)" if args.max_eval_events else "")
+                       + f", negatives drawn with seeds {args.seeds}. "
                        f"Transductive AP/AUC: 1 uniform collision-checked negative per event. MRR: the protocol's "
                        f"negatives per event. Inductive AP/AUC/MRR (both rows): {protocol({'mrr_negatives': 20})}; "
                        "the weights were trained and released before the protocol changed.")
