@@ -3,8 +3,14 @@ import pytest
 import torch
 
 from zoo.core.data import DataError
-from zoo.methods.st_tgexplainer.data import (CollisionCheckedNegatives, RecentNeighborSampler, chronological_split,
-                                             max_inter_event_gap, pair_seen_before, read_events)
+from zoo.methods.st_tgexplainer.data import (
+    RecentNeighborSampler,
+    chronological_split,
+    max_inter_event_gap,
+    pair_seen_before,
+    read_events,
+)
+from zoo.methods.st_tgexplainer.negatives import CollisionCheckedNegatives, HistoricalRandomNegatives, unseen_nodes
 
 
 def write(tmp_path, text, name="g.csv"):
@@ -107,3 +113,70 @@ def test_pair_seen_before_and_gap_by_hand():
     assert pair_seen_before(src, dst, t).tolist() == [False, False, False, True, True]
     # node 1: times 1,1,4,9,10 -> largest gap 5; node 3: 4,9 -> 5; node 2: 1,1,10 -> 9
     assert max_inter_event_gap(src, dst, t) == 9.0
+
+
+def hand_stream():
+    """Events (u, v, t): 1 sent to 3 and 4 in the history; (1, 2, 10) is the positive, (1, 7, 10) a real event too."""
+    src = torch.tensor([1, 1, 5, 1, 1])
+    dst = torch.tensor([3, 4, 6, 2, 7])
+    t = torch.tensor([1.0, 2.0, 3.0, 10.0, 10.0])
+    return src, dst, t
+
+
+def test_hist_rnd_negatives_by_hand():
+    src, dst, t = hand_stream()
+    real = CollisionCheckedNegatives(torch.arange(1, 9), src, dst, t)
+    hist = HistoricalRandomNegatives(torch.tensor([2, 3, 4, 5, 6, 7]), src[:3], dst[:3], real, hist_ratio=0.5)
+    rng = torch.Generator().manual_seed(0)
+    # 4 negatives for (1, t=10): 2 historical = {3, 4}; 2 random from {5, 6} (2 and 7 are real at t=10)
+    neg = hist.sample(torch.tensor([1, 1]), torch.tensor([10.0, 10.0]), 4, rng)
+    assert neg.shape == (2, 4)
+    for row in neg.tolist():
+        assert sorted(row[:2]) == [3, 4] and sorted(row[2:]) == [5, 6]
+    # source 5 has one historical destination (6): 1 historical + 2 random from the other candidates
+    row = hist.sample(torch.tensor([5]), torch.tensor([10.0]), 3, rng)[0].tolist()
+    assert row[0] == 6 and len(set(row)) == 3 and set(row[1:]) <= {2, 3, 4, 5, 7}
+    # ratio 0: all uniform, none repeated, none real
+    row = HistoricalRandomNegatives(torch.arange(2, 8), src[:3], dst[:3], real, 0.0).sample(
+        torch.tensor([1]), torch.tensor([10.0]), 4, rng)[0].tolist()
+    assert len(set(row)) == 4 and not {2, 7} & set(row)
+    with pytest.raises(RuntimeError, match="no 5 distinct admissible destinations for source 1"):
+        hist.sample(torch.tensor([1]), torch.tensor([10.0]), 5, rng)
+
+
+def test_unseen_nodes_by_hand():
+    src, dst, _ = hand_stream()
+    train = torch.tensor([True, True, False, False, False])
+    later = torch.tensor([False, False, True, True, True])
+    assert unseen_nodes(src, dst, train, later).tolist() == [2, 5, 6, 7]
+
+
+def test_datamodule_inductive_negatives_come_from_unseen_nodes_with_their_own_draw(tmp_path):
+    from zoo.methods.st_tgexplainer.datamodule import TemporalLinkDataModule
+
+    src, dst, _ = random_stream(n_nodes=60, n_events=1500, seed=3)  # synthetic stream, for tests only
+    rows = "\n".join(f"{u},{v},{e},0,{e + 1}" for e, (u, v) in enumerate(zip(src.tolist(), dst.tolist())))
+    path = write(tmp_path, "u,i,ts,label,idx\n" + rows + "\n")
+    dm = TemporalLinkDataModule(path=str(path), batch_size=64, num_neighbors=4, mrr_negatives=6)
+    dm.setup("fit")
+    d, sp = dm.graph.data, dm.split
+    cands = set(dm.inductive_negatives.candidates.tolist())
+    seen = set(d.src[sp.train].tolist()) | set(d.dst[sp.train].tolist())
+    assert cands and not cands & seen
+    for name in ("val", "test"):
+        idx = getattr(dm, f"{name}_idx")
+        new = (sp.new_node_val | sp.new_node_test)[idx]
+        assert dm.fixed_ind_neg[name].shape == (int(new.sum()), 1)
+        assert set(dm.fixed_ind_neg[name].reshape(-1).tolist()) <= cands
+        assert set(dm.fixed_ind_mrr_neg[name].reshape(-1).tolist()) <= cands
+        # hist_rnd: the first M/2 negatives are historical destinations of the source whenever it has that many
+        hist = sp.train | (sp.val if name == "test" else torch.zeros_like(sp.val))
+        for e, row in zip(idx[:50].tolist(), dm.fixed_mrr_neg[name][:50].tolist()):
+            past = set(d.dst[hist & (d.src == d.src[e])].tolist())
+            if len(past - {int(d.dst[e])}) >= 3:
+                assert set(row[:3]) <= past and len(set(row)) == 6
+    batch = next(iter(dm.test_dataloader()))
+    rows = batch["ind_rows"]
+    assert torch.equal(rows, torch.nonzero(batch["is_new"]).squeeze(1))
+    assert batch["ind_neg"].shape == (rows.numel(), 1) and batch["ind_nbr"].shape == (rows.numel(), 1, 4)
+    assert batch["indmrr_nbr"].shape == (rows.numel(), 6, 4) and batch["mrr_nbr"].shape == (64, 6, 4)

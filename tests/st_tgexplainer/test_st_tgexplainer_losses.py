@@ -5,8 +5,13 @@ import pytest
 import torch
 from torch.distributions import Bernoulli, kl_divergence
 
-from zoo.methods.st_tgexplainer.losses import (bernoulli_kl, discriminator_loss, permute_within_groups,
-                                               r_schedule, redundancy_loss)
+from zoo.methods.st_tgexplainer.losses import (
+    bernoulli_kl,
+    discriminator_loss,
+    permute_within_groups,
+    r_schedule,
+    redundancy_loss,
+)
 from zoo.methods.st_tgexplainer.metrics import acc_auc, link_metrics, reciprocal_ranks, top_fraction_keep
 
 

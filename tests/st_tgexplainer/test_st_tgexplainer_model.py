@@ -3,8 +3,13 @@ import math
 
 import torch
 
-from zoo.methods.st_tgexplainer.model import (MixerBlock, STTGExplainerNet, TimeEncoder, cooccurrence_counts,
-                                              gumbel_sigmoid)
+from zoo.methods.st_tgexplainer.model import (
+    MixerBlock,
+    STTGExplainerNet,
+    TimeEncoder,
+    cooccurrence_counts,
+    gumbel_sigmoid,
+)
 
 K, B, N = 3, 4, 9
 

@@ -1,4 +1,4 @@
-"""Temporal interaction graphs: reading, chronological/inductive splits, recent-K neighbours, negatives.
+"""Temporal interaction graphs: reading, chronological/inductive splits, recent-K neighbours (negatives: ``negatives.py``).
 
 Everything here is plain tensors/arrays so that the model, the TGN baseline and the tests share one
 definition of "the past": a neighbour of event ``(u, v, t)`` is an interaction of ``u`` (or ``v``) with
@@ -260,56 +260,6 @@ class RecentNeighborSampler:
         tt = torch.where(valid, self.t[idx], 0.0)
         ee = torch.where(valid, self.eid[idx], -1)
         return (ids.view(*shape, k), tt.view(*shape, k), ee.view(*shape, k), valid.view(*shape, k))
-
-
-class CollisionCheckedNegatives:
-    """Negative destinations that never coincide with a real interaction of the source at that time.
-
-    The authors' ``sample_with_time_collision_check``: for ``(u, t)`` draw ``v'`` uniformly from
-    ``candidates`` and reject it if ``u`` interacted with ``v'`` (in either direction) at exactly ``t``
-    in the full stream. Rejected draws are redrawn (vectorised, at most ``max_rounds`` rounds).
-
-    Args:
-        candidates: int64 ``(C,)`` candidate node ids (unique train destinations for training, all
-            destinations for evaluation, as in the code).
-        src, dst, t: the full event stream (to know which triples are real).
-    """
-
-    def __init__(self, candidates: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, t: torch.Tensor,
-                 max_rounds: int = 100):
-        self.candidates = torch.unique(candidates.long())
-        self.times = torch.unique(t.double())
-        self._n = int(torch.maximum(src.max(), dst.max())) + 1
-        r = torch.searchsorted(self.times, t.double())
-        a, b = src.long(), dst.long()
-        keys = torch.cat([(a * self._n + b) * self.times.numel() + r, (b * self._n + a) * self.times.numel() + r])
-        self.keys = torch.unique(keys)
-        self.max_rounds = max_rounds
-
-    def is_real(self, src: torch.Tensor, dst: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        """Bool, same shape as ``src``: whether ``(src, dst, t)`` is an interaction of the stream."""
-        r = torch.searchsorted(self.times, t.double())
-        exact = (r < self.times.numel()) & (self.times[r.clamp(max=self.times.numel() - 1)] == t.double())
-        key = (src.long() * self._n + dst.long()) * self.times.numel() + r
-        pos = torch.searchsorted(self.keys, key).clamp(max=self.keys.numel() - 1)
-        return exact & (self.keys[pos] == key)
-
-    def sample(self, src: torch.Tensor, t: torch.Tensor, n: int, generator: torch.Generator | None = None
-               ) -> torch.Tensor:
-        """``(B, n)`` int64 negatives for sources ``src`` ``(B,)`` at times ``t`` ``(B,)``.
-
-        Raises:
-            RuntimeError: a source collides with every candidate within ``max_rounds`` redraws.
-        """
-        s = src.long().unsqueeze(1).repeat(1, n)
-        tt = t.double().unsqueeze(1).repeat(1, n)
-        out = self.candidates[torch.randint(self.candidates.numel(), s.shape, generator=generator)]
-        for _ in range(self.max_rounds):
-            bad = self.is_real(s, out, tt)
-            if not bad.any():
-                return out
-            out[bad] = self.candidates[torch.randint(self.candidates.numel(), (int(bad.sum()),), generator=generator)]
-        raise RuntimeError("negative sampling: a source interacts with every candidate at its event time")
 
 
 def pair_seen_before(src: torch.Tensor, dst: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

@@ -9,11 +9,25 @@ graph (and cannot look past an event's time): for the roles ``src``, ``dst`` and
 negative destination) it holds ``<role>_nbr`` (neighbour ids), ``<role>_nbr_t`` (their times),
 ``<role>_nbr_eid`` (event ids, -1 = padding), ``<role>_nbr_valid`` (bool), ``<role>_nbr_seen`` (bool,
 ground truth: that neighbour interaction repeated an earlier one) and, with edge features,
-``<role>_nbr_msg``; all ``(B, K[, F])``. Evaluation batches add ``is_new`` (inductive subset) and, with
-``mrr_negatives = M > 0``, ``mrr_neg`` ``(B, M)`` with the ``mrr_nbr*`` blocks ``(B, M, K)``.
+``<role>_nbr_msg``; all ``(B, K[, F])``. Evaluation batches add ``is_new`` (inductive subset), ``ind_rows``
+``(B',)`` (its rows) and ``ind_neg`` ``(B', 1)`` with the ``ind_nbr*`` blocks ``(B', 1, K)``: negatives for the
+inductive events drawn by a separate sampler over the nodes unseen in training. With ``mrr_negatives = M > 0``
+they add ``mrr_neg`` ``(B, M)`` (TGB ``hist_rnd`` negatives) and ``indmrr_neg`` ``(B', M)`` (uniform over unseen
+nodes), each with its ``<role>_nbr*`` blocks ``(·, M, K)``.
+
+Evaluation negatives (fixed per split, drawn once in ``setup``):
+
+* transductive AP/AUC: one collision-checked negative per event, uniform over all destinations (DyGLib's random);
+* transductive MRR: M negatives per event, TGB's ``hist_rnd``: ⌊mrr_hist_ratio·M⌋ historical destinations of the
+  source (training edges for validation, training + validation edges for test) and the rest uniform
+  (:class:`.negatives.HistoricalRandomNegatives`);
+* inductive AP/AUC (1 negative) and MRR (M negatives): the events touching a node unseen in training, against
+  destinations drawn from the nodes unseen in training that occur after the training period, with their own
+  random stream (seed ``neg_seed + 2``), as DyGLib keeps a separate negative sampler for the new-node sets.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import lightning as L
@@ -22,10 +36,11 @@ from torch.utils.data import DataLoader, get_worker_info
 
 from zoo.core.data import repo_root
 
-from .data import (CollisionCheckedNegatives, RecentNeighborSampler, TemporalGraph, chronological_split,
-                   pair_seen_before, read_events)
+from .data import RecentNeighborSampler, TemporalGraph, chronological_split, pair_seen_before, read_events
+from .negatives import CollisionCheckedNegatives, HistoricalRandomNegatives, unseen_nodes
 
 DEFAULT_PATH = "data/temporal-graphs/collegemsg.csv"
+_log = logging.getLogger("zoo")
 
 
 def resolve_path(path: str) -> Path:
@@ -46,6 +61,7 @@ class TemporalLinkDataModule(L.LightningDataModule):
         split_seed: seed of the held-out node draw.
         neg_seed: seed of the fixed validation/test negatives (training negatives use ``neg_seed + 1``).
         mrr_negatives: M negatives per test event for MRR (0 = no MRR).
+        mrr_hist_ratio: fraction of the M MRR negatives that are historical destinations (TGB ``hist_rnd``: 0.5).
         shuffle: shuffle training batches (the authors' default ``--shuffle True``; order does not leak
             because neighbours are chosen by timestamp).
         max_train_events: use only the first this-many training events (tiny overlays; ``None`` = all).
@@ -55,7 +71,8 @@ class TemporalLinkDataModule(L.LightningDataModule):
 
     def __init__(self, path: str = DEFAULT_PATH, batch_size: int = 200, num_neighbors: int = 20,
                  val_ratio: float = 0.15, test_ratio: float = 0.15, new_node_ratio: float = 0.1,
-                 split_seed: int = 2020, neg_seed: int = 0, mrr_negatives: int = 0, shuffle: bool = True,
+                 split_seed: int = 2020, neg_seed: int = 0, mrr_negatives: int = 0, mrr_hist_ratio: float = 0.5,
+                 shuffle: bool = True,
                  max_train_events: int | None = None, max_eval_events: int | None = None, num_workers: int = 0):
         super().__init__()
         if batch_size < 1 or num_neighbors < 1 or mrr_negatives < 0:
@@ -65,6 +82,7 @@ class TemporalLinkDataModule(L.LightningDataModule):
         self.batch_size, self.num_neighbors = int(batch_size), int(num_neighbors)
         self.val_ratio, self.test_ratio, self.new_node_ratio = val_ratio, test_ratio, new_node_ratio
         self.split_seed, self.neg_seed, self.mrr_negatives = split_seed, neg_seed, int(mrr_negatives)
+        self.mrr_hist_ratio = float(mrr_hist_ratio)
         self.shuffle, self.num_workers = shuffle, num_workers
         self.max_train_events, self.max_eval_events = max_train_events, max_eval_events
         self.graph: TemporalGraph | None = None
@@ -87,12 +105,26 @@ class TemporalLinkDataModule(L.LightningDataModule):
         self.train_idx = eid[tr][: self.max_train_events]
         self.val_idx = eid[self.split.val][: self.max_eval_events]
         self.test_idx = eid[self.split.test][: self.max_eval_events]
-        g = torch.Generator().manual_seed(self.neg_seed)
-        self.fixed_neg, self.fixed_mrr_neg = {}, {}
-        for name, idx in (("val", self.val_idx), ("test", self.test_idx)):
-            self.fixed_neg[name] = self.eval_negatives.sample(d.src[idx], d.t[idx], 1, g)[:, 0]
+        sp = self.split
+        unseen = unseen_nodes(d.src, d.dst, tr, d.t > sp.val_time)
+        if unseen.numel() < 2:  # a tiny graph: too few new nodes to draw from, fall back to every destination
+            _log.warning("%s: %d node(s) unseen in training; inductive negatives are drawn from all destinations",
+                         self.path, unseen.numel())
+            unseen = d.dst
+        self.inductive_negatives = CollisionCheckedNegatives(unseen, d.src, d.dst, d.t)
+        g, g_ind = torch.Generator().manual_seed(self.neg_seed), torch.Generator().manual_seed(self.neg_seed + 2)
+        self.fixed_neg, self.fixed_mrr_neg, self.fixed_ind_neg, self.fixed_ind_mrr_neg = {}, {}, {}, {}
+        for name, idx, hist in (("val", self.val_idx, tr), ("test", self.test_idx, tr | sp.val)):
+            src, t = d.src[idx], d.t[idx]
+            self.fixed_neg[name] = self.eval_negatives.sample(src, t, 1, g)[:, 0]
+            new = (sp.new_node_val | sp.new_node_test)[idx]
+            self.fixed_ind_neg[name] = self.inductive_negatives.sample(src[new], t[new], 1, g_ind)
             if self.mrr_negatives:
-                self.fixed_mrr_neg[name] = self.eval_negatives.sample(d.src[idx], d.t[idx], self.mrr_negatives, g)
+                hist_rnd = HistoricalRandomNegatives(d.dst, d.src[hist], d.dst[hist], self.eval_negatives,
+                                                     self.mrr_hist_ratio)
+                self.fixed_mrr_neg[name] = hist_rnd.sample(src, t, self.mrr_negatives, g)
+                self.fixed_ind_mrr_neg[name] = self.inductive_negatives.sample(src[new], t[new], self.mrr_negatives,
+                                                                               g_ind)
         self._train_gen = torch.Generator().manual_seed(self.neg_seed + 1)
 
     @property
@@ -119,8 +151,10 @@ class TemporalLinkDataModule(L.LightningDataModule):
         return out
 
     def make_batch(self, idx: torch.Tensor, neg: torch.Tensor, sampler: RecentNeighborSampler,
-                   mrr_neg: torch.Tensor | None = None) -> dict:
-        """Assemble one batch for events ``idx`` ``(B,)`` with negatives ``neg`` ``(B,)``."""
+                   mrr_neg: torch.Tensor | None = None, ind_neg: torch.Tensor | None = None,
+                   ind_mrr_neg: torch.Tensor | None = None) -> dict:
+        """Assemble one batch for events ``idx`` ``(B,)`` with negatives ``neg`` ``(B,)``; evaluation adds the MRR
+        negatives ``(B, M)`` and the inductive rows' negatives ``(B', 1)`` and ``(B', M)``."""
         d = self.graph.data
         src, dst, t = d.src[idx], d.dst[idx], d.t[idx]
         batch = {"eid": idx, "src": src, "dst": dst, "neg": neg, "t": t,
@@ -128,9 +162,13 @@ class TemporalLinkDataModule(L.LightningDataModule):
                  "pos_seen": self.seen[idx]}
         for role, nodes in (("src", src), ("dst", dst), ("neg", neg)):
             batch.update(self.neighbours(sampler, nodes, t, role))
-        if mrr_neg is not None:
-            batch["mrr_neg"] = mrr_neg
-            batch.update(self.neighbours(sampler, mrr_neg, t.unsqueeze(1).expand_as(mrr_neg), "mrr"))
+        rows = torch.nonzero(batch["is_new"]).squeeze(1)
+        for role, negs, tt in (("mrr", mrr_neg, t), ("ind", ind_neg, t[rows]), ("indmrr", ind_mrr_neg, t[rows])):
+            if negs is not None:
+                batch[f"{role}_neg"] = negs
+                batch.update(self.neighbours(sampler, negs, tt.unsqueeze(1).expand_as(negs), role))
+        if ind_neg is not None:
+            batch["ind_rows"] = rows
         return batch
 
     def _train_collate(self, idx: list) -> dict:
@@ -143,13 +181,18 @@ class TemporalLinkDataModule(L.LightningDataModule):
         return self.make_batch(idx, neg, self.train_sampler)
 
     def _eval_collate(self, name: str):
-        pos_of = {int(e): k for k, e in enumerate(getattr(self, f"{name}_idx"))}
+        split_idx = getattr(self, f"{name}_idx")
+        pos_of = {int(e): k for k, e in enumerate(split_idx)}
+        new = (self.split.new_node_val | self.split.new_node_test)[split_idx]
+        ind_pos = torch.cumsum(new.long(), 0) - 1  # row of each inductive event in the fixed inductive negatives
 
         def collate(idx: list) -> dict:
             rows = torch.as_tensor([pos_of[int(e)] for e in idx], dtype=torch.long)
+            ind = ind_pos[rows[new[rows]]]
             mrr = self.fixed_mrr_neg[name][rows] if name in self.fixed_mrr_neg else None
+            ind_mrr = self.fixed_ind_mrr_neg[name][ind] if name in self.fixed_ind_mrr_neg else None
             return self.make_batch(torch.as_tensor(idx, dtype=torch.long), self.fixed_neg[name][rows],
-                                   self.full_sampler, mrr)
+                                   self.full_sampler, mrr, self.fixed_ind_neg[name][ind], ind_mrr)
 
         return collate
 

@@ -45,6 +45,21 @@ PAPER = {
 }
 
 
+#: the evaluation protocol of raw records written before ``protocol`` was recorded (commit 5d27f29 and earlier)
+OLD_PROTOCOL = ("MRR against 10 uniform collision-checked negatives per test event; inductive AP/AUC/MRR on the "
+                "inductive events scored against the same (transductive) negatives")
+
+
+def protocol(data: dict) -> str:
+    """The evaluation protocol of a run, in words, from its recipe's ``data`` block."""
+    m = int(data.get("mrr_negatives") or 0)
+    h = int(float(data.get("mrr_hist_ratio", 0.5)) * m)
+    return (f"MRR against {m} TGB hist_rnd negatives per test event ({h} historical destinations of the source from "
+            f"the training + validation edges, {m - h} uniform; collision-checked); inductive AP/AUC (1 negative) "
+            f"and MRR ({m} negatives) on the events touching a node unseen in training, against destinations drawn "
+            "from the nodes unseen in training by a separate sampler (own seed)")
+
+
 def trainer(max_epochs: int) -> L.Trainer:
     return L.Trainer(accelerator="cpu", devices=1, max_epochs=max_epochs, limit_val_batches=0, logger=False,
                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
@@ -62,8 +77,17 @@ def fit(cfg: dict, seed: int):
     return module, dm, tr, speed
 
 
+#: importances read off the model's own outputs: the mask s, and s weighted into the stability channel (ρ·s, the
+#: token weight of the ρ pass) or the transition channel ((1-ρ)·s): the two orientations of ρ
+MASK_IMPORTANCE = {"mask": lambda out: out["s"], "rho*mask": lambda out: out["rho"] * out["s"],
+                   "(1-rho)*mask": lambda out: (1 - out["rho"]) * out["s"]}
+
+
 def fidelity_curves(net, dm, levels: list[float], n_events: int, importances: list[str], seed: int) -> dict:
-    """Agreement per level for each importance kind on the first ``n_events`` test events (pos + neg)."""
+    """Agreement per level for each importance kind on the first ``n_events`` test events (pos + neg).
+
+    Kinds: ``mask``, ``rho*mask``, ``(1-rho)*mask`` (:data:`MASK_IMPORTANCE`), ``random``, ``gradient``.
+    """
     net.eval()
     g = torch.Generator().manual_seed(seed)
     agree = {k: [] for k in importances}
@@ -78,8 +102,8 @@ def fidelity_curves(net, dm, levels: list[float], n_events: int, importances: li
             full = net(**inputs)
         valid = full["valid"]
         for kind in importances:
-            if kind == "mask":
-                imp = full["s"]
+            if kind in MASK_IMPORTANCE:
+                imp = MASK_IMPORTANCE[kind](full)
             elif kind == "random":
                 imp = random_importance(valid, g)
             else:
@@ -119,7 +143,7 @@ def run(args) -> Path:
         return out
     levels = list(cfg["model"].get("fidelity_levels") or [0.05, 0.1, 0.15, 0.2, 0.25, 0.3])
     rec = {"dataset": dataset, "seed": args.seed, "recipe": args.recipe, "override": args.override,
-           "levels": levels}
+           "levels": levels, "protocol": protocol(cfg["data"])}
 
     rec["fid_events"] = args.fid_events
     st, dm, tr, speed = fit(cfg, args.seed)
@@ -195,7 +219,7 @@ def aggregate(args=None, converted_from: str | None = None) -> None:
         metrics += [c for r in rows for c in r if c not in metrics and c not in ("model", "seed")]
         notes = (f"Test split of {dataset} (chronological 70/15/15; inductive = test events touching a node unseen in "
                  f"training), seeds {seeds}, mean ± sd. One collision-checked negative per positive for AP/AUC; "
-                 "MRR against the recipe's mrr_negatives negatives. ACC-AUC: agreement of the prediction from the "
+                 f"protocol: {rs[0].get('protocol', OLD_PROTOCOL)}. ACC-AUC: agreement of the prediction from the "
                  f"top-s tokens with the full prediction, integrated over s in {levels} and normalised, on the "
                  "first fid-events test events and their negatives. 'mask' is the model's own importance s; "
                  "'random' and 'gradient' (first-order occlusion) are post-hoc. rho rows: the stability prior of real "
@@ -213,6 +237,42 @@ def aggregate(args=None, converted_from: str | None = None) -> None:
                      notes="Fraction of test events (positives and negatives) whose prediction from only the top-s "
                            "tokens has the same sign as the full prediction, per sparsity s; mean ± sd over seeds.")
         plot_curves(dataset, levels, rs)
+
+
+PROTOCOLS = {"10 uniform (old MRR)": {"mrr_negatives": 10, "mrr_hist_ratio": 0.0},
+             "20 TGB hist_rnd (10 historical + 10 uniform)": {"mrr_negatives": 20, "mrr_hist_ratio": 0.5}}
+
+
+def protocol_check(args) -> None:
+    """Score released weights under the old and the TGB negatives, one row per (protocol, negative seed).
+
+    Only the evaluation negatives change (``data.mrr_negatives``, ``data.mrr_hist_ratio``, ``data.neg_seed``); the
+    inductive metrics use the separate inductive sampler in both rows. Writes ``protocol-<dataset>.json``.
+    """
+    from zoo.core.build import evaluate, load_module
+
+    torch.set_num_threads(args.threads)
+    rows, cfg = [], None
+    for name, data in PROTOCOLS.items():
+        for seed in args.seeds:
+            module, cfg = load_module(args.id)
+            module.hparams.fidelity_levels = []
+            m = evaluate(module, cfg, dict(data, neg_seed=seed, max_eval_events=args.max_eval_events))
+            rows.append({"protocol": name, "seed": seed} | {col: m[key] for col, key in METRICS[:5]}
+                        | {"MRR inductive": m["test/mrr_inductive"]})
+            print(rows[-1], flush=True)
+    dataset = Path(cfg["data"]["path"]).stem.replace("_", "-")
+    metrics = [c for c in rows[0] if c not in ("protocol", "seed")]
+    write_result("st-tgexplainer", f"protocol-{dataset}", rows, summary=summarise(rows, metrics, by=["protocol"]),
+                 paper=PAPER.get(dataset, ""), results_dir=OUT.parent,
+                 command=f"{CMD} protocol --id {args.id} --seeds {' '.join(map(str, args.seeds))}"
+                         + (f" --max-eval-events {args.max_eval_events}" if args.max_eval_events else ""),
+                 notes=f"The released weights {args.id} on their test split"
+                       + (f" (its first {args.max_eval_events} events)" if args.max_eval_events else "")
+                       + f", negatives drawn with seeds {args.seeds}. "
+                       f"Transductive AP/AUC: 1 uniform collision-checked negative per event. MRR: the protocol's "
+                       f"negatives per event. Inductive AP/AUC/MRR (both rows): {protocol({'mrr_negatives': 20})}; "
+                       "the weights were trained and released before the protocol changed.")
 
 
 def plot_curves(dataset: str, levels: list[float], rs: list[dict]) -> None:
@@ -253,7 +313,15 @@ def main() -> None:
     r.add_argument("--threads", type=int, default=1,
                    help="torch threads (1: on an oversubscribed machine more threads are much slower)")
     sub.add_parser("aggregate")
+    pc = sub.add_parser("protocol", help="released weights under the old and the TGB MRR negatives")
+    pc.add_argument("--id", default="st-tgexplainer.collegemsg")
+    pc.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    pc.add_argument("--threads", type=int, default=1)
+    pc.add_argument("--max-eval-events", type=int, default=None, help="first N val/test events only (smoke runs)")
     args = ap.parse_args()
+    if args.cmd == "protocol":
+        protocol_check(args)
+        return
     if args.cmd == "run":
         torch.set_num_threads(args.threads)
     print(run(args) if args.cmd == "run" else aggregate(args))

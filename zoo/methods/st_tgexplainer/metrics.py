@@ -1,6 +1,7 @@
 """Link-prediction and explanation metrics (AP, AUC, MRR, fidelity/ACC-AUC, stability-prior agreement)."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -68,7 +69,7 @@ def acc_auc(levels: list[float], accuracies: list[float]) -> float:
     Raises:
         ValueError: fewer than two levels, or unsorted levels.
     """
-    if len(levels) < 2 or any(b <= a for a, b in zip(levels, levels[1:])):
+    if len(levels) < 2 or any(b <= a for a, b in itertools.pairwise(levels)):
         raise ValueError(f"ACC-AUC needs >= 2 increasing sparsity levels, got {levels}")
     x, y = np.asarray(levels, float), np.asarray(accuracies, float)
     return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2) / (x[-1] - x[0]))

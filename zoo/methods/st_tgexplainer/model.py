@@ -138,13 +138,17 @@ class STTGExplainerNet(nn.Module):
         token_factor, channel_factor: Mixer FFN expansions (0.5, 4.0).
         edge_feat_dim: F, raw edge features appended to every token (*ours*: the code loads and ignores them).
         explainer: build the mask scorer, the stability prior and the discriminator.
+        mask_temperature: τ of the training-time Binary-Concrete mask ``s`` (1 in the code); evaluation uses
+            ``σ(ℓ)`` whatever τ, so τ changes only how training explores the mask.
     """
 
     def __init__(self, num_nodes: int, num_neighbors: int, hidden: int = 172, time_dim: int = 100,
                  num_layers: int = 2, dropout: float = 0.1, token_factor: float = 0.5, channel_factor: float = 4.0,
-                 edge_feat_dim: int = 0, explainer: bool = True):
+                 edge_feat_dim: int = 0, explainer: bool = True, mask_temperature: float = 1.0):
         super().__init__()
-        self.K, self.H, self.explainer = num_neighbors, hidden, explainer
+        if mask_temperature <= 0:
+            raise ValueError(f"mask_temperature={mask_temperature} must be > 0")
+        self.K, self.H, self.explainer, self.mask_temperature = num_neighbors, hidden, explainer, mask_temperature
         self.node_emb = nn.Embedding(num_nodes + 1, hidden, padding_idx=0)
         self.time_enc = TimeEncoder(time_dim)
         self.recency = nn.Linear(1, hidden)
@@ -229,7 +233,7 @@ class STTGExplainerNet(nn.Module):
             logit = self.predictor(s_u.mean(1), s_v.mean(1)).squeeze(-1)
             return {"logit": logit, "valid": valid}
         mask_logit = self.scorer(torch.cat([s_u, s_v], 1)).squeeze(-1)
-        s = gumbel_sigmoid(mask_logit, self.training)
+        s = gumbel_sigmoid(mask_logit, self.training, self.mask_temperature)
         counts = cooccurrence_counts(ids, valid)
         rho = gumbel_sigmoid(self.stability(counts.unsqueeze(-1)).squeeze(-1), self.training)
         # the stability pass (w = ρ·s) and the transition pass (w = (1-ρ)·s) run as one batch of 2B events
@@ -297,3 +301,22 @@ def pos_neg_inputs(batch: dict) -> dict:
     """
     pos, neg = event_inputs(batch, "dst"), event_inputs(batch, "neg")
     return {k: torch.cat([pos[k], neg[k]], 0) for k in pos}
+
+
+def negative_logits(net: STTGExplainerNet, batch: dict, role: str) -> torch.Tensor:
+    """Logits of sources against a block of negatives ``batch[f"{role}_neg"]`` ``(B', M)``.
+
+    The sources are all ``B`` rows of the batch when ``B' = B`` (``role = "mrr"``), else the rows
+    ``batch["ind_rows"]`` (the inductive roles ``ind``/``indmrr``). The neighbours of the negatives are the batch's
+    ``<role>_nbr*`` blocks ``(B', M, K)``.
+
+    Returns:
+        ``(B', M)`` logits.
+    """
+    neg = batch[f"{role}_neg"]
+    b, m = neg.shape
+    rows = batch["ind_rows"] if role.startswith("ind") else slice(None)
+    flat = {k: v.reshape(b * m, *v.shape[2:]) for k, v in batch.items() if k.startswith(f"{role}_nbr")}
+    flat.update({k: v[rows].repeat_interleave(m, 0) for k, v in batch.items() if k.startswith("src") or k == "t"})
+    flat[role] = neg.reshape(-1)
+    return net(**event_inputs(flat, role))["logit"].view(b, m)

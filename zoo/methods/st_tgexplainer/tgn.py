@@ -143,33 +143,47 @@ def evaluate(model: TGN, dm: TemporalLinkDataModule, batch_size: int = 200) -> d
 
     Returns:
         ``test/ap``, ``test/auc``, ``test/ap_inductive``, ``test/auc_inductive`` and, when the datamodule has
-        MRR negatives, ``test/mrr`` and ``test/mrr_inductive``; same fixed negatives as the other models.
+        MRR negatives, ``test/mrr`` and ``test/mrr_inductive``; the same fixed negatives as the other models
+        (the inductive metrics against the datamodule's separate inductive negatives).
     """
     model.eval()
     out = {}
     for name in ("val", "test"):
         idx_all = getattr(dm, f"{name}_idx")
-        pos, neg, rr = [], [], []
+        new_all = (dm.split.new_node_val | dm.split.new_node_test)[idx_all]
+        ind_pos = torch.cumsum(new_all.long(), 0) - 1
+        mrr = name == "test" and name in dm.fixed_mrr_neg
+        pos, neg, rr, ind_p, ind_n, ind_rr = [], [], [], [], [], []
         for start in range(0, idx_all.numel(), batch_size):
             rows = slice(start, start + batch_size)
             idx = idx_all[rows]
             src, dst, t, msg = tgn_inputs(dm, idx)
             cands = [dst.unsqueeze(1), dm.fixed_neg[name][rows].unsqueeze(1)]
-            if name == "test" and name in dm.fixed_mrr_neg:
+            if mrr:
                 cands.append(dm.fixed_mrr_neg[name][rows])
             logits = model.score(src, torch.cat(cands, 1))
             pos.append(logits[:, 0])
             neg.append(logits[:, 1])
-            if logits.shape[1] > 2:
+            if mrr:
                 rr.append(reciprocal_ranks(logits[:, 0], logits[:, 2:]))
+            new = new_all[rows]
+            if new.any():
+                ind = ind_pos[rows][new]
+                ind_cands = [dst[new].unsqueeze(1), dm.fixed_ind_neg[name][ind]]
+                if mrr:
+                    ind_cands.append(dm.fixed_ind_mrr_neg[name][ind])
+                ind_logits = model.score(src[new], torch.cat(ind_cands, 1))
+                ind_p.append(ind_logits[:, 0])
+                ind_n.append(ind_logits[:, 1])
+                if mrr:
+                    ind_rr.append(reciprocal_ranks(ind_logits[:, 0], ind_logits[:, 2:]))
             model.observe(src, dst, t, msg)
         if name == "test":
-            pos, neg = torch.cat(pos), torch.cat(neg)
-            new = dm.split.new_node_test[idx_all]
-            out.update({f"test/{k}": v for k, v in link_metrics(pos, neg).items()})
-            out.update({f"test/{k}_inductive": v for k, v in link_metrics(pos[new], neg[new]).items()})
-            if rr:
-                rr = torch.cat(rr)
-                out["test/mrr"] = float(rr.mean())
-                out["test/mrr_inductive"] = float(rr[new].mean()) if new.any() else math.nan
+            out.update({f"test/{k}": v for k, v in link_metrics(torch.cat(pos), torch.cat(neg)).items()})
+            empty = torch.zeros(0)
+            out.update({f"test/{k}_inductive": v
+                        for k, v in link_metrics(torch.cat(ind_p + [empty]), torch.cat(ind_n + [empty])).items()})
+            if mrr:
+                out["test/mrr"] = float(torch.cat(rr).mean())
+                out["test/mrr_inductive"] = float(torch.cat(ind_rr).mean()) if ind_rr else math.nan
     return out
