@@ -22,7 +22,7 @@ from zoo.core.results import summarise, write_result
 
 RECIPES = {"dpo": "dpo.yaml", "shapo-token": "shapo.yaml", "shapo-reward": "shapo-reward.yaml"}
 METRICS = ("val/accuracy", "val/margin", "val/harmful_rate", "val/harmful_rate_redteam", "val/harmful_rate_heldout",
-           "val/kl_ref")
+           "val/kl_ref", "val/harmful_rate_greedy", "val/kl_ref_greedy")
 PAPER = ("ShaPO is more robust than DPO under noisy preferences (abstract: 'consistently improves safety robustness "
          "over popular preference optimization methods' across noisy preference settings; the per-setting numbers of "
          "the 30%/40%-flip experiments were not available to us). Headline, clean PKU-SafeRLHF, Llama-3.2-3B "
