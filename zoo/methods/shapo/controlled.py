@@ -216,8 +216,8 @@ def reference_rewards(reference, tokenizer, prompts: dict[str, list[str]], work:
 
 
 def train_cost_model(flip: float, work: Path, scale: list[str]) -> str:
-    """A shapo-cost-model trained on the same flipped training pairs (one epoch, last weights: no selection on
-    clean pairs); reward-level ShaPO's soft labels come from it, never from the oracle. Cached per flip rate."""
+    """A shapo-cost-model trained on the same flipped training pairs (one epoch of 30 batches of 32, lr 3e-4; one
+    validation at the end, so no selection on clean pairs); reward-level ShaPO's soft labels come from it, never from the oracle. Cached per flip rate."""
     from zoo.cli import compose_and_validate
     from zoo.core.build import train
 
@@ -231,6 +231,7 @@ def train_cost_model(flip: float, work: Path, scale: list[str]) -> str:
     cfg = compose_and_validate(["recipe=shapo-cost-model.yaml", "data.path=data/shapo-controlled/train.jsonl",
                                 "data.val_path=data/shapo-controlled/val.jsonl", f"data.flip_rate={flip}",
                                 "data.max_length=64", "data.max_prompt_length=32", "trainer.max_epochs=1",
+                                "data.batch_size=32", "model.optimizer.lr=3.0e-4",
                                 f"out_dir={work / 'cost'}", "logger.kind=none", "export.formats=[]", *keep])
     run_dir = train(cfg)
     done.write_text(str(run_dir))
@@ -248,14 +249,14 @@ def _claim(lock: Path) -> bool:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="The controlled preference task: build it, or run the sweep.")
     ap.add_argument("what", choices=["build", "sweep"])
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--test-prompts", type=int, default=96)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--test-prompts", type=int, default=48)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--flip-rates", type=float, nargs="+", default=[0.0, 0.2, 0.4])
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra recipe override")
     ap.add_argument("--work", default="/tmp/shapo-controlled")
-    ap.add_argument("--one", nargs=3, metavar=("ARM", "SEED", "FLIP"), help=argparse.SUPPRESS)
+    ap.add_argument("--write-only", action="store_true", help="write the table from the finished runs in --work")
     args = ap.parse_args(argv)
     if args.what == "build":
         print(build())
@@ -264,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     scale = [f"trainer.max_steps={args.steps}", *args.set]
-    todo = [(a, s, f) for s in args.seeds for f in args.flip_rates for a in args.arms]
+    todo = [] if args.write_only else [(a, s, f) for s in args.seeds for f in args.flip_rates for a in args.arms]
     for arm, seed, flip in todo:  # several sweep processes may share ``work``: each run is claimed by a lock file
         out = work / f"{arm}-s{seed}-f{flip}.json"
         if out.is_file() or not _claim(out.with_suffix(".lock")):
@@ -289,11 +290,19 @@ def main(argv: list[str] | None = None) -> None:
              "has a higher oracle reward than zoo-lm.chat's reply (tie 0.5); reward = mean oracle reward; kl = mean "
              "summed per-token KL(pi || zoo-lm.chat) along the policy's replies; val_accuracy = implicit-reward "
              "accuracy on 128 clean oracle-labelled Alpaca pairs (tie 0.5). rDPO's epsilon = the flip rate (0.1 at "
-             "0). shapo-reward's soft labels come from a shapo-cost-model trained one epoch on the same flipped "
-             "pairs (never the oracle). ShaPO: rho = 0.05 every shapo_every-th step on 1% of down-projection "
+             "0). shapo-reward's soft labels come from a shapo-cost-model (zoo-lm.base + head) trained one epoch "
+             "(30 batches of 32) on the same flipped pairs (never the oracle). ShaPO: rho = 0.05, every step a ShaPO step (shapo_every = 1), on 1% of down-projection "
              "neurons (recipes/shapo-controlled.yaml plus the overrides in the command).")
+    cost_acc = {}
+    for f in args.flip_rates:
+        done = work / f"cost-f{f}.txt"
+        if done.is_file():
+            m = json.loads((Path(done.read_text().strip()) / "metrics.json").read_text())["metrics"]
+            cost_acc[str(f)] = m.get("val/accuracy")
+    notes += (" Clean-val accuracy of those cost models (flip rate: accuracy): "
+              + ", ".join(f"{k}: {v:.3f}" for k, v in cost_acc.items()) + ".") if cost_acc else ""
     print(write_result("shapo", "controlled", rows, summary=summarise(rows, list(METRICS), by=["flip_rate", "method"]),
-                       paper=PAPER, notes=notes, command=command))
+                       paper=PAPER, notes=notes, command=command, extra={"cost_model_val_accuracy": cost_acc}))
 
 
 if __name__ == "__main__":
