@@ -5,8 +5,8 @@ import json
 import pytest
 
 from zoo.core.data import DataError, repo_root
-from zoo.data.preference import (DEFAULT_PAIRS, DEFAULT_SPLIT, PREFERENCE_SPLIT, PreferenceDataModule,
-                                 conversation_key, conversation_split, read_pairs, write_conversation_split)
+from zoo.data.conversation_split import conversation_key, conversation_split, write_conversation_split
+from zoo.data.preference import DEFAULT_PAIRS, DEFAULT_SPLIT, PREFERENCE_SPLIT, PreferenceDataModule, read_pairs
 
 
 def _prompt(first, later=""):

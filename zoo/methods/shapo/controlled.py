@@ -84,7 +84,8 @@ def task_prompts(seed: int = 0) -> dict[str, list[str]]:
     n_va = 2 * SIZES["val"]
     parts = {"train": texts[:n_tr], "val": texts[n_tr: n_tr + n_va],
              "test_alpaca": texts[n_tr + n_va: n_tr + n_va + SIZES["test_alpaca"]]}
-    from zoo.data.preference import conversation_key, read_pairs
+    from zoo.data.conversation_split import conversation_key
+    from zoo.data.preference import read_pairs
 
     rows = read_pairs(root / HH_PAIRS)
     test_idx = json.loads((root / HH_SPLIT).read_text())["preference_eval"]
@@ -188,7 +189,7 @@ def run_arm(arm: str, seed: int, flip: float, work: Path, scale: list[str], n_te
     from zoo.core.build import load_module, train
     from zoo.models.causal_lm import load_causal_lm
 
-    extra = list(ARMS[arm]) + ([f"model.rdpo_epsilon={flip}"] if arm == "rdpo" and flip > 0 else [])
+    extra = list(ARMS[arm]) + ([f"+model.rdpo_epsilon={flip}"] if arm == "rdpo" and flip > 0 else [])
     if arm == "shapo-reward":
         extra.append(f"model.cost_model={train_cost_model(flip, work, scale)}")
     cfg = compose_and_validate(["recipe=shapo-controlled.yaml", f"seed={seed}", f"data.flip_rate={flip}",
@@ -257,6 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra recipe override")
     ap.add_argument("--work", default="/tmp/shapo-controlled")
     ap.add_argument("--write-only", action="store_true", help="write the table from the finished runs in --work")
+    ap.add_argument("--note", default="", help="appended to the table's notes (e.g. how the grid was cut)")
     args = ap.parse_args(argv)
     if args.what == "build":
         print(build())
@@ -276,8 +278,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{arm} s{seed} f{flip}: {res}", flush=True)
     runs = [json.loads(p.read_text()) for p in sorted(work.glob("*-s*-f*.json"))]
     runs = [r for r in runs if r["method"] in args.arms and r["seed"] in args.seeds and r["flip_rate"] in args.flip_rates]
-    rows = [{"method": r["method"], "flip_rate": r["flip_rate"], "seed": r["seed"],
-             **{m: r[m] for m in METRICS}, "wall_s": r["wall_s"]} for r in runs]
+    dpo = {(r["flip_rate"], r["seed"]): r for r in runs if r["method"] == "dpo"}
+    paired = ("win_rate_alpaca", "win_rate_hh")  # same seed, same flips, same test replies of the reference
+    rows = [{"method": r["method"], "flip_rate": r["flip_rate"], "seed": r["seed"], **{m: r[m] for m in METRICS},
+             **{f"{m} - DPO": r[m] - dpo[(r["flip_rate"], r["seed"])][m] for m in paired
+                if r["method"] != "dpo" and (r["flip_rate"], r["seed"]) in dpo}, "wall_s": r["wall_s"]}
+            for r in sorted(runs, key=lambda r: (r["flip_rate"], list(ARMS).index(r["method"]), r["seed"]))]
     command = ("python -m zoo.methods.shapo.controlled sweep " + f"--steps {args.steps} --test-prompts "
                f"{args.test_prompts} --seeds {' '.join(map(str, args.seeds))} --flip-rates "
                f"{' '.join(map(str, args.flip_rates))}" + "".join(f" --set {kv}" for kv in args.set))
@@ -301,7 +307,9 @@ def main(argv: list[str] | None = None) -> None:
             cost_acc[str(f)] = m.get("val/accuracy")
     notes += (" Clean-val accuracy of those cost models (flip rate: accuracy): "
               + ", ".join(f"{k}: {v:.3f}" for k, v in cost_acc.items()) + ".") if cost_acc else ""
-    print(write_result("shapo", "controlled", rows, summary=summarise(rows, list(METRICS), by=["flip_rate", "method"]),
+    notes += f" {args.note}" if args.note else ""
+    print(write_result("shapo", "controlled", rows, summary=summarise(rows, [*METRICS, *(f"{m} - DPO" for m in paired)],
+                                                           by=["flip_rate", "method"]),
                        paper=PAPER, notes=notes, command=command, extra={"cost_model_val_accuracy": cost_acc}))
 
 
