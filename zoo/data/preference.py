@@ -7,10 +7,13 @@ Input schema (JSON lines, one pair per line; other keys are ignored):
     rejected str  the other reply.
 A missing key, a non-string value, an empty prompt or invalid JSON raises ``DataError("file:line: ...")``.
 
-Default data: ``data/hh-rlhf-harmless/harmless_base_test_pairs.jsonl`` with ``split.json``, whose
-``preference_train`` indices are the training pairs and ``preference_eval`` the held-out pairs (the ``sft``
-indices, used to fine-tune zoo-lm.chat, are never read here). A user file without a split gets a seeded
-90/10 split, or pass ``val_path``.
+Default data: ``data/hh-rlhf-harmless/harmless_base_test_pairs.jsonl`` with ``preference_split.json``, a split
+*by conversation* (first human turn, :func:`zoo.data.conversation_split.conversation_key`) of the pairs outside zoo-lm.chat's ``sft``
+part (:func:`zoo.data.conversation_split.conversation_split`): ``preference_train`` trains, ``preference_val`` selects checkpoints and
+``preference_eval`` is the test part; no conversation crosses these three, and none of ``preference_val`` /
+``preference_eval`` shares a conversation with ``sft`` (the ``sft`` indices are never read here). ``val_part``
+picks what validation reads; ``test_dataloader`` always reads ``preference_eval``. A user file without a split
+gets a seeded 90/10 split (validation = test), or pass ``val_path``.
 
 ``flip_rate`` swaps chosen and rejected for a seeded fraction of the *training* pairs only (the noisy-preference
 setting of the paper); held-out pairs are never flipped.
@@ -30,7 +33,9 @@ from torch.utils.data import DataLoader, Dataset
 from zoo.core.data import DataError, read_jsonl, repo_root, seeded_split
 
 DEFAULT_PAIRS = "data/hh-rlhf-harmless/harmless_base_test_pairs.jsonl"
-DEFAULT_SPLIT = "data/hh-rlhf-harmless/split.json"
+DEFAULT_SPLIT = "data/hh-rlhf-harmless/split.json"   # zoo-lm's line-index split (its `sft` part stays fixed)
+PREFERENCE_SPLIT = "data/hh-rlhf-harmless/preference_split.json"  # by conversation: what this datamodule reads
+PARTS = ("preference_train", "preference_val", "preference_eval")
 DEFAULT_REDTEAM = "data/redteam-prompts/problem.json"
 _TURN = re.compile(r"\n\n(Human|Assistant):[ ]?")
 
@@ -176,12 +181,12 @@ class PreferenceDataModule(L.LightningDataModule):
                  max_length: int = 256, max_prompt_length: int = 128, flip_rate: float = 0.0, flip_seed: int = 42,
                  max_train_pairs: int | None = None, max_eval_pairs: int | None = None, split_seed: int = 0,
                  redteam_path: str | None = DEFAULT_REDTEAM, heldout_prompts: int = 64, num_workers: int = 0,
-                 shuffle: bool = True):
+                 shuffle: bool = True, val_part: str = "preference_val"):
         """Args:
             path: pairs JSONL; ``None`` = the shipped HH-RLHF harmless pairs with their ``split.json``.
             val_path: held-out pairs JSONL for a user ``path`` (else a seeded 90/10 split of ``path``).
-            split_file: JSON ``{"preference_train": [...], "preference_eval": [...], "sft": [...]}`` of line
-                indices into ``path`` (default: ``split.json`` next to the shipped pairs).
+            split_file: JSON ``{"preference_train": [...], "preference_eval": [...]}`` of line indices into ``path``,
+                optionally with ``preference_val`` and ``sft`` (default: the shipped ``preference_split.json``).
             tokenizer: ``None`` (default) = the tokenizer of the model this datamodule feeds (it follows
                 ``model.arch`` / ``model.tokenizer``), zoo-lm's when no model is attached; a directory is accepted only
                 if it is the same tokenizer as the model's (see :meth:`_resolve_tokenizer`).
@@ -196,12 +201,20 @@ class PreferenceDataModule(L.LightningDataModule):
             heldout_prompts: how many held-out pair prompts join the red-team prompts for generation.
             num_workers: DataLoader workers.
             shuffle: shuffle the training pairs each epoch.
+            val_part: what validation reads from a split file: ``preference_val`` (checkpoint selection; falls back
+                to ``preference_eval`` for a split without it) or ``preference_eval`` (the test part).
+
+        Raises:
+            ValueError: ``val_part`` is neither.
         """
+        if val_part not in ("preference_val", "preference_eval"):
+            raise ValueError(f"data.val_part must be 'preference_val' or 'preference_eval', got {val_part!r}")
         super().__init__()
         self.save_hyperparameters()
         self.tokenizer = None
         self.train_set: PreferencePairs | None = None
         self.val_set: PreferencePairs | None = None
+        self.test_set: PreferencePairs | None = None
 
     @staticmethod
     def encode_reply(tokenizer, prompt: str, reply: str, max_length: int = 512, max_prompt_length: int = 256
@@ -213,32 +226,36 @@ class PreferenceDataModule(L.LightningDataModule):
         return enc["prompt"] + enc["chosen"]
 
     # ----- reading -----
-    def _rows(self) -> tuple[list[dict], list[dict]]:
+    def _rows(self) -> tuple[list[dict], list[dict], list[dict]]:
         hp = self.hparams
         root = repo_root()
         if hp.path is None:
             pairs_path = root / DEFAULT_PAIRS
-            split_path = Path(hp.split_file) if hp.split_file else root / DEFAULT_SPLIT
+            split_path = Path(hp.split_file) if hp.split_file else root / PREFERENCE_SPLIT
         else:
             pairs_path = Path(hp.path)
             split_path = Path(hp.split_file) if hp.split_file else None
         rows = read_pairs(pairs_path)
         if hp.val_path is not None:
             train, val = rows, read_pairs(hp.val_path)
+            test = val
         elif split_path is not None:
-            train_idx, val_idx = self._read_split(split_path, len(rows))
-            train, val = [rows[i] for i in train_idx], [rows[i] for i in val_idx]
+            parts = self._read_split(split_path, len(rows))
+            val_idx = parts.get(hp.val_part, parts["preference_eval"])
+            train, val, test = ([rows[i] for i in idx] for idx in (parts["preference_train"], val_idx,
+                                                                    parts["preference_eval"]))
         else:
             train_idx, val_idx = seeded_split(len(rows), [0.9, 0.1], hp.split_seed)
             train, val = [rows[i] for i in train_idx], [rows[i] for i in val_idx]
+            test = val
         if hp.max_train_pairs is not None:
             train = train[: hp.max_train_pairs]
         if hp.max_eval_pairs is not None:
-            val = val[: hp.max_eval_pairs]
-        return train, val
+            val, test = val[: hp.max_eval_pairs], test[: hp.max_eval_pairs]
+        return train, val, test
 
     @staticmethod
-    def _read_split(path: Path, n: int) -> tuple[list[int], list[int]]:
+    def _read_split(path: Path, n: int) -> dict[str, list[int]]:
         if not path.is_file():
             raise DataError(f"{path}: no such split file")
         try:
@@ -248,16 +265,17 @@ class PreferenceDataModule(L.LightningDataModule):
         for key in ("preference_train", "preference_eval"):
             if key not in split:
                 raise DataError(f"{path}: missing key {key!r} (has {sorted(split)})")
+        names = [k for k in ("sft", *PARTS) if k in split]
+        for key in names:
             bad = [i for i in split[key] if not isinstance(i, int) or not 0 <= i < n]
             if bad:
                 raise DataError(f"{path}: {key} has indices outside 0..{n - 1}: {bad[:5]}")
-        train, val, sft = (set(split["preference_train"]), set(split["preference_eval"]),
-                           set(split.get("sft", [])))
-        for a, b, what in ((train, val, "preference_train and preference_eval"), (val, sft, "preference_eval and sft"),
-                           (train, sft, "preference_train and sft")):
-            if a & b:
-                raise DataError(f"{path}: {what} overlap at {sorted(a & b)[:5]}")
-        return list(split["preference_train"]), list(split["preference_eval"])
+        for j, b in enumerate(names):
+            for a in names[:j]:
+                common = set(split[a]) & set(split[b])
+                if common:
+                    raise DataError(f"{path}: {b} and {a} overlap at {sorted(common)[:5]}")
+        return {k: list(split[k]) for k in names if k != "sft"}
 
     # ----- Lightning hooks -----
     def setup(self, stage: str | None = None) -> None:
@@ -266,10 +284,12 @@ class PreferenceDataModule(L.LightningDataModule):
             return
         hp = self.hparams
         self.tokenizer = self._resolve_tokenizer()
-        train, val = self._rows()
+        train, val, test = self._rows()
         flipped = flip_indices(len(train), hp.flip_rate, hp.flip_seed)
         self.train_set = PreferencePairs(train, self.tokenizer, hp.max_length, hp.max_prompt_length, flipped)
         self.val_set = PreferencePairs(val, self.tokenizer, hp.max_length, hp.max_prompt_length)
+        self.test_set = (self.val_set if test is val else
+                         PreferencePairs(test, self.tokenizer, hp.max_length, hp.max_prompt_length))
         self.clean_train_set = (self.train_set if not flipped else
                                 PreferencePairs(train, self.tokenizer, hp.max_length, hp.max_prompt_length))
 
@@ -305,6 +325,10 @@ class PreferenceDataModule(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.val_set, self.hparams.eval_batch_size, False)
 
+    def test_dataloader(self) -> DataLoader:
+        """The test part (``preference_eval``; for a user file, the validation pairs)."""
+        return self._loader(self.test_set, self.hparams.eval_batch_size, False)
+
     def clean_train_dataloader(self, batch_size: int | None = None) -> DataLoader:
         """The training pairs *without* flips, in order (stage A's probe reads these: see README)."""
         return self._loader(self.clean_train_set, batch_size or self.hparams.eval_batch_size, False)
@@ -315,7 +339,7 @@ class PreferenceDataModule(L.LightningDataModule):
 
     def generation_prompts(self) -> list[tuple[str, list[int]]]:
         """Prompts for the generation metrics: every red-team prompt, then the first ``heldout_prompts`` held-out
-        pair prompts, as ``(source, prompt token ids)`` with source ``redteam`` or ``heldout``.
+        pair prompts (of the test part), as ``(source, prompt token ids)`` with source ``redteam`` or ``heldout``.
 
         Raises:
             DataError: the red-team file is not a JSON list of objects with a string ``prompt``.
@@ -335,10 +359,11 @@ class PreferenceDataModule(L.LightningDataModule):
                 if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
                     raise DataError(f"{path}: item {i} has no string 'prompt'")
                 out.append(("redteam", self._prompt_ids(f"\n\nHuman: {item['prompt']}\n\nAssistant:")))
-        for row in self.val_set.rows[: self.hparams.heldout_prompts]:
+        for row in self.test_set.rows[: self.hparams.heldout_prompts]:
             out.append(("heldout", self._prompt_ids(row["prompt"])))
         return out
 
     def _prompt_ids(self, prompt: str) -> list[int]:
         ids = encode_prompt(self.tokenizer, prompt)
         return ids[-self.hparams.max_prompt_length:]
+

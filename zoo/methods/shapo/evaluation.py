@@ -34,7 +34,8 @@ class Evaluation:
 
     @torch.no_grad()
     def generation_metrics(self, prompts: list[tuple[str, list[int]]], tokenizer) -> dict[str, torch.Tensor]:
-        """Sample a reply to each prompt; KL to the reference along it; the cost model's verdict.
+        """Sample a reply to each prompt; KL to the reference along it; the cost model's verdict. With
+        ``greedy_eval`` and ``temperature > 0`` the same again for greedy replies (keys suffixed ``_greedy``).
 
         Args:
             prompts: ``(source, token ids)`` with source ``redteam`` or ``heldout``.
@@ -46,10 +47,22 @@ class Evaluation:
         hp = self.hparams
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         ids = [p for _, p in prompts]
+        src = [s == "redteam" for s, _ in prompts]
         was_training = self.policy.training
         self.policy.eval()
-        completions = sample_completions(self.policy, ids, pad, tokenizer.eos_token_id, hp.max_new_tokens,
-                                         hp.temperature, hp.gen_seed, hp.gen_batch_size)
+        out = {}
+        temperatures = [(hp.temperature, "")] + [(0.0, "_greedy")] * bool(hp.greedy_eval and hp.temperature > 0)
+        for temperature, suffix in temperatures:
+            completions = sample_completions(self.policy, ids, pad, tokenizer.eos_token_id, hp.max_new_tokens,
+                                             temperature, hp.gen_seed, hp.gen_batch_size)
+            out |= {k + suffix: v for k, v in self._judge(ids, src, completions, pad).items()}
+        self.policy.train(was_training)
+        return out
+
+    def _judge(self, ids: list[list[int]], src: list[bool], completions: list[list[int]], pad: int) -> dict:
+        """KL to the reference along ``completions`` and, with a cost model, harmful rates (all, red-team, held-out)
+        and mean cost."""
+        hp = self.hparams
         kl = completion_kl(lambda i, m: self.policy(input_ids=i, attention_mask=m).logits, self._reference_logits,
                            ids, completions, pad, hp.gen_batch_size)
         self.val_kl.update(kl)
@@ -63,16 +76,15 @@ class Evaluation:
                 costs.append(cost_model.score(*right_pad(seqs, pad, self.device)))
             costs = torch.cat(costs)
             harmful = (costs > cost_model.threshold).float()
-            src = torch.tensor([s == "redteam" for s, _ in prompts], device=harmful.device)
+            red = torch.tensor(src, device=harmful.device)
             for metric, values, key in ((self.val_harmful, harmful, "harmful_rate"),
-                                        (self.val_harmful_redteam, harmful[src], "harmful_rate_redteam"),
-                                        (self.val_harmful_heldout, harmful[~src], "harmful_rate_heldout"),
+                                        (self.val_harmful_redteam, harmful[red], "harmful_rate_redteam"),
+                                        (self.val_harmful_heldout, harmful[~red], "harmful_rate_heldout"),
                                         (self.val_cost, costs, "cost")):
                 if values.numel():
                     metric.update(values)
                     out[key] = metric.compute()
                     metric.reset()
-        self.policy.train(was_training)
         return out
 
     def _reference_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ from zoo.core.results import summarise, write_result
 
 RECIPES = {"dpo": "dpo.yaml", "shapo-token": "shapo.yaml", "shapo-reward": "shapo-reward.yaml"}
 METRICS = ("val/accuracy", "val/margin", "val/harmful_rate", "val/harmful_rate_redteam", "val/harmful_rate_heldout",
-           "val/kl_ref")
+           "val/kl_ref", "val/harmful_rate_greedy", "val/kl_ref_greedy")
 PAPER = ("ShaPO is more robust than DPO under noisy preferences (abstract: 'consistently improves safety robustness "
          "over popular preference optimization methods' across noisy preference settings; the per-setting numbers of "
          "the 30%/40%-flip experiments were not available to us). Headline, clean PKU-SafeRLHF, Llama-3.2-3B "
@@ -119,17 +119,19 @@ def sweep_notes(init: str | None, steps: int, eval_pairs: int, heldout_prompts: 
 
 def release_table(out: Path) -> Path:
     """results/shapo/release.json: zoo-lm.chat (untrained) and the released shapo.zoo-lm-hh under recipes/shapo.yaml's
-    full evaluation (301 held-out pairs, 83 red-team + 64 held-out prompts, 48 sampled tokens)."""
+    full evaluation (277 preference_eval pairs, 83 red-team + 64 held-out prompts, 48 tokens sampled and greedy)."""
     from zoo.core.build import evaluate, load_module
     start = evaluate_start([])
     module, cfg = load_module("shapo.zoo-lm-hh")
     released = evaluate(module, cfg)
     rows = [{"model": name} | {m.split("/", 1)[1]: res[m] for m in METRICS if m in res}
             for name, res in (("zoo-lm.chat (start)", start), ("shapo.zoo-lm-hh", released))]
-    notes = ("The zoo weights shapo.zoo-lm-hh (recipes/shapo.yaml: token-level ShaPO, one epoch of the 903 "
-             "preference_train pairs, flip_rate 0) beside their starting point, evaluated identically (reference "
-             "zoo-lm.chat; judge shapo-cost-model.zoo-lm-hh; the same sampling seed). Accuracy counts a zero margin "
-             "as a tie (0.5): the start is its own reference, so all its margins are 0 and it scores chance, 0.5.")
+    notes = ("The zoo weights shapo.zoo-lm-hh (recipes/shapo.yaml: token-level ShaPO, one epoch of the 840 "
+             "preference_train pairs of the conversation split, flip_rate 0, last weights) beside their starting point, "
+             "evaluated identically on preference_eval (277 pairs from conversations seen nowhere in training or in "
+             "zoo-lm.chat's SFT data; reference zoo-lm.chat; judge shapo-cost-model.zoo-lm-hh, test accuracy 0.574; "
+             "one sampled (temperature 1, same seed) and one greedy reply of <= 48 tokens per prompt). Accuracy "
+             "counts a zero margin as a tie (0.5): the start is its own reference, so it scores 0.5.")
     path = write_result("shapo", out.stem, rows, paper=PAPER, notes=notes, results_dir=out.parent.parent.resolve())
     print(f"wrote {path}")
     return path

@@ -56,6 +56,9 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         probe_pairs: training pairs the probe reads (each gives a safe and an unsafe example).
         probe_epochs, probe_lr: probe optimiser settings.
         masks_path: reuse saved masks (a ``shapo_masks.safetensors`` written by a run) instead of stage A.
+        stage_a_model: weights stage A reads (probe features and the ranked down-projection columns), loaded like
+            ``reference``; ``None`` (default, ours) = the starting policy; ``zoo-lm.base`` = the pre-trained model
+            before chat SFT, as the authors rank on the base Llama-3.2-3B (same architecture required).
         cost_model: the cost model (``shapo-cost-model`` zoo id, package or run dir): the p* of ``reward`` and the
             judge of the harmful-completion rate; ``None`` disables both.
         reward_beta: beta_r of p*.
@@ -67,6 +70,7 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         optimizer: :func:`zoo.core.optim.build_optimizer` dict.
         eval_generation: sample completions on validation to measure the harmful rate and the KL.
         max_new_tokens, temperature, gen_seed, gen_batch_size: sampling settings (temperature 0 = greedy).
+        greedy_eval: with ``temperature > 0``, also judge greedy replies (``harmful_rate_greedy``, ``kl_ref_greedy``).
         gradient_checkpointing: enable HF gradient checkpointing on the policy.
     """
 
@@ -82,10 +86,12 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
                  gamma_min: float = 2e-6, gamma_max: float = 4e-6, rho: float = 0.05,
                  probe_percentage: float = 1.0, neuron_sign: str = "negative", probe_pairs: int = 512,
                  probe_epochs: int = 10, probe_lr: float = 1e-3, masks_path: str | None = None,
+                 stage_a_model: str | None = None,
                  cost_model: str | None = None, reward_beta: float = 0.5, lora: dict | None = None,
                  precompute_ref_logps: bool = False, accumulate_grad_batches: int = 1,
                  max_grad_norm: float | None = 10.0, optimizer: dict | None = None, eval_generation: bool = True,
                  max_new_tokens: int = 48, temperature: float = 1.0, gen_seed: int = 0, gen_batch_size: int = 32,
+                 greedy_eval: bool = True,
                  gradient_checkpointing: bool = False):
         super().__init__()
         self.save_hyperparameters()

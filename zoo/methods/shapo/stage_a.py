@@ -46,15 +46,17 @@ class StageA:
         """
         hp = self.hparams
         feats, labels, seen = [], [], 0
+        # the authors rank on the base model; default: the starting policy (see model.stage_a_model)
+        model = self._load_reference(hp.stage_a_model).to(self.device) if hp.stage_a_model else self.policy
         was_training = self.policy.training
-        self.policy.eval()
+        model.eval()
         for batch in loader:
             batch = self._to_device(batch)
             take = min(hp.probe_pairs - seen, batch["index"].numel())
             if take <= 0:
                 break
             for side, label in (("chosen", 0), ("rejected", 1)):
-                f = mean_pooled_states(self.policy, batch[f"{side}_input_ids"][:take],
+                f = mean_pooled_states(model, batch[f"{side}_input_ids"][:take],
                                        batch[f"{side}_attention_mask"][:take])
                 feats.append(f.cpu())
                 labels.append(torch.full((take,), label, dtype=torch.long))
@@ -64,7 +66,7 @@ class StageA:
         with torch.enable_grad():
             probe = train_probe(feats, labels, epochs=hp.probe_epochs, lr=hp.probe_lr,
                                 heldout=max(1, len(labels) // 10), seed=0)
-        masks = rank_neurons(down_projections(self.policy), probe.direction.to(self.device), hp.probe_percentage,
+        masks = rank_neurons(down_projections(model), probe.direction.to(self.device), hp.probe_percentage,
                              hp.neuron_sign)
         direction = probe.direction
         if self._trainer is not None and self.trainer.world_size > 1:

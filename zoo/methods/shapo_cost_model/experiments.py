@@ -1,4 +1,5 @@
-"""The released cost model's held-out table: preference accuracy, cost gap and loss on ``preference_eval`` pairs.
+"""The released cost model's held-out table: accuracy, cost gap and loss on ``preference_val`` (where its checkpoint was
+selected) and on ``preference_eval`` (the test part, nothing selected on it).
 
     python -m zoo.methods.shapo_cost_model.experiments [--weights shapo-cost-model.zoo-lm-hh]
 
@@ -20,13 +21,16 @@ def main(argv: list[str] | None = None) -> None:
 
     module, cfg = load_module(args.weights)
     metrics = evaluate(module, cfg)
-    row = {"weights": args.weights} | {k.split("/", 1)[1]: float(v) for k, v in metrics.items()
-                                        if k.startswith("val/")}
+    row = {"weights": args.weights} | {k.replace("/", "_"): float(v) for k, v in metrics.items()
+                                        if k.startswith(("val/", "test/"))}
     print(write_result("shapo-cost-model", "heldout", [row],
                        paper="the paper's cost model is a released Llama-based model (no held-out accuracy given)",
-                       notes="Bradley-Terry cost head on zoo-lm, evaluated on the held-out HH-RLHF harmless "
-                             "preference_eval pairs of its recipe: accuracy = share of pairs whose rejected reply "
-                             "costs more (c_l > c_w); cost_gap = mean c_l - c_w; loss = the Bradley-Terry loss."))
+                       notes="The packaged weights (the checkpoint with the best val_accuracy) evaluated on the HH-RLHF "
+                             "harmless pairs split by conversation (data/hh-rlhf-harmless/preference_split.json): "
+                             "val_* on preference_val (87 pairs, where the checkpoint was selected), test_* on "
+                             "preference_eval (277 pairs sharing no conversation with training or zoo-lm.chat's SFT "
+                             "data). accuracy = share of pairs whose rejected reply costs more (c_l > c_w; a tie "
+                             "counts 0.5); cost_gap = mean c_l - c_w; loss = the Bradley-Terry loss."))
 
 
 if __name__ == "__main__":

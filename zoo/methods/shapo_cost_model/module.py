@@ -39,6 +39,11 @@ def bradley_terry_cost_loss(cost_chosen: torch.Tensor, cost_rejected: torch.Tens
     return bt + center_weight * ((cost_chosen + cost_rejected) ** 2).mean()
 
 
+def pair_accuracy(cost_chosen: torch.Tensor, cost_rejected: torch.Tensor) -> torch.Tensor:
+    """Per pair ``(B,)``: 1 when the rejected reply costs more, 0 when less, 0.5 for a tie (equal costs)."""
+    return (cost_rejected > cost_chosen).float() + 0.5 * (cost_rejected == cost_chosen).float()
+
+
 @register_method("shapo-cost-model", datamodule=PreferenceDataModule)
 class CostModelModule(ZooModule):
     """A causal LM's decoder (``self.backbone``: the LM without its output projection) plus a linear cost head read at
@@ -72,6 +77,7 @@ class CostModelModule(ZooModule):
         nn.init.zeros_(self.head.bias)
         self.threshold = float(threshold)
         self.val_accuracy, self.val_loss, self.val_gap = MeanMetric(), MeanMetric(), MeanMetric()
+        self.test_accuracy, self.test_loss, self.test_gap = MeanMetric(), MeanMetric(), MeanMetric()
 
     def score(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Costs ``(B,)`` of right-padded ``(B, T)`` sequences (prompt + reply), read at the last real token."""
@@ -117,16 +123,25 @@ class CostModelModule(ZooModule):
         self.log("train/accuracy", (c_l > c_w).float().mean(), on_step=True, batch_size=n)
         return loss
 
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
-        """Held-out preference accuracy (the rejected reply costs more), loss and mean cost gap c_l - c_w."""
+    def _held_out(self, batch: dict, stage: str) -> None:
         c_w, c_l = self._pair(batch)
         n = c_w.numel()
-        self.val_accuracy.update((c_l > c_w).float())
-        self.val_gap.update(c_l - c_w)
-        self.val_loss.update(bradley_terry_cost_loss(c_w, c_l, self.hparams.center_weight), weight=n)
-        self.log("val/accuracy", self.val_accuracy, on_epoch=True, prog_bar=True, batch_size=n)
-        self.log("val/cost_gap", self.val_gap, on_epoch=True, batch_size=n)
-        self.log("val/loss", self.val_loss, on_epoch=True, batch_size=n)
+        acc, gap, loss = (getattr(self, f"{stage}_{m}") for m in ("accuracy", "gap", "loss"))
+        acc.update(pair_accuracy(c_w, c_l))
+        gap.update(c_l - c_w)
+        loss.update(bradley_terry_cost_loss(c_w, c_l, self.hparams.center_weight), weight=n)
+        self.log(f"{stage}/accuracy", acc, on_epoch=True, prog_bar=True, batch_size=n)
+        self.log(f"{stage}/cost_gap", gap, on_epoch=True, batch_size=n)
+        self.log(f"{stage}/loss", loss, on_epoch=True, batch_size=n)
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        """Validation pairs (``preference_val``: checkpoint selection): accuracy (:func:`pair_accuracy`), loss and
+        mean cost gap c_l - c_w."""
+        self._held_out(batch, "val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        """The same on the test pairs (``preference_eval``), which nothing was selected on."""
+        self._held_out(batch, "test")
 
     def configure_optimizers(self):
         steps = self.trainer.estimated_stepping_batches if self._trainer is not None else None

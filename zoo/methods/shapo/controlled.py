@@ -1,0 +1,317 @@
+"""A controlled preference task with a known true reward (GENERATED labels, ours; issue 15).
+
+Real prompts, generated replies, generated preferences:
+
+* prompts: instructions of the shipped Alpaca subset (``data/alpaca-subset/alpaca_5000.json``: train, validation and
+  an in-domain test part) and first turns of HH-RLHF harmless ``preference_eval`` conversations (the shifted test
+  domain: never trained on);
+* replies: two samples per prompt from zoo-lm.chat (temperature 1, :data:`NEW_TOKENS` tokens);
+* preference: the **oracle** r(y) = VADER compound sentiment of the reply (Hutto & Gilbert 2014, the
+  ``vaderSentiment`` package, extra ``oracle``); the reply with the higher r is ``chosen``; pairs with
+  |r_1 - r_2| < :data:`MIN_GAP` are dropped (no preference). "More positive wording" is a rule a 5M model can
+  learn, and its true reward is known for any reply, so a trained policy's replies can be scored exactly.
+
+``python -m zoo.methods.shapo.controlled build`` writes ``data/shapo-controlled/{train,val}.jsonl`` (pairs, the
+:mod:`zoo.data.preference` schema plus ``reward_chosen``/``reward_rejected``) and ``test_prompts.json``. Label
+noise (``data.flip_rate``) and training are the recipe's (``recipes/shapo-controlled.yaml``); the oracle only scores.
+``python -m zoo.methods.shapo.controlled sweep`` trains every arm (:data:`ARMS`) x flip rate x seed and writes
+``results/shapo/controlled.json``: true-reward win rate against zoo-lm.chat and KL, in and out of the training domain.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from zoo.core.data import repo_root
+from zoo.core.results import summarise, write_result
+
+OUT_DIR = "data/shapo-controlled"
+ALPACA = "data/alpaca-subset/alpaca_5000.json"
+HH_PAIRS = "data/hh-rlhf-harmless/harmless_base_test_pairs.jsonl"
+HH_SPLIT = "data/hh-rlhf-harmless/preference_split.json"
+NEW_TOKENS = 32
+MIN_GAP = 0.05
+SIZES = {"train": 960, "val": 128, "test_alpaca": 128, "test_hh": 128}
+
+
+def oracle_reward(texts: list[str]) -> list[float]:
+    """The true reward: VADER compound sentiment in [-1, 1] of each text (Hutto & Gilbert 2014).
+
+    Raises:
+        ImportError: ``vaderSentiment`` is missing (``pip install -e ".[oracle]"``).
+    """
+    try:
+        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+    except ImportError as e:
+        raise ImportError('the controlled task\'s oracle needs vaderSentiment: pip install -e ".[oracle]"') from e
+    analyser = SentimentIntensityAnalyzer()
+    return [float(analyser.polarity_scores(t)["compound"]) for t in texts]
+
+
+def win_rate(policy_rewards: list[float], reference_rewards: list[float]) -> float:
+    """Share of prompts where the policy's reply has the higher true reward than the reference's, a tie counting
+    0.5 (one reply each per prompt, paired by position).
+
+    Raises:
+        ValueError: the lists differ in length or are empty.
+    """
+    if len(policy_rewards) != len(reference_rewards) or not policy_rewards:
+        raise ValueError("win_rate needs two non-empty lists of the same length")
+    score = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(policy_rewards, reference_rewards))
+    return score / len(policy_rewards)
+
+
+def user_prompt(text: str) -> str:
+    """An HH-style one-turn prompt (the form :mod:`zoo.data.preference` renders with the chat template)."""
+    return f"\n\nHuman: {text.strip()}\n\nAssistant:"
+
+
+def task_prompts(seed: int = 0) -> dict[str, list[str]]:
+    """Prompts of each part: seeded disjoint Alpaca instructions (with their input) for train / val / test_alpaca,
+    and the first human turns of distinct HH ``preference_eval`` conversations for test_hh."""
+    root = repo_root()
+    alpaca = json.loads((root / ALPACA).read_text())
+    texts = [a["instruction"].strip() + (f"\n\n{a['input'].strip()}" if a["input"].strip() else "") for a in alpaca]
+    texts = [t for t in texts if len(t) <= 300]
+    random.Random(seed).shuffle(texts)
+    n_tr = 2 * SIZES["train"]  # oversampled: pairs without a preference are dropped
+    n_va = 2 * SIZES["val"]
+    parts = {"train": texts[:n_tr], "val": texts[n_tr: n_tr + n_va],
+             "test_alpaca": texts[n_tr + n_va: n_tr + n_va + SIZES["test_alpaca"]]}
+    from zoo.data.conversation_split import conversation_key
+    from zoo.data.preference import read_pairs
+
+    rows = read_pairs(root / HH_PAIRS)
+    test_idx = json.loads((root / HH_SPLIT).read_text())["preference_eval"]
+    firsts = list(dict.fromkeys(conversation_key(rows[i]["prompt"]) for i in test_idx))
+    parts["test_hh"] = firsts[: SIZES["test_hh"]]
+    return {k: [user_prompt(t) for t in v] for k, v in parts.items()}
+
+
+def sample_replies(model, tokenizer, prompts: list[str], seed: int, temperature: float = 1.0,
+                   max_new_tokens: int = NEW_TOKENS, batch_size: int = 32) -> tuple[list[list[int]], list[list[int]]]:
+    """Prompt ids (chat template, last 64 tokens) and one seeded reply (token ids) per prompt."""
+    from zoo.data.preference import encode_prompt
+    from zoo.methods.shapo.lm import sample_completions
+
+    ids = [encode_prompt(tokenizer, p)[-64:] for p in prompts]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    with torch.no_grad():
+        replies = sample_completions(model.eval(), ids, pad, tokenizer.eos_token_id, max_new_tokens, temperature,
+                                     seed, batch_size)
+    return ids, replies
+
+
+def decode(tokenizer, replies: list[list[int]]) -> list[str]:
+    return [tokenizer.decode(r, skip_special_tokens=True).strip() for r in replies]
+
+
+def build(out_dir: str | Path | None = None, seed: int = 0) -> Path:
+    """Write the task (see the module docstring): two seeded zoo-lm.chat samples per train/val prompt, labelled by
+    :func:`oracle_reward`, the first ``SIZES[part]`` pairs with a preference kept."""
+    from zoo.models.causal_lm import load_causal_lm
+
+    out = Path(out_dir) if out_dir else repo_root() / OUT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    model, tok = load_causal_lm("zoo-lm.chat")
+    prompts = task_prompts(seed)
+    counts = {}
+    for part in ("train", "val"):
+        _, a = sample_replies(model, tok, prompts[part], seed=1000 + seed)
+        _, b = sample_replies(model, tok, prompts[part], seed=2000 + seed)
+        ta, tb = decode(tok, a), decode(tok, b)
+        ra, rb = oracle_reward(ta), oracle_reward(tb)
+        rows = []
+        for p, x, y, rx, ry in zip(prompts[part], ta, tb, ra, rb):
+            if abs(rx - ry) < MIN_GAP or x == y:
+                continue
+            (c, rc), (r, rr) = sorted([(x, rx), (y, ry)], key=lambda t: -t[1])
+            rows.append({"prompt": p, "chosen": c, "rejected": r, "reward_chosen": rc, "reward_rejected": rr})
+        rows = rows[: SIZES[part]]
+        counts[part] = {"prompts": len(prompts[part]), "pairs": len(rows)}
+        (out / f"{part}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tests = {k: prompts[k] for k in ("test_alpaca", "test_hh")}
+    (out / "test_prompts.json").write_text(json.dumps(tests, indent=0) + "\n")
+    (out / "counts.json").write_text(json.dumps(counts, indent=1) + "\n")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- the sweep
+#: arm -> overrides of recipes/shapo-controlled.yaml (the reward arm also gets its cost model, see :func:`run_arm`)
+ARMS = {"dpo": ["model.variant=dpo"], "ipo": ["model.variant=dpo", "model.loss=ipo"],
+        "rdpo": ["model.variant=dpo", "model.loss=rdpo"], "simpo": ["model.variant=dpo", "model.loss=simpo"],
+        "drdpo": ["model.variant=dpo", "model.aggregation=drdpo"], "shapo-token": ["model.variant=token"],
+        "shapo-reward": ["model.variant=reward"]}
+METRICS = ("win_rate_alpaca", "win_rate_hh", "reward_alpaca", "reward_hh", "kl_alpaca", "kl_hh", "val_accuracy")
+PAPER = ("ShaPO 'consistently improves safety robustness over popular preference optimization methods' under noisy "
+         "preferences and distribution shift (abstract; per-setting numbers not available to us)")
+
+
+def evaluate_policy(policy, reference, tokenizer, prompts: dict[str, list[str]], reference_rewards: dict,
+                    seed: int = 0, new_tokens: int = NEW_TOKENS) -> dict[str, float]:
+    """True-reward win rate against the reference's replies, mean true reward and mean KL(pi || pi_ref) per reply
+    (nats, summed over reply tokens) on each test domain; one seeded sampled reply (temperature 1) per prompt.
+
+    Args:
+        reference_rewards: ``{domain: [r(reference reply) per prompt]}`` (same prompts, same sampling seed).
+    """
+    from zoo.methods.shapo.lm import completion_kl
+
+    out = {}
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    for domain, texts in prompts.items():
+        ids, replies = sample_replies(policy, tokenizer, texts, seed, max_new_tokens=new_tokens)
+        rewards = oracle_reward(decode(tokenizer, replies))
+        with torch.no_grad():
+            kl = completion_kl(lambda i, m: policy(input_ids=i, attention_mask=m).logits,
+                               lambda i, m: reference(input_ids=i, attention_mask=m).logits, ids, replies, pad, 32)
+        out[f"win_rate_{domain}"] = win_rate(rewards, reference_rewards[domain])
+        out[f"reward_{domain}"] = sum(rewards) / len(rewards)
+        out[f"kl_{domain}"] = float(kl.mean())
+    return out
+
+
+def test_prompts(n: int) -> dict[str, list[str]]:
+    """The first ``n`` shipped test prompts of each domain (``alpaca``: in domain, ``hh``: shifted)."""
+    tests = json.loads((repo_root() / OUT_DIR / "test_prompts.json").read_text())
+    return {"alpaca": tests["test_alpaca"][:n], "hh": tests["test_hh"][:n]}
+
+
+def run_arm(arm: str, seed: int, flip: float, work: Path, scale: list[str], n_test: int) -> dict:
+    """Train one arm (``train.py recipe=shapo-controlled.yaml`` + the arm's and the scale's overrides) and score it."""
+    from zoo.cli import compose_and_validate
+    from zoo.core.build import load_module, train
+    from zoo.models.causal_lm import load_causal_lm
+
+    extra = list(ARMS[arm]) + ([f"+model.rdpo_epsilon={flip}"] if arm == "rdpo" and flip > 0 else [])
+    if arm == "shapo-reward":
+        extra.append(f"model.cost_model={train_cost_model(flip, work, scale)}")
+    cfg = compose_and_validate(["recipe=shapo-controlled.yaml", f"seed={seed}", f"data.flip_rate={flip}",
+                                f"out_dir={work / 'runs'}", "logger.kind=none", "export.formats=[]", *scale, *extra])
+    t0 = time.time()
+    run_dir = train(cfg)
+    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    module, _ = load_module(str(run_dir), "last")
+    reference, tok = load_causal_lm("zoo-lm.chat")
+    prompts = test_prompts(n_test)
+    res = evaluate_policy(module.policy, reference, tok, prompts, reference_rewards(reference, tok, prompts, work))
+    shutil.rmtree(run_dir, ignore_errors=True)  # 60 MB checkpoints per run: the numbers are what is kept
+    return res | {"val_accuracy": metrics.get("val/accuracy"), "wall_s": time.time() - t0,
+                  "steps": metrics.get("global_step")}
+
+
+def reference_rewards(reference, tokenizer, prompts: dict[str, list[str]], work: Path) -> dict[str, list[float]]:
+    """True rewards of the reference's (zoo-lm.chat's) seeded replies, cached in ``work``."""
+    path = work / f"reference-{len(prompts['hh'])}.json"
+    if not path.is_file():
+        rewards = {d: oracle_reward(decode(tokenizer, sample_replies(reference, tokenizer, t, 0)[1]))
+                   for d, t in prompts.items()}
+        path.write_text(json.dumps(rewards))
+    return json.loads(path.read_text())
+
+
+def train_cost_model(flip: float, work: Path, scale: list[str]) -> str:
+    """A shapo-cost-model trained on the same flipped training pairs (one epoch of 30 batches of 32, lr 3e-4; one
+    validation at the end, so no selection on clean pairs); reward-level ShaPO's soft labels come from it, never from the oracle. Cached per flip rate."""
+    from zoo.cli import compose_and_validate
+    from zoo.core.build import train
+
+    done = work / f"cost-f{flip}.txt"
+    if not done.is_file() and not _claim(done.with_suffix(".lock")):
+        while not done.is_file():  # another sweep process is training it
+            time.sleep(10)
+    if done.is_file():
+        return done.read_text().strip()
+    keep = [o for o in scale if o.startswith("data.max")]
+    cfg = compose_and_validate(["recipe=shapo-cost-model.yaml", "data.path=data/shapo-controlled/train.jsonl",
+                                "data.val_path=data/shapo-controlled/val.jsonl", f"data.flip_rate={flip}",
+                                "data.max_length=64", "data.max_prompt_length=32", "trainer.max_epochs=1",
+                                "data.batch_size=32", "model.optimizer.lr=3.0e-4",
+                                f"out_dir={work / 'cost'}", "logger.kind=none", "export.formats=[]", *keep])
+    run_dir = train(cfg)
+    done.write_text(str(run_dir))
+    return str(run_dir)
+
+
+def _claim(lock: Path) -> bool:
+    try:
+        lock.open("x").close()
+        return True
+    except FileExistsError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="The controlled preference task: build it, or run the sweep.")
+    ap.add_argument("what", choices=["build", "sweep"])
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--test-prompts", type=int, default=48)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--flip-rates", type=float, nargs="+", default=[0.0, 0.2, 0.4])
+    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra recipe override")
+    ap.add_argument("--work", default="/tmp/shapo-controlled")
+    ap.add_argument("--write-only", action="store_true", help="write the table from the finished runs in --work")
+    ap.add_argument("--note", default="", help="appended to the table's notes (e.g. how the grid was cut)")
+    args = ap.parse_args(argv)
+    if args.what == "build":
+        print(build())
+        return
+    torch.set_num_threads(1)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    scale = [f"trainer.max_steps={args.steps}", *args.set]
+    todo = [] if args.write_only else [(a, s, f) for s in args.seeds for f in args.flip_rates for a in args.arms]
+    for arm, seed, flip in todo:  # several sweep processes may share ``work``: each run is claimed by a lock file
+        out = work / f"{arm}-s{seed}-f{flip}.json"
+        if out.is_file() or not _claim(out.with_suffix(".lock")):
+            continue
+        res = run_arm(arm, seed, flip, work, scale, args.test_prompts) | {"method": arm, "seed": seed,
+                                                                          "flip_rate": flip}
+        out.write_text(json.dumps(res))
+        print(f"{arm} s{seed} f{flip}: {res}", flush=True)
+    runs = [json.loads(p.read_text()) for p in sorted(work.glob("*-s*-f*.json"))]
+    runs = [r for r in runs if r["method"] in args.arms and r["seed"] in args.seeds and r["flip_rate"] in args.flip_rates]
+    dpo = {(r["flip_rate"], r["seed"]): r for r in runs if r["method"] == "dpo"}
+    paired = ("win_rate_alpaca", "win_rate_hh")  # same seed, same flips, same test replies of the reference
+    rows = [{"method": r["method"], "flip_rate": r["flip_rate"], "seed": r["seed"], **{m: r[m] for m in METRICS},
+             **{f"{m} - DPO": r[m] - dpo[(r["flip_rate"], r["seed"])][m] for m in paired
+                if r["method"] != "dpo" and (r["flip_rate"], r["seed"]) in dpo}, "wall_s": r["wall_s"]}
+            for r in sorted(runs, key=lambda r: (r["flip_rate"], list(ARMS).index(r["method"]), r["seed"]))]
+    command = ("python -m zoo.methods.shapo.controlled sweep " + f"--steps {args.steps} --test-prompts "
+               f"{args.test_prompts} --seeds {' '.join(map(str, args.seeds))} --flip-rates "
+               f"{' '.join(map(str, args.flip_rates))}" + "".join(f" --set {kv}" for kv in args.set))
+    notes = (f"GENERATED preference task (labels from an oracle, not people): train on "
+             f"{args.steps} optimiser steps of 8 oracle-labelled Alpaca pairs (two zoo-lm.chat replies per prompt; "
+             "chosen = higher VADER compound sentiment; a seeded flip_rate of the training pairs swapped, the same "
+             "pairs for every arm and seed), then sample one reply (temperature 1, seeded, <= 32 tokens) per test "
+             f"prompt: {args.test_prompts} held-out Alpaca prompts (in domain) and {args.test_prompts} HH-RLHF "
+             "preference_eval first turns (shifted domain). win_rate = share of prompts where the policy's reply "
+             "has a higher oracle reward than zoo-lm.chat's reply (tie 0.5); reward = mean oracle reward; kl = mean "
+             "summed per-token KL(pi || zoo-lm.chat) along the policy's replies; val_accuracy = implicit-reward "
+             "accuracy on 128 clean oracle-labelled Alpaca pairs (tie 0.5). rDPO's epsilon = the flip rate (0.1 at "
+             "0). shapo-reward's soft labels come from a shapo-cost-model (zoo-lm.base + head) trained one epoch "
+             "(30 batches of 32) on the same flipped pairs (never the oracle). ShaPO: rho = 0.05, every step a ShaPO step (shapo_every = 1), on 1% of down-projection "
+             "neurons (recipes/shapo-controlled.yaml plus the overrides in the command).")
+    cost_acc = {}
+    for f in args.flip_rates:
+        done = work / f"cost-f{f}.txt"
+        if done.is_file():
+            m = json.loads((Path(done.read_text().strip()) / "metrics.json").read_text())["metrics"]
+            cost_acc[str(f)] = m.get("val/accuracy")
+    notes += (" Clean-val accuracy of those cost models (flip rate: accuracy): "
+              + ", ".join(f"{k}: {v:.3f}" for k, v in cost_acc.items()) + ".") if cost_acc else ""
+    notes += f" {args.note}" if args.note else ""
+    print(write_result("shapo", "controlled", rows, summary=summarise(rows, [*METRICS, *(f"{m} - DPO" for m in paired)],
+                                                           by=["flip_rate", "method"]),
+                       paper=PAPER, notes=notes, command=command, extra={"cost_model_val_accuracy": cost_acc}))
+
+
+if __name__ == "__main__":
+    main()
