@@ -56,7 +56,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="watchlog.mordor", help="explanations, recording: zoo id or run directory")
     ap.add_argument("--recording", default="empire_dcsync_dcerpc_drsuapi_DsGetNCChanges",
                     help="recording: a held-out recording to explain window by window")
-    ap.add_argument("--max-windows", type=int, default=200, help="explanations: windows to generate for")
     ap.add_argument("--max-steps", type=int, default=300)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--only", nargs="*", default=None, help="detection: setting names, 'bag', 'rule'")
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.experiment == "recording":
             explanations.run_recording(args.model, args.recording, command, data)
         else:
-            explanations.run_explanations(args.model, args.max_windows, command, data)
+            explanations.run_explanations(args.model, command, data)
     return 0
 
 
