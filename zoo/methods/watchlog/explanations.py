@@ -108,12 +108,13 @@ def run_explanations(ref: str, command: str, data: dict | None = None) -> None:
              "event label is attack (SOURCE.md). Grounded sources cite the event head's frames with probability "
              ">= 0.5 (at most 4; the top frame when none), so evidence and verdict come from the detector and the "
              "LM adds only the verdict word in the second row.")
+    index["tau"] = index["tau"] if math.isfinite(index["tau"]) else None      # None: always "unknown"
     write(rows, "explanations", command, {"notes": notes, "data": {"technique index": index}})
     mal = [i for i, w in enumerate(ds.windows) if w.label == 1]
     picks = [i for i in mal if any(is_defining_event(ds.log.events[e], ds.windows[i].recording)
                                    for e in ds.windows[i].event_idx)][:3] + mal[len(mal) // 2:len(mal) // 2 + 1]
     examples = []
-    for i in picks:
+    for i in dict.fromkeys(picks):
         w, p = ds.windows[i], preds[i]
         cited = [f"#{t}: {describe_event(ds.log.events[w.event_idx[t * stride]])} (label "
                  f"{ds.log.labels[w.event_idx[t * stride]]})" for t in p["parsed"]["evidence"]
