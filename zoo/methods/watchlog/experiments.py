@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from zoo.core.data import repo_root
-from zoo.methods.watchlog.protocol import data_overrides, datamodule
+from zoo.methods.watchlog.protocol import TOKEN_LEN, data_overrides, datamodule
 
 
 def run_figures(overrides: dict | None = None) -> None:
@@ -64,11 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     data = data_overrides(args.overrides)
     command = "python -m zoo.methods.watchlog.experiments " + " ".join(sys.argv[1:] if argv is None else argv)
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)                  # the machine is shared: one thread wastes least under contention
     if args.experiment in ("detection", "loto"):
         from zoo.methods.watchlog import detection
 
-        dm = datamodule(**data)
+        tokens = args.experiment == "detection" and (not args.only or "baseline: token transformer" in args.only)
+        dm = datamodule(**{"token_len": TOKEN_LEN if tokens else 0, **data})
         if args.experiment == "detection":
             detection.run_detection(dm, args.max_steps, args.eval_every, args.only, command, args.seeds)
         else:

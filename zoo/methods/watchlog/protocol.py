@@ -46,7 +46,8 @@ def data_overrides(tokens: Sequence[str]) -> dict:
 
 def datamodule(batch_size: int = 32, **overrides) -> WatchLogDataModule:
     """The shared windows: 16 events per host, recording split seed 0 (de-duplicated across splits), tokens built
-    for the baseline; ``overrides`` (from :func:`data_overrides`) replace any data argument (``path`` ...)."""
+    for the token baseline; ``overrides`` (from :func:`data_overrides`, or ``token_len=0`` when no token model is
+    trained) replace any data argument (``path`` ...)."""
     kw = {"window": WINDOW, "token_len": TOKEN_LEN, "batch_size": batch_size, **overrides}
     dm = WatchLogDataModule(**kw)
     dm.setup()
