@@ -23,7 +23,8 @@ from safetensors.torch import load_file
 from torch.utils.data import DataLoader
 
 from zoo.core.results import write_result
-from zoo.methods.watchlog import experiments as E
+from zoo.methods.watchlog import detection as E
+from zoo.methods.watchlog import protocol as P
 from zoo.methods.watchlog.datamodule import WindowDataset
 from zoo.methods.watchlog.metrics import classification_metrics
 from zoo.methods.watchlog.module import WatchLogModule
@@ -41,13 +42,13 @@ NOTES = ("Inference on the held-out test recordings' 16-event windows, CPU, the 
 
 def load(setting: str, train_steps: int = 300, eval_every: int = 50) -> WatchLogModule:
     """The seed-0 model of a detection-experiment setting, trained here (and cached) when its weights are missing."""
-    d = E.out_dir()
-    path = d / f"{E.slug(setting)}.safetensors"
+    d = P.out_dir()
+    path = d / f"{P.slug(setting)}.safetensors"
     if not path.exists():
         print(f"{path} missing: training {setting!r} for {train_steps} steps (seed 0, as the detection table)",
               flush=True)
-        E.train_setting(setting, E.SETTINGS[setting], E.datamodule(), train_steps, eval_every, seed=0, save=True)
-    cfg = json.loads((d / f"{E.slug(setting)}.json").read_text())
+        E.train_setting(setting, E.SETTINGS[setting], P.datamodule(), train_steps, eval_every, seed=0, save=True)
+    cfg = json.loads((d / f"{P.slug(setting)}.json").read_text())
     m = WatchLogModule(**cfg)
     m.load_state_dict(load_file(str(path)))
     return m.eval()
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train-steps", type=int, default=300, help="steps for a model whose weights are missing")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    dm = E.datamodule(args.batch_size)
+    dm = P.datamodule(args.batch_size)
     ds = dm.splits["test"]
     models = {name: load(setting, args.train_steps) for name, setting in MODELS.items()}
     if args.zoo_weights:                          # the shipped SFT model: same encoder, its own detection head

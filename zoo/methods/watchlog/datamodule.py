@@ -20,9 +20,20 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, WeightedRandomSampler
 
-from zoo.core.data import repo_root
+from zoo.core.data import DataError, repo_root
 from zoo.methods.watchlog.render import RESERVED_KEYS, SYSMON_LAYOUT, EventRenderer, normalise_value
-from zoo.methods.watchlog.windows import BENIGN, EventLog, Window, load_event_log, make_windows, split_recordings
+from zoo.methods.watchlog.windows import (
+    BENIGN,
+    EventLog,
+    Window,
+    deduplicate_splits,
+    load_event_log,
+    make_windows,
+    split_recordings,
+)
+
+SHIPPED_PATH = "data/mordor-sysmon/events.jsonl.gz"
+DEFAULT_SPLIT = (0.7, 0.1)
 
 _WORD = re.compile(r"[a-z0-9_.\-]+|[^a-z0-9_.\-\s]")
 
@@ -158,13 +169,20 @@ class WatchLogDataModule(L.LightningDataModule):
         train_stride: step for training windows (smaller = overlapping windows, more training clips).
         group_by: ``host`` or ``process`` (see :func:`make_windows`).
         min_attack_events: attack events needed for a malicious window.
-        split: ``[train, val]`` fractions of recordings; test takes the rest.
-        test_recordings: explicit held-out recordings (overrides the seeded test split).
+        split: ``[train, val]`` fractions of recordings; test takes the rest. ``None`` (default): on the shipped
+            Mordor file the project's split ``[0.7, 0.1]``; on any other file (a user's recordings) **every window is
+            a test window** (train and val empty: ``zoo eval <id> data.path=my.jsonl`` scores all of the file, never
+            a silent re-split); give ``split`` or ``test_recordings`` to train on a user's file.
+        test_recordings: explicit held-out recordings (overrides the seeded test split; the rest is split train /
+            val by ``split``, default ``[0.7, 0.1]``).
         seed: split seed.
         layout: slot entries (default :data:`SYSMON_LAYOUT`); canvas: ``[height, width, rows, cols]``.
         token_len: serialised tokens per event for the token baseline (0 = do not build tokens).
         vocab_size: hashed vocabulary size of the token baseline.
         batch_size, num_workers: loader settings.
+        deduplicate: drop validation windows drawn identically to a training window and test windows drawn
+            identically to a training or validation window (:func:`windows.window_key`: rendered keys, digits
+            normalised), so no clip is in two splits; the counts are in :attr:`duplicates_dropped`.
         limit_windows: keep at most this many windows per split (evenly spaced; for tiny runs), 0 = all.
         malicious_fraction: when > 0, training batches are drawn with replacement so that this expected fraction
             of windows is malicious (ours: without it the SFT answers are ~80% the one benign template and the
@@ -178,11 +196,11 @@ class WatchLogDataModule(L.LightningDataModule):
     def __init__(self, path: str = "data/mordor-sysmon/events.jsonl.gz", labels_path: str | None = None,
                  metadata_path: str | None = "data/mordor-sysmon/datasets.json", recording_key: str = "dataset",
                  window: int = 16, stride: int | None = None, train_stride: int | None = None,
-                 group_by: str = "host", min_attack_events: int = 1, split: Sequence[float] = (0.7, 0.1),
+                 group_by: str = "host", min_attack_events: int = 1, split: Sequence[float] | None = None,
                  test_recordings: Sequence[str] | None = None, seed: int = 0,
                  layout: Sequence[str] | None = None, canvas: Sequence[int] = (32, 128, 4, 4),
                  token_len: int = 0, vocab_size: int = 8192, batch_size: int = 32, num_workers: int = 0,
-                 limit_windows: int = 0, malicious_fraction: float = 0.0):
+                 limit_windows: int = 0, malicious_fraction: float = 0.0, deduplicate: bool = True):
         super().__init__()
         self.save_hyperparameters()
         if not 0 <= malicious_fraction < 1:
@@ -191,6 +209,7 @@ class WatchLogDataModule(L.LightningDataModule):
         self.renderer = EventRenderer(tuple(layout or SYSMON_LAYOUT), h, w, rows, cols)
         self.splits: dict[str, WindowDataset] = {}
         self.recording_split: dict[str, list[str]] = {}
+        self.duplicates_dropped: dict[str, int] = {}
 
     def _resolve(self, p: str | None) -> str | None:
         if p is None:
@@ -199,26 +218,57 @@ class WatchLogDataModule(L.LightningDataModule):
         return str(q if q.is_absolute() or q.exists() else repo_root() / q)
 
     def setup(self, stage: str | None = None) -> None:
-        """Read, render and window the data once (idempotent)."""
+        """Read, render and window the data once (idempotent). A module whose ``log_`` and ``hits`` are already set
+        (:meth:`resplit`) windows those instead of reading the file again."""
         if self.splits:
             return
         hp = self.hparams
-        meta = self._resolve(hp.metadata_path)
-        if meta is not None and not Path(meta).exists():
-            meta = None
-        self.log_ = load_event_log(self._resolve(hp.path), self._resolve(hp.labels_path), meta, hp.recording_key)
-        self.hits = [self.renderer.pixel_hits(e) for e in self.log_.events]
-        self.recording_split = split_recordings(self.log_.recordings, hp.split, hp.seed, hp.test_recordings)
+        if not hasattr(self, "log_"):
+            meta = self._resolve(hp.metadata_path)
+            if meta is not None and not Path(meta).exists():
+                meta = None
+            self.log_ = load_event_log(self._resolve(hp.path), self._resolve(hp.labels_path), meta, hp.recording_key)
+            self.hits = [self.renderer.pixel_hits(e) for e in self.log_.events]
+        if hp.split is None and not hp.test_recordings and not self.is_shipped_data():
+            names = sorted(set(self.log_.recordings))
+            self.recording_split = {"train": [], "val": [], "test": names}
+        else:
+            self.recording_split = split_recordings(self.log_.recordings, hp.split or DEFAULT_SPLIT, hp.seed,
+                                                    hp.test_recordings)
+        by_split = {}
         for name, recs in self.recording_split.items():
             stride = hp.train_stride if name == "train" else hp.stride
-            ws = make_windows(self.log_, hp.window, stride, hp.group_by, hp.min_attack_events)
             keep = set(recs)
-            ws = [w for w in ws if w.recording in keep]
+            by_split[name] = [w for w in make_windows(self.log_, hp.window, stride, hp.group_by, hp.min_attack_events)
+                              if w.recording in keep]
+        if hp.deduplicate:
+            self.duplicates_dropped = deduplicate_splits(self.log_, by_split)
+        for name, ws in by_split.items():
             if hp.limit_windows and len(ws) > hp.limit_windows:
                 step = len(ws) / hp.limit_windows
                 ws = [ws[int(k * step)] for k in range(hp.limit_windows)]
             self.splits[name] = WindowDataset(ws, self.log_, self.renderer, self.hits, hp.window, hp.token_len,
                                               hp.vocab_size)
+
+    def is_shipped_data(self) -> bool:
+        """Whether ``path`` is the shipped Mordor telemetry (where ``split=None`` means the project's split)."""
+        return Path(self._resolve(self.hparams.path)).resolve() == (repo_root() / SHIPPED_PATH).resolve()
+
+    def resplit(self, **changes: Any) -> WatchLogDataModule:
+        """A new data module with ``changes`` to its arguments (``test_recordings=[...]``, ``seed=...``) that reuses
+        this one's events and rendered pixels (no second read). Window-shape arguments must stay equal.
+
+        Raises:
+            ValueError: a change to ``path``, ``labels_path``, ``layout``, ``canvas`` or ``recording_key``.
+        """
+        fixed = {"path", "labels_path", "metadata_path", "layout", "canvas", "recording_key"} & set(changes)
+        if fixed:
+            raise ValueError(f"resplit cannot change {sorted(fixed)}; build a new WatchLogDataModule")
+        self.setup()
+        new = WatchLogDataModule(**{**dict(self.hparams), **changes})
+        new.log_, new.hits = self.log_, self.hits
+        new.setup()
+        return new
 
     def techniques(self) -> list[str]:
         """Sorted technique ids of malicious training windows (lower-case), with ``none`` first."""
@@ -232,6 +282,11 @@ class WatchLogDataModule(L.LightningDataModule):
                           num_workers=self.hparams.num_workers, persistent_workers=self.hparams.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:
+        self.setup()
+        if not self.splits["train"].windows:
+            raise DataError(f"data.path={self.hparams.path}: no training windows: with data.split=null a file other "
+                            "than the shipped Mordor data is evaluated whole (every window is a test window); give "
+                            "data.split=[0.7,0.1] or data.test_recordings=[...] to train on it")
         frac = self.hparams.malicious_fraction
         if not frac:
             return self._loader("train", True)

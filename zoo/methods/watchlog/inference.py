@@ -1,29 +1,92 @@
-"""WatchLog inference: verdicts and generated explanations for every window of a data set, and ``zoo predict`` on an
-events file. A mixin of :class:`zoo.methods.watchlog.module.WatchLogModule` (reads its detection head, decoder and
-calibrated ``threshold``).
+"""WatchLog inference: verdicts, explanations and technique names for every window of a data set, and ``zoo predict``
+on an events file. A mixin of :class:`zoo.methods.watchlog.module.WatchLogModule` (reads its detection head, decoder,
+calibrated ``threshold`` and technique index).
+
+Explanations (ours): ``verdict: ... ; technique: ... ; evidence: #i ...``. By default (``decoder.evidence=head``,
+``decoder.technique=retrieval``) the evidence is the event head's highest-scoring frames
+(:func:`techniques.head_evidence`) and the technique is retrieved from the training techniques with an explicit
+``unknown`` (:mod:`techniques`); the verdict is the LM's (or the head's with ``decoder.ground_verdict``). ``lm`` for
+either key keeps what the language model generated.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from zoo.core.data import DataError
+from zoo.methods.watchlog import techniques as tq
 from zoo.methods.watchlog.datamodule import WindowDataset
 from zoo.methods.watchlog.decoder import greedy_generate, parse_explanation
 from zoo.methods.watchlog.render import save_frames_png
 from zoo.methods.watchlog.windows import describe_event, load_event_log, make_windows
 
+TECHNIQUE_BUFFERS = ("technique_prototypes", "technique_names", "technique_tau")
+NAME_BYTES = 24
+
+
+def _drop_empty_index(module, state_dict, prefix, local_metadata) -> None:
+    """``state_dict`` post-hook: a model without a technique index stores none (older packages load unchanged)."""
+    if module.technique_prototypes.shape[0] == 0:
+        for k in TECHNIQUE_BUFFERS:
+            state_dict.pop(prefix + k, None)
+
+
+def _fill_missing_index(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                        error_msgs) -> None:
+    """``load_state_dict`` pre-hook: weights saved without an index load into a model without one."""
+    if prefix + "technique_prototypes" not in state_dict and module.technique_prototypes.shape[0] == 0:
+        for k in TECHNIQUE_BUFFERS:
+            state_dict[prefix + k] = getattr(module, k)
+
 
 class Inference:
-    """Window verdicts, explanations and ``predict_cli`` of :class:`WatchLogModule` (a mixin)."""
+    """Window verdicts, explanations, technique naming and ``predict_cli`` of :class:`WatchLogModule` (a mixin)."""
+
+    def init_technique_index(self, n_techniques: int, dim: int) -> None:
+        """Register the retrieval index (ours): ``technique_prototypes`` ``(K, dim)``, ``technique_names``
+        ``(K, 24)`` ASCII bytes and ``technique_tau`` (``inf`` = always ``unknown`` until fitted)."""
+        self.register_buffer("technique_prototypes", torch.zeros(n_techniques, dim))
+        self.register_buffer("technique_names", torch.zeros(n_techniques, NAME_BYTES, dtype=torch.uint8))
+        self.register_buffer("technique_tau", torch.tensor(float("inf")))
+        self.register_state_dict_post_hook(_drop_empty_index)
+        self.register_load_state_dict_pre_hook(_fill_missing_index)
+
+    def technique_list(self) -> list[str]:
+        """The indexed technique ids, in prototype order."""
+        return [bytes(r for r in row.tolist() if r).decode("ascii") for row in self.technique_names]
+
+    @torch.no_grad()
+    def fit_technique_index(self, ds: WindowDataset) -> dict:
+        """Build the index from the malicious windows of ``ds`` (the training split) and choose ``tau`` by
+        leave-one-recording-out (:func:`techniques.calibrate_tau`). Returns ``{"techniques", "tau"}``."""
+        mal = [w for w in ds.windows if w.label == 1]
+        if not mal or self.hparams.stage == "pretrain":
+            return {"techniques": 0, "tau": float(self.technique_tau)}
+        sub = WindowDataset(mal, ds.log, ds.renderer, ds.hits, ds.n_frames, ds.token_len, ds.vocab_size, ds.render)
+        vecs = np.stack([p["vector"] for p in self.predict_dataset(sub, explain=False)])
+        techs = [w.technique.lower() for w in mal]
+        names, protos = tq.prototypes(vecs, techs)
+        tau = tq.calibrate_tau(vecs, techs, [w.recording for w in mal])
+        codes = torch.zeros(len(names), NAME_BYTES, dtype=torch.uint8)
+        for i, n in enumerate(names):
+            b = n.encode("ascii")[:NAME_BYTES]
+            codes[i, :len(b)] = torch.tensor(list(b), dtype=torch.uint8)
+        dev = self.technique_tau.device
+        self.technique_prototypes = torch.tensor(protos, dtype=torch.float32, device=dev)
+        self.technique_names = codes.to(dev)
+        self.technique_tau = torch.tensor(tau, device=dev)
+        return {"techniques": len(names), "tau": tau}
 
     @torch.no_grad()
     def predict_dataset(self, ds: WindowDataset, batch_size: int = 32, explain: bool = True) -> list[dict]:
         """Verdicts (and explanations when a decoder is present) for every window of ``ds``.
 
         Returns:
-            Per window: ``{"prob", "event_prob" (list over frames), "explanation" (str or None), "parsed"}``.
+            Per window: ``{"prob", "event_prob" (list over frames), "vector" (the window vector, numpy ``(D,)``),
+            "technique" (retrieved, or ``unknown``), "evidence_head" (:func:`techniques.head_evidence`),
+            "explanation" (str or None), "generated" (the LM's own text), "parsed"}``.
         """
         from torch.utils.data import DataLoader
 
@@ -37,10 +100,41 @@ class Inference:
                 texts = self._explain(det)
             probs = torch.sigmoid(det["win_logit"]).tolist()
             ev = torch.sigmoid(det["ev_logit"]).tolist()
-            for p, e, t in zip(probs, ev, texts):
-                out.append({"prob": p, "event_prob": e, "explanation": t,
-                            "parsed": parse_explanation(t) if t is not None else None})
+            vec = self.window_vectors(det)
+            names = self.name_techniques(vec)
+            for p, e, t, v, n, m in zip(probs, ev, texts, vec, names, det["mask"].sum(1).tolist()):
+                row = {"prob": p, "event_prob": e, "vector": v, "technique": n,
+                       "evidence_head": tq.head_evidence(e, int(m)), "generated": t}
+                row["explanation"] = self._ground(row) if t is not None else None
+                row["parsed"] = parse_explanation(row["explanation"]) if t is not None else None
+                out.append(row)
         return out
+
+    @staticmethod
+    def window_vectors(det: dict) -> np.ndarray:
+        """``(B, D)`` window vectors: the mean of the real frames' vectors ``f_t`` (retrieval key, ours)."""
+        m = det["mask"].to(det["frames_vec"].dtype)[..., None]
+        return ((det["frames_vec"] * m).sum(1) / m.sum(1).clamp(min=1)).detach().cpu().numpy()
+
+    def name_techniques(self, vectors: np.ndarray) -> list[str]:
+        """Retrieved training technique per window vector, ``unknown`` below ``technique_tau`` or with no index."""
+        return tq.name_techniques(vectors, self.technique_list(), self.technique_prototypes.double().cpu().numpy(),
+                                  float(self.technique_tau))
+
+    def _ground(self, row: dict) -> str:
+        """The explanation text: the LM's verdict, then technique and evidence from the configured sources."""
+        if self.dec_cfg["evidence"] == "lm" and self.dec_cfg["technique"] == "lm":
+            return row["generated"]
+        gen = parse_explanation(row["generated"])
+        verdict = gen["verdict"] if gen["verdict"] in ("malicious", "benign") else None
+        if verdict is None:
+            return row["generated"]
+        evidence = row["evidence_head"] if self.dec_cfg["evidence"] == "head" else gen["evidence"]
+        technique = row["technique"] if self.dec_cfg["technique"] == "retrieval" else gen["technique"]
+        if verdict == "benign":
+            return "verdict: benign ; technique: none ; evidence: none"
+        cited = " ".join(f"#{i}" for i in evidence[:4]) or "none"
+        return f"verdict: malicious ; technique: {technique} ; evidence: {cited}"
 
     def _explain(self, det: dict) -> list[str]:
         """Greedy explanations for a batch; with ``ground_verdict`` the detection verdict is forced first."""

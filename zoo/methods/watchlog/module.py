@@ -21,7 +21,7 @@ from zoo.methods.watchlog.baselines import TokenEncoder
 from zoo.methods.watchlog.datamodule import WatchLogDataModule, WindowDataset
 from zoo.methods.watchlog.decoder import Projector, PromptBuilder, teacher_forced_loss
 from zoo.methods.watchlog.encoders import DetectionHead, FrameEncoder
-from zoo.methods.watchlog.inference import Inference
+from zoo.methods.watchlog.inference import TECHNIQUE_BUFFERS, Inference
 from zoo.methods.watchlog.metrics import best_f1_threshold, classification_metrics
 from zoo.methods.watchlog.render import SYSMON_LAYOUT, EventRenderer
 
@@ -30,7 +30,7 @@ STAGES = ("pretrain", "align", "sft", "detect")
 _ENCODER_DEFAULTS = {"kind": "video", "patch": [8, 16], "dim": 48, "depth": 2, "heads": 2, "adapter": "pixel",
                      "adapter_layers": None, "vocab_size": 8192, "token_len": 48}
 _DECODER_DEFAULTS = {"arch": "zoo-lm-small", "init": None, "tokenizer": None, "max_answer_tokens": 40,
-                     "max_new_tokens": 32, "ground_verdict": False}
+                     "max_new_tokens": 32, "ground_verdict": False, "evidence": "head", "technique": "retrieval"}
 
 
 @register_method("watchlog", datamodule=WatchLogDataModule)
@@ -60,6 +60,10 @@ class WatchLogModule(Inference, ZooModule):
         pos_weight: positive-class weight of both BCE terms (class imbalance; ours).
         mask_ratio: fraction of frames hidden in masked-frame modelling.
         optimizer: :func:`zoo.core.optim.build_optimizer` dict.
+        n_techniques: size of the technique retrieval index (set from the weights when loading; the index is fitted
+            on the training windows at the end of training, ``inference.Inference.fit_technique_index``).
+        decoder keys ``evidence`` (``head`` | ``lm``) and ``technique`` (``retrieval`` | ``lm``): where the
+            explanation's evidence and technique come from (``inference.py``; ours, default head / retrieval).
 
     Raises:
         ValueError: an unknown stage, an encoder/decoder key that does not exist, or a stage that needs a decoder
@@ -77,7 +81,7 @@ class WatchLogModule(Inference, ZooModule):
                  canvas: Sequence[int] = (32, 128, 4, 4), layout: Sequence[str] | None = None,
                  group_by: str = "host", frame_stride: int = 1, decoder: dict | None = None,
                  det_weight: float = 1.0, event_weight: float = 0.5, pos_weight: float = 3.0,
-                 mask_ratio: float = 0.5, optimizer: dict | None = None):
+                 mask_ratio: float = 0.5, optimizer: dict | None = None, n_techniques: int | None = None):
         super().__init__()
         self.save_hyperparameters()
         if stage not in STAGES:
@@ -101,9 +105,13 @@ class WatchLogModule(Inference, ZooModule):
             raise ValueError(f"model.encoder.kind must be video | tokens, got {enc['kind']!r}")
         self.head = DetectionHead(enc["dim"])
         self.register_buffer("threshold", torch.tensor(0.5))   # verdict threshold; set on validation (ours)
+        self.init_technique_index(n_techniques or 0, enc["dim"])
         self.lm = self.projector = self.builder = None
         if decoder is not None:
             dec = _merge(_DECODER_DEFAULTS, decoder, "model.decoder")
+            for key, allowed in (("evidence", ("head", "lm")), ("technique", ("retrieval", "lm"))):
+                if dec[key] not in allowed:
+                    raise ValueError(f"model.decoder.{key}: expected one of {allowed}, got {dec[key]!r}")
             self.dec_cfg = dec
             self._build_decoder(dec, enc["dim"])
         elif stage in ("align", "sft"):
@@ -148,7 +156,7 @@ class WatchLogModule(Inference, ZooModule):
         (an LM when ``decoder`` is None) are dropped. Any other mismatch is left for the loader to report.
         """
         own = self.state_dict()
-        out = dict(state)
+        out = {k: v for k, v in state.items() if k not in TECHNIQUE_BUFFERS or k in own}  # refitted after training
         out.setdefault("threshold", own["threshold"])
         for prefix in ("encoder.", "head.", "recon.", "projector.", "lm."):
             has_src = any(k.startswith(prefix) for k in state)
@@ -325,12 +333,25 @@ class WatchLogModule(Inference, ZooModule):
         return best
 
     def on_train_epoch_end(self) -> None:
-        """Calibrate the verdict threshold on the validation split (before the epoch's checkpoint is written)."""
+        """Calibrate the verdict threshold on the validation split and fit the technique index on the training
+        windows (before the epoch's checkpoint is written)."""
         dm = getattr(self.trainer, "datamodule", None)
         if isinstance(dm, WatchLogDataModule) and self.hparams.stage in ("sft", "detect"):
             was = self.training
             self.calibrate_threshold(dm)
+            self.fit_technique_index(dm.splits["train"])
             self.train(was)
+
+    def on_fit_end(self) -> None:
+        """A fit with no optimiser step (``trainer.max_steps=0`` from ``init_from``) still calibrates and indexes."""
+        if self.trainer.global_step == 0:
+            self.on_train_epoch_end()
+
+    @classmethod
+    def sizes_from_state(cls, state: dict[str, Any]) -> dict[str, Any]:
+        """``n_techniques`` from the saved index (0 rows when the weights have none)."""
+        t = state.get("technique_prototypes")
+        return {"n_techniques": int(t.shape[0])} if t is not None else {}
 
     def evaluate(self, datamodule: WatchLogDataModule) -> dict[str, float]:
         """Window detection metrics on the validation and test recordings (what ``zoo eval`` writes).

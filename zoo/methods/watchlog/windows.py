@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.core.data import DataError, read_csv_rows, read_jsonl, seeded_split
+from zoo.methods.watchlog.render import RESERVED_KEYS, normalise_value
 
 BENIGN = "none"
 
@@ -209,6 +210,38 @@ def split_recordings(recordings: Sequence[str], fractions: Sequence[float], seed
                         "recordings in data.test_recordings")
     tr, va, te = seeded_split(len(names), [fractions[0], fractions[1], 1.0 - fractions[0] - fractions[1]], seed)
     return {"train": [names[i] for i in tr], "val": [names[i] for i in va], "test": [names[i] for i in te]}
+
+
+def window_key(log: EventLog, w: Window) -> tuple:
+    """What the model sees of a window, as a hashable key (ours): per event, the sorted ``(key, normalised value)``
+    pairs of the rendered keys (:data:`render.RESERVED_KEYS` such as recording, host, time and GUIDs left out;
+    values lower-cased with digit runs replaced by ``0``, :func:`render.normalise_value`). Two windows with equal
+    keys are drawn as the same clip."""
+    return tuple(tuple(sorted((k, normalise_value(v)) for k, v in log.events[e].items() if k not in RESERVED_KEYS))
+                 for e in w.event_idx)
+
+
+def deduplicate_splits(log: EventLog, splits: dict[str, list[Window]],
+                       order: Sequence[str] = ("train", "val", "test")) -> dict[str, int]:
+    """Drop, in place, every window whose :func:`window_key` already occurs in an earlier split of ``order``.
+
+    Training keeps all its windows; validation loses those equal to a training window; test loses those equal to
+    a training or validation window. Afterwards no normalised window is in two splits (repeats inside one split
+    stay).
+
+    Returns:
+        ``{split: number of windows dropped}``.
+    """
+    seen: set[tuple] = set()
+    dropped = {}
+    for name in order:
+        keys = [window_key(log, w) for w in splits.get(name, [])]
+        kept = [w for w, k in zip(splits.get(name, []), keys) if k not in seen]
+        dropped[name] = len(keys) - len(kept)
+        if name in splits:
+            splits[name] = kept
+        seen.update(keys)
+    return dropped
 
 
 def describe_event(event: dict[str, Any]) -> str:
