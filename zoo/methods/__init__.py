@@ -19,6 +19,7 @@ METHODS: dict[str, str] = {
     "sf-consolidation": "zoo.methods.sf_consolidation.module",
     "pooled-reps": "zoo.methods.pooled_reps.module",
     "fast": "zoo.methods.fast.module",
+    "anchor-adapter": "zoo.methods.anchor_adapter.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -36,4 +37,5 @@ EXTRAS: dict[str, str] = {
     "sf-consolidation": "rl",
     "pooled-reps": "text",
     "fast": "fast",
+    "anchor-adapter": "anchor",
 }
