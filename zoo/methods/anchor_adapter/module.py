@@ -42,6 +42,7 @@ class AnchorAdapterModule(ZooModule):
         epsilon: clip range ε (0.2); beta: KL weight β (0); updates: μ optimiser steps per rollout batch (2).
         max_grad_norm: gradient-norm clip per update (1.0).
         eval_tokens: greedy reply cap when scoring benchmark B (32); n_eval: score only the first n items of B.
+        score_before: also score the model before this stage (off in grids: it is the same model every run).
         analyses: subset of ``patching, logit_lens, key_scaling, jsd, resets`` run after GRPO.
         rollouts: sampled replies per item in patching / key scaling (4); n_analysis: leaked items analysed (64).
         scales: key-scaling factors s; top_k: neurons scaled (10).
@@ -58,7 +59,7 @@ class AnchorAdapterModule(ZooModule):
                  midtrain_lora: dict | None = None, grpo_lora: dict | None = None, reward: str = "random",
                  group_size: int = 8, max_new_tokens: int = 32, temperature: float = 1.0, epsilon: float = 0.2,
                  beta: float = 0.0, updates: int = 2, max_grad_norm: float = 1.0, eval_tokens: int = 32,
-                 n_eval: int | None = None, analyses: list[str] | None = None, rollouts: int = 4,
+                 n_eval: int | None = None, score_before: bool = True, analyses: list[str] | None = None, rollouts: int = 4,
                  n_analysis: int = 64, scales: list[float] | None = None, top_k: int = 10,
                  optimizer: dict | None = None):
         super().__init__()
@@ -157,6 +158,8 @@ class AnchorAdapterModule(ZooModule):
         """Benchmark-B metrics before and after this stage: ``{"before": (metrics, rows), "after": ...}``."""
         out = {}
         for name, names in zip(("before", "after"), self.before_after()):
+            if name == "before" and not self.hparams.score_before:
+                continue
             if names:
                 with adapters(self.lm, names):
                     out[name] = bench_metrics(self.lm, self.tokenizer, bench, self.hparams.eval_tokens)
@@ -175,8 +178,9 @@ class AnchorAdapterModule(ZooModule):
         (root / "items.json").write_text(json.dumps({k: rows for k, (_, rows) in scored.items()}))
         from zoo.methods.anchor_adapter.plots import perplexity_scatter
 
-        perplexity_scatter(scored["before"][1], scored["after"][1], str(root / "perplexity.png"))
-        if self.hparams.stage == "grpo" and self.hparams.analyses:
+        if "before" in scored:
+            perplexity_scatter(scored["before"][1], scored["after"][1], str(root / "perplexity.png"))
+        if self.hparams.stage == "grpo" and self.hparams.analyses and "before" in scored:
             from zoo.methods.anchor_adapter.circuit import run_analyses
 
             run_analyses(self, bench, scored, root)

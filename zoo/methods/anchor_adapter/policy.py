@@ -25,7 +25,8 @@ def lora_config(cfg: dict):
 
 
 def build_policy(base: str, midtrain_lora: dict, grpo_lora: dict | None, dtype: torch.dtype | None = None):
-    """The base LM (zoo id or local HF directory, via ``load_causal_lm``) wrapped with the ``midtrain`` adapter, and
+    """The base LM (zoo id or local HF directory via ``load_causal_lm``; a preset of ``zoo.models.causal_lm.ARCHS``
+    is randomly initialised, for tests) wrapped with the ``midtrain`` adapter, and
     with ``grpo_lora`` also the ``grpo`` adapter (both active, only ``grpo`` trainable).
 
     Returns:
@@ -33,9 +34,9 @@ def build_policy(base: str, midtrain_lora: dict, grpo_lora: dict | None, dtype: 
     """
     from peft import get_peft_model
 
-    from zoo.models.causal_lm import load_causal_lm
+    from zoo.models.causal_lm import ARCHS, build_causal_lm, load_causal_lm, load_tokenizer
 
-    model, tok = load_causal_lm(base)
+    model, tok = (build_causal_lm(base), load_tokenizer()) if base in ARCHS else load_causal_lm(base)
     if dtype is not None:
         model = model.to(dtype)
     model = get_peft_model(model, lora_config(midtrain_lora), adapter_name="midtrain")
