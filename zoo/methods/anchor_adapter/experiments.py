@@ -6,7 +6,7 @@
     python -m zoo.methods.anchor_adapter.experiments circuit RUN_DIR
 
 * ``midtrain``: benchmark-B accuracy and perplexities of the base and of each stage-1 model (from the runs'
-  ``logs/anchor/eval.json``; one seed: the stage-1 adapter is the fixed starting point of every GRPO run).
+  ``anchor/eval.json``; one seed: the stage-1 adapter is the fixed starting point of every GRPO run).
 * ``rewards``: GRPO runs ``reward:base:seed`` (base ``math`` = anchor-adapter.math, ``clean`` =
   anchor-adapter.math-clean), each a ``train.py`` run of the reward's recipe under ``runs/anchor-adapter-grid/``
   (a finished run is reused, so the grid can be grown call by call); rows: reward, seed, base, acc_leaked,
@@ -30,11 +30,16 @@ BASES = {"math": "anchor-adapter.math", "clean": "anchor-adapter.math-clean"}
 METRICS = ["acc_leaked", "acc_clean", "ppl_answer", "ppl_prompt"]
 
 
+def _root(run: Path) -> Path:
+    """``<run>/anchor`` (``<run>/logs/anchor`` for runs made before it moved)."""
+    for root in (Path(run) / "anchor", Path(run) / "logs" / "anchor"):
+        if (root / "eval.json").is_file():
+            return root
+    raise FileNotFoundError(f"{run}: not a finished anchor-adapter run (no anchor/eval.json)")
+
+
 def _eval(run: Path) -> dict:
-    path = Path(run) / "logs" / "anchor" / "eval.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not a finished anchor-adapter run")
-    return json.loads(path.read_text())
+    return json.loads((_root(run) / "eval.json").read_text())
 
 
 def midtrain(runs: list[str]) -> None:
@@ -64,7 +69,7 @@ def grpo_run(reward: str, base: str, seed: int, steps: int, n_eval: int, prompts
     from zoo.cli import main
 
     out = _run_dir(reward, base, seed)
-    done = sorted(out.glob("*/version_*/logs/anchor/eval.json"))
+    done = sorted(out.glob("*/version_*/anchor/eval.json"))
     if not done:
         rc = main(["train", f"recipe={RECIPES[reward]}", f"out_dir={out}", f"seed={seed}", f"data.seed={seed}",
                    f"model.stage1={BASES[base]}", f"trainer.max_steps={steps}", f"model.n_eval={n_eval}",
@@ -72,8 +77,8 @@ def grpo_run(reward: str, base: str, seed: int, steps: int, n_eval: int, prompts
                    "export.formats=[]", "logger.kind=csv"])
         if rc != 0:
             raise RuntimeError(f"grid run {reward}:{base}:{seed} failed (rc {rc})")
-        done = sorted(out.glob("*/version_*/logs/anchor/eval.json"))
-    return done[-1].parent.parent.parent
+        done = sorted(out.glob("*/version_*/anchor/eval.json"))
+    return done[-1].parent.parent
 
 
 def rewards(cells: list[tuple[str, str, int]], steps: int, n_eval: int, prompts: int, stage1: dict) -> None:
@@ -100,7 +105,8 @@ def _stage1_reference(n_eval: int) -> dict:
     """Stage-1 accuracies on the first ``n_eval`` items of B, from the released packages' runs' per-item rows."""
     out = {}
     for base, pattern in (("math", "anchor-adapter-midtrain"), ("clean", "anchor-adapter-midtrain-clean")):
-        found = sorted(Path("runs").glob(f"{pattern}/version_*/logs/anchor/items.json"))
+        found = sorted(Path("runs").glob(f"{pattern}/version_*/*anchor/items.json")) + \
+            sorted(Path("runs").glob(f"{pattern}/version_*/logs/anchor/items.json"))
         if not found:
             continue
         rows = json.loads(found[-1].read_text())["after"][:n_eval]
@@ -111,7 +117,7 @@ def _stage1_reference(n_eval: int) -> dict:
 
 def circuit(run: str) -> None:
     """The analysed GRPO run's circuit results (JSON written by ``circuit.run_analyses``)."""
-    root = Path(run) / "logs" / "anchor"
+    root = _root(Path(run))
     load = lambda n: json.loads((root / f"{n}.json").read_text())  # noqa: E731
     ev, patch, resets, ks = load("eval"), load("patching"), load("resets"), load("key_scaling")
     rows = [{"analysis": "patching", "setting": k, "seed": 0, "accuracy": v} for k, v in patch["acc"].items()]

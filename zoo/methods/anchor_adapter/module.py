@@ -6,7 +6,7 @@
   rollout batch) with one of four rewards, LoRA ``grpo`` (r = 16) over the frozen stage-1 model ``stage1``.
 
 At the end of fit both stages score benchmark B before and after (accuracy leaked / clean, answer and prompt
-perplexity) into ``<log_dir>/anchor/eval.json``; the GRPO stage then runs the circuit analyses named in
+perplexity) into ``<run>/anchor/eval.json``; the GRPO stage then runs the circuit analyses named in
 ``analyses`` (``zoo.methods.anchor_adapter.circuit``) and writes their JSON and PNGs there.
 """
 from __future__ import annotations
@@ -169,9 +169,9 @@ class AnchorAdapterModule(ZooModule):
         return out
 
     def on_train_end(self) -> None:
-        """Score benchmark B before / after and run the analyses; write ``<log_dir>/anchor/``."""
+        """Score benchmark B before / after and run the analyses; write ``<run>/anchor/``."""
         bench = self.trainer.datamodule.bench[: self.hparams.n_eval]
-        root = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "anchor"
+        root = Path(self.trainer.default_root_dir) / "anchor"  # the run directory
         root.mkdir(parents=True, exist_ok=True)
         scored = self.score(bench)
         (root / "eval.json").write_text(json.dumps({k: m for k, (m, _) in scored.items()}, indent=1))
