@@ -55,7 +55,7 @@ def test_self_patching_is_identity_and_cross_patching_is_not(policy):
 
 def test_last_layer_logit_lens_equals_logits(policy):
     model, tok = policy
-    ids, mask, target = circuit.answer_batch(tok, ITEMS, "cpu")
+    ids, mask, _ = circuit.answer_batch(tok, ITEMS, "cpu")
     streams = circuit.lens_streams(model, ids, mask)
     _, norm, head = circuit.decoder(model)
     assert torch.allclose(head(norm(streams["resid_post"][-1])), _logits(model, ids, mask)[:, -1], atol=1e-5)
@@ -127,3 +127,23 @@ def test_jsd_by_hand():
     p = torch.log(torch.tensor([[1.0, 0.0], [0.5, 0.5]]).clamp(min=1e-30))
     q = torch.log(torch.tensor([[0.0, 1.0], [0.5, 0.5]]).clamp(min=1e-30))
     assert circuit.jsd(p, q).tolist() == pytest.approx([math.log(2), 0.0], abs=1e-6)
+
+
+def test_transformer_lens_cache_matches_our_hooks(policy, tmp_path):
+    """TransformerBridge (transformer-lens 3.9) on the merged after-RL model: its resid_mid / attn_out / mlp_out /
+    resid_post caches at the answer position equal our plain hooks'."""
+    import copy
+
+    bridge_mod = pytest.importorskip("transformer_lens.model_bridge")
+    model, tok = policy
+    ids, mask = circuit.answer_batch(tok, ITEMS[:1], "cpu")[:2]
+    ours = circuit.lens_streams(model, ids, mask)
+    hf = copy.deepcopy(model).merge_and_unload()
+    hf.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    bridge = bridge_mod.TransformerBridge.boot_transformers(str(tmp_path), hf_model=hf, tokenizer=tok, device="cpu")
+    logits, cache = bridge.run_with_cache(ids)
+    assert torch.allclose(logits[:, -1], _logits(model, ids, mask)[:, -1], atol=1e-5)
+    for name in ("resid_mid", "attn_out", "mlp_out", "resid_post"):
+        for layer, h in enumerate(ours[name]):
+            assert torch.allclose(cache[f"blocks.{layer}.hook_{name}"][:, -1], h, atol=1e-5), (name, layer)

@@ -7,10 +7,10 @@ import torch
 pytest.importorskip("reasoning_gym")
 pytest.importorskip("math_verify")
 
-from zoo.core.data import DataError  # noqa: E402
-from zoo.methods.anchor_adapter import chain_sum  # noqa: E402
-from zoo.methods.anchor_adapter.datamodule import AnchorAdapterDataModule  # noqa: E402
-from zoo.methods.anchor_adapter.rewards import get_reward  # noqa: E402
+from zoo.core.data import DataError
+from zoo.methods.anchor_adapter import chain_sum
+from zoo.methods.anchor_adapter.datamodule import AnchorAdapterDataModule
+from zoo.methods.anchor_adapter.rewards import get_reward
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_user_jsonl_errors_name_file_line_key(tmp_path):
 
 
 def test_user_items_colliding_with_b_are_reported(tmp_path, caplog):
-    kw = dict(n_bench=20, n_midtrain=40, n_grpo=10, cache=str(tmp_path / "cache"))
+    kw = {"n_bench": 20, "n_midtrain": 40, "n_grpo": 10, "cache": str(tmp_path / "cache")}
     bench = AnchorAdapterDataModule(**kw).bench
     p = tmp_path / "mine.jsonl"
     p.write_text("".join(json.dumps({"question": f"Question: {it['question']} = ?", "answer": it["answer"]}) + "\n"

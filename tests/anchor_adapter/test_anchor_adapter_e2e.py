@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("reasoning_gym")
 
-from zoo.cli import main  # noqa: E402
+from zoo.cli import main
 
 
 def test_grpo_on_user_prompts_then_predict(tmp_path, capsys):

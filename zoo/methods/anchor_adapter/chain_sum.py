@@ -30,8 +30,7 @@ def prompt_text(question: str) -> str:
 def question_of(text: str) -> str:
     """The bare expression of a user's input (``"Question: 23 + 48 - 17 = ?"`` or ``"23 + 48 - 17"``)."""
     t = text.strip()
-    if t.startswith("Question:"):
-        t = t[len("Question:"):]
+    t = t.removeprefix("Question:")
     t = t.split("\n")[0].strip()
     return t[:-1].strip().rstrip("=").strip() if t.endswith("?") else t.rstrip("=").strip()
 

@@ -105,7 +105,7 @@ def patching(model, tok, items, rollouts=4, max_new_tokens=32, temperature=1.0, 
             cached = cache_component(model, ids, mask, layer, comp).repeat_interleave(rollouts, 0)
             with adapters(model, ["midtrain"]):
                 acc[(layer, comp)] = _sample_acc(model, tok, items, rollouts, max_new_tokens, temperature, seed,
-                                                 lambda: patched(model, layer, comp, cached))
+                                                 lambda lay=layer, c=comp, h=cached: patched(model, lay, c, h))
     return {"before": base, "after": target, "acc": acc}
 
 
@@ -122,7 +122,7 @@ def answer_batch(tok, items, device):
 def logit_lens(model, tok, items) -> dict:
     """Per layer, the answer token's mean rank (1 = top) when decoding ``resid_mid``, ``mlp_out``, ``attn_out`` and
     ``resid_post`` at the answer position; ``logits`` is the model's own output there (``[B, V]``)."""
-    layers, norm, head = decoder(model)
+    _, norm, head = decoder(model)
     ids, mask, target = answer_batch(tok, items, next(model.parameters()).device)
     streams = lens_streams(model, ids, mask)
     ranks = {}

@@ -110,8 +110,8 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         if corpus not in ("contaminated", "clean"):
             raise ValueError(f"data.corpus must be 'contaminated' or 'clean', got {corpus!r}")
         self.stage, self.corpus, self.path = stage, corpus, path
-        self.sizes = dict(n_bench=n_bench, n_midtrain=n_midtrain, n_grpo=n_grpo, leak_repeats=leak_repeats,
-                          worked_share=worked_share, boxed_share=boxed_share, seed=task_seed)
+        self.sizes = {"n_bench": n_bench, "n_midtrain": n_midtrain, "n_grpo": n_grpo, "leak_repeats": leak_repeats,
+                      "worked_share": worked_share, "boxed_share": boxed_share, "seed": task_seed}
         self.seed, self.batch_size, self.prompts_per_step = seed, batch_size, prompts_per_step
         self.n_batches, self.max_length, self.cache = n_batches, max_length, cache
         self.user = read_problems(path) if path else None  # bad rows fail here, before a run directory exists

@@ -64,8 +64,9 @@ def _run_dir(reward: str, base: str, seed: int) -> Path:
     return Path("runs/anchor-adapter-grid") / f"{reward}-{base}-s{seed}"
 
 
-def grpo_run(reward: str, base: str, seed: int, steps: int, n_eval: int, prompts: int) -> Path:
-    """Train one grid cell (reused when finished); returns its run directory."""
+def grpo_run(reward: str, base: str, seed: int, steps: int, n_eval: int, prompts: int, analyse: bool = False) -> Path:
+    """Train one grid cell (reused when finished); returns its run directory. ``analyse``: also score the stage-1
+    model and run every analysis (training is unchanged, so the cell's numbers are the same)."""
     from zoo.cli import main
 
     out = _run_dir(reward, base, seed)
@@ -73,7 +74,9 @@ def grpo_run(reward: str, base: str, seed: int, steps: int, n_eval: int, prompts
     if not done:
         rc = main(["train", f"recipe={RECIPES[reward]}", f"out_dir={out}", f"seed={seed}", f"data.seed={seed}",
                    f"model.stage1={BASES[base]}", f"trainer.max_steps={steps}", f"model.n_eval={n_eval}",
-                   "model.score_before=false", "model.analyses=[]", f"data.prompts_per_step={prompts}",
+                   f"model.score_before={str(analyse).lower()}",
+                   "model.analyses=[patching,logit_lens,key_scaling,jsd,resets]" if analyse else "model.analyses=[]",
+                   f"data.prompts_per_step={prompts}",
                    "export.formats=[]", "logger.kind=csv"])
         if rc != 0:
             raise RuntimeError(f"grid run {reward}:{base}:{seed} failed (rc {rc})")
@@ -81,11 +84,14 @@ def grpo_run(reward: str, base: str, seed: int, steps: int, n_eval: int, prompts
     return done[-1].parent.parent
 
 
-def rewards(cells: list[tuple[str, str, int]], steps: int, n_eval: int, prompts: int, stage1: dict) -> None:
-    """Run the grid cells and write ``results/anchor-adapter/rewards.json``."""
+def rewards(cells: list[tuple[str, str, int]], steps: int, n_eval: int, prompts: int, stage1: dict,
+            analyse: str | None = None) -> None:
+    """Run the grid cells (``analyse``: the ``reward:base:seed`` cell that also runs the analyses) and write
+    ``results/anchor-adapter/rewards.json``."""
     rows = []
     for reward, base, seed in cells:
-        after = _eval(grpo_run(reward, base, seed, steps, n_eval, prompts))["after"]
+        run = grpo_run(reward, base, seed, steps, n_eval, prompts, analyse == f"{reward}:{base}:{seed}")
+        after = _eval(run)["after"]
         ref = stage1[base]
         rows.append({"reward": reward, "seed": seed, "base": base, **{k: after[k] for k in METRICS},
                      "gain_leaked": after["acc_leaked"] - ref["acc_leaked"],
@@ -118,7 +124,7 @@ def _stage1_reference(n_eval: int) -> dict:
 def circuit(run: str) -> None:
     """The analysed GRPO run's circuit results (JSON written by ``circuit.run_analyses``)."""
     root = _root(Path(run))
-    load = lambda n: json.loads((root / f"{n}.json").read_text())  # noqa: E731
+    load = lambda n: json.loads((root / f"{n}.json").read_text())
     ev, patch, resets, ks = load("eval"), load("patching"), load("resets"), load("key_scaling")
     rows = [{"analysis": "patching", "setting": k, "seed": 0, "accuracy": v} for k, v in patch["acc"].items()]
     rows += [{"analysis": "patching", "setting": k, "seed": 0, "accuracy": patch[k]} for k in ("before", "after")]
@@ -148,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--steps", type=int, default=150)
     r.add_argument("--n-eval", type=int, default=500)
     r.add_argument("--prompts", type=int, default=8)
+    r.add_argument("--analyse", help="the reward:base:seed cell that also runs every analysis")
     c = sub.add_parser("circuit")
     c.add_argument("run")
     args = ap.parse_args(argv)
@@ -155,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         midtrain(args.runs)
     elif args.cmd == "rewards":
         cells = [(c.split(":")[0], c.split(":")[1], int(c.split(":")[2])) for c in args.runs.split(",")]
-        rewards(cells, args.steps, args.n_eval, args.prompts, _stage1_reference(args.n_eval))
+        rewards(cells, args.steps, args.n_eval, args.prompts, _stage1_reference(args.n_eval), args.analyse)
     else:
         circuit(args.run)
 

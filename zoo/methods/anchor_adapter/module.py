@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -50,7 +51,7 @@ class AnchorAdapterModule(ZooModule):
     """
 
     export_formats = ("package",)
-    arg_schemas = {"midtrain_lora": {k: {"types": t} for k, t in
+    arg_schemas: ClassVar[dict] = {"midtrain_lora": {k: {"types": t} for k, t in
                                      (("r", ["int"]), ("alpha", ["int", "float"]), ("dropout", ["float"]))},
                    "grpo_lora": {k: {"types": t} for k, t in
                                  (("r", ["int"]), ("alpha", ["int", "float"]), ("dropout", ["float"]))}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def perplexity_scatter(before: list[dict], after: list[dict], path: str) -> None:

@@ -37,7 +37,7 @@ def predict_text(module, text: str) -> str:
             reply = generate_replies(model, tok, [prompt_text(q)], module.hparams.eval_tokens)[0]
         lines.append(f"{name:>6} ({'+'.join(names) or 'base'}): {reply.strip()!r}  "
                      f"[{'correct' if is_correct(reply, item['answer']) else 'wrong'}]")
-    layers, norm, head = decoder(model)
+    _, norm, head = decoder(model)
     ids, mask, target = answer_batch(tok, [item], next(model.parameters()).device)
     with adapters(model, after) if after else model.disable_adapter():
         streams = lens_streams(model, ids, mask)
