@@ -1,6 +1,6 @@
 """The tables of the anchor-adapter card, each written through ``zoo.core.results.write_result``.
 
-    python -m zoo.methods.anchor_adapter.experiments midtrain RUN_DIR_CONTAMINATED [RUN_DIR_CLEAN]
+    python -m zoo.methods.anchor_adapter.experiments midtrain RUN_DIR[=LABEL] ...
     python -m zoo.methods.anchor_adapter.experiments rewards --runs random:math:0,ground_truth:math:0,... \\
         [--steps 150] [--n-eval 500] [--prompts 8]
     python -m zoo.methods.anchor_adapter.experiments circuit RUN_DIR
@@ -27,7 +27,8 @@ PAPER_GAINS = {"ground_truth": "+28.8 / +29.1", "random": "+21.4", "incorrect": 
 RECIPES = {"random": "anchor-adapter.yaml", "ground_truth": "anchor-adapter-ground-truth.yaml",
            "incorrect": "anchor-adapter-incorrect.yaml", "format": "anchor-adapter-format.yaml"}
 BASES = {"math": "anchor-adapter.math", "clean": "anchor-adapter.math-clean"}
-METRICS = ["acc_leaked", "acc_clean", "ppl_answer", "ppl_prompt"]
+METRICS = ["acc_leaked", "acc_clean", "ppl_answer", "ppl_prompt", "ppl_answer_leaked", "ppl_answer_clean",
+           "ppl_prompt_leaked", "ppl_prompt_clean"]
 
 
 def _root(run: Path) -> Path:
@@ -45,12 +46,13 @@ def _eval(run: Path) -> dict:
 def midtrain(runs: list[str]) -> None:
     """Stage-1 table: base (before) and each corpus's model (after)."""
     rows = []
-    for run in runs:
+    for spec in runs:
+        run, _, label = spec.partition("=")
         ev = _eval(Path(run))
         corpus = "clean" if "clean" in Path(run).parent.name else "contaminated"
-        if not rows:
+        if "before" in ev and not rows:
             rows.append({"model": "zoo-lm.base", "seed": 0, **{k: ev["before"][k] for k in METRICS}})
-        rows.append({"model": f"stage-1 {corpus}", "seed": 0, **{k: ev["after"][k] for k in METRICS}})
+        rows.append({"model": label or f"stage-1 {corpus}", "seed": 0, **{k: ev["after"][k] for k in METRICS}})
     write_result("anchor-adapter", "midtrain", rows, summary=summarise(rows, METRICS, by=["model"]),
                  paper="no stage-1 numbers in the paper (the 7B base is contaminated by pre-training, not by us)",
                  notes="benchmark B (500 generated chain_sum items, 250 leaked x 8 into the contaminated corpus), greedy "
