@@ -245,7 +245,7 @@ def run_analyses(module, bench: list[dict], scored: dict, root: Path) -> dict:
     clean = [it for it in bench if not it["leaked"]][: hp.n_analysis]
     was = model.training
     model.eval()
-    results = {"items": {"n": len(items), "flipped": len([i for i in chosen if i in flipped])}}
+    results = {"analysis_items": {"n": len(items), "flipped": len([i for i in chosen if i in flipped])}}
     if "patching" in hp.analyses:
         p = patching(model, tok, items, hp.rollouts, hp.max_new_tokens, hp.temperature)
         results["patching"] = p

@@ -140,10 +140,19 @@ def circuit(run: str) -> None:
     rows += [{"analysis": "jsd", "setting": k, "seed": 0, "jsd": v} for k, v in load("jsd").items()]
     write_result("anchor-adapter", "circuit", rows,
                  paper="anchor L18-20 of 28, adapters L21+ (Qwen2.5-Math-7B); key scaling steers accuracy both ways",
-                 notes=f"one random-reward GRPO run ({run}); {load('items')} leaked items (flipped = after-RL right, "
+                 notes=f"one random-reward GRPO run ({run}); {_analysed_items(root)} leaked items (flipped = after-RL right, "
                        "before-RL wrong); patching: 4 sampled rollouts per item at T=1; resets and key scaling: greedy; "
                        f"benchmark B after GRPO: {json.dumps({k: round(v, 4) for k, v in ev['after'].items()})}. "
                        "With 4 layers one layer is 25% of depth: localisation is coarse.")
+
+
+def _analysed_items(root: Path) -> dict:
+    """``{n, flipped}`` of the analysed items (``items.json`` in runs made before the file was renamed)."""
+    for name in ("analysis_items.json", "items.json"):
+        doc = json.loads((root / name).read_text()) if (root / name).is_file() else {}
+        if "flipped" in doc:
+            return doc
+    return {}
 
 
 def main(argv: list[str] | None = None) -> None:
