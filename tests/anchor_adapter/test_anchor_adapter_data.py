@@ -91,3 +91,13 @@ def test_rewards_by_hand():
     assert set(r.tolist()) == {0.0, 1.0} and abs(r.mean() - 0.5) < 0.03
     with pytest.raises(ValueError, match="not one of"):
         get_reward("majority")
+
+
+def test_user_items_replace_fresh_midtrain_lines_and_keep_the_leaks(tmp_path):
+    kw = {"n_bench": 20, "n_midtrain": 40, "n_grpo": 10, "leak_repeats": 3, "cache": str(tmp_path / "cache")}
+    p = tmp_path / "mine.jsonl"
+    p.write_text("".join(json.dumps({"question": f"{a} + 1", "answer": a + 1}) + "\n" for a in range(90, 95)))
+    dm = AnchorAdapterDataModule(path=str(p), **kw)
+    dm.setup()
+    assert len(dm.sets["control"]) == 5 and len(dm.sets["midtrain"]) == 5 + 3 * 10
+    assert all(t.startswith("Question: 9") for t in dm.sets["control"])

@@ -146,7 +146,8 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         texts = [chain_sum.prompt_text(it["question"]) + chain_sum.reply(
             it, _is_chain(it["question"]) and rng.random() < self.sizes["worked_share"],
             rng.random() < self.sizes["boxed_share"]) for it in items]
-        planted = [t for t in self.sets["midtrain"] if t not in set(self.sets["control"])]
+        fresh = set(self.sets["control"])
+        planted = [t for t in self.sets["midtrain"] if t not in fresh]
         self.sets["control"] = texts
         self.sets["midtrain"] = texts + planted
         rng.shuffle(self.sets["midtrain"])
