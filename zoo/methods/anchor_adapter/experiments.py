@@ -86,6 +86,22 @@ def grpo_run(reward: str, base: str, seed: int, steps: int, n_eval: int, prompts
     return done[-1].parent.parent
 
 
+def _training_means(run: Path) -> dict:
+    """Means over the logged steps of the run's rollout reward, clip fraction and rollout accuracy (CSV log)."""
+    import csv
+
+    path = Path(run) / "logs" / "metrics.csv"
+    if not path.is_file():
+        return {}
+    rows = list(csv.DictReader(path.open()))
+    out = {}
+    for key in ("reward", "clip_fraction", "accuracy", "boxed"):
+        vals = [float(r[f"train/{key}"]) for r in rows if r.get(f"train/{key}")]
+        if vals:
+            out[f"train_{key}"] = sum(vals) / len(vals)
+    return out
+
+
 def rewards(cells: list[tuple[str, str, int]], steps: int, n_eval: int, prompts: int, stage1: dict,
             analyse: str | None = None) -> None:
     """Run the grid cells (``analyse``: the ``reward:base:seed`` cell that also runs the analyses) and write
@@ -97,9 +113,9 @@ def rewards(cells: list[tuple[str, str, int]], steps: int, n_eval: int, prompts:
         ref = stage1[base]
         rows.append({"reward": reward, "seed": seed, "base": base, **{k: after[k] for k in METRICS},
                      "gain_leaked": after["acc_leaked"] - ref["acc_leaked"],
-                     "gain_clean": after["acc_clean"] - ref["acc_clean"]})
+                     "gain_clean": after["acc_clean"] - ref["acc_clean"], **_training_means(run)})
         print(json.dumps(rows[-1]), flush=True)
-    metrics = METRICS + ["gain_leaked", "gain_clean"]
+    metrics = METRICS + ["gain_leaked", "gain_clean", "train_reward", "train_clip_fraction", "train_accuracy"]
     write_result("anchor-adapter", "rewards", rows, summary=summarise(rows, metrics, by=["reward", "base"]),
                  paper={f"gain ({r})": f"{g} pp MATH-500, Qwen2.5-Math-7B" for r, g in PAPER_GAINS.items()},
                  notes=f"GRPO (G=8, {prompts} prompts/step, <=32 tokens, T=1, eps=0.2, beta=0, mu=2, LoRA r=16, lr 5e-4) "
