@@ -24,7 +24,7 @@ from zoo.methods.anchor_adapter.chain_sum import prompt_text
 from zoo.methods.anchor_adapter.datamodule import AnchorAdapterDataModule
 from zoo.methods.anchor_adapter.evaluation import bench_metrics
 from zoo.methods.anchor_adapter.policy import adapters, build_policy, decode_completions, encode_prompts
-from zoo.methods.anchor_adapter.rewards import get_reward
+from zoo.methods.anchor_adapter.rewards import get_reward, ground_truth
 from zoo.models.causal_lm import drop_tied_aliases, fill_tied_aliases, tied_aliases
 
 ANALYSES = ("patching", "logit_lens", "key_scaling", "jsd", "resets")
@@ -140,8 +140,6 @@ class AnchorAdapterModule(ZooModule):
         if sched is not None:
             for _ in range(hp.updates):
                 sched.step()
-        from zoo.methods.anchor_adapter.rewards import ground_truth
-
         n = len(items)
         self.log_dict({"train/reward": float(rewards.mean()), "train/loss": stats[-1]["loss"],
                        "train/clip_fraction": stats[-1]["clip_fraction"], "train/ratio_mean": stats[-1]["ratio_mean"],
