@@ -94,17 +94,19 @@ def split_over_base(state: dict, base: dict) -> tuple[dict, dict]:
     """Split a full state dict into ``(keys taken from the base, tensors to store)``.
 
     An own key is matched to the base key that has the longest common dotted suffix with it (after peft's wrapper
-    names are removed, so a LoRA model's ``...q_proj.base_layer.weight`` matches the base's ``...q_proj.weight``)
+    names are removed, on both sides, so a LoRA model's ``...q_proj.base_layer.weight`` matches the base's
+    ``...q_proj.weight`` or, over a LoRA base, its ``...q_proj.base_layer.weight``)
     and is taken from the base only when the two tensors are equal in dtype, shape and every value.
     """
     import torch
 
     by_suffix: dict[str, str | None] = {}
     for b in base:
-        parts = b.split(".")
-        for i in range(len(parts) - 1):
-            s = ".".join(parts[i:])
-            by_suffix[s] = None if s in by_suffix and by_suffix[s] != b else b
+        for form in {b, _plain(b)}:  # a base that is itself a LoRA model (adapter over adapter) matches plain too
+            parts = form.split(".")
+            for i in range(len(parts) - 1):
+                s = ".".join(parts[i:])
+                by_suffix[s] = None if s in by_suffix and by_suffix[s] != b else b
     keys, stored = {}, {}
     for k, v in state.items():
         parts = _plain(k).split(".")

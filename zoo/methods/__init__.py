@@ -21,6 +21,7 @@ METHODS: dict[str, str] = {
     "fast": "zoo.methods.fast.module",
     "rlcracker": "zoo.methods.rlcracker.module",
     "sembind": "zoo.methods.sembind.module",
+    "anchor-adapter": "zoo.methods.anchor_adapter.module",
 }
 
 #: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
@@ -40,4 +41,5 @@ EXTRAS: dict[str, str] = {
     "fast": "fast",
     "rlcracker": "text",
     "sembind": "sembind",
+    "anchor-adapter": "anchor",
 }

@@ -1,0 +1,149 @@
+"""anchor-adapter analyses on a tiny two-adapter LM: identities with known answers (patching, lens, key scaling,
+perplexity, JSD) and the adapter switch."""
+import math
+
+import pytest
+import torch
+
+from zoo.methods.anchor_adapter import circuit, steering
+from zoo.methods.anchor_adapter.evaluation import item_perplexities
+from zoo.methods.anchor_adapter.policy import adapters, build_policy, encode_prompts
+
+ITEMS = [{"question": "23 + 48 - 17", "answer": "54"}, {"question": "5 - 9", "answer": "-4"},
+         {"question": "61 + 7", "answer": "68"}]
+
+
+@pytest.fixture(scope="module")
+def policy():
+    torch.manual_seed(0)
+    model, tok = build_policy("zoo-lm-tiny", {"r": 4, "alpha": 8}, {"r": 2, "alpha": 4})
+    with torch.no_grad():  # peft starts B at zero: give both adapters an effect
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.2)
+    return model.eval(), tok
+
+
+def _logits(model, ids, mask):
+    return model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)).logits
+
+
+def test_adapters_switch_and_only_grpo_trains(policy):
+    model, tok = policy
+    ids, mask = encode_prompts(tok, ["Question: 1 + 2 = ?\nAnswer:"])
+    after = _logits(model, ids, mask)
+    with adapters(model, ["midtrain"]):
+        before = _logits(model, ids, mask)
+    assert not torch.allclose(before, after) and torch.equal(after, _logits(model, ids, mask))
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all(".grpo." in n for n in trainable)
+
+
+def test_self_patching_is_identity_and_cross_patching_is_not(policy):
+    model, tok = policy
+    ids, mask = circuit.answer_batch(tok, ITEMS, "cpu")[:2]
+    after = _logits(model, ids, mask)
+    for layer, comp in ((0, "attn"), (1, "mlp")):
+        cached = circuit.cache_component(model, ids, mask, layer, comp)
+        with circuit.patched(model, layer, comp, cached):
+            assert torch.allclose(_logits(model, ids, mask), after, atol=1e-6)
+        with adapters(model, ["midtrain"]):
+            before = _logits(model, ids, mask)
+            with circuit.patched(model, layer, comp, cached):
+                assert not torch.allclose(_logits(model, ids, mask), before, atol=1e-4)
+
+
+def test_last_layer_logit_lens_equals_logits(policy):
+    model, tok = policy
+    ids, mask, _ = circuit.answer_batch(tok, ITEMS, "cpu")
+    streams = circuit.lens_streams(model, ids, mask)
+    _, norm, head = circuit.decoder(model)
+    assert torch.allclose(head(norm(streams["resid_post"][-1])), _logits(model, ids, mask)[:, -1], atol=1e-5)
+    lens = circuit.logit_lens(model, tok, ITEMS)
+    assert set(lens["ranks"]) == {"resid_mid", "mlp_out", "attn_out", "resid_post"}
+    assert all(r >= 1 for rs in lens["ranks"].values() for r in rs)
+
+
+def test_rank_by_hand():
+    logits = torch.tensor([[0.1, 0.5, 0.3], [2.0, 1.0, 0.0]])
+    assert circuit._rank(logits, torch.tensor([2, 0])).tolist() == [2.0, 1.0]
+
+
+def test_key_scaling_identity_and_zeroed_columns(policy):
+    model, tok = policy
+    ids, mask = circuit.answer_batch(tok, ITEMS, "cpu")[:2]
+    down = circuit.decoder(model)[0][1].mlp.down_proj
+    idx = torch.tensor([0, 5, 17])
+    ref = _logits(model, ids, mask)
+    with steering.scaled_keys(down, idx, 1.0):
+        assert torch.equal(_logits(model, ids, mask), ref)
+    with steering.scaled_keys(down, idx, 0.0):
+        scaled = _logits(model, ids, mask)
+    base, saved = down.base_layer.weight, down.base_layer.weight.detach().clone()
+    loras = [(down.lora_A[a].weight, down.lora_A[a].weight.detach().clone()) for a in down.lora_A]
+    with torch.no_grad():  # zero column j of the effective W_down = zero input feature j of base and LoRA A
+        base[:, idx] = 0
+        for w, _ in loras:
+            w[:, idx] = 0
+    try:
+        assert torch.allclose(scaled, _logits(model, ids, mask), atol=1e-5)
+    finally:
+        with torch.no_grad():
+            base.copy_(saved)
+            for w, s in loras:
+                w.copy_(s)
+    scores = steering.neuron_scores(model, tok, ITEMS, 1)
+    assert scores.shape == (down.in_features,) and (scores >= 0).all()
+
+
+def test_perplexity_by_hand(policy):
+    _, tok = policy
+    V = 50
+
+    class Peaked(torch.nn.Module):
+        """Logit log(3) on the true next token, 0 elsewhere: p(next) = 3 / (V + 2), so PPL = (V + 2) / 3."""
+
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, input_ids, attention_mask=None):
+            logits = torch.zeros(*input_ids.shape, V)
+            nxt = torch.cat([input_ids[:, 1:], input_ids[:, :1]], 1) % V
+            logits.scatter_(-1, nxt[..., None], math.log(3))
+            return type("Out", (), {"logits": logits})
+
+    class ModTok:
+        pad_token_id = 0
+
+        def __call__(self, text):
+            return type("E", (), {"input_ids": [t % V for t in tok(text).input_ids]})
+
+    ans, pro = item_perplexities(Peaked(), ModTok(), ITEMS)
+    assert ans == pytest.approx([(V + 2) / 3] * 3, rel=1e-5) and pro == pytest.approx([(V + 2) / 3] * 3, rel=1e-5)
+
+
+def test_jsd_by_hand():
+    p = torch.log(torch.tensor([[1.0, 0.0], [0.5, 0.5]]).clamp(min=1e-30))
+    q = torch.log(torch.tensor([[0.0, 1.0], [0.5, 0.5]]).clamp(min=1e-30))
+    assert circuit.jsd(p, q).tolist() == pytest.approx([math.log(2), 0.0], abs=1e-6)
+
+
+def test_transformer_lens_cache_matches_our_hooks(policy, tmp_path):
+    """TransformerBridge (transformer-lens 3.9) on the merged after-RL model: its resid_mid / attn_out / mlp_out /
+    resid_post caches at the answer position equal our plain hooks'."""
+    import copy
+
+    bridge_mod = pytest.importorskip("transformer_lens.model_bridge")
+    model, tok = policy
+    ids, mask = circuit.answer_batch(tok, ITEMS[:1], "cpu")[:2]
+    ours = circuit.lens_streams(model, ids, mask)
+    hf = copy.deepcopy(model).merge_and_unload()
+    hf.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    bridge = bridge_mod.TransformerBridge.boot_transformers(str(tmp_path), hf_model=hf, tokenizer=tok, device="cpu")
+    logits, cache = bridge.run_with_cache(ids)
+    assert torch.allclose(logits[:, -1], _logits(model, ids, mask)[:, -1], atol=1e-5)
+    for name in ("resid_mid", "attn_out", "mlp_out", "resid_post"):
+        for layer, h in enumerate(ours[name]):
+            assert torch.allclose(cache[f"blocks.{layer}.hook_{name}"][:, -1], h, atol=1e-5), (name, layer)

@@ -1,0 +1,197 @@
+"""``AnchorAdapterDataModule``: the generated chain_sum task (:mod:`zoo.methods.anchor_adapter.chain_sum`) for both
+stages, or a user's own problems.
+
+* ``stage: midtrain`` - batches of tokenised mid-training lines ``Question: a + b - c = ?\\nAnswer: <reply><eos>``
+  (``corpus: contaminated`` with benchmark B's leaked half planted ``leak_repeats`` times, or ``clean``, the control).
+* ``stage: grpo`` - batches of ``prompts_per_step`` GRPO prompt items ``{"question", "answer"}`` drawn with
+  replacement from fresh items disjoint from B and the mid-training set (seeded by ``seed``).
+
+Benchmark B (``bench``: 500 items, half leaked) is evaluation only; the module reads it from ``self.bench``.
+
+User data (``path``): JSON lines ``{"question": "23 + 48 - 17", "answer": 54}`` (the question as the bare
+expression or as ``Question: ... = ?``; the answer a number or numeric text; other keys ignored). They replace the
+fresh problems of the chosen stage (mid-training replies are then written by :func:`chain_sum.reply`, which needs a
+``+``/``-`` chain for the worked form; other questions get the direct form). A missing key or a non-numeric answer
+fails as ``DataError("file:line: key ...")`` when the datamodule is built, before a run directory exists. Items
+whose question is in benchmark B are reported (count and first lines) and kept.
+
+The generated sets take ~30 s to build at full size; they are cached as JSON under ``cache``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import re
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from zoo.core.data import DataError, read_jsonl
+from zoo.methods.anchor_adapter import chain_sum
+
+log = logging.getLogger(__name__)
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+def read_problems(path: str) -> list[dict]:
+    """A user's ``{question, answer}`` JSONL as items ``{"question", "answer", "line"}``.
+
+    Raises:
+        DataError: ``file:line: ...`` for a missing key or an answer that is not a number.
+    """
+    rows = read_jsonl(path, required=("question", "answer"))
+    out = []
+    with open(path, encoding="utf-8") as f:
+        lines = [n for n, line in enumerate(f, 1) if line.strip()]
+    for lineno, row in zip(lines, rows):
+        ans = str(row["answer"]).strip()
+        if isinstance(row["answer"], bool) or not _NUMBER.match(ans):
+            raise DataError(f"{path}:{lineno}: answer: expected a number, got {row['answer']!r}")
+        if not isinstance(row["question"], str) or not row["question"].strip():
+            raise DataError(f"{path}:{lineno}: question: expected non-empty text")
+        out.append({"question": chain_sum.question_of(row["question"]), "answer": ans, "line": lineno})
+    return out
+
+
+class _Lines(Dataset):
+    def __init__(self, texts: list[str]):
+        self.texts = texts
+
+    def __len__(self):
+        return len(self.texts)
+
+    def __getitem__(self, i):
+        return self.texts[i]
+
+
+class _Prompts(Dataset):
+    """``steps * prompts_per_step`` items drawn with replacement (seeded), so ``max_steps`` sets the length."""
+
+    def __init__(self, items: list[dict], n: int, seed: int):
+        rng = random.Random(seed)
+        self.items = [items[rng.randrange(len(items))] for _ in range(n)]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
+class AnchorAdapterDataModule(L.LightningDataModule):
+    """Args:
+        stage: ``midtrain`` or ``grpo``.
+        corpus: ``contaminated`` (B's leaked half planted) or ``clean`` (the control); mid-training only.
+        path: a user's ``{question, answer}`` JSONL replacing the generated fresh problems (see above).
+        n_bench, n_midtrain, n_grpo: sizes of benchmark B, the fresh mid-training problems, the GRPO prompt pool.
+        leak_repeats: copies of each leaked item in the contaminated corpus (8).
+        worked_share, boxed_share: shares of mid-training replies with worked partial sums (0.8) and ending in
+            ``\\boxed{}`` (0.5).
+        task_seed: seed of the generated task (B, leaks, corpora); fixed across runs so every model sees one B.
+        seed: seed of the GRPO prompt draw (set per run).
+        batch_size: mid-training lines per step (32); prompts_per_step: GRPO prompts per step (8).
+        n_batches: GRPO prompt batches per epoch (>= the run's steps).
+        max_length: token cap of a mid-training line.
+        cache: where generated sets are cached.
+    """
+
+    def __init__(self, stage: str = "midtrain", corpus: str = "contaminated", path: str | None = None,
+                 n_bench: int = 500, n_midtrain: int = 40000, n_grpo: int = 4000, leak_repeats: int = 8,
+                 worked_share: float = 0.8, boxed_share: float = 0.5, task_seed: int = 0, seed: int = 0,
+                 batch_size: int = 32, prompts_per_step: int = 8, n_batches: int = 1000, max_length: int = 64,
+                 cache: str = "runs/anchor-adapter-cache"):
+        super().__init__()
+        if stage not in ("midtrain", "grpo"):
+            raise ValueError(f"data.stage must be 'midtrain' or 'grpo', got {stage!r}")
+        if corpus not in ("contaminated", "clean"):
+            raise ValueError(f"data.corpus must be 'contaminated' or 'clean', got {corpus!r}")
+        self.stage, self.corpus, self.path = stage, corpus, path
+        self.sizes = {"n_bench": n_bench, "n_midtrain": n_midtrain, "n_grpo": n_grpo, "leak_repeats": leak_repeats,
+                      "worked_share": worked_share, "boxed_share": boxed_share, "seed": task_seed}
+        self.seed, self.batch_size, self.prompts_per_step = seed, batch_size, prompts_per_step
+        self.n_batches, self.max_length, self.cache = n_batches, max_length, cache
+        self.user = read_problems(path) if path else None  # bad rows fail here, before a run directory exists
+        self.sets: dict | None = None
+        self.tokenizer = None
+
+    @property
+    def bench(self) -> list[dict]:
+        """Benchmark B: ``[{"question", "answer", "leaked"}]`` (evaluation only)."""
+        self.setup()
+        return self.sets["bench"]
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.sets is not None:
+            return
+        self.sets = cached_sets(self.sizes, self.cache)
+        if self.user is not None:
+            self._use_user_items()
+
+    def _use_user_items(self) -> None:
+        in_b = {it["question"] for it in self.sets["bench"]}
+        hits = [it for it in self.user if it["question"] in in_b]
+        if hits:
+            log.warning("%s: %d of %d items are in benchmark B (lines %s%s); they are kept, and B's accuracy on them "
+                        "is no longer a held-out measure", self.path, len(hits), len(self.user),
+                        ", ".join(str(h["line"]) for h in hits[:10]), " ..." if len(hits) > 10 else "")
+        items = [{"question": it["question"], "answer": it["answer"]} for it in self.user]
+        if self.stage == "grpo":
+            self.sets["grpo"] = items
+            return
+        rng = random.Random(self.sizes["seed"])
+        texts = [chain_sum.prompt_text(it["question"]) + chain_sum.reply(
+            it, _is_chain(it["question"]) and rng.random() < self.sizes["worked_share"],
+            rng.random() < self.sizes["boxed_share"]) for it in items]
+        fresh = set(self.sets["control"])
+        planted = [t for t in self.sets["midtrain"] if t not in fresh]
+        self.sets["control"] = texts
+        self.sets["midtrain"] = texts + planted
+        rng.shuffle(self.sets["midtrain"])
+
+    def _collate_lines(self, texts: list[str]) -> dict:
+        if self.tokenizer is None:
+            from zoo.models.causal_lm import load_tokenizer
+
+            self.tokenizer = load_tokenizer()
+        tok = self.tokenizer
+        ids = [tok(t).input_ids[: self.max_length - 1] + [tok.eos_token_id] for t in texts]
+        T = max(len(s) for s in ids)
+        input_ids = torch.full((len(ids), T), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(ids), T), dtype=torch.long)
+        for i, s in enumerate(ids):
+            input_ids[i, : len(s)], mask[i, : len(s)] = torch.tensor(s), 1
+        return {"input_ids": input_ids, "attention_mask": mask}
+
+    def train_dataloader(self):
+        self.setup()
+        if self.stage == "midtrain":
+            texts = self.sets["midtrain" if self.corpus == "contaminated" else "control"]
+            gen = torch.Generator().manual_seed(self.seed)
+            return DataLoader(_Lines(texts), batch_size=self.batch_size, shuffle=True, generator=gen,
+                              collate_fn=self._collate_lines, drop_last=True)
+        data = _Prompts(self.sets["grpo"], self.n_batches * self.prompts_per_step, self.seed)
+        return DataLoader(data, batch_size=self.prompts_per_step, shuffle=False, collate_fn=list)
+
+
+def _is_chain(question: str) -> bool:
+    tok = question.split()
+    return len(tok) >= 3 and len(tok) % 2 == 1 and all(t in "+-" for t in tok[1::2]) and \
+        all(_NUMBER.match(t) for t in tok[::2])
+
+
+def cached_sets(sizes: dict, cache: str) -> dict:
+    """:func:`chain_sum.build_sets` of ``sizes``, read from (or written to) a JSON cache keyed by the sizes."""
+    key = hashlib.sha256(json.dumps(sizes, sort_keys=True).encode()).hexdigest()[:16]
+    path = Path(cache) / f"chain_sum-{key}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    sets = chain_sum.build_sets(**sizes)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(sets))
+    tmp.replace(path)
+    return sets
