@@ -218,9 +218,7 @@ class WatchLogModule(Inference, ZooModule):
 
     def export_graph(self) -> tuple:
         """The detector ``forward(frames, mask) -> (B,)`` for ONNX, any number of windows."""
-        from torch.export import Dim
-
-        batch = {0: Dim("batch", min=1, max=65536)}
+        batch = {0: torch.export.Dim("batch", min=1, max=65536)}
         return self, self.example_input(), (batch, batch)
 
     def _detection(self, batch: dict) -> dict[str, torch.Tensor]:
