@@ -1,5 +1,6 @@
 """``resume`` says what it does (#14 item 2): where it continues, that it starts fresh, that a finished run has
 nothing to train and how to extend it, and that ``init_from`` yields to the checkpoint instead of failing."""
+import json
 import logging
 
 import torch
@@ -24,9 +25,12 @@ def test_resume_messages_finished_run_and_init_from(tmp_path, caplog):
     assert main(["train", *_common(tmp_path), "trainer.max_steps=2"]) == 0
     run = tmp_path / "digits" / "version_0"
     last = run / "checkpoints" / "last.ckpt"
+    before = json.loads((run / "metrics.json").read_text())["metrics"]
     with caplog.at_level(logging.INFO, logger="zoo"):
         assert main(["train", *_common(tmp_path), "trainer.max_steps=2", "resume=auto"]) == 0
     assert "already finished at step 2 (trainer.max_steps=2): nothing to train" in caplog.text
+    assert json.loads((run / "metrics.json").read_text())["metrics"] == before  # a resume that trains nothing keeps them
+    assert any(k.startswith("val/") for k in before), before
     assert "raise trainer.max_steps" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="zoo"):  # init_from with resume: the run's checkpoint wins

@@ -83,3 +83,12 @@ def test_worker_processes_draw_different_negatives(tmp_path):
     # independent draws from 14 candidates agree at ~7% of positions; a generator copied into both workers
     # repeats its draws (all positions but the few collision redraws)
     assert (first == second).float().mean() < 0.5
+
+
+def test_k_mismatch_is_one_line_exit_2(tmp_path, capsys):
+    from zoo.cli import main as zoo_main
+
+    code = zoo_main(["train", "recipe=st-tgexplainer.yaml", "overlay=tiny/st-tgexplainer.yaml", "data.num_neighbors=5",
+                     f"out_dir={tmp_path}", "logger.kind=none"])
+    err = capsys.readouterr().err
+    assert code == 2 and "data.num_neighbors=5 differs from model.num_neighbors" in err and "Traceback" not in err

@@ -17,7 +17,7 @@ from zoo.core import hub, resumable, run
 from zoo.core.data import DataError, set_seed
 from zoo.core.final_validation import ValidateAtEnd
 from zoo.core.preflight import check_data, with_recipe_key
-from zoo.core.progress import ProgressLines, quiet_lightning_noise, summary
+from zoo.core.progress import ProgressLines, previous_metrics, quiet_lightning_noise, summary
 from zoo.core.registry import constructor_kwargs, get_method
 
 log = logging.getLogger("zoo")
@@ -255,7 +255,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
 
     module = unsharded_copy(module, trainer)  # fsdp2: gathered from the shards (a collective); else unchanged
     if trainer.is_global_zero:
-        metrics = _plain(trainer.callback_metrics)
+        metrics = {**(previous_metrics(run_dir) if resume_ckpt else {}), **_plain(trainer.callback_metrics)}
         metrics["global_step"] = float(trainer.global_step)
         doc = {"run": str(run_dir), "source": "end of training (last logged values; `zoo eval` re-measures the "
                                                "best checkpoint)", "metrics": metrics}

@@ -7,6 +7,7 @@ exports. :func:`quiet_lightning_noise` drops Lightning's advertising tip and war
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -94,6 +95,13 @@ class ProgressLines(L.Callback):
         line = _fmt_metrics(trainer.callback_metrics, "val/")
         if line:
             log.info("validation at step %d: %s", trainer.global_step, line)
+
+
+def previous_metrics(run_dir: Path) -> dict:
+    """The metrics an earlier segment of a resumed run wrote to ``metrics.json`` (``{}`` when none), so a resume
+    that trains little or nothing keeps them; the new segment's values replace the ones it logs again."""
+    path = Path(run_dir) / "metrics.json"
+    return json.loads(path.read_text()).get("metrics", {}) if path.is_file() else {}
 
 
 def summary(run_dir: Path, trainer, metrics: dict, seconds: float, exports: list[str]) -> str:

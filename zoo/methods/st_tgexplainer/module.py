@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
+from zoo.core.schema import RecipeError
 
 from .data import RecentNeighborSampler, max_inter_event_gap, read_events
 from .datamodule import TemporalLinkDataModule, resolve_path
@@ -106,7 +107,7 @@ class STTGExplainer(ZooModule):
             return
         dm.setup(stage)
         if dm.num_neighbors != self.hparams.num_neighbors:
-            raise ValueError(f"data.num_neighbors={dm.num_neighbors} differs from model.num_neighbors="
+            raise RecipeError(f"data.num_neighbors={dm.num_neighbors} differs from model.num_neighbors="
                              f"{self.hparams.num_neighbors}; set both to the same K")
         if self.net is None:
             self.hparams.num_nodes, self.hparams.edge_feat_dim = dm.num_nodes, dm.edge_feat_dim
