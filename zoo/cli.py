@@ -20,7 +20,7 @@ USAGE = """usage: zoo train recipe=NAME [overlay=FILE ...] [key=value | +key=val
                                                    the input carries labels)
   overrides are train.py's: key=value, +key=value, ~key on the saved recipe (data.path=my.jsonl,
   model.generation.greedy=true, model.generation.max_new_tokens=32)
-       zoo release RUN_DIR --id METHOD.TAG [--which best|last] [--base ID]   (--base: store only what differs)
+       zoo release RUN_DIR --id METHOD.TAG [--which best|last] [--base ID] [--force]   (--base: store only what differs)
        zoo results                                 regenerate docs/results.md and docs/benchmarks.md from results/"""
 
 
@@ -191,8 +191,12 @@ def _shipped_or_given(token: str) -> str:
 
 
 def cmd_release(args) -> None:
+    from zoo.core import hub
     from zoo.core.build import release
 
+    if args.id in hub.read_manifest() and not args.force:
+        raise hub.HubError(f"{args.id} is already released (checkpoints/manifest.yaml): pass --force to replace it, "
+                           "or release under a new tag")
     print(f"released {args.id} -> {release(Path(args.run_dir), args.id, args.which, args.base)}")
 
 
@@ -241,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--id", required=True)
             p.add_argument("--which", default="best", choices=["best", "last"])
             p.add_argument("--base")
+            p.add_argument("--force", action="store_true", help="replace a package already in the manifest")
         elif cmd not in ("list", "results"):
             print(f"zoo: unknown command {cmd!r}\n{USAGE}", file=sys.stderr)
             return 2

@@ -21,7 +21,7 @@ def digits_run(tmp_path_factory):
 
 def _fine_tuned_head(zoo_home, digits_run, zoo_id: str) -> dict:
     """Release the run as ``zoo_id`` and change its head only (a fine-tune with a frozen body)."""
-    assert main(["release", str(digits_run), "--id", zoo_id]) == 0
+    assert main(["release", str(digits_run), "--id", zoo_id, "--force"]) == 0  # may replace an earlier release
     f = zoo_home / zoo_id / "model.safetensors"
     state = load_file(str(f))
     state["head.weight"] = state["head.weight"] + 1.0

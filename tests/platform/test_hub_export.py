@@ -25,6 +25,8 @@ def trained_run(tmp_path_factory):
 
 def test_release_then_load_verified(trained_run, zoo_home):
     assert main(["release", str(trained_run), "--id", "digits-mlp.test"]) == 0
+    assert main(["release", str(trained_run), "--id", "digits-mlp.test"]) == 2  # an existing id needs --force
+    assert main(["release", str(trained_run), "--id", "digits-mlp.test", "--force"]) == 0
     entry = hub.read_manifest()["digits-mlp.test"]
     assert set(entry["files"]) >= {"model.safetensors", "config.yaml", "README.md"}
     assert entry["license"].startswith("CC-BY-4.0") and entry["method"] == "digits-mlp"
