@@ -43,6 +43,13 @@ CASES = {
                     ["data.sources=[user]", "data.path=FILE"], "items.jsonl:2", "data.path"),
     "fast": ("fast-sae.yaml", "chats.jsonl", f"{CHAT_OK}\n{{not json\n", ["data.path=FILE"], "chats.jsonl:2",
              "data.path"),
+    "anchor-adapter": ("anchor-adapter.yaml", "items.jsonl",
+                       '{"question": "1 + 2", "answer": 3}\n{"question": "2 + 2", "answer": "four"}\n',
+                       ["data.path=FILE"], "items.jsonl:2", "data.path"),
+    "rlcracker": ("rlcracker.yaml", "texts.jsonl", '{"question": "q", "watermarked": "a text"}\n{"question": "q"}\n',
+                  ["data.path=FILE"], "texts.jsonl:2", "data.path"),
+    "sembind": ("sembind-encoder.yaml", "captions.csv", "file,caption\nmissing.png,a red truck\n",
+                ["data.dataset=folder", "data.path=."], "captions.csv:2", "data.path"),
 }
 #: methods whose user data are image folders / arrays (no lines): the file and key are named, checked elsewhere
 NOT_LINE_BASED = {"saliency-bias", "ltc", "mad"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 from zoo.core.data import DataError
@@ -26,7 +27,8 @@ def recipe_keys(message: str, data: dict) -> list[str]:
         return []
     where = message.split(":")[0]
     files = [k for k, v in data.items() if _is_file_key(k)
-             and any(isinstance(x, str) and x and (where == x or where.endswith("/" + x.lstrip("./")))
+             and any(isinstance(x, str) and x and (where == x or where.endswith("/" + x.lstrip("./"))
+                                                   or Path(where).parent == Path(x))  # a file in the key's folder
                      for x in (v if isinstance(v, list) else [v]))]
     named = [k for k, v in data.items() if not _is_file_key(k) and isinstance(v, str) and v
              and (f"'{v}'" in message or f'"{v}"' in message)]

@@ -11,17 +11,17 @@ from zoo.models.chat import IGNORE_INDEX
 
 def labelled_chats(inputs: list[str]) -> list[tuple[str, str]] | None:
     """``(first user turn, the assistant reply after it)`` of each conversation when ``inputs`` is one chat ``.jsonl``
-    file (schema of :func:`zoo.methods.zoo_lm.datamodule.read_chat_jsonl`); None for a plain prompt.
+    file (schema of :func:`zoo.data.chat.read_conversations`); None for a plain prompt.
 
     Raises:
         DataError: a bad line (``file:line``).
     """
     if len(inputs) != 1 or not inputs[0].endswith(".jsonl") or not Path(inputs[0]).is_file():
         return None
-    from zoo.methods.zoo_lm.datamodule import read_chat_jsonl
+    from zoo.data.chat import read_conversations
 
     pairs = []
-    for conv in read_chat_jsonl(inputs[0]):
+    for conv in read_conversations(inputs[0], empty_content="keep")[0]:
         roles = [m["role"] for m in conv]
         if "user" in roles and "assistant" in roles[roles.index("user"):]:
             u = roles.index("user")
