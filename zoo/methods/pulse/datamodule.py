@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import logging
 import math
 from pathlib import Path
 
@@ -67,6 +68,10 @@ def load_texts(posts_path: str, comments_path: str | None = None, min_words: int
     return out[:limit] if limit else out
 
 
+log = logging.getLogger(__name__)
+SHIPPED_SERIES = "data/pulse-aggregates/feature_series_historical.json"
+SHIPPED_ARCHIVES = "data/pulse-aggregates"
+
 class PulseDataModule(L.LightningDataModule):
     """See the module docstring for the schemas.
 
@@ -83,8 +88,7 @@ class PulseDataModule(L.LightningDataModule):
     """
 
     def __init__(self, stage: str = "replay",
-                 series_path: str | None = "data/pulse-aggregates/feature_series_historical.json",
-                 archive_dir: str | None = "data/pulse-aggregates", window: list[str] | None = None,
+                 series_path: str | None = SHIPPED_SERIES, archive_dir: str | None = SHIPPED_ARCHIVES, window: list[str] | None = None,
                  posts_path: str | None = "data/reddit-chatgpt/posts.jsonl",
                  comments_path: str | None = "data/reddit-chatgpt/comments.csv", min_words: int = 10,
                  limit_texts: int = 0, embeddings_path: str | None = None, weights_path: str | None = None,
@@ -93,6 +97,11 @@ class PulseDataModule(L.LightningDataModule):
         super().__init__()
         if stage not in STAGES:
             raise ValueError(f"data.stage: {stage!r} is not one of {STAGES}")
+        if series_path != SHIPPED_SERIES and archive_dir == SHIPPED_ARCHIVES:
+            # a user's own series: the shipped archives' alarms would describe r/ChatGPT, not it
+            log.info("data.series_path is the user's: the shipped archives are not replayed (set data.archive_dir "
+                     "to replay archives of the same features)")
+            archive_dir = None
         self.stage, self.series_path, self.archive_dir = stage, series_path, archive_dir
         self.window = list(window) if window else [None, None]
         self.posts_path, self.comments_path, self.min_words, self.limit_texts = (posts_path, comments_path,
