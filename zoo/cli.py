@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# resolved from {cfg.pop('_recipe')}")             # the path is kept internally for cards
             print(yaml.safe_dump(cfg, sort_keys=False))
             return 0
-        p = argparse.ArgumentParser(prog=f"zoo {cmd}", usage=USAGE)
+        p = argparse.ArgumentParser(prog=f"zoo {cmd}", usage=USAGE.removeprefix("usage: "))
         if cmd in ("eval", "export", "predict"):
             p.add_argument("ref")
             p.add_argument("--which", default="best", choices=["best", "last"])
