@@ -65,6 +65,19 @@ def test_sigkill_mid_epoch_then_resume_auto_is_bit_identical(tmp_path):
           resumed["loops"]["fit_loop"]["epoch_loop.batch_progress"], "batch progress")
 
 
+def test_extending_a_finished_run_is_bit_identical(tmp_path):
+    """A run that finished at max_steps mid-epoch, extended by raising max_steps, ends where one longer run ends (its
+    end-of-fit checkpoint once held the cut epoch as finished, so the extension drew the next epoch's order)."""
+    assert main(["train", *COMMON, f"out_dir={tmp_path / 'straight'}"]) == 0
+    straight = _state(tmp_path / "straight" / "digits" / "version_0")
+    assert main(["train", *COMMON, "trainer.max_steps=14", f"out_dir={tmp_path / 'ext'}"]) == 0
+    assert main(["train", *COMMON, f"out_dir={tmp_path / 'ext'}", "resume=auto"]) == 0
+    extended = _state(tmp_path / "ext" / "digits" / "version_0")
+    assert extended["global_step"] == 25 and straight["epoch"] == extended["epoch"]
+    _same(straight["state_dict"], extended["state_dict"], "weights")
+    _same(straight["optimizer_states"], extended["optimizer_states"], "optimizer state")
+
+
 def test_last_ckpt_is_written_atomically(tmp_path, monkeypatch):
     """A crash while the checkpoint is being written leaves the previous complete last.ckpt, not a torn file."""
     import lightning as L

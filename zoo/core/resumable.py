@@ -89,6 +89,9 @@ class LastCheckpoint(Callback):
         if self._skip(trainer):
             return
         due = bool(self.every_n_steps) and trainer.global_step % self.every_n_steps == 0
+        # the step that reaches max_steps is saved here, mid-epoch: at on_train_end Lightning has already counted
+        # the cut epoch as finished, and a run extended from that state would start the next epoch's order
+        due = due or 0 < trainer.max_steps <= trainer.global_step
         if self.every_s is not None:
             due = trainer.strategy.broadcast(due or time.monotonic() - self._t >= self.every_s, src=0)
         if due:
