@@ -86,7 +86,7 @@ def _pad_right(tokens: torch.Tensor, width: int, pad: int) -> torch.Tensor:
     return torch.cat([tokens, tokens.new_full((tokens.shape[0], width - tokens.shape[1]), pad)], 1)
 
 
-def _valid_mask(tokens: torch.Tensor, eos_ids: Sequence[int]) -> torch.Tensor:
+def valid_mask(tokens: torch.Tensor, eos_ids: Sequence[int]) -> torch.Tensor:
     """``[B, T]`` True up to and including each row's first EOS."""
     is_eos = torch.isin(tokens, torch.tensor(list(eos_ids), device=tokens.device)) if eos_ids else \
         torch.zeros_like(tokens, dtype=torch.bool)
@@ -170,7 +170,7 @@ def pooled_generate(model: torch.nn.Module, input_ids: torch.Tensor, attention_m
         for h in handles:
             h.remove()
     tokens = _pad_right(out[:, s:s + max_new_tokens].cpu(), max_new_tokens, pad_token_id)
-    lengths = _valid_mask(tokens, list(eos_token_ids)).sum(1)
+    lengths = valid_mask(tokens, list(eos_token_ids)).sum(1)
     n_prompt = attention_mask.float().sum(1).cpu()
     return PooledGeneration(tokens=tokens, lengths=lengths, mean=sums / lengths[None, :, None].float(),
                             prompt=prompt_sums / n_prompt[None, :, None], last=last, states=states,
@@ -193,7 +193,7 @@ def pooled_generate_hidden_states(model: torch.nn.Module, input_ids: torch.Tenso
     if len(steps) < max_new_tokens + 1:  # stopped early: feed the last sampled token (see _final_forward)
         steps.append(_final_forward(model, out.sequences, attention_mask, output_hidden_states=True).hidden_states)
     tokens = _pad_right(out.sequences[:, s:s + max_new_tokens].cpu(), max_new_tokens, pad_token_id)
-    valid = _valid_mask(tokens, list(eos_token_ids))
+    valid = valid_mask(tokens, list(eos_token_ids))
     lengths = valid.sum(1)
     prompt = torch.stack([hs.float().cpu() for hs in steps[0][1:]])                         # [L, B, S, D]
     gen = torch.stack([torch.stack([hs[:, -1].float().cpu() for hs in step[1:]])            # [t, L, B, D]

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from zoo.models.generation_pool import valid_mask
+
 
 @dataclasses.dataclass
 class Rollouts:
@@ -47,9 +49,9 @@ class Rollouts:
 
 
 def completion_mask(tokens: torch.Tensor, eos_token_ids: Sequence[int]) -> torch.Tensor:
-    """``[N, C]`` float mask: 1 up to and including each row's first EOS token, 0 after it."""
-    is_eos = torch.isin(tokens, torch.tensor(list(eos_token_ids), device=tokens.device)).long()
-    return ((torch.cumsum(is_eos, 1) - is_eos) == 0).float()
+    """``[N, C]`` float mask: 1 up to and including each row's first EOS token, 0 after it
+    (:func:`zoo.models.generation_pool.valid_mask` as floats, for masked means)."""
+    return valid_mask(tokens, eos_token_ids).float()
 
 
 @torch.no_grad()
