@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -270,8 +271,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console() -> None:
-    """``zoo`` console script."""
-    sys.exit(main())
+    """``zoo`` console script. A reader that closes the pipe early (``zoo config ... | head``) ends it quietly."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit flush must not raise again
+        code = 141  # 128 + SIGPIPE, what a shell tool reports
+    sys.exit(code)
 
 
 if __name__ == "__main__":

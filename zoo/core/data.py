@@ -42,15 +42,25 @@ def read_jsonl(path: str | os.PathLike, required: Sequence[str] = (), types: dic
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            try:
-                row = json.loads(line.rstrip("\r\n"))          # so the column is counted within this line
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+            row = parse_json_line(line, f"{path}:{lineno}")
             if not isinstance(row, dict):
                 raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
             _check_row(row, required, types, f"{path}:{lineno}")
             rows.append(row)
     return rows
+
+
+def parse_json_line(line: str, where: str):
+    """One line of a JSON-lines file, parsed.
+
+    Raises:
+        DataError: ``where: invalid JSON (reason at column N)``, the column counted within this line (a truncated
+            line is reported at its end, not at "line 2" of the string).
+    """
+    try:
+        return json.loads(line.rstrip("\r\n"))
+    except json.JSONDecodeError as e:
+        raise DataError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
 
 
 def read_csv_rows(path: str | os.PathLike, required: Sequence[str] = (), delimiter: str = ","

@@ -6,9 +6,9 @@ tokens are trained on.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from zoo.core.data import parse_json_line
 from zoo.core.errors import DataError
 
 ROLES = ("system", "user", "assistant")
@@ -43,10 +43,7 @@ def read_conversations(path: str | Path, empty_content: str = "error") -> tuple[
             if not line.strip():
                 continue
             where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
+            row = parse_json_line(line, where)
             messages = row.get("messages") if isinstance(row, dict) else None
             if not isinstance(messages, list) or not messages:
                 raise DataError(f"{where}: messages: expected a non-empty list of {{role, content}} objects")
