@@ -19,6 +19,7 @@ from zoo.core.final_validation import ValidateAtEnd
 from zoo.core.preflight import check_data, with_recipe_key
 from zoo.core.progress import ProgressLines, previous_metrics, quiet_lightning_noise, summary
 from zoo.core.registry import constructor_kwargs, get_method
+from zoo.core.resume import own_settings
 
 log = logging.getLogger("zoo")
 
@@ -282,15 +283,14 @@ def _trainer_or_recipe_error(cfg: dict, run_dir: Path, callbacks, resume_step):
 
 
 def _check_resume(cfg: dict, module, ckpt_path: str) -> tuple[Any, dict]:
-    """``resume``: size the module from the checkpoint's hparams (rebuilding it when they fill a ``None`` size), then
-    hold its weights to the loading contract, no head keys excused, before Lightning restores them.
-
-    Returns ``(module, checkpoint dict)``. Raises hub.HubError: missing, unexpected or reshaped keys, with the table.
-    """
-    ckpt = hub.read_ckpt(ckpt_path)
-    state = hub.clean_state_dict(ckpt["state_dict"])
-    if size_from_source(cfg, state, {"model": ckpt.get("hyper_parameters") or {}}, cfg["method"]):
-        module = build_module(dict(cfg, init_from=None))
+    """``resume``: size the module from the checkpoint's hparams (those the run set itself, :func:`resume.own_settings`;
+    rebuilding it when they differ from the recipe), then hold its weights to the loading contract, no head keys
+    excused, before Lightning restores them. Raises hub.HubError: missing, unexpected or reshaped keys, a table."""
+    ckpt, model = hub.read_ckpt(ckpt_path), cfg.setdefault("model", {})
+    state, saved = hub.clean_state_dict(ckpt["state_dict"]), ckpt.get("hyper_parameters") or {}
+    own = own_settings(model, constructor_kwargs(get_method(cfg["method"]).module_cls, saved), ckpt_path)
+    if size_from_source(cfg, state, {"model": saved}, cfg["method"]) or own:
+        module = build_module(dict(cfg, model={**model, **own}, init_from=None))
     hub.check_fit(module, state, (), where=f"resume {ckpt_path}")
     return module, ckpt
 

@@ -37,3 +37,15 @@ def finished(cfg: dict, run_dir: Path, start: tuple[int, int, int]) -> bool:
                     "further raise trainer.max_steps (and trainer.max_epochs when the recipe sets it)", run_dir,
                     start[0], max_steps)
     return True
+
+
+def own_settings(model: dict, saved: dict, ckpt_path: str) -> dict:
+    """The model arguments a resumed run takes from its checkpoint's ``saved`` hparams instead of the recipe's
+    ``model``: those the module set itself during the run (sizes filled in ``setup`` from the data, such as cond-dp's
+    ``in_features`` or saliency-bias's ``in_channels``), i.e. where the recipe still says what the run's saved
+    ``config.yaml`` says but the hparams differ. A value changed for this resume is kept (and must fit the weights)."""
+    import yaml
+
+    config = Path(ckpt_path).parent.parent / "config.yaml"
+    first = ((yaml.safe_load(config.read_text()) or {}).get("model") or {}) if config.is_file() else {}
+    return {k: v for k, v in saved.items() if model.get(k) == first.get(k) != v}

@@ -128,8 +128,9 @@ class STTGExplainer(ZooModule):
 
     def configure_optimizers(self):
         """Main optimiser over everything but the discriminator; Adam(disc_lr) for the discriminator."""
-        disc = set(self.net.discriminator.parameters()) if self.hparams.explainer else set()
-        main = [p for p in self.parameters() if p.requires_grad and p not in disc]
+        # a list, not a set: the optimiser's state is restored by parameter position, and a set orders by address
+        disc = list(self.net.discriminator.parameters()) if self.hparams.explainer else []
+        main = [p for p in self.parameters() if p.requires_grad and all(p is not q for q in disc)]
         cfg = self.hparams.optimizer or {"name": "adam", "lr": 1e-4}
         built = build_optimizer(main, cfg, total_steps=self.trainer.estimated_stepping_batches)
         opt, sched = (built["optimizer"], [built["lr_scheduler"]]) if isinstance(built, dict) else (built, [])
