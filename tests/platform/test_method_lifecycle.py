@@ -1,11 +1,11 @@
 """Every registered method runs the whole user lifecycle after the documented install (#14, "Done when"): in a tmp
-directory, ``zoo info NAME``; a tiny ``train`` of the method's first-listed recipe (README methods table) with its
-``recipes/tiny/`` overlay; ``resume=auto`` of that run (step-counting methods are extended by raising
+directory, ``zoo info NAME``; a tiny ``train`` of the method's first-listed recipe (README methods table; watchlog its last
+stage) with its ``recipes/tiny/`` overlay; ``resume=auto`` of that run (step-counting methods are extended by raising
 ``trainer.max_steps`` and must end at the new step; the others are finished runs and must say there is nothing to
 train); ``zoo predict RUN_DIR INPUT`` with one real input per method (the card's usage); ``zoo eval RUN_DIR``; and
 ``zoo export RUN_DIR --formats F`` for every format the method declares, each file checked.
 
-Slow: the 21 methods took 131 s here (2 shared CPU cores, one test process, 2026-12-01)."""
+The 21 methods took 131 s here (2 shared CPU cores, one test process, 2026-12-01); part of the default run."""
 import json
 import logging
 import re
@@ -22,7 +22,7 @@ from zoo.methods import METHODS
 
 DATA = repo_root() / "data"
 
-#: method -> (first recipe in README's methods table, predict inputs from its card). ``@name`` is a small file this
+#: method -> (recipe: the README methods table's first, watchlog's last stage; predict inputs from its card). ``@name`` is a small file this
 #: test writes into the tmp directory (``_write_input``); ``data/...`` is a shipped file.
 CASES = {
     "zoo-lm": ("zoo-lm", ["How do I bake bread?"]),  # a prompt
@@ -32,7 +32,7 @@ CASES = {
     "saliency-bias": ("saliency-bias", ["@img.png"]),  # a CIFAR-10 test image
     "st-tgexplainer": ("st-tgexplainer", ["1781", "9", "1096334672", "top=10"]),  # SRC DST TIME from CollegeMsg
     "trsp": ("trsp", ["@trips.csv"]),  # two Autauga County trips (a_lon, a_lat, b_lon, b_lat)
-    "watchlog": ("watchlog-stage1", ["data/mordor-sysmon/sample.jsonl.gz"]),  # a Sysmon events file
+    "watchlog": ("watchlog", ["data/mordor-sysmon/sample.jsonl.gz"]),  # a Sysmon events file (stages 1/2 refuse)
     "survshap-iq": ("survshap-iq", ["age=60", "pnodes=12", "tgrade=2", "horTh=0"]),  # one GBSG2 patient
     "cond-dp": ("cond-dp", ["06075010100", "06075010200"]),  # ORIGIN DESTINATION GEOIDs in San Francisco
     "desi": ("desi", ["data/mortality-distributions/desi_example_row.csv"]),  # the card's example row
@@ -93,7 +93,6 @@ def _global_step(run_dir: Path) -> int:
     return int(json.loads((run_dir / "metrics.json").read_text())["metrics"]["global_step"])
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_method_lifecycle(name, tmp_path, capsys, caplog, monkeypatch):
     assert sorted(CASES) == sorted(METHODS), "every registered method needs a row in CASES"

@@ -109,3 +109,12 @@ def test_best_f1_threshold_known_answer():
     lab = torch.tensor([1, 0, 1, 1, 0])
     # thresholds: 0.9 -> F1 0.5, 0.8 -> 0.4, 0.6 -> 2/3, 0.3 -> 6/7, 0.1 -> 0.75
     assert best_f1_threshold(prob, lab) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("stage", ["pretrain", "align"])
+def test_predict_refuses_a_model_whose_detection_head_never_trained(stage):
+    from zoo.core.data import DataError
+
+    kwargs = {"decoder": {"arch": "zoo-lm-tiny", "init": None}} if stage == "align" else {}
+    with pytest.raises(DataError, match="detection head was never trained"):
+        WatchLogModule(stage=stage, **kwargs).predict_cli(["events.jsonl"])

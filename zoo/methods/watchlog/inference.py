@@ -160,8 +160,13 @@ class Inference:
         is saved as ``<out_dir>/watchlog_clip.png``.
 
         Raises:
-            ValueError: no input file, or more than two. DataError: a malformed or empty events file.
+            ValueError: no input file, or more than two. DataError: a malformed or empty events file, or a stage-1/2
+                model (``pretrain``/``align``), whose detection head was never trained.
         """
+        if self.hparams.stage in ("pretrain", "align"):
+            raise DataError(f"zoo predict watchlog: this is a stage {('pretrain', 'align').index(self.hparams.stage) + 1} "
+                            f"model ({self.hparams.stage}) whose detection head was never trained, so its verdicts would "
+                            "mean nothing; predict with watchlog.mordor or a run of watchlog.yaml")
         if not 1 <= len(inputs) <= 2:
             raise ValueError("usage: zoo predict <watchlog id> EVENTS.jsonl [LABELS.csv]")
         log = load_event_log(inputs[0], inputs[1] if len(inputs) > 1 else None)
