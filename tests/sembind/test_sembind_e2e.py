@@ -1,6 +1,6 @@
 """The masker recipe end to end with its tiny overlay (fresh tiny networks): evaluation rows, PNGs, and
 ``zoo predict`` on the finished run (a caption writes PNGs; an image prints scores; a non-image fails, writing
-nothing)."""
+nothing), and ``zoo eval`` re-measuring the fit's ``eval/*`` metrics from the stored masker."""
 import json
 from pathlib import Path
 
@@ -31,3 +31,10 @@ def test_masker_recipe_runs_and_predicts(tmp_path, capsys):
     assert main(["predict", str(run), "a red truck", str(bad), "--out-dir", str(tmp_path / "none")]) == 2
     assert "notes.png: not a readable image" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
+
+    logged = {k: v for k, v in json.loads((run / "metrics.json").read_text())["metrics"].items() if k.startswith("eval/")}
+    assert len(logged) == 2 * len([r for r in ev["rows"] if r["seed"] == ev["seeds"][0]])
+    capsys.readouterr()
+    assert main(["eval", str(run)]) == 0
+    measured = json.loads(capsys.readouterr().out)["metrics"]
+    assert measured == logged

@@ -334,12 +334,12 @@ def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()
 
 
 def evaluate(module, cfg: dict, overrides_data: dict | None = None) -> dict[str, float]:
-    """Metrics of a trained module on its recipe's data: ``module.evaluate(datamodule)`` if the method
-    defines it, else ``trainer.validate`` (and ``trainer.test`` when the module has a ``test_step``)."""
+    """Metrics of a trained module on its recipe's data: ``module.evaluate(datamodule)`` where the method defines it
+    and it returns metrics (not ``None``), else ``trainer.validate`` (and ``trainer.test`` given a ``test_step``)."""
     data_cfg = dict(cfg.get("data") or {}, **(overrides_data or {}))
     datamodule = build_datamodule(dict(cfg, data=data_cfg))
-    if hasattr(module, "evaluate"):
-        return _plain(module.evaluate(datamodule))
+    if (own := module.evaluate(datamodule) if hasattr(module, "evaluate") else None) is not None:
+        return _plain(own)
     trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False)
     metrics: dict = {}

@@ -60,6 +60,18 @@ def build_network(stage: str, generator_kwargs: dict | None, encoder_width: int)
     return SemanticEncoder(encoder_width)
 
 
+def eval_metrics(result: dict) -> dict[str, float]:
+    """``eval/<scheme>/<defense>[r]/<attack>[/<attacker>]/{tpr,far}`` of the first seed of an evaluation result
+    (:func:`zoo.methods.sembind.evaluate.evaluate`), the keys the masker fit logs and ``zoo eval`` re-measures."""
+    out = {}
+    for row in result["rows"]:
+        if row["seed"] == result["seeds"][0]:
+            tag = (f"{row['scheme']}/{row['defense']}{'' if row['defense'] == 'plain' else row['r']}/{row['attack']}"
+                   + ("" if row["attack"] == "none" else f"/{row['attacker']}"))
+            out[f"eval/{tag}/tpr"], out[f"eval/{tag}/far"] = float(row["tpr"]), float(row["far"])
+    return out
+
+
 @register_method("sembind", datamodule=CaptionDataModule)
 class SemBindModule(ZooModule):
     """One of SemBind's three stages (see the module docstring).
@@ -163,16 +175,27 @@ class SemBindModule(ZooModule):
             self.log(f"masker/{k}", float(v), batch_size=1)
         result = evaluate(self.masker, nets, dm, load_keys(self.hparams.key_file), settings, out)
         self.evaluation = result
-        for row in result["rows"]:
-            if row["seed"] == result["seeds"][0]:
-                tag = (f"{row['scheme']}/{row['defense']}{'' if row['defense'] == 'plain' else row['r']}/{row['attack']}"
-                       + ("" if row["attack"] == "none" else f"/{row['attacker']}"))
-                self.log(f"eval/{tag}/tpr", float(row["tpr"]), batch_size=1)
-                self.log(f"eval/{tag}/far", float(row["far"]), batch_size=1)
+        for key, value in eval_metrics(result).items():
+            self.log(key, value, batch_size=1)
         for k, name in enumerate(SCHEMES):
             self.thresholds[k] = result["thresholds"].get(name, float("nan"))
         out.mkdir(parents=True, exist_ok=True)
         (out / "evaluation.json").write_text(json.dumps(result, indent=1))
+
+    @torch.no_grad()
+    def evaluate(self, dm: CaptionDataModule) -> dict[str, float] | None:
+        """``zoo eval`` of a masker: the recipe's evaluation grid re-run with the stored masker (no retraining),
+        the ``eval/*`` TPR and FAR the fit logged; ``None`` for the generator and encoder stages (their
+        ``val/loss`` comes from ``trainer.validate``)."""
+        if self.hparams.stage != "masker":
+            return None
+        from zoo.methods.sembind.evaluate import evaluate
+        from zoo.methods.sembind.pipeline import load_keys
+
+        self.masker.eval()
+        result = evaluate(self.masker, self.networks(), dm, load_keys(self.hparams.key_file),
+                          self.hparams.evaluation or {})
+        return eval_metrics(result)
 
     # ---- prediction --------------------------------------------------------------------------------------------
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
