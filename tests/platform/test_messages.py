@@ -27,3 +27,15 @@ def test_fast_dev_run_leaves_an_exportable_run(tmp_path):
     run = tmp_path / "digits" / "version_0"
     assert (run / "checkpoints" / "last.ckpt").is_file()
     assert main(["export", str(run), "--formats", "package"]) == 0
+
+
+def test_a_missing_overlay_is_called_an_overlay(capsys):
+    assert main(["config", "recipe=zoo-lm.yaml", "overlay=tiny/nope.yaml"]) == 2
+    assert "error: overlay 'tiny/nope.yaml' not found" in capsys.readouterr().err
+
+
+def test_json_error_column_counts_within_a_truncated_line(tmp_path):
+    f = tmp_path / "chats.jsonl"
+    f.write_text('{"messages": [{"role": "user", "content": "hi"}\n')  # the closing bracket and brace are missing
+    with pytest.raises(DataError, match=rf"{f}:1: invalid JSON \(Expecting ',' delimiter at column 48\)"):
+        read_conversations(f)

@@ -44,18 +44,18 @@ def recipes_dir() -> Path:
     return repo_root() / "recipes"
 
 
-def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
+def find_recipe(ref: str, relative_to: Path | None = None, kind: str = "recipe") -> Path:
     """Resolve a recipe reference to a file.
 
     Looks at ``ref`` as given (relative to ``relative_to`` or the working directory), then in ``recipes/``,
-    each with and without an added ``.yaml``.
+    each with and without an added ``.yaml``. ``kind`` names what ``ref`` is in the message (recipe or overlay).
 
     Raises:
         RecipeError: nothing found; the message lists the closest recipe names.
     """
     if Path(ref).is_dir():
         inside = sorted(p.name for p in Path(ref).glob("*.yaml"))[:5]
-        raise RecipeError(f"recipe {ref!r} is a directory; pass a recipe file"
+        raise RecipeError(f"{kind} {ref!r} is a directory; pass a recipe file"
                           + (f" such as {ref.rstrip('/')}/{inside[0]} (there: {', '.join(inside)})" if inside else ""))
     cands = []
     for base in ([relative_to] if relative_to else []) + [Path.cwd(), recipes_dir()]:
@@ -64,7 +64,7 @@ def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
         if c.is_file():
             return c.resolve()
     known = [str(p.relative_to(recipes_dir())) for p in recipes_dir().rglob("*.yaml")]
-    raise RecipeError(f"recipe {ref!r} not found (looked in {relative_to or Path.cwd()} and {recipes_dir()})"
+    raise RecipeError(f"{kind} {ref!r} not found (looked in {relative_to or Path.cwd()} and {recipes_dir()})"
                       f"{suggest(ref, known) or suggest(ref + '.yaml', known)}")
 
 
@@ -214,7 +214,7 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
     path = find_recipe(ref)
     cfg = compose(path)
     for ov in overlays:
-        ov_path = find_recipe(ov)
+        ov_path = find_recipe(ov, kind="overlay")
         top = compose(ov_path)
         for k in _all_paths(top):
             if k.split(".")[0] not in TOP_KEYS:
