@@ -126,8 +126,8 @@ def cmd_eval(args) -> dict:
     from zoo.core.build import evaluate, load_module
 
     module, cfg = load_module(args.ref, args.which, args.overrides)
-    print(f"zoo eval: measuring {args.ref} {_eval_source(args.ref, args.which).removeprefix('zoo eval ')} on its "
-          "recipe's data; the metrics follow when it is done", file=sys.stderr, flush=True)
+    print(f"zoo eval: measuring {args.ref} {_eval_source(args.ref, args.which).removeprefix('zoo eval ')}; the "
+          "metrics follow when it is done", file=sys.stderr, flush=True)
     metrics = evaluate(module, cfg)
     out = Path(args.out) if args.out else (Path(args.ref) / "metrics.json" if Path(args.ref).is_dir()
                                            and (Path(args.ref) / "checkpoints").is_dir() else None)

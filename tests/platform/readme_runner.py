@@ -65,9 +65,10 @@ def blocks(path: Path, langs=("bash", "sh", "python")) -> list[tuple[str, str, i
 
 
 def commands(text: str) -> list[list[str]]:
-    """The simple commands of a shell block: comments dropped, ``&&`` chains split, tokenised with shlex."""
+    """The simple commands of a shell block: comments dropped, backslash-continued lines joined, ``&&`` chains split,
+    tokenised with shlex."""
     out = []
-    for line in text.splitlines():
+    for line in re.sub(r"\\\n\s*", " ", text).splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         tokens = shlex.split(line, comments=True)
@@ -171,8 +172,10 @@ def own_data(tmp: Path, lines: int = 40) -> None:
     """The users' files the README and the cards name, cut from shipped real data: ``my_chats.jsonl`` /
     ``my_val.jsonl`` (zoo-lm chats), ``mine.jsonl`` (pooled-reps: Alpaca prompt + reference), ``my.csv``
     (survshap-iq: GBSG2 with the time in ``months`` and the event in ``died``), ``mine.csv`` (cond-dp: scikit-learn's
-    diabetes data, label ``y``), ``trips.csv`` (trsp: Manhattan commutes between tract centroids)."""
+    diabetes data, label ``y``), ``trips.csv`` (trsp: Manhattan commutes between tract centroids),
+    ``my_events.jsonl`` / ``my_labels.csv`` (watchlog: the shipped Sysmon sample, its labels moved to the CSV)."""
     import csv
+    import gzip
     import json
 
     chats = (ROOT / "data" / "zoo-lm-chat" / "train.jsonl").read_text().splitlines()
@@ -201,6 +204,9 @@ def own_data(tmp: Path, lines: int = 40) -> None:
         w = csv.writer(f)
         w.writerow([*d.feature_names, "y"])
         w.writerows([*map(float, x), round(float(t) / 35, 4)] for x, t in zip(d.data, d.target))
+    events = [json.loads(line) for line in gzip.open(ROOT / "data" / "mordor-sysmon" / "sample.jsonl.gz", "rt")]
+    (tmp / "my_labels.csv").write_text("line,label\n" + "".join(f"{i},{e.pop('label')}\n" for i, e in enumerate(events, 1)))
+    (tmp / "my_events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     (tmp / "trips.csv").write_text("a_lon,a_lat,b_lon,b_lat\n" + "".join(f"{','.join(where[a])},{','.join(where[b])}\n"
                                                                        for a, b in trips))
 

@@ -214,8 +214,8 @@ class WatchLogDataModule(L.LightningDataModule):
     def _resolve(self, p: str | None) -> str | None:
         if p is None:
             return None
-        q = Path(p)
-        return str(q if q.is_absolute() or q.exists() else repo_root() / q)
+        q = Path(p)  # the user's path first, then a shipped one; a missing file is named as the user gave it
+        return str(repo_root() / q if not q.is_absolute() and not q.exists() and (repo_root() / q).exists() else q)
 
     def setup(self, stage: str | None = None) -> None:
         """Read, render and window the data once (idempotent). A module whose ``log_`` and ``hits`` are already set
