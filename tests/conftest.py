@@ -39,3 +39,22 @@ def zoo_home(tmp_path, monkeypatch):
     home.mkdir()
     monkeypatch.setenv("ZOO_CHECKPOINTS", str(home))
     return home
+
+
+@pytest.fixture
+def uninstall(monkeypatch):
+    """``uninstall("opacus")``: the named distributions read as not installed to zoo's extra checks
+    (``zoo.core.registry.missing_requirements`` asks ``importlib.metadata.version``); nothing is removed."""
+    from importlib import metadata
+
+    def absent(*dists: str) -> None:
+        real = metadata.version
+
+        def version(dist: str) -> str:
+            if dist in dists:
+                raise metadata.PackageNotFoundError(dist)
+            return real(dist)
+
+        monkeypatch.setattr(metadata, "version", version)
+
+    return absent

@@ -68,25 +68,33 @@ def cmd_train(argv: list[str]) -> Path:
     return run_dir
 
 
+def _not_ready(method: str) -> str:
+    """``  (not ready: pip install -e ".[privacy]"; missing opacus)`` for a method whose extra is not installed, else
+    ''."""
+    from zoo.core.registry import install_hint, method_missing
+
+    missing = method_missing(method)
+    return f"  (not ready: {install_hint(method)}; missing {', '.join(missing)})" if missing else ""
+
+
 def cmd_list(_args) -> None:
     import zoo
-    from zoo.core.registry import install_hint, method_extra, missing_requirements
+    from zoo.core import hub
 
     print("methods:")
     for m in zoo.list_methods():
-        extra = method_extra(m)
-        missing = missing_requirements(extra) if extra else []
-        print(f"  {m}" + (f"  (not ready: {install_hint(m)}; missing {', '.join(missing)})" if missing else ""))
+        print(f"  {m}{_not_ready(m)}")
     print("zoo weights:")
+    manifest = hub.read_manifest()
     for i in zoo.list_pretrained():
-        print(f"  {i}")
+        print(f"  {i}{_not_ready(manifest[i].get('method') or i.split('.')[0])}")
 
 
 def cmd_info(args) -> None:
     import inspect
 
     from zoo.core import hub
-    from zoo.core.registry import get_method
+    from zoo.core.registry import get_method, install_hint, method_missing
 
     if "." in args.name:
         entry = hub.read_manifest().get(args.name)
@@ -95,6 +103,10 @@ def cmd_info(args) -> None:
         import yaml
 
         print(yaml.safe_dump({args.name: entry}, sort_keys=False))
+        return
+    missing = method_missing(args.name)
+    if missing and _info_from_table(args.name, f"{args.name} needs {install_hint(args.name)} "
+                                               f"(missing {', '.join(missing)})"):
         return
     e = get_method(args.name)
     print(f"{e.name}: {e.module_cls.__module__}.{e.module_cls.__name__}")
@@ -108,6 +120,27 @@ def cmd_info(args) -> None:
             params = ", ".join(str(p) for n, p in sig.parameters.items() if n != "self")
             print(f"{title}: {params}")
     print(f"export formats: {', '.join(e.module_cls.export_formats)}; head keys: {e.module_cls.head_keys}")
+
+
+def _info_from_table(name: str, note: str) -> bool:
+    """Print method ``name``'s arguments (name: accepted types) and export formats from its stored recipe table
+    (``zoo/core/schemas/``, without importing the method, whose extra may be missing), ``note`` under the title;
+    False (nothing printed) when the method has no table."""
+    from zoo.core.recipe import recipes_dir
+    from zoo.core.schema import method_schema, render
+
+    table = method_schema(name)
+    if table is None:
+        return False
+    print(f"{name}: {table['module']['class']} (arguments and accepted types from zoo/core/schemas/{name}.json)")
+    print(note)
+    for title, part in (("model", table["module"]), ("data", table["datamodule"])):
+        if part is not None:
+            print(f"{title}: " + ", ".join(f"{k}: {render(spec)}" for k, spec in part["args"].items()))
+    print(f"export formats: {', '.join(table['export_formats'])}")
+    if (recipes_dir() / f"{name}.yaml").is_file():
+        print(f"the recipe's values: zoo config recipe={name}.yaml (needs no extra)")
+    return True
 
 
 def split_overrides(tokens: list[str]) -> tuple[list[str], list[str]]:

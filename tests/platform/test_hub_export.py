@@ -109,3 +109,16 @@ def test_export_cli_and_eval(trained_run, tmp_path, capsys):
     assert 0.0 <= metrics["val/acc"] <= 1.0
     assert main(["predict", str(trained_run), ",".join(["0.5"] * 64)]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].isdigit()
+
+
+def test_export_without_its_extra_names_the_install_command(trained_run, tmp_path, capsys, uninstall):
+    """onnx needs the export extra: without it, one line with the command, exit 2 and nothing written (torch_export
+    needs only torch and still works)."""
+    uninstall("onnxruntime")
+    out = tmp_path / "out"
+    assert main(["export", str(trained_run), "--formats", "package,onnx", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        'error: onnx export needs: pip install -e ".[export]" (missing onnxruntime)']
+    assert not out.exists()
+    assert main(["export", str(trained_run), "--formats", "torch_export", "--out", str(out)]) == 0
+    assert (out / "model.pt2").is_file()

@@ -146,3 +146,15 @@ def test_train_py_fails_without_traceback_torch_or_run_dir(args, want, tmp_path)
     assert want in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert "torch not imported" in out.stdout
     assert not (tmp_path / "runs").exists()
+
+
+def test_export_format_without_its_extra_fails_before_training(tmp_path, capsys, uninstall):
+    """``export.formats`` naming onnx without the export extra fails at validation with the install command, not after
+    training; no run directory."""
+    uninstall("onnxruntime")
+    code = main(["train", "recipe=cond-dp.yaml", "overlay=tiny/cond-dp.yaml", "export.formats=[package,onnx]",
+                 f"out_dir={tmp_path / 'runs'}"])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        'error: export.formats: onnx export needs: pip install -e ".[export]" (missing onnxruntime)']
+    assert not (tmp_path / "runs").exists()

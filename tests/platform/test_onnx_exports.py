@@ -1,7 +1,8 @@
 """ONNX exports (#14 item 5) of the shipped weights users deploy: the LM (full forward, and one decoding step with a KV
-cache), the cost model's scorer, WatchLog's detector and ST-TGExplainer's scorer. Each graph is written by ``zoo
-export``, then run by onnxruntime on inputs it was not traced with (another batch size, other lengths, padded rows)
-and compared with the torch model; the KV-cache graph decodes greedily token by token as ``generate`` does."""
+cache), the cost model's scorer, WatchLog's detector, ST-TGExplainer's scorer and Cond-DP's regressor (also as a
+``torch_export`` ``.pt2``). Each graph is written by ``zoo export``, then run by onnxruntime (or ``torch.export.load``)
+on inputs it was not traced with (another batch size, other lengths, padded rows) and compared with the torch model;
+the KV-cache graph decodes greedily token by token as ``generate`` does."""
 import numpy as np
 import pytest
 import torch
@@ -42,8 +43,15 @@ def _tgn_batch(module):
     return tuple(out)
 
 
+def _rows_batch(module):
+    """5 rows of features instead of the traced 2 (a model of one ``(B, d)`` input)."""
+    (x,) = module.export_graph()[1]
+    return (torch.randn(5, *x.shape[1:], generator=torch.Generator().manual_seed(1)),)
+
+
 CASES = {"zoo-lm.chat": (_lm_batch, 1e-3), "shapo-cost-model.zoo-lm-hh": (_lm_batch, 1e-3),
-         "watchlog.mordor": (_watchlog_batch, 1e-4), "st-tgexplainer.collegemsg": (_tgn_batch, 1e-4)}
+         "watchlog.mordor": (_watchlog_batch, 1e-4), "st-tgexplainer.collegemsg": (_tgn_batch, 1e-4),
+         "cond-dp.commuting-sf-eps1": (_rows_batch, 1e-4)}
 
 
 @pytest.mark.parametrize("ref", list(CASES))
@@ -67,6 +75,21 @@ def test_onnx_export_matches_torch_on_new_inputs(ref, tmp_path, capsys):
         np.testing.assert_allclose(o, w, atol=atol, rtol=1e-3)
     if ref == "zoo-lm.chat":
         _kv_decodes_like_generate(ort.InferenceSession(str(tmp_path / "model_kv.onnx")), module)
+
+
+@pytest.mark.parametrize("ref", ["cond-dp.commuting-sf-eps1"])
+def test_torch_export_takes_another_batch_size(ref, tmp_path, capsys):
+    """The ``.pt2`` runs a batch of 5 (it was traced with 2; a static batch fails ``Guard failed: x.size()[0] == 2``)."""
+    torch.set_num_threads(1)
+    assert main(["export", ref, "--formats", "torch_export", "--out", str(tmp_path)]) == 0, capsys.readouterr().err
+    module = load_module(ref)[0]
+    make, atol = CASES[ref]
+    args = make(module)
+    with torch.no_grad():
+        want = module.export_graph()[0](*args)
+        got = torch.export.load(str(tmp_path / "model.pt2")).module()(*args)
+    assert got.shape == want.shape == (5,)
+    torch.testing.assert_close(got, want, atol=atol, rtol=1e-3)
 
 
 def _kv_decodes_like_generate(sess, module, n: int = 12):

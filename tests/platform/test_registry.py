@@ -102,6 +102,28 @@ def test_method_with_a_missing_extra_fails_with_the_install_command(tmp_path, mo
         "error: stacked needs pip install -e \".[graph]\" (missing module 'zoo_test_absent_stack')"]
 
 
+def test_info_and_list_without_the_extra_read_the_stored_table(capsys, monkeypatch, uninstall):
+    """Without its extra, ``zoo info`` prints a method's arguments from zoo/core/schemas/ (never importing it) with the
+    install line, and ``zoo list`` marks the method and its zoo weights."""
+    import sys
+
+    from zoo.cli import main
+    uninstall("opacus")
+    monkeypatch.delitem(sys.modules, "zoo.methods.cond_dp.module", raising=False)
+    assert main(["info", "cond-dp"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == 'cond-dp needs pip install -e ".[privacy]" (missing opacus)'
+    assert "epsilon: float" in lines[2] and "in_features: int or null" in lines[2] and lines[2].startswith("model: ")
+    assert "batch_size: int" in lines[3] and lines[3].startswith("data: ")
+    assert "export formats: package, onnx, torch_export" in lines
+    assert "zoo.methods.cond_dp.module" not in sys.modules
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    mark = '  (not ready: pip install -e ".[privacy]"; missing opacus)'
+    assert f"  cond-dp{mark}\n" in out and f"  cond-dp.commuting-sf-eps1{mark}\n" in out
+    assert "  zoo-lm.chat\n" in out
+
+
 def test_missing_requirements_reads_the_extras_from_package_metadata(monkeypatch):
     from importlib import metadata
 

@@ -12,9 +12,24 @@ import yaml
 
 from zoo.core import hub
 
+#: The pyproject extra an export format needs beyond the core install (``hf`` and ``torch_export`` need only
+#: transformers and torch).
+FORMAT_EXTRAS: dict[str, str] = {"onnx": "export"}
+
 
 class ExportError(ValueError):
-    """An export format the method does not support, or an export whose parity check failed."""
+    """An export format the method does not support or whose extra is not installed, or an export whose parity check
+    failed."""
+
+
+def format_not_ready(fmt: str) -> str | None:
+    """``onnx export needs: pip install -e ".[export]" (missing onnxruntime)`` when export format ``fmt`` needs an
+    extra (:data:`FORMAT_EXTRAS`) that is not installed, else None; imports nothing of the extra."""
+    from zoo.core.registry import install_command, missing_requirements
+
+    extra = FORMAT_EXTRAS.get(fmt)
+    missing = missing_requirements(extra) if extra else []
+    return f"{fmt} export needs: {install_command(extra)} (missing {', '.join(missing)})" if missing else None
 
 
 class Bound:
@@ -128,7 +143,8 @@ def export_module(module, cfg: dict, formats: list[str], out_dir: Path) -> dict[
         ``{format: path written}``.
 
     Raises:
-        ExportError: a format the method does not support, or a parity check that fails.
+        ExportError: a format the method does not support or whose extra is not installed (before anything is
+            written), or a parity check that fails.
     """
 
     out_dir = Path(out_dir)
@@ -136,6 +152,8 @@ def export_module(module, cfg: dict, formats: list[str], out_dir: Path) -> dict[
     for fmt in formats:
         if fmt not in supported:
             raise ExportError(f"{cfg['method']} cannot export {fmt!r}; it supports {', '.join(supported)}")
+        if missing := format_not_ready(fmt):
+            raise ExportError(missing)
     module = module.eval().cpu()
     atol = float((cfg.get("export") or {}).get("onnx_atol", 1e-4))
     written = {}

@@ -50,15 +50,21 @@ class ZooModule(L.LightningModule):
         return {}
 
     def example_input(self) -> tuple:
-        """Inputs for ONNX / torch.export; ``self(*self.example_input())`` must run."""
+        """Inputs for ONNX / torch.export, each batched along dim 0 with a batch of at least 2 (a batch of 1 would be
+        traced as a constant); ``self(*self.example_input())`` must run."""
         raise TypeError(f"{type(self).__name__} defines no example_input(); it cannot be exported as a graph")
 
     def export_graph(self) -> tuple:
-        """``(network, example inputs)`` that ``onnx`` / ``torch_export`` write: by default the module itself and
-        :meth:`example_input`; a method whose deployable part is not ``forward`` (a scorer, the detector head)
-        returns that part, e.g. ``(zoo.core.export.Bound(self, "score"), inputs)``. An optional third element gives
-        ``torch.export`` dynamic shapes, one entry per input (``{0: Dim("batch"), 1: Dim("seq")}``)."""
-        return self, tuple(self.example_input())
+        """``(network, example inputs, dynamic shapes)`` that ``onnx`` / ``torch_export`` write: by default the module
+        itself and :meth:`example_input`, dim 0 of every input a dynamic batch (the graph takes any batch size). A
+        method whose deployable part is not ``forward`` (a scorer, the detector head) returns that part, e.g.
+        ``(zoo.core.export.Bound(self, "score"), inputs)``; the optional third element gives ``torch.export``
+        dynamic shapes, one entry per input (``{0: Dim("batch"), 1: Dim("seq")}``)."""
+        from torch.export import Dim
+
+        inputs = tuple(self.example_input())
+        batch = {0: Dim("batch", min=1, max=65536)}
+        return self, inputs, tuple(batch for _ in inputs)
 
     def export_graphs(self) -> dict[str, tuple]:
         """``{file stem: export_graph()-like tuple}`` written by ``onnx`` / ``torch_export`` (default: ``model``

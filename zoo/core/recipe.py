@@ -295,14 +295,15 @@ def validate(cfg: dict, check_files: bool = True) -> None:
 
     Checks: ``method`` is registered; ``model`` / ``data`` keys and value types against the method's
     LightningModule / LightningDataModule constructors; ``trainer`` keys against ``lightning.Trainer``;
-    the ``checkpoint``, ``logger``, ``export`` and ``card`` blocks against their schemas; ``seed`` is a
-    non-negative int; and, with ``check_files``, that data
+    the ``checkpoint``, ``logger``, ``export`` and ``card`` blocks against their schemas; the extra each of
+    ``export.formats`` needs is installed; ``seed`` is a non-negative int; and, with ``check_files``, that data
     paths (keys ending in ``path``, ``_file``, ``_dir``), ``init_from`` and ``resume`` exist.
 
     Raises:
         RecipeError: the first problem found, naming its full key path.
     """
     from zoo.core import schema
+    from zoo.core.export import format_not_ready
     from zoo.core.registry import RegistryError, _known
 
     where = cfg.get("_recipe") or "recipe"
@@ -354,6 +355,8 @@ def validate(cfg: dict, check_files: bool = True) -> None:
         if fmt not in table["export_formats"]:
             raise RecipeError(f"export.formats: {cfg['method']} cannot export {fmt!r}; it supports "
                               f"{', '.join(table['export_formats'])}")
+        if missing := format_not_ready(fmt):  # now, not after training
+            raise RecipeError(f"export.formats: {missing}")
     if check_files:
         _check_paths(cfg.get("data") or {}, "data")
         _check_paths({k: v for k, v in (cfg.get("model") or {}).items()}, "model")

@@ -84,10 +84,21 @@ def method_extra(name: str) -> str | None:
     return EXTRAS.get(name)
 
 
+def install_command(extra: str | None) -> str:
+    """The command installing the pyproject ``extra``: ``pip install -e ".[graph]"`` (the core install for None)."""
+    return f'pip install -e ".[{extra}]"' if extra else 'pip install -e .'
+
+
 def install_hint(name: str) -> str:
     """The install command that makes method ``name`` runnable: ``pip install -e ".[graph]"``."""
+    return install_command(method_extra(name))
+
+
+def method_missing(name: str) -> list[str]:
+    """Distributions of method ``name``'s extra (``zoo.methods.EXTRAS``) that are not installed (empty: the method is
+    ready); see :func:`missing_requirements`. Imports no method code."""
     extra = method_extra(name)
-    return f'pip install -e ".[{extra}]"' if extra else 'pip install -e .'
+    return missing_requirements(extra) if extra else []
 
 
 def missing_requirements(extra: str) -> list[str]:

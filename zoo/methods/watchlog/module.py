@@ -208,18 +208,14 @@ class WatchLogModule(Inference, ZooModule):
         return torch.sigmoid(self.head(z, mask)[0])
 
     def example_input(self) -> tuple:
-        """A two-window batch of blank frames (or padding tokens) for graph export."""
+        """A two-window batch of blank frames (or padding tokens) for graph export (the exported detector
+        ``forward(frames, mask) -> (B,)`` takes any number of windows)."""
         T = self.n_frames
         if self.enc_cfg["kind"] == "tokens":
             x = torch.zeros(2, T, self.enc_cfg["token_len"], dtype=torch.long)
         else:
             x = torch.zeros(2, T, self.renderer.height, self.renderer.width)
         return x, torch.ones(2, T, dtype=torch.bool)
-
-    def export_graph(self) -> tuple:
-        """The detector ``forward(frames, mask) -> (B,)`` for ONNX, any number of windows."""
-        batch = {0: torch.export.Dim("batch", min=1, max=65536)}
-        return self, self.example_input(), (batch, batch)
 
     def _detection(self, batch: dict) -> dict[str, torch.Tensor]:
         x, mask, ev_lab = self._inputs(batch)
