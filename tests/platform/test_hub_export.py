@@ -1,4 +1,5 @@
 """Zoo weights: release, verified load, tampering refused, pickles never executed, init_from adaptation, export."""
+import logging
 import os
 import pickle
 from pathlib import Path
@@ -80,9 +81,12 @@ def test_pickle_payload_is_never_executed(tmp_path, monkeypatch):
 
 def test_init_from_adapts_declared_head_only(trained_run, tmp_path, caplog):
     ckpt = trained_run / "checkpoints" / "last.ckpt"
+    caplog.set_level(logging.INFO, logger="zoo")
     assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", f"init_from={ckpt}", "model.num_classes=5",
                  "data.num_classes=5", "trainer.max_steps=1", "logger.kind=none", "export.formats=[]"]) == 0
     assert "re-initialised head keys ['head.bias', 'head.weight']" in caplog.text
+    # re-initialising the declared head is what init_from to another task does: said, but not as a warning
+    assert all(r.levelno == logging.INFO for r in caplog.records if "re-initialised head keys" in r.getMessage())
     module = zoo.create("digits-mlp", hidden=16)
     state = hub.load_ckpt_state(ckpt)
     with pytest.raises(hub.HubError) as e:

@@ -61,7 +61,7 @@ def test_every_manifest_entry_loads_through_zoo_load_and_init_from(zoo_id, caplo
     _, state = hub.load_package(zoo_id)
     assert set(hub.clean_state_dict(state)) == set(module.state_dict())
     cfg = dict(_package_cfg(zoo_id), init_from=zoo_id)
-    caplog.set_level(logging.WARNING, logger="zoo")
+    caplog.set_level(logging.INFO, logger="zoo")
     fresh = build_module(cfg)
     assert "re-initialised head keys" not in caplog.text  # same method, same shapes: nothing to re-initialise
     own = fresh.state_dict()
@@ -134,7 +134,7 @@ def test_transfer_to_another_graph_reinitialises_node_embeddings_only(tmp_path, 
 
     from zoo.core.build import build_datamodule
 
-    caplog.set_level(logging.WARNING, logger="zoo")
+    caplog.set_level(logging.INFO, logger="zoo")
     cfg = compose_and_validate(["recipe=st-tgexplainer-bitcoin-otc.yaml", "init_from=st-tgexplainer.collegemsg",
                                 "data.max_train_events=64", "data.max_eval_events=32", "model.fidelity_levels=[]",
                                 "data.mrr_negatives=0"])

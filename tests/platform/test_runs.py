@@ -93,3 +93,27 @@ def test_lightning_refusing_a_trainer_setting_is_a_recipe_error(tmp_path, capsys
     assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.strategy=ddp_nonsense"]) == 2
     assert "trainer:" in capsys.readouterr().err
     assert not (tmp_path / "digits").exists()
+
+
+def test_without_a_monitor_the_only_checkpoint_is_last_ckpt(tmp_path):
+    # Lightning adds its own ModelCheckpoint (under logs/checkpoints/) when zoo adds none; metrics.json then says that
+    # `zoo eval` re-measures last.ckpt, as `zoo eval` itself will
+    common = [f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.max_steps=2", "logger.kind=csv", "export.formats=[]"]
+    assert main(["train", *common, "checkpoint.monitor=null"]) == 0
+    run = tmp_path / "digits" / "version_0"
+    assert sorted(run.rglob("*.ckpt")) == [run / "checkpoints" / "last.ckpt"]
+    source = json.loads((run / "metrics.json").read_text())["source"]
+    assert "re-measures last.ckpt: the run has no best checkpoint" in source, source
+    assert main(["train", *common]) == 0  # the recipe's monitor: a best checkpoint, and nothing outside checkpoints/
+    run = tmp_path / "digits" / "version_1"
+    assert {p.parent for p in run.rglob("*.ckpt")} == {run / "checkpoints"}
+    assert "re-measures the best checkpoint" in json.loads((run / "metrics.json").read_text())["source"]
+
+
+def test_val_check_interval_longer_than_an_epoch_is_a_recipe_error(tmp_path, capsys):
+    # Lightning refuses it only once the data are loaded (a ValueError traceback): exit 2, one line, no run dir left
+    assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.val_check_interval=1000",
+                 "logger.kind=none"]) == 2
+    err = capsys.readouterr().err
+    assert "error: trainer.val_check_interval: 1000 is more than the 23 training batches of an epoch" in err, err
+    assert "Traceback" not in err and not (tmp_path / "digits").exists()

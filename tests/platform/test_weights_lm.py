@@ -55,7 +55,7 @@ def test_case3_full_weights_into_a_lora_recipe_are_wrapped(tmp_path, caplog):
     torch.manual_seed(0)
     full = ShaPOModule(arch="zoo-lm-tiny")
     folder = _package(full, tmp_path)
-    caplog.set_level(logging.WARNING, logger="zoo")
+    caplog.set_level(logging.INFO, logger="zoo")
     lora = build_module(compose_and_validate([*TINY, f"init_from={folder}", "model.lora.r=4"]))
     assert lora.uses_lora and "re-initialised head keys" in caplog.text and "lora_A" in caplog.text
     assert torch.allclose(_logits(lora), _logits(full), atol=1e-5)  # fresh adapters: B = 0

@@ -15,11 +15,11 @@ import torch
 
 from zoo.core import hub, resumable, run
 from zoo.core.data import DataError, set_seed
-from zoo.core.final_validation import ValidateAtEnd
+from zoo.core.final_validation import ValidateAtEnd, fit
 from zoo.core.preflight import check_data, with_recipe_key
-from zoo.core.progress import ProgressLines, previous_metrics, quiet_lightning_noise, summary
+from zoo.core.progress import ProgressBar, ProgressLines, previous_metrics, quiet_lightning_noise, summary
 from zoo.core.registry import constructor_kwargs, get_method
-from zoo.core.resume import own_settings
+from zoo.core.resume import announce, finished, nothing_trained, own_settings
 
 log = logging.getLogger("zoo")
 
@@ -141,10 +141,10 @@ def build_module(cfg: dict):
     if ref:
         report = hub.adapt_and_load(module, state, source, where=f"init_from {ref}", source_cfg=src_cfg)
         fresh = sorted(set(report["missing"]) | set(report["reshaped"]))
-        if fresh:
-            log.warning("init_from %s: re-initialised head keys %s", ref, fresh)
+        if fresh:  # declared head keys (anything else was refused): expected, so not a warning
+            log.info("init_from %s: re-initialised head keys %s", ref, fresh)
         if report["unexpected"]:
-            log.warning("init_from %s: dropped head keys the model does not have %s", ref, sorted(report["unexpected"]))
+            log.info("init_from %s: dropped head keys the model does not have %s", ref, sorted(report["unexpected"]))
         module.init_from_ref = ref
     return module
 
@@ -159,10 +159,9 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), 
                   ) -> L.Trainer:
     """A Trainer with zoo's checkpointing and logger: ``last.ckpt`` every ``checkpoint.every_n_train_steps`` steps
     and ``checkpoint.every_n_minutes`` minutes (written atomically, :mod:`zoo.core.resumable`), best-k checkpoints
-    when ``checkpoint.monitor`` is set, and per-batch RNG seeding so a resumed run draws what an uninterrupted one
-    would; the logger continues the run's logs from ``resume_step`` (:mod:`zoo.core.logs`)."""
-    from lightning.pytorch.callbacks import RichProgressBar
-
+    when ``checkpoint.monitor`` is set (no other: Lightning's default ModelCheckpoint is off), and per-batch RNG seeding
+    so a resumed run draws what an uninterrupted one would; the logger continues the run's logs from ``resume_step``
+    (:mod:`zoo.core.logs`)."""
     from zoo.core.logs import build_logger
     from zoo.core.parallel import register_strategies
 
@@ -179,12 +178,14 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), 
             save_top_k=ck.get("save_top_k", 1), filename="best-{epoch:03d}-{step:07d}", auto_insert_metric_name=False))
     callbacks.append(ValidateAtEnd())
     tr = dict(cfg.get("trainer") or {})
+    if not ck.get("monitor"):  # else Lightning adds its own ModelCheckpoint, writing under logs/
+        tr["enable_checkpointing"] = False
     if tr.get("strategy") == "ddp":
         from zoo.core.parallel import ZooDDPStrategy
 
         tr["strategy"] = ZooDDPStrategy()
     if tr.get("enable_progress_bar", True) and sys.stdout.isatty():
-        callbacks.append(RichProgressBar())
+        callbacks.append(ProgressBar())
     else:  # a log file or a cluster job: timed progress lines instead of a bar
         tr.setdefault("enable_progress_bar", False)
         callbacks.append(ProgressLines(every_s=float((cfg.get("logger") or {}).get("progress_every_s", 30.0))))
@@ -209,8 +210,6 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     Returns:
         The run directory.
     """
-    from zoo.core.resume import announce, finished
-
     quiet_lightning_noise()
     set_seed(int(cfg.get("seed", 0)))
     module = build_module(cfg)  # bad values fail here, before a run directory exists
@@ -235,12 +234,10 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
             trainer = _trainer_or_recipe_error(cfg, run_dir, callbacks, resume_step)
             resumable.prepare_dataloaders(module, datamodule, int(cfg.get("seed", 0)))
             started = time.perf_counter()
-            trainer.fit(module, datamodule=datamodule, ckpt_path=resume_ckpt)
+            fit(trainer, module, datamodule, resume_ckpt)
             seconds = time.perf_counter() - started
             if resume_ckpt and not done and trainer.global_step == start[0] and not trainer.interrupted:
-                log.warning("resume: nothing trained: %s stopped at once at step %d, epoch %d (trainer.max_epochs=%s "
-                            "counts the epoch that max_steps cut short as finished): raise trainer.max_epochs too",
-                            run_dir, trainer.global_step, trainer.current_epoch, trainer.max_epochs)
+                nothing_trained(trainer, run_dir)
             if (trainer.global_step == 0 or trainer.fast_dev_run) and not trainer.interrupted:
                 # no optimiser step (an enumeration, a closed-form estimator) or a fast_dev_run (Lightning saves none)
                 # still leaves a checkpoint for zoo export/eval (weights_only=False: also save loop state)
@@ -258,8 +255,9 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     if trainer.is_global_zero:
         metrics = {**(previous_metrics(run_dir) if resume_ckpt else {}), **_plain(trainer.callback_metrics)}
         metrics["global_step"] = float(trainer.global_step)
-        doc = {"run": str(run_dir), "source": "end of training (last logged values; `zoo eval` re-measures the "
-                                               "best checkpoint)", "metrics": metrics}
+        best = run.find_checkpoint(run_dir).name != "last.ckpt"  # what `zoo eval RUN` will load
+        doc = {"run": str(run_dir), "source": "end of training (last logged values; `zoo eval` re-measures " + (
+            "the best checkpoint)" if best else "last.ckpt: the run has no best checkpoint)"), "metrics": metrics}
         (run_dir / "metrics.json").write_text(json.dumps(doc, indent=2))
         formats = (cfg.get("export") or {}).get("formats") or []
         if formats:
@@ -336,6 +334,7 @@ def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()
 def evaluate(module, cfg: dict, overrides_data: dict | None = None) -> dict[str, float]:
     """Metrics of a trained module on its recipe's data: ``module.evaluate(datamodule)`` where the method defines it
     and it returns metrics (not ``None``), else ``trainer.validate`` (and ``trainer.test`` given a ``test_step``)."""
+    quiet_lightning_noise()
     data_cfg = dict(cfg.get("data") or {}, **(overrides_data or {}))
     datamodule = build_datamodule(dict(cfg, data=data_cfg))
     if (own := module.evaluate(datamodule) if hasattr(module, "evaluate") else None) is not None:

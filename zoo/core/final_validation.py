@@ -1,5 +1,6 @@
 """Every fit validates at its end, so a short fine-tune still logs ``val/*``, writes its metrics and its best
-checkpoint (README: "a fit always validates at its end")."""
+checkpoint (README: "a fit always validates at its end"); a ``trainer.val_check_interval`` longer than an epoch is a
+recipe error (:func:`fit`)."""
 from __future__ import annotations
 
 import lightning as L
@@ -21,3 +22,22 @@ class ValidateAtEnd(L.Callback):
             trainer.current_epoch + 1 >= trainer.max_epochs and epoch_loop.batch_progress.is_last_batch
         if (last_step or last_epoch) and trainer.enable_validation:
             trainer.should_stop = True
+
+
+def fit(trainer: L.Trainer, module, datamodule, ckpt_path: str | None) -> None:
+    """``trainer.fit``.
+
+    Raises:
+        RecipeError: ``trainer.val_check_interval`` is more batches than an epoch has (Lightning refuses it once the
+            training data are loaded, with a ValueError).
+    """
+    from zoo.core.recipe import RecipeError
+
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    except ValueError as e:
+        if "`val_check_interval`" not in str(e) or "number of the training batches" not in str(e):
+            raise
+        raise RecipeError(f"trainer.val_check_interval: {trainer.val_check_interval} is more than the "
+                          f"{trainer.num_training_batches} training batches of an epoch: lower it, or set "
+                          "trainer.check_val_every_n_epoch: null to count batches across epochs") from None

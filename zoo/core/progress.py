@@ -3,7 +3,8 @@
 A log file or a cluster job gets no progress bar, so :class:`ProgressLines` logs one line every ``every_s`` seconds
 of training (step, share done, steps/s, ETA, the logged train metrics) and one after each validation. The closing
 summary (:func:`summary`) names the run directory, steps and time, the final metrics, the checkpoints and the
-exports. :func:`quiet_lightning_noise` drops Lightning's advertising tip and warnings that say nothing about the run.
+exports. A terminal gets :class:`ProgressBar`. :func:`quiet_lightning_noise` drops Lightning's advertising tip and
+warnings that say nothing about the run.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import warnings
 from pathlib import Path
 
 import lightning as L
+from lightning.pytorch.callbacks import RichProgressBar
 
 log = logging.getLogger("zoo")
 
@@ -22,6 +24,7 @@ _NOISE_WARNINGS = (
     r".*isinstance\(treespec, LeafSpec\)` is deprecated.*",  # lightning's own pytree use under torch 2.14
     r".*`LightningModule.configure_optimizers` returned `None`.*",  # analysis methods take no optimiser step
     r".*You passed in a `val_dataloader` but have no `validation_step`.*",
+    r"Checkpoint directory .* exists and is not empty",  # a resume writes into its run's checkpoints/ on purpose
 )
 
 
@@ -53,16 +56,34 @@ def _fmt_metrics(metrics: dict, prefix: str | tuple[str, ...] = ("train/", "val/
     return " · ".join(parts)
 
 
+def _has_optimiser(trainer) -> bool:
+    """False for a fit whose ``configure_optimizers`` returned None (Lightning then holds a stand-in optimiser)."""
+    from lightning.pytorch.core.optimizer import _MockOptimizer
+
+    return any(not isinstance(o, _MockOptimizer) for o in trainer.optimizers)
+
+
+class ProgressBar(RichProgressBar):
+    """Lightning's rich progress bar, without an epoch total where there is none (``max_epochs: -1`` showed
+    ``Epoch 0/-2``)."""
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        if self.trainer.max_epochs is None or self.trainer.max_epochs >= 0:
+            return super()._get_train_description(current_epoch)
+        return f"Epoch {current_epoch}".ljust(len(self.validation_description))  # padded as Lightning's
+
+
 class ProgressLines(L.Callback):
     """Log a progress line every ``every_s`` seconds of training and one after each validation (rank zero only).
 
-    Used instead of the progress bar when stdout is not a terminal (``zoo.core.build.build_trainer``).
+    Used instead of the progress bar when stdout is not a terminal (``zoo.core.build.build_trainer``). A fit without an
+    optimiser (an enumeration, a closed-form estimator: no optimiser step) counts the batches of the epoch instead.
     """
 
     def __init__(self, every_s: float = 30.0):
         self.every_s = float(every_s)
         self._t0 = self._last = 0.0
-        self._step0 = 0
+        self._step0 = self._batches = 0
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._t0 = self._last = time.perf_counter()
@@ -73,21 +94,30 @@ class ProgressLines(L.Callback):
 
     @staticmethod
     def _target(trainer) -> str:
+        if not _has_optimiser(trainer):
+            return f"no optimiser steps: {trainer.num_training_batches} batch(es) per epoch"
         total = trainer.estimated_stepping_batches
-        return f"{int(total)} steps" if math.isfinite(total) else f"{trainer.max_epochs} epochs"
+        if math.isfinite(total):
+            return f"{int(total)} steps"
+        return f"{trainer.max_epochs} epochs" if trainer.max_epochs >= 0 else "no step or epoch limit"
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         now = time.perf_counter()
+        self._batches += 1
         if now - self._last < self.every_s or not trainer.is_global_zero:
             return
         self._last = now
-        step, total = trainer.global_step, trainer.estimated_stepping_batches
-        rate = (step - self._step0) / max(now - self._t0, 1e-9)
-        done = f"step {step}/{int(total)} ({100 * step / total:.0f}%)" if math.isfinite(total) else f"step {step}"
+        if _has_optimiser(trainer):
+            unit, step, total, rate = "step", trainer.global_step, trainer.estimated_stepping_batches, \
+                (trainer.global_step - self._step0) / max(now - self._t0, 1e-9)
+        else:  # no optimiser steps to count: this epoch's batches
+            unit, step, total, rate = "batch", batch_idx + 1, trainer.num_training_batches, \
+                self._batches / max(now - self._t0, 1e-9)
+        done = f"{unit} {step}/{int(total)} ({100 * step / total:.0f}%)" if math.isfinite(total) else f"{unit} {step}"
         eta = f" · ETA {_fmt_seconds((total - step) / rate)}" if math.isfinite(total) and rate > 0 else ""
         line = _fmt_metrics(trainer.callback_metrics, "train/")
-        log.info("%s · epoch %d · %.2f steps/s%s%s", done, trainer.current_epoch, rate, eta,
-                 f" · {line}" if line else "")
+        log.info("%s · epoch %d · %.2f %s/s%s%s", done, trainer.current_epoch, rate, "steps" if unit == "step"
+                 else "batches", eta, f" · {line}" if line else "")
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:

@@ -4,11 +4,15 @@ RNG that depends on the position in training rather than on the history of the p
 * :class:`LastCheckpoint` writes ``checkpoints/last.ckpt`` every ``checkpoint.every_n_train_steps`` optimiser steps,
   every ``checkpoint.every_n_minutes`` minutes, at each epoch end and at the end of fit; every write goes to a
   ``.part`` file that is then renamed (``os.replace``), so a kill at any moment leaves the previous complete file.
-* :class:`AtomicModelCheckpoint` is Lightning's best-k ``ModelCheckpoint`` with the same write-then-rename.
+* :class:`AtomicModelCheckpoint` is Lightning's best-k ``ModelCheckpoint`` with the same write-then-rename; a best
+  checkpoint chosen by the validation right after ``last.ckpt`` was written (at the same step) is recorded in that
+  ``last.ckpt`` too, so a resume knows every best file and keeps honouring ``save_top_k``.
 * :func:`make_train_loader_resumable` swaps the training DataLoader's shuffling (``RandomSampler``) or sequential
   sampler for :class:`ResumableSampler`: the order of an epoch is a function of ``(seed, epoch)`` only, and after a
   mid-epoch resume the batches the checkpoint had already trained on are skipped (the count comes from the restored
-  loop state). Under DDP it is also the distributed sampler (each rank its share, as Lightning's would be).
+  loop state). Under DDP it is also the distributed sampler (each rank its share, as Lightning's would be). Such a
+  DataLoader tells Lightning it is resumable (an empty ``state_dict``: its position is the loop's), so a mid-epoch
+  resume does not warn that the data order may differ.
 * :func:`make_val_loaders_whole`: under DDP every rank validates on the whole validation set, so logged validation
   equals a single-process evaluation for every metric (``ZooModule.log`` also defaults to ``sync_dist=True``).
 * :class:`MainOptimizerSteps` makes ``trainer.max_steps`` count updates of the main optimiser only (a method's
@@ -61,6 +65,8 @@ class AtomicModelCheckpoint(ModelCheckpoint):
         if trainer.is_global_zero:
             for logger in trainer.loggers:
                 logger.after_save_checkpoint(self)
+            for last in (cb for cb in trainer.callbacks if isinstance(cb, LastCheckpoint)):
+                last.record_callback_state(trainer, self)
 
 
 class LastCheckpoint(Callback):
@@ -84,6 +90,18 @@ class LastCheckpoint(Callback):
         for logger in trainer.loggers:  # rows up to the checkpoint reach the disk with it
             logger.save()
         self._saved_step, self._t = trainer.global_step, time.monotonic()
+
+    def record_callback_state(self, trainer: L.Trainer, callback: Callback) -> None:
+        """Rank 0: when ``last.ckpt`` was written at this step (at the end of the training batch, before the validation
+        that just chose a best checkpoint), store ``callback``'s new state in it (rewritten atomically), so a resume
+        from it knows that best file (and deletes it when a better one comes, under ``save_top_k``)."""
+        if self._saved_step != trainer.global_step or not self.path.is_file():
+            return
+        ckpt = torch.load(self.path, map_location="cpu", weights_only=False)
+        ckpt.setdefault("callbacks", {})[callback.state_key] = callback.state_dict()
+        part = Path(f"{self.path}.part")
+        torch.save(ckpt, part)
+        os.replace(part, self.path)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self._skip(trainer):
@@ -161,7 +179,14 @@ def _resumable(dl, trainer: L.Trainer, seed: int):
     skip = done * dl.batch_size if done * dl.batch_size < per_rank else 0
     new = ResumableSampler(dl.dataset, trainer.world_size, trainer.global_rank, shuffle, seed,
                            trainer.fit_loop.epoch_progress.current.processed, skip)
-    return _update_dataloader(dl, new, RunningStage.TRAINING)
+    loader = _update_dataloader(dl, new, RunningStage.TRAINING)
+    # stateful for Lightning (no mid-epoch resume warning): the position it would store is the loop's own
+    loader.state_dict, loader.load_state_dict = dict, _ignore
+    return loader
+
+
+def _ignore(state: dict) -> None:
+    return None
 
 
 def _whole(dl, trainer: L.Trainer):
