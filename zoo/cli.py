@@ -201,19 +201,15 @@ def cmd_predict(args) -> None:
 
     module, cfg = load_module(args.ref, args.which, args.overrides)
     args.inputs = [_shipped_or_given(x) for x in args.inputs]
-    try:
-        text = module.predict_cli(args.inputs, args.out_dir)
+    try:  # --json: the method's structured prediction, with metrics when the input carried its labels
+        out = (module.predict_json if args.json else module.predict_cli)(args.inputs, args.out_dir)
     except (ValueError, TypeError) as e:  # wrong or missing inputs: the method's message, without a traceback
         raise DataError(f"zoo predict {args.ref}: {e}") from e
     if args.json:
-        doc = {"ref": args.ref, "method": cfg["method"], "overrides": args.overrides, "inputs": args.inputs,
-               "prediction": text}
-        metrics = module.predict_metrics(args.inputs, text)
-        if metrics:  # the input carried its labels
-            doc["metrics"] = metrics
-        print(json.dumps(doc, indent=2))
+        print(json.dumps({"ref": args.ref, "method": cfg["method"], "overrides": args.overrides, "inputs": args.inputs,
+                          **out}, indent=2))
     else:
-        print(text)
+        print(out)
 
 
 def _shipped_or_given(token: str) -> str:

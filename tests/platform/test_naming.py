@@ -28,7 +28,7 @@ def test_user_data_names_the_run_and_the_card(tmp_path):
     assert cfg["name"] == "st-tgexplainer-my-graph"
     entry = cfg["card"]["data"][0]
     assert entry == {"file": "my-graph.csv", "sha256": hashlib.sha256(mine.read_bytes()).hexdigest(), "rows": 300,
-                     "key": "data.path"}
+                     "key": "data.path", "path": str(mine)}
     assert "bitcoin" not in yaml.safe_dump(cfg["card"]["data"]).lower()
     # an explicit name wins; the shipped data keep the recipe's name and card
     assert compose_and_validate(["recipe=st-tgexplainer-bitcoin-otc.yaml", f"data.path={mine}", "name=x"])["name"] == "x"

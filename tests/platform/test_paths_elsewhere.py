@@ -1,8 +1,12 @@
 """README promises that hold from any directory (#14 item 7): shipped data paths in recipes resolve against the
 project, the user's override paths against the current directory."""
+import json
 import os
 import subprocess
 import sys
+
+import pytest
+import yaml
 
 from zoo.core.data import repo_root
 from zoo.core.recipe import load_recipe
@@ -46,3 +50,77 @@ def test_method_readers_of_shipped_files_work_from_another_directory(tmp_path, m
     monkeypatch.chdir(tmp_path)
     assert len(_alpaca(ALPACA, range(3), "alpaca-heldout")) == 3
     assert _hh_eval(DEFAULT_PAIRS, DEFAULT_SPLIT)
+
+
+def _user_files(folder, *names):
+    for n in names:
+        (folder / n).write_text("x\n")
+
+
+@pytest.mark.parametrize("recipe,keys", [("praxis.yaml", ["path"]), ("zoo-lm-chat.yaml", ["path", "val_path"])])
+def test_command_line_paths_are_recorded_absolute(tmp_path, monkeypatch, recipe, keys):
+    """``data.path=my.csv`` names the file in the cwd; the composed recipe (so the run's config.yaml) holds its
+    absolute path, so eval / predict / export of the run work from any directory."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    _user_files(tmp_path / "sub", *(f"my_{k}.file" for k in keys))
+    cfg = load_recipe(recipe, [f"data.{k}=sub/my_{k}.file" for k in keys])
+    for k in keys:
+        assert cfg["data"][k] == str(tmp_path / "sub" / f"my_{k}.file")
+    assert cfg["name"] == f"{cfg['method']}-my_path"  # still named after the user's file
+    # a path that does not exist stays as typed (validation names it as the user wrote it)
+    assert load_recipe(recipe, ["data.path=missing.file"])["data"]["path"] == "missing.file"
+
+
+def test_shipped_paths_typed_in_the_project_root_keep_their_form(monkeypatch):
+    monkeypatch.chdir(repo_root())
+    shipped = "data/treefarms-binary/monk2.csv"
+    assert load_recipe("praxis.yaml")["data"]["path"] == "data/treefarms-binary/compas_binned.csv"
+    assert load_recipe("praxis.yaml", [f"data.path={shipped}"])["data"]["path"] == shipped
+
+
+def test_saved_recipe_overrides_are_recorded_absolute(tmp_path, monkeypatch):
+    from zoo.core.recipe import apply_overrides_checked
+
+    monkeypatch.chdir(tmp_path)
+    _user_files(tmp_path, "rows.csv")
+    cfg = load_recipe("praxis.yaml")
+    apply_overrides_checked(cfg, ["data.path=rows.csv"])  # zoo eval / export RUN data.path=rows.csv
+    assert cfg["data"]["path"] == str(tmp_path / "rows.csv")
+
+
+def test_run_on_user_data_evaluates_and_predicts_from_another_directory(tmp_path, monkeypatch, capsys):
+    """README: a run trained on ``data.path=my.csv`` in one directory is evaluated, predicted and exported from
+    another (its config.yaml stored ``my.csv`` relative, so `zoo eval` there failed: my.csv: no such file)."""
+    from zoo.cli import main
+
+    lines = (repo_root() / "data" / "treefarms-binary" / "monk2.csv").read_text().splitlines()
+    (tmp_path / "ud").mkdir()
+    (tmp_path / "ud" / "my.csv").write_text("\n".join(lines[:80]) + "\n")
+    monkeypatch.chdir(tmp_path / "ud")
+    assert main(["train", "recipe=praxis.yaml", "overlay=tiny/praxis.yaml", "data.path=my.csv",
+                 "data.label=class_1", "model.rid_bootstraps=0", "export.formats=[]"]) == 0
+    run = tmp_path / "ud" / "runs" / "praxis-my" / "version_0"
+    assert yaml.safe_load((run / "config.yaml").read_text())["data"]["path"] == str(tmp_path / "ud" / "my.csv")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["eval", str(run)]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["metrics"]["train/best_tree_accuracy"] > 0.5
+    assert main(["predict", str(run), "ud/my.csv"]) == 0, capsys.readouterr().err
+    assert main(["export", str(run), "--formats", "package", "--out", str(tmp_path / "pkg")]) == 0
+    assert main(["eval", str(tmp_path / "pkg" / "package")]) == 0, capsys.readouterr().err
+
+
+def test_run_trained_in_the_project_root_evaluates_from_another_directory(tmp_path, monkeypatch, capsys):
+    """Shipped paths stay project-relative in config.yaml; loading the run anchors them to the project."""
+    from zoo.cli import main
+
+    monkeypatch.chdir(repo_root())
+    assert main(["train", "recipe=praxis.yaml", "overlay=tiny/praxis.yaml", "data.path=data/treefarms-binary/monk2.csv",
+                 "data.label=class_1", "model.rid_bootstraps=0", "export.formats=[]",
+                 f"out_dir={tmp_path / 'runs'}"]) == 0
+    run = tmp_path / "runs" / "praxis" / "version_0"
+    assert yaml.safe_load((run / "config.yaml").read_text())["data"]["path"] == "data/treefarms-binary/monk2.csv"
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["eval", str(run)]) == 0, capsys.readouterr().err

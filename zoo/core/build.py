@@ -18,6 +18,7 @@ from zoo.core.data import DataError, set_seed
 from zoo.core.final_validation import ValidateAtEnd, fit
 from zoo.core.preflight import check_data, with_recipe_key
 from zoo.core.progress import ProgressBar, ProgressLines, previous_metrics, quiet_lightning_noise, summary
+from zoo.core.recipe import anchor_shipped_paths, apply_overrides_checked
 from zoo.core.registry import constructor_kwargs, get_method
 from zoo.core.resume import announce, finished, nothing_trained, own_settings
 
@@ -316,9 +317,8 @@ def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()
         cfg["model"] = dict(ckpt.get("hyper_parameters") or cfg.get("model") or {})
     else:
         cfg, state = hub.load_package(ref)
+    anchor_shipped_paths(cfg)  # a run trained in the project root reads its shipped data from any directory
     if overrides:
-        from zoo.core.recipe import apply_overrides_checked
-
         apply_overrides_checked(cfg, overrides)
     entry = get_method(cfg["method"])
     kwargs = constructor_kwargs(entry.module_cls, cfg.get("model") or {})

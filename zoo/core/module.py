@@ -87,6 +87,14 @@ class ZooModule(L.LightningModule):
         :meth:`predict_cli` returned for them); empty (the default) when they carry none."""
         return {}
 
+    def predict_json(self, inputs: list[str], out_dir: str | None = None) -> dict:
+        """What ``zoo predict --json`` reports beside the reference and inputs: ``{"prediction": ..., "metrics": {...}}``,
+        ``metrics`` only when the inputs carry labels. Default: :meth:`predict_cli`'s text and :meth:`predict_metrics`;
+        a method whose output is a table returns it structured (rows, per-row predictions) instead."""
+        text = self.predict_cli(inputs, out_dir)
+        metrics = self.predict_metrics(inputs, text)
+        return {"prediction": text, **({"metrics": metrics} if metrics else {})}
+
     def package_extras(self) -> dict[str, str]:
         """Extra files (name in the package -> local path) copied into a release package."""
         return {}

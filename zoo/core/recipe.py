@@ -195,13 +195,16 @@ def apply_overrides_checked(cfg: dict, tokens) -> None:
             if model.get(parts[1]) is None:
                 model[parts[1]] = {}
             token = "+" + token
-        apply_override(cfg, token)
+        _apply_user_paths(cfg, [token])
     for block in ("model", "data"):
         schema.check_method_block(table, block, cfg.get(block) or {}, cfg["method"])
 
 
 def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -> dict:
     """Compose a recipe, apply overlays (YAML files merged on top) and overrides, and resolve interpolations.
+
+    Shipped paths are anchored to the project (:func:`anchor_shipped_paths`); existing paths that overrides set are
+    made absolute.
 
     Returns:
         A plain ``dict`` (no OmegaConf objects), with ``name`` defaulting to the recipe's file stem.
@@ -220,11 +223,8 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
             if k.split(".")[0] not in TOP_KEYS:
                 raise RecipeError(f"{ov_path}: {k}: unknown top-level key{suggest(k.split('.')[0], TOP_KEYS)}")
         cfg = _merge(cfg, top)
-    for block in ("data", "model"):  # input files only (out_dir and run paths stay the user's)
-        if isinstance(cfg.get(block), dict):
-            _anchor_shipped_paths(cfg[block])
-    for token in overrides:
-        apply_override(cfg, token)
+    anchor_shipped_paths(cfg)
+    _apply_user_paths(cfg, overrides)
     if "name" not in cfg:  # the recipe's file stem, or <method>-<file> for a run on the user's data.path
         from zoo.core.userdata import default_run_name
 
@@ -242,20 +242,47 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
     return cfg
 
 
-def _anchor_shipped_paths(block: dict) -> None:
-    """Paths written in recipe files name shipped files relative to the project root; when the current directory is
-    elsewhere (``cd /tmp && zoo train recipe=praxis.yaml``) such a path is made absolute. Paths given as overrides
-    are the user's and stay relative to the current directory (applied after this)."""
+def anchor_shipped_paths(cfg: dict) -> None:
+    """Paths written in recipe files (and in a run's saved config.yaml) name shipped files relative to the project
+    root; when the current directory is elsewhere (``cd /tmp && zoo train recipe=praxis.yaml``) each such path of the
+    ``data:`` and ``model:`` blocks is made absolute, in place. Output paths (``out_dir``) are left alone."""
     from zoo.core.data import repo_root
 
+    _map_path_keys(_input_blocks(cfg), None, lambda p: str(repo_root() / p) if isinstance(p, str) and p and not
+                   os.path.isabs(p) and not Path(p).exists() and (repo_root() / p).exists() else p)
+
+
+def _apply_user_paths(cfg: dict, tokens) -> None:
+    """Apply override tokens; each path they set in ``data:`` / ``model:`` is the user's (relative to the current
+    directory) and is made absolute when it exists, so the run's config.yaml works from any directory. A path that
+    reads the same from the project root keeps the recipe's form; a missing one stays as typed, for errors to name."""
+    import copy
+
+    from zoo.core.data import repo_root
+
+    def absolute(p):
+        full = os.path.abspath(os.path.expanduser(p)) if isinstance(p, str) and p else None
+        return full if full and os.path.exists(full) and full != os.path.abspath(repo_root() / p) else p
+
+    before = copy.deepcopy(_input_blocks(cfg))
+    for token in tokens:
+        apply_override(cfg, token)
+    _map_path_keys(_input_blocks(cfg), before, absolute)
+
+
+def _input_blocks(cfg: dict) -> dict:
+    return {b: cfg[b] for b in ("data", "model") if isinstance(cfg.get(b), dict)}
+
+
+def _map_path_keys(block: dict, before: dict | None, fn) -> None:
+    """Replace each value (or list item) of a path key (``*path``, ``*_file``, ``*_dir``, ...) of ``block``, nested
+    blocks included, by ``fn(value)``; with ``before``, only values that differ from it there."""
     for k, v in block.items():
+        old = before.get(k) if before is not None else None
         if isinstance(v, dict):
-            _anchor_shipped_paths(v)
-        elif k.endswith(PATH_KEY_SUFFIXES) and v is not None:
-            items = v if isinstance(v, list) else [v]
-            anchored = [str(repo_root() / p) if isinstance(p, str) and not os.path.isabs(p) and not Path(p).exists()
-                        and (repo_root() / p).exists() else p for p in items]
-            block[k] = anchored if isinstance(v, list) else anchored[0]
+            _map_path_keys(v, None if before is None else (old if isinstance(old, dict) else {}), fn)
+        elif k.endswith(PATH_KEY_SUFFIXES) and v is not None and (before is None or v != old):
+            block[k] = [fn(p) for p in v] if isinstance(v, list) else fn(v)
 
 
 # ----------------------------------------------------------------------------------------------- validation

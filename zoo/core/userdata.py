@@ -25,6 +25,11 @@ def _is_shipped(p: Path) -> bool:
         return False
 
 
+def _project_relative(p: Path) -> str:
+    """A shipped file as the project names it (``data/...``), wherever the run was started."""
+    return str(p.resolve().relative_to(repo_root().resolve()))
+
+
 def user_files(cfg: dict) -> list[tuple[str, Path]]:
     """``(recipe key, file)`` for every existing file a ``data:`` path key names outside the shipped ``data/``."""
     out = []
@@ -63,14 +68,15 @@ def describe(path: Path) -> dict:
 
 def record_user_data(cfg: dict) -> list[dict]:
     """When the recipe trains on user files, put them in ``cfg["card"]["data"]`` (each with its recipe key, name,
-    sha256 and rows; shipped files still in use are listed as such) so config.yaml, the model card and the manifest
+    absolute path, sha256 and rows; shipped files still in use are listed as such, by their ``data/...`` path) so config.yaml, the model card and the manifest
     entry name them. Updates ``cfg`` in place; returns the user files' entries (empty: nothing changed)."""
     files = user_files(cfg)
     if not files:
         return []
-    entries = [dict(describe(p), key=key) for key, p in files]
+    entries = [dict(describe(p), key=key, path=str(p.absolute())) for key, p in files]
     user_keys = {key for key, _ in files}
-    shipped = [{"key": f"data.{k}", "file": str(v), "shipped": True} for k, v in (cfg.get("data") or {}).items()
+    shipped = [{"key": f"data.{k}", "file": _project_relative(Path(v)), "shipped": True}
+               for k, v in (cfg.get("data") or {}).items()
                if _FILE_KEY.search(k) and isinstance(v, str) and f"data.{k}" not in user_keys and _is_shipped(Path(v))]
     card = dict(cfg.get("card") or {})
     card["data"] = entries + shipped

@@ -35,20 +35,21 @@ log = logging.getLogger("zoo")
 LABEL_RANGE = {"commuting": (0.0, 8.0), "diabetes": (0.0, 3.5)}
 
 
-def read_table(path: str, label: str, features: list[str] | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """A user's CSV as (n, d) features, (n,) labels and the feature names.
+def read_table(path: str, label: str | None,
+               features: list[str] | None) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+    """A user's CSV as (n, d) features, (n,) labels (None without ``label``: rows to predict) and the feature names.
 
     Raises:
         DataError: missing file/column, a row with the wrong number of fields, an empty or non-numeric cell
             (``file:line: column 'c': ...``), no data rows.
     """
-    header, rows = read_csv_rows(path, required=(label,) + tuple(features or ()))
+    header, rows = read_csv_rows(path, required=((label,) if label else ()) + tuple(features or ()))
     if not rows:
         raise DataError(f"{path}:2: no data rows")
     names = list(features) if features else [h for h in header if h != label]
     if label in names:
         raise DataError(f"{path}:1: column {label!r} is both the label and a feature")
-    cols = [label] + names
+    cols = ([label] if label else []) + names
     out = np.empty((len(rows), len(cols)))
     for i, r in enumerate(rows):
         for j, c in enumerate(cols):
@@ -61,7 +62,7 @@ def read_table(path: str, label: str, features: list[str] | None) -> tuple[np.nd
                 what = "empty cell" if raw == "" else f"{raw!r} is not a finite number"
                 raise DataError(f"{path}:{i + 2}: column {c!r}: {what}")
             out[i, j] = v
-    return out[:, 1:], out[:, 0], names
+    return (out[:, 1:], out[:, 0], names) if label else (out, None, names)
 
 
 def load_dataset(dataset: str) -> tuple[np.ndarray, np.ndarray, list[str], dict]:

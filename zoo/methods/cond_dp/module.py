@@ -36,6 +36,8 @@ class CondDPModule(ZooModule):
         private: False trains without clipping or noise (the non-private ceiling).
         lr, momentum: SGD step size and momentum.
         in_features, label_offset, dataset: filled from the data in ``setup`` (saved so packages rebuild).
+        feature_names: the feature columns in order, filled in ``setup`` for a CSV or diabetes (not for the
+            commuting tables, whose models predict tract pairs): ``zoo predict`` reads rows by these names.
     """
 
     head_keys = ()
@@ -45,7 +47,7 @@ class CondDPModule(ZooModule):
                  ridge: float = 0.01, rank: int | None = None, normalize: bool = True, epsilon: float = 1.0,
                  delta: float = 1e-5, max_grad_norm: float = 1.0, neighbouring: str = "substitution",
                  private: bool = True, lr: float = 0.5, momentum: float = 0.9, in_features: int | None = None,
-                 label_offset: float = 0.0, dataset: str | None = None):
+                 label_offset: float = 0.0, dataset: str | None = None, feature_names: list[str] | None = None):
         super().__init__()
         if model not in ("mlp", "linear"):
             raise ValueError(f"model.model must be mlp or linear, got {model!r}")
@@ -77,6 +79,8 @@ class CondDPModule(ZooModule):
             self.hparams.in_features = dm.num_features
             self.hparams.label_offset = (dm.y_min + dm.y_max) / 2
             self.hparams.dataset = dm.dataset
+            if not dm.dataset.startswith("commuting-"):
+                self.hparams.feature_names = list(dm.feature_names)
             self._build(dm.num_features)
         if self.hparams.conditioning != "none":
             C = conditioning_matrix(dm.X_train, self.hparams.ridge, self.hparams.rank, self.hparams.normalize,
@@ -193,7 +197,8 @@ class CondDPModule(ZooModule):
     # ---- zoo predict ----------------------------------------------------------------------------------------------
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """``zoo predict ID ORIGIN DESTINATION`` (or ``origin=G destination=G``) for a commuting-od model:
-        predicted and observed commuters from the origin tract to the destination tract."""
-        from zoo.methods.cond_dp.predict import predict_pair
+        predicted and observed commuters from the origin tract to the destination tract; ``zoo predict RUN rows.csv``
+        for a model trained on a CSV (or diabetes): the predicted label of each row (:func:`.predict.predict_rows`)."""
+        from zoo.methods.cond_dp.predict import predict_pair, predict_rows
 
-        return predict_pair(self, inputs)
+        return predict_rows(self, inputs) if self.hparams.get("feature_names") else predict_pair(self, inputs)

@@ -1,4 +1,5 @@
-"""``zoo predict`` for a Cond-DP model trained on a commuting-od county: one origin-destination pair."""
+"""``zoo predict`` for a Cond-DP model: one origin-destination pair for a model trained on a commuting-od county,
+the rows of a CSV for a model trained on a CSV (or diabetes)."""
 from __future__ import annotations
 
 import math
@@ -41,8 +42,9 @@ def predict_pair(module, inputs: list[str]) -> str:
 
     dataset = module.hparams.get("dataset") or ""
     if not dataset.startswith("commuting-"):
-        raise ValueError(f"this model was trained on {dataset or 'unknown data'!r}; predict needs a commuting-od "
-                         "model (e.g. cond-dp.commuting-sf-eps1)")
+        raise ValueError(f"this model was trained on {dataset or 'unknown data'!r} before cond-dp saved its feature "
+                         "columns, so it cannot read rows to predict: retrain it (then `zoo predict RUN rows.csv` "
+                         "works), or measure it with `zoo eval RUN`")
     origin, destination = parse_pair(inputs)
     county = dataset.split("-", 1)[1]
     regions, flows = load_county(county)
@@ -58,10 +60,40 @@ def predict_pair(module, inputs: list[str]) -> str:
     with torch.no_grad():
         log_pred = float(module(x)[0])
     observed = f"{int(flows.commuters[hit[0]])}" if len(hit) else "0 (pair not listed in LODES)"
-    rec = module.privacy_record()
     return (f"{origin} -> {destination}: predicted {math.expm1(log_pred):.1f} commuters "
-            f"(log1p {log_pred:.3f}); observed {observed}\n"
-            f"model: {module.hparams.conditioning} / {module.hparams.model}, trained with label DP "
+            f"(log1p {log_pred:.3f}); observed {observed}\n{_model_line(module)}")
+
+
+def predict_rows(module, inputs: list[str]) -> str:
+    """``zoo predict RUN rows.csv ...`` for a model trained on a CSV (or diabetes): per file, the predicted label of
+    each row (in the training label's units), from the columns the model was trained on (``feature_names``, raw
+    values; other columns are ignored), standardised as in training.
+
+    Raises:
+        DataError: a missing file or feature column, an empty or non-numeric cell (``file:line: column 'c'``).
+        ValueError: no input file.
+    """
+    from zoo.methods.cond_dp.datamodule import read_table
+
+    names = module.hparams.feature_names
+    if not inputs:
+        raise ValueError(f"give one or more CSV files with the training feature columns ({', '.join(names[:5])}"
+                         f"{', ...' if len(names) > 5 else ''})")
+    lines = []
+    for path in inputs:
+        X, _, _ = read_table(path, None, names)
+        x = (torch.as_tensor(X, dtype=torch.float32) - module.x_mean.float()) / module.x_scale.float()
+        with torch.no_grad():
+            pred = module(x).reshape(-1).tolist()
+        lines += [f"## {path}", "row\tprediction"] + [f"{i}\t{p:.4f}" for i, p in enumerate(pred)]
+    return "\n".join(lines + [_model_line(module)])
+
+
+def _model_line(module) -> str:
+    if not module.hparams.private:
+        return f"model: {module.hparams.conditioning} / {module.hparams.model}, trained without DP-SGD"
+    rec = module.privacy_record()
+    return (f"model: {module.hparams.conditioning} / {module.hparams.model}, trained with label DP "
             f"ε = {rec['epsilon_spent']:.3f}, δ = {rec['delta']:g}")
 
 

@@ -13,30 +13,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.registry import register_method
-from zoo.methods.praxis.binarize import transform
-from zoo.methods.praxis.datamodule import BinaryCSVDataModule, read_columns
+from zoo.methods.praxis.datamodule import BinaryCSVDataModule
 from zoo.methods.praxis.encoding import decode_tree, encode_trees, predict_encoded
 from zoo.methods.praxis.enumerate import count_trees, feature_usage, histogram, iter_trees
 from zoo.methods.praxis.measure import measure
+from zoo.methods.praxis.predict import as_json, predict_files, report
 from zoo.methods.praxis.rashomon import fit_rashomon
 from zoo.methods.praxis.render import plot_importance, plot_size_vs_eps, plot_tree, size_vs_eps, tree_text
 from zoo.methods.praxis.rid import rashomon_importance, variable_groups
 
 _BUFFERS = ("tree_feature", "tree_value", "tree_objective", "hist_objective", "hist_count", "meta_json")
-
-
-def set_size_lines(meta: dict) -> list[str]:
-    """The two sizes of a fitted set, as ``zoo predict`` prints them: what was enumerated (every tree within the
-    proxy bound ``round((1 + eps) Proxy)``) and the trees within ``(1 + eps)`` of the best objective found."""
-    if "n_within_best" not in meta:
-        return ["# (a checkpoint from before the within-best count: refit to get it)"]
-    eps, best, gamma = meta["eps"], meta["min_objective"], meta["gamma"]
-    return [f"# trees within (1+eps) x proxy (bound {meta['bound']}, the set enumerated): {meta['n_trees']}",
-            (f"# trees within (1+eps) x best objective found ({best}; eps {eps:g}; gamma {gamma} per leaf + "
-             f"mistakes): {meta['n_within_best']}")]
 
 
 @register_method("praxis", datamodule=BinaryCSVDataModule)
@@ -132,7 +120,8 @@ class PraxisModule(ZooModule):
             variables, groups = variable_groups(names, spec)
             rid = rashomon_importance(X, y, hp.lam, hp.depth, hp.eps, groups, variables, hp.rid_bootstraps,
                                       hp.rid_trees, hp.rid_seed, hp.lookahead_k).summary()
-        self._set_meta({"feature_names": names, "spec": spec, "usage": [str(u) for u in usage], "rid": rid,
+        self._set_meta({"feature_names": names, "spec": spec, "label": getattr(dm, "label", None),
+                        "usage": [str(u) for u in usage], "rid": rid,
                         "rid_bootstraps": hp.rid_bootstraps,
                         "classes": list(getattr(dm, "classes", [str(c) for c in range(int(y.max()) + 1)])),
                         "n_trees": str(n_trees), "n_within_best": str(rs.n_within_best), "eps": hp.eps,
@@ -174,14 +163,20 @@ class PraxisModule(ZooModule):
         self.write_importance(files["importance.json"], files["importance.png"])
         return {k: str(v) for k, v in files.items()}
 
-    def write_importance(self, json_path: Path, png_path: Path) -> None:
-        """Both Rashomon importances from the stored meta: usage per feature and RID per variable (JSON, PNG)."""
+    def importance_doc(self) -> dict:
+        """Both Rashomon importances from the stored meta: ``{"usage": [{"feature", "trees_using", "share"}], "rid":
+        [per-variable summary] or None, "rid_bootstraps"}``."""
         meta = self.meta
         names, usage, total = meta["feature_names"], [int(u) for u in meta["usage"]], int(meta["n_trees"])
-        json_path.write_text(json.dumps({
-            "usage": [{"feature": n, "trees_using": u, "share": u / total} for n, u in zip(names, usage)],
-            "rid": meta.get("rid"), "rid_bootstraps": meta.get("rid_bootstraps")}, indent=1))
-        plot_importance(usage, total, names, str(png_path), rid=meta.get("rid"))
+        return {"usage": [{"feature": n, "trees_using": u, "share": u / total} for n, u in zip(names, usage)],
+                "rid": meta.get("rid"), "rid_bootstraps": meta.get("rid_bootstraps")}
+
+    def write_importance(self, json_path: Path, png_path: Path) -> None:
+        """:meth:`importance_doc` as JSON and as a PNG (usage bars beside RID box plots)."""
+        meta = self.meta
+        json_path.write_text(json.dumps(self.importance_doc(), indent=1))
+        plot_importance([int(u) for u in meta["usage"]], int(meta["n_trees"]), meta["feature_names"], str(png_path),
+                        rid=meta.get("rid"))
 
     def importance_lines(self) -> list[str]:
         """``zoo predict``'s text of both importances: usage share per feature, RID summary per variable."""
@@ -224,40 +219,22 @@ class PraxisModule(ZooModule):
         return {"votes": votes, "best": best, "agree": (preds == best[None]).mean(0)}
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict praxis.<tag> rows.csv``: the set's two sizes, per row how its trees split their votes, and
-        both Rashomon importances (usage, RID) as text and as ``importance.png`` in ``out_dir`` (default ``.``).
+        """``zoo predict praxis.<tag> rows.csv``: the set's two sizes, per row how its trees split their votes (and the
+        accuracy when the rows carry the label column), both Rashomon importances; with ``out_dir``, also
+        ``importance.json|png`` and ``spread.tsv`` there (:func:`~zoo.methods.praxis.predict.report`).
 
         Raises:
-            DataError: no input, a missing file or column, missing or malformed values.
+            DataError: see :func:`~zoo.methods.praxis.predict.predict_files`.
         """
-        if not inputs:
-            raise DataError("zoo predict praxis: give one or more CSV files with the training feature columns")
-        meta = self.meta
-        if not meta:
-            raise DataError("this praxis model holds no trees: it was never fitted")
-        classes = meta["classes"]
-        lines = [f"# {self.tree_feature.shape[0]} stored trees of {meta['n_trees']} in the Rashomon set"]
-        lines += set_size_lines(meta)
-        for path in inputs:
-            cols, _ = read_columns(path)
-            spec = meta["spec"] or [{"kind": "keep", "column": c} for c in meta["feature_names"]]
-            X = transform(spec, cols, path)
-            s = self.spread(X)
-            lines.append(f"## {path}")
-            lines.append("row\tbest_tree\tagree\t" + "\t".join(f"P({c})" for c in classes))
-            for i in range(len(X)):
-                lines.append(f"{i}\t{classes[s['best'][i]]}\t{s['agree'][i]:.3f}\t"
-                             + "\t".join(f"{v:.3f}" for v in s["votes"][i]))
-        lines += self.importance_lines()
-        out = Path(out_dir or ".")
-        out.mkdir(parents=True, exist_ok=True)
-        if "usage" in meta:
-            self.write_importance(out / "importance.json", out / "importance.png")
-            lines.append(f"# importance plot: {out / 'importance.png'}")
-        text = "\n".join(lines)
+        return report(self, predict_files(self, inputs), out_dir)
+
+    def predict_json(self, inputs: list[str], out_dir: str | None = None) -> dict:
+        """``zoo predict --json``: per-row predictions and, for labelled rows, accuracy
+        (:func:`~zoo.methods.praxis.predict.as_json`); ``out_dir`` as :meth:`predict_cli`."""
+        files = predict_files(self, inputs)
         if out_dir:
-            (out / "spread.tsv").write_text(text + "\n")
-        return text
+            report(self, files, out_dir)
+        return as_json(self, files)
 
     def evaluate(self, datamodule) -> dict[str, float]:
         """Set size and best objective, plus accuracy of the best stored tree and of the vote on train/val."""
