@@ -22,3 +22,6 @@ def test_train_reload_and_predict(tmp_path):
     pred = module.predict_objects(np.full((1, 10), 0.5))
     assert pred.shape == (1, 4) and np.isclose(pred.sum(), 1) and (pred > 0).all()
     assert "## " in text and (tmp_path / "pred" / "rows.predicted.tsv").is_file()
+    here = set(Path.cwd().iterdir())
+    assert module.predict_cli([str(rows)]) == text  # the same rows printed (a composition has no density plot)
+    assert set(Path.cwd().iterdir()) == here, "predict without --out-dir wrote into the current directory"

@@ -29,6 +29,9 @@ def test_tiny_overlay_end_to_end_and_predict(tmp_path, capsys):
     assert out.startswith("reply (") and "nearest held-out references" in out
     assert len([line for line in out.splitlines() if line.startswith("  ")]) == 5
     assert (tmp_path / "pred" / "pooled-reps-predict.safetensors").is_file()
+    here = set(Path.cwd().iterdir())
+    assert main(["predict", str(run), "How do I bake bread?"]) == 0
+    assert "pooled vectors" not in capsys.readouterr().out and set(Path.cwd().iterdir()) == here
 
 
 def test_held_out_domains_have_the_documented_sizes():

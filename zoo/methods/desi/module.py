@@ -194,7 +194,8 @@ class DeSIModule(ZooModule):
         return self.space.to_object(self(torch.as_tensor(np.asarray(X, dtype=np.float64))).numpy())
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict desi.<tag> rows.csv``: predicted responses per row (TSV) and, for distributions, a PNG.
+        """``zoo predict desi.<tag> rows.csv [--out-dir D]``: predicted responses per row, printed as TSV; with
+        ``out_dir`` also written to ``D/<stem>.predicted.tsv`` with, for distributions, ``D/<stem>.density.png``.
 
         Raises:
             DataError: no input, a missing file or feature column, a non-numeric value.
@@ -202,8 +203,9 @@ class DeSIModule(ZooModule):
         if not inputs:
             raise DataError("zoo predict desi: give one or more CSV files with the model's input columns")
         names = self.meta["feature_names"]
-        out = Path(out_dir or ".")
-        out.mkdir(parents=True, exist_ok=True)
+        out = Path(out_dir) if out_dir else None  # files only where asked (never the current directory)
+        if out:
+            out.mkdir(parents=True, exist_ok=True)
         lines = []
         for path in inputs:
             _, rows = read_csv_rows(path, required=names)
@@ -220,6 +222,8 @@ class DeSIModule(ZooModule):
             lines += [f"## {path}", "row\t" + "\t".join(head)]
             lines += [f"{i}\t" + "\t".join(f"{v:.4f}" for v in y) for i, y in enumerate(Y)]
             stem = Path(path).stem
+            if out is None:
+                continue
             (out / f"{stem}.predicted.tsv").write_text("\n".join(lines[-len(Y) - 1:]) + "\n")
             if self.space.kind == "distribution":
                 plot_heldout(self.space, Y, None, [f"row {i}" for i in range(len(Y))], str(out / f"{stem}.density.png"))

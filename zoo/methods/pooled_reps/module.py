@@ -221,8 +221,8 @@ class PooledRepsModule(ZooModule):
         return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict RUN "instruction"``: the reply, the pooled vectors saved as ``.safetensors``, and the 5
-        held-out references nearest to the reply's mean pool (cosine).
+        """``zoo predict RUN "instruction" [--out-dir D]``: the reply, the 5 held-out references nearest to the
+        reply's mean pool (cosine) and, with ``out_dir``, the pooled vectors as ``D/pooled-reps-predict.safetensors``.
 
         Raises:
             ValueError: no instruction given.
@@ -242,10 +242,12 @@ class PooledRepsModule(ZooModule):
         seg = segment_means(pg.states, pg.lengths)
         vectors = {"mean": pg.mean[self.layer][0], "last": pg.last[self.layer][0], "prompt": pg.prompt[self.layer][0],
                    "segments": seg[:, 0], "mean_per_layer": pg.mean[:, 0]}
-        path = Path(out_dir or ".") / "pooled-reps-predict.safetensors"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.float().clone().contiguous() for k, v in vectors.items()}, str(path))  # no shared storage
-        lines = [f"reply ({int(pg.lengths[0])} tokens): {replies[0]}", f"pooled vectors: {path}"]
+        lines = [f"reply ({int(pg.lengths[0])} tokens): {replies[0]}"]
+        if out_dir:  # files only where asked (never the current directory)
+            path = Path(out_dir) / "pooled-reps-predict.safetensors"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_file({k: v.float().clone().contiguous() for k, v in vectors.items()}, str(path))  # no shared storage
+            lines.append(f"pooled vectors: {path}")
         meta = self._json(self.bank_json)
         if self.bank.shape[0]:
             sims = torch.nn.functional.normalize(self.bank.float(), dim=1) @ \
