@@ -4,6 +4,7 @@ import torch
 from shapo_oracles import masked_grads  # tests/shapo/shapo_oracles.py (pytest puts this folder on sys.path)
 
 from zoo.methods.shapo.ascent import MaskedGradient
+from zoo.models.causal_lm import enable_checkpointing
 from zoo.methods.shapo.subspace import MaskedPerturbation, down_projections
 
 
@@ -26,7 +27,7 @@ def _lora(model, targets=("q_proj", "v_proj"), checkpointing=False):
     from peft import LoraConfig, get_peft_model
 
     if checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable_checkpointing(model, use_reentrant=False)
         model.train()
     model = get_peft_model(model, LoraConfig(r=2, target_modules=list(targets)))
     if "down_proj" in targets:  # random adapters: lora_B starts at zero, which would hide a wrong base-layer hook

@@ -66,6 +66,17 @@ def build_causal_lm(arch: str, dtype=None):
     raise ValueError(f"model.arch: {arch!r} is neither a preset ({', '.join(ARCHS)}) nor a local model directory")
 
 
+def enable_checkpointing(model, use_reentrant: bool | None = None) -> None:
+    """Recompute activations in the backward pass of an HF model: ``activation_checkpointing_enable`` where
+    transformers has it (5.x renamed ``gradient_checkpointing_enable``, now a deprecated alias), else the old name.
+    ``use_reentrant=False`` is needed where gradients are taken at inner outputs (ShaPO's ascent step)."""
+    kwargs = None if use_reentrant is None else {"use_reentrant": use_reentrant}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 def load_tokenizer(path: str | os.PathLike | None = None):
     """Load a tokenizer with ``AutoTokenizer.from_pretrained`` (local files only).
 

@@ -24,7 +24,7 @@ from zoo.methods.shapo.metrics import preference_accuracy
 from zoo.methods.shapo.policy import PolicyLifecycle, config_dtype
 from zoo.methods.shapo.stage_a import StageA
 from zoo.methods.shapo.subspace import SIGNS, MaskedPerturbation, down_projections
-from zoo.models.causal_lm import drop_tied_aliases, fill_tied_aliases, tied_aliases
+from zoo.models.causal_lm import drop_tied_aliases, enable_checkpointing, fill_tied_aliases, tied_aliases
 from zoo.models.sharding import reshard
 
 VARIANTS = ("dpo", "token", "reward")
@@ -108,7 +108,7 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         check_tokenizer_fits(self.tokenizer, self.policy, f"model.arch {arch!r}",
                              f"the tokenizer {tokenizer_for(arch, tokenizer) or 'zoo-lm-bpe8k (shipped)'}")
         if gradient_checkpointing:  # non-reentrant: stage C's ascent takes gradients at inner outputs
-            self.policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            enable_checkpointing(self.policy, use_reentrant=False)
         if self.uses_lora:
             self.policy = self._wrap_lora(self.policy, lora)
         self._tied = tied_aliases(self.policy, "policy.")

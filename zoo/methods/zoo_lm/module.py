@@ -16,6 +16,7 @@ from zoo.methods.zoo_lm.datamodule import LMDataModule
 from zoo.models.causal_lm import (
     build_causal_lm,
     drop_tied_aliases,
+    enable_checkpointing,
     fill_tied_aliases,
     load_tokenizer,
     tied_aliases,
@@ -90,7 +91,7 @@ class ZooLM(ZooModule):
             raise ValueError(f"model.tokenizer has {len(self.tokenizer)} tokens but model.arch {arch!r} embeds only "
                              f"{self.lm.config.vocab_size}")
         if gradient_checkpointing:
-            self.lm.gradient_checkpointing_enable()
+            enable_checkpointing(self.lm)
         self.val_nll, self.val_tokens = SumMetric(), SumMetric()
         self._step_start: float | None = None
         self._tied = tied_aliases(self.lm, "lm.")
