@@ -97,7 +97,7 @@ class LastCheckpoint(Callback):
         from it knows that best file (and deletes it when a better one comes, under ``save_top_k``)."""
         if self._saved_step != trainer.global_step or not self.path.is_file():
             return
-        ckpt = torch.load(self.path, map_location="cpu", weights_only=False)
+        ckpt = torch.load(self.path, map_location="cpu", weights_only=True)  # our own file; never unpickle code
         ckpt.setdefault("callbacks", {})[callback.state_key] = callback.state_dict()
         part = Path(f"{self.path}.part")
         torch.save(ckpt, part)
