@@ -186,8 +186,11 @@ def _eval_source(ref: str, which: str) -> str:
 
 def cmd_export(args) -> None:
     from zoo.core.build import load_module
-    from zoo.core.export import export_module
+    from zoo.core.export import ExportError, export_module, format_not_ready
 
+    for fmt in (args.formats or "").split(","):  # a missing extra fails before the model is loaded
+        if why := format_not_ready(fmt):
+            raise ExportError(why)
     module, cfg = load_module(args.ref, args.which, args.overrides)
     formats = args.formats.split(",") if args.formats else (cfg.get("export") or {}).get("formats") or ["package"]
     out = Path(args.out) if args.out else (Path(args.ref) / "export" if Path(args.ref).is_dir() else Path("export"))

@@ -124,5 +124,8 @@ def test_export_without_its_extra_names_the_install_command(trained_run, tmp_pat
     assert capsys.readouterr().err.strip().splitlines() == [
         'error: onnx export needs: pip install -e ".[export]" (missing onnxruntime)']
     assert not out.exists()
+    # checked before anything is loaded: even a run that does not exist gets the install line
+    assert main(["export", str(tmp_path / "no-run"), "--formats", "onnx"]) == 2
+    assert "onnx export needs" in capsys.readouterr().err
     assert main(["export", str(trained_run), "--formats", "torch_export", "--out", str(out)]) == 0
     assert (out / "model.pt2").is_file()
