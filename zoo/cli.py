@@ -246,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     from zoo.core.errors import USER_ERRORS
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not sys.stderr.isatty():  # a log file: no tqdm bars from Hugging Face (read before transformers is imported)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0

@@ -13,8 +13,9 @@ from zoo.core.progress import ProgressBar, ProgressLines, _fmt_seconds
 
 def test_piped_run_reports_progress_and_summary_without_noise(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(repo_root()))
+    env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
     out = subprocess.run([sys.executable, "train.py", "recipe=zoo-lm.yaml", "overlay=tiny/zoo-lm.yaml",
-                          f"out_dir={tmp_path}", "export.formats=[]", "logger.progress_every_s=0"],
+                          f"out_dir={tmp_path}", "export.formats=[hf]", "logger.progress_every_s=0"],
                          cwd=repo_root(), env=env, capture_output=True, text=True, timeout=600, check=False)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-2000:]
@@ -22,8 +23,8 @@ def test_piped_run_reports_progress_and_summary_without_noise(tmp_path):
     assert "step 2/2 (100%)" in text and "validation at step 2: val/loss" in text
     run_dir = tmp_path / "zoo-lm" / "version_0"
     assert f"run {run_dir}: step 2" in text and "metrics (metrics.json): " in text
-    assert "checkpoints: best by val/loss" in text and "exports: none" in text
-    for noise in ("LeafSpec", "Tip: For seamless", "returned `None`"):
+    assert "checkpoints: best by val/loss" in text and f"exports: hf in {run_dir / 'export'}" in text
+    for noise in ("LeafSpec", "Tip: For seamless", "returned `None`", "Writing model shards"):
         assert noise not in text, noise
 
 
