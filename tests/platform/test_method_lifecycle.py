@@ -1,9 +1,10 @@
 """Every registered method runs the whole user lifecycle after the documented install (#14, "Done when"): in a tmp
-directory, ``zoo info NAME``; a tiny ``train`` of the method's first-listed recipe (README methods table; watchlog its last
-stage) with its ``recipes/tiny/`` overlay; ``resume=auto`` of that run (step-counting methods are extended by raising
-``trainer.max_steps`` and must end at the new step; the others are finished runs and must say there is nothing to
-train); ``zoo predict RUN_DIR INPUT`` with one real input per method (the card's usage); ``zoo eval RUN_DIR``; and
-``zoo export RUN_DIR --formats F`` for every format the method declares, each file checked.
+directory, ``zoo info NAME``; a tiny ``train`` of the method's first-listed recipe (README methods table; watchlog
+its last stage) with its ``recipes/tiny/`` overlay; ``resume=auto`` of that run (step-counting methods are extended
+by raising ``trainer.max_steps`` and must end at the new step, except cond-dp, which must refuse; the others are
+finished runs and must say there is nothing to train); ``zoo predict RUN_DIR INPUT`` with one real input per method
+(the card's usage); ``zoo eval RUN_DIR``; and ``zoo export RUN_DIR --formats F`` for every format the method
+declares, each file checked.
 
 The 21 methods took 131 s here (2 shared CPU cores, one test process, 2026-12-01); part of the default run."""
 import json
@@ -47,6 +48,10 @@ CASES = {
     "sembind": ("sembind", ["a red truck"]),  # a caption: one marked PNG per scheme into --out-dir
     "anchor-adapter": ("anchor-adapter", ["Question: 23 + 48 - 17 = ?"]),  # an arithmetic question
 }
+
+#: Methods whose finished run cannot be extended by resume, with the words of the refusal: cond-dp's DP-SGD noise is
+#: calibrated to the planned number of steps, so more steps would spend more than the privacy budget.
+FIXED_PLAN = {"cond-dp": "mixing the two would spend more than epsilon"}
 
 #: Where each export format lands under ``RUN_DIR/export/`` (README, "Export").
 EXPORT_FILES = {"package": "package", "hf": "hf", "onnx": "model.onnx", "torch_export": "model.pt2"}
@@ -117,6 +122,10 @@ def test_method_lifecycle(name, tmp_path, capsys, caplog, monkeypatch):
     # 3. resume=auto: a step-counting run is extended by two steps; any other run is finished and says so
     max_steps = (compose_and_validate(train_args)["trainer"].get("max_steps") or -1)
     extend = [f"trainer.max_steps={step + 2}", "trainer.max_epochs=-1"] if max_steps > 0 else []
+    if name in FIXED_PLAN:  # extending would change the plan the run was calibrated for: refused, run untouched
+        assert main(["train", *train_args, "export.formats=[]", "resume=auto", *extend]) == 2
+        assert FIXED_PLAN[name] in capsys.readouterr().err and _global_step(run_dir) == step
+        extend = []
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="zoo"):
         assert main(["train", *train_args, "export.formats=[]", "resume=auto", *extend]) == 0, f"{name}: resume failed"

@@ -3,11 +3,13 @@ Mayoraz, arXiv 2606.18773; update rule reconstructed, *ours*, see README.md)."""
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 import torch
 
 from zoo.core.module import ZooModule
+from zoo.core.recipe import RecipeError
 from zoo.core.registry import register_method
 from zoo.methods.cond_dp.conditioning import conditioning_matrix, psd_sqrt
 from zoo.methods.cond_dp.datamodule import LabelDPDataModule
@@ -122,6 +124,12 @@ class CondDPModule(ZooModule):
         if not dm.poisson:
             raise ValueError("data.poisson must be true for private training (the accountant assumes it)")
         sigma = calibrate_noise(hp.epsilon, hp.delta, dm.sample_rate, self._planned_steps())
+        if self._history and not math.isclose(sigma, float(self._history[-1][0]), rel_tol=1e-6):
+            raise RecipeError(  # resumed with another plan: the steps already taken used the old sigma
+                f"cond-dp: this run's sigma {float(self._history[-1][0]):.4f} was calibrated for epsilon "
+                f"{hp.epsilon:g} over its planned steps; {self._planned_steps()} planned steps now need sigma "
+                f"{sigma:.4f}, and mixing the two would spend more than epsilon. Resume with the run's trainer "
+                "settings, or start a new run (without resume) with the new ones")
         pre = (self.net.first, self.conditioning) if hp.conditioning == "precondition" else None
         self._dp = make_private(self.net, opt, sample_rate=dm.sample_rate, expected_batch_size=dm.batch_size,
                                 noise_multiplier=sigma, max_grad_norm=hp.max_grad_norm,
