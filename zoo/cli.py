@@ -167,9 +167,22 @@ def cmd_eval(args) -> dict:
     doc = {"ref": args.ref, "method": cfg["method"], "source": _eval_source(args.ref, args.which), "metrics": metrics}
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(doc, indent=2))
+        out.write_text(json.dumps(_merged(doc, out) if not args.out else doc, indent=2))
     print(json.dumps(doc, indent=2))
     return doc
+
+
+def _merged(doc: dict, path: Path) -> dict:
+    """A run's metrics.json updated by ``zoo eval``: the measured keys replace their training values, the others
+    (``train/*``, costs) stay, and ``source`` says which came from where."""
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    if not old.get("metrics"):
+        return doc
+    kept = sorted(set(old["metrics"]) - set(doc["metrics"]))
+    trained = old.get("training_source") or old.get("source", "end of training")
+    source = doc["source"] + (f"; {', '.join(kept)}: {trained}" if kept else "")
+    return {**old, **doc, "source": source, "training_source": trained,
+            "metrics": {**old["metrics"], **doc["metrics"]}}
 
 
 def _eval_source(ref: str, which: str) -> str:

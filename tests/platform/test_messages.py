@@ -39,3 +39,18 @@ def test_json_error_column_counts_within_a_truncated_line(tmp_path):
     f.write_text('{"messages": [{"role": "user", "content": "hi"}\n')  # the closing bracket and brace are missing
     with pytest.raises(DataError, match=rf"{f}:1: invalid JSON \(Expecting ',' delimiter at column 48\)"):
         read_conversations(f)
+
+
+def test_zoo_eval_updates_a_runs_metrics_json_keeping_training_values(tmp_path, capsys):
+    import json
+
+    assert main(["train", "recipe=tests/platform/recipes/digits.yaml", f"out_dir={tmp_path}", "logger.kind=none",
+                 "export.formats=[]"]) == 0
+    run = tmp_path / "digits" / "version_0"
+    trained = json.loads((run / "metrics.json").read_text())["metrics"]
+    assert main(["eval", str(run)]) == 0 and main(["eval", str(run)]) == 0
+    measured = json.loads(capsys.readouterr().out.split("\n}\n")[-2] + "\n}")["metrics"]
+    doc = json.loads((run / "metrics.json").read_text())
+    assert doc["metrics"] == {**trained, **measured} and set(trained) - set(measured)
+    assert doc["source"].startswith("zoo eval (") and doc["source"].endswith(doc["training_source"])
+    assert doc["training_source"].startswith("end of training")
