@@ -64,3 +64,17 @@ def test_zoo_eval_prints_no_lightning_tip(tmp_path):
                          cwd=tmp_path / "digits", env=env, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "val/acc" in out.stdout and "Tip:" not in out.stdout + out.stderr, out.stderr[-2000:]
+
+
+def test_summary_counts_epochs_from_batches():
+    from zoo.core.progress import _epochs
+
+    def trainer(done, per_epoch):
+        progress = SimpleNamespace(total=SimpleNamespace(completed=done))
+        return SimpleNamespace(num_training_batches=per_epoch,
+                               fit_loop=SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=progress)))
+
+    assert _epochs(trainer(2, 10)) == ", 1 epoch (the last partial)"  # max_steps=2 of a 10-batch epoch
+    assert _epochs(trainer(30, 10)) == ", 3 epochs"
+    assert _epochs(trainer(31, 10)) == ", 4 epochs (the last partial)"
+    assert _epochs(trainer(5, float("inf"))) == "" and _epochs(trainer(0, 10)) == ""  # unknown length, no fit

@@ -70,3 +70,14 @@ def test_nothing_trained_says_only_what_applies(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="zoo"):
         nothing_trained(SimpleNamespace(max_steps=8, global_step=5, current_epoch=1, max_epochs=1), tmp_path)
     assert "an epoch that max_steps cut short counts as finished" in caplog.text
+
+
+def test_a_resume_saves_its_changes_to_config_yaml(tmp_path, caplog):
+    assert main(["train", *_common(tmp_path), "trainer.max_steps=2"]) == 0
+    with caplog.at_level(logging.INFO, logger="zoo"):
+        assert main(["train", *_common(tmp_path), "trainer.max_steps=4", "resume=auto"]) == 0
+        assert "differs from the saved config.yaml at trainer.max_steps: 2 -> 4" in caplog.text
+        caplog.clear()
+        assert main(["train", *_common(tmp_path), "trainer.max_steps=4", "resume=auto"]) == 0
+    assert "differs from the saved config.yaml" not in caplog.text and "nothing to train" in caplog.text
+    assert "max_steps: 4" in (tmp_path / "digits" / "version_0" / "config.yaml").read_text()

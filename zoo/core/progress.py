@@ -135,12 +135,15 @@ def previous_metrics(run_dir: Path) -> dict:
 
 
 def _epochs(trainer) -> str:
-    """How many epochs a fit ran: Lightning counts an epoch that ``max_steps`` cut short as done, so say so."""
-    n = trainer.current_epoch
-    ready = trainer.fit_loop.epoch_loop.batch_progress.current.ready
-    cut = 0 < (trainer.max_steps or -1) <= trainer.global_step and ready < trainer.num_training_batches
-    text = f"{n} epoch{'s' if n != 1 else ''}"
-    return text + " (the last cut short by max_steps)" if cut else text
+    """The epochs a run has trained in, counted from its batches (Lightning's epoch counter calls an epoch that
+    ``max_steps`` cut short done, and a resume that trains nothing leaves it unset): ``", 2 epochs"``, with a note
+    when the last is partial; empty when the epoch length is unknown (an iterable dataset, a fit that did not start).
+    """
+    per_epoch, done = trainer.num_training_batches, trainer.fit_loop.epoch_loop.batch_progress.total.completed
+    if not done or not math.isfinite(per_epoch) or per_epoch <= 0:
+        return ""
+    n = math.ceil(done / per_epoch)
+    return f", {n} epoch{'s' if n != 1 else ''}" + (" (the last partial)" if done % per_epoch else "")
 
 
 def summary(run_dir: Path, trainer, metrics: dict, seconds: float, exports: list[str]) -> str:
@@ -154,7 +157,7 @@ def summary(run_dir: Path, trainer, metrics: dict, seconds: float, exports: list
     best = [f"best by {cb.monitor} ({float(cb.best_model_score):.4g}) {Path(cb.best_model_path).name}"
             for cb in trainer.checkpoint_callbacks
             if cb.monitor and cb.best_model_path and cb.best_model_score is not None]
-    lines = [f"run {run_dir}: step {trainer.global_step}, {_epochs(trainer)}, {_fmt_seconds(seconds)}",
+    lines = [f"run {run_dir}: step {trainer.global_step}{_epochs(trainer)}, {_fmt_seconds(seconds)}",
              f"metrics (metrics.json): {_fmt_metrics(metrics) or 'none logged'}",
              "checkpoints: " + (", ".join(best + (["last.ckpt"] if (ckdir / "last.ckpt").is_file() else []))
                                 or "none"),

@@ -115,17 +115,22 @@ def _next_version(root: Path) -> Path:
 
 
 def write_config(run_dir: Path, cfg: dict, resuming: bool) -> list[str]:
-    """Write the resolved recipe to ``run_dir/config.yaml``; when resuming, keep the first and list changes.
+    """Write the resolved recipe to ``run_dir/config.yaml``; when resuming, list what the resumed recipe changes
+    (``trainer.max_steps: 2 -> 4``) and save it, so the file describes the run as it continues and a later resume
+    with the same settings reports no change.
 
     Returns:
         The key paths whose values differ from the saved config (empty for a fresh run).
     """
     path = run_dir / "config.yaml"
+    changed = []
     if resuming and path.is_file():
-        old = yaml.safe_load(path.read_text()) or {}
-        return _diff(old, cfg, skip={"resume", "_recipe"})
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return []
+        changed = _diff(yaml.safe_load(path.read_text()) or {}, cfg, skip={"resume", "_recipe"})
+        if not changed:
+            return []
+    path.write_text(yaml.safe_dump({k: v for k, v in cfg.items() if k != "resume"} if resuming else cfg,
+                                   sort_keys=False))
+    return changed
 
 
 def _diff(a: dict, b: dict, prefix: str = "", skip=()) -> list[str]:
