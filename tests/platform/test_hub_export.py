@@ -100,6 +100,8 @@ def test_export_round_trips(trained_run, tmp_path):
     written = export_module(module, cfg, ["package", "onnx", "torch_export"], tmp_path)
     _, state = hub.load_package(written["package"])
     assert all(torch.equal(state[k], v) for k, v in module.state_dict().items())
+    package = Path(written["package"])  # the weights as readable as the rest (safetensors alone writes 0600)
+    assert (package / "model.safetensors").stat().st_mode == (package / "config.yaml").stat().st_mode
     assert Path(written["onnx"]).is_file() and Path(written["torch_export"]).is_file()
     with pytest.raises(ExportError, match="cannot export 'hf'; it supports package, onnx, torch_export"):
         export_module(module, cfg, ["hf"], tmp_path)

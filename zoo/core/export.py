@@ -5,6 +5,7 @@ No TorchScript: Lightning deprecated ``to_torchscript`` and PyTorch moved to ``t
 """
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -105,6 +106,9 @@ def write_package(module, cfg: dict, out_dir: Path, metrics: dict | None = None,
     state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
     save_file(state, str(out_dir / "model.safetensors"),
               metadata={"zoo_method": cfg["method"], "zoo_id": zoo_id or "", "format": "full"})
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(out_dir / "model.safetensors", 0o666 & ~umask)  # safetensors writes 0600; readable like the others
     clean = {k: v for k, v in cfg.items() if k not in ("resume", "init_from")}
     if module.hparams:
         from zoo.core.registry import constructor_kwargs
