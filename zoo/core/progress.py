@@ -24,6 +24,7 @@ _NOISE_WARNINGS = (
     r".*isinstance\(treespec, LeafSpec\)` is deprecated.*",  # lightning's own pytree use under torch 2.14
     r".*`LightningModule.configure_optimizers` returned `None`.*",  # analysis methods take no optimiser step
     r".*You passed in a `val_dataloader` but have no `validation_step`.*",
+    r"`torch.jit.script` is deprecated.*",  # PyTorch Geometric's import under torch 2.14 (st-tgexplainer)
     r"Checkpoint directory .* exists and is not empty",  # a resume writes into its run's checkpoints/ on purpose
 )
 
