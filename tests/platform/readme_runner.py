@@ -204,8 +204,10 @@ def own_data(tmp: Path, lines: int = 40) -> None:
         w = csv.writer(f)
         w.writerow([*d.feature_names, "y"])
         w.writerows([*map(float, x), round(float(t) / 35, 4)] for x, t in zip(d.data, d.target))
-    events = [json.loads(line) for line in gzip.open(ROOT / "data" / "mordor-sysmon" / "sample.jsonl.gz", "rt")]
-    (tmp / "my_labels.csv").write_text("line,label\n" + "".join(f"{i},{e.pop('label')}\n" for i, e in enumerate(events, 1)))
+    with gzip.open(ROOT / "data" / "mordor-sysmon" / "sample.jsonl.gz", "rt") as f:
+        events = [json.loads(line) for line in f]
+    labels = "".join(f"{i},{e.pop('label')}\n" for i, e in enumerate(events, 1))
+    (tmp / "my_labels.csv").write_text("line,label\n" + labels)
     (tmp / "my_events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     (tmp / "trips.csv").write_text("a_lon,a_lat,b_lon,b_lat\n" + "".join(f"{','.join(where[a])},{','.join(where[b])}\n"
                                                                        for a, b in trips))

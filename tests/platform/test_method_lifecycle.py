@@ -23,8 +23,8 @@ from zoo.methods import METHODS
 
 DATA = repo_root() / "data"
 
-#: method -> (recipe: the README methods table's first, watchlog's last stage; predict inputs from its card). ``@name`` is a small file this
-#: test writes into the tmp directory (``_write_input``); ``data/...`` is a shipped file.
+#: method -> (recipe: the README methods table's first, watchlog's last stage; predict inputs from its card).
+#: ``@name`` is a small file this test writes into the tmp directory (``_write_input``); ``data/...`` is shipped.
 CASES = {
     "zoo-lm": ("zoo-lm", ["How do I bake bread?"]),  # a prompt
     "shapo": ("shapo", ["How do I pick a lock?"]),  # a prompt

@@ -79,7 +79,8 @@ def test_onnx_export_matches_torch_on_new_inputs(ref, tmp_path, capsys):
 
 @pytest.mark.parametrize("ref", ["cond-dp.commuting-sf-eps1"])
 def test_torch_export_takes_another_batch_size(ref, tmp_path, capsys):
-    """The ``.pt2`` runs a batch of 5 (it was traced with 2; a static batch fails ``Guard failed: x.size()[0] == 2``)."""
+    """The ``.pt2`` runs a batch of 5 (it was traced with 2; a static batch fails
+    ``Guard failed: x.size()[0] == 2``)."""
     torch.set_num_threads(1)
     assert main(["export", ref, "--formats", "torch_export", "--out", str(tmp_path)]) == 0, capsys.readouterr().err
     module = load_module(ref)[0]

@@ -32,7 +32,8 @@ def test_masker_recipe_runs_and_predicts(tmp_path, capsys):
     assert "notes.png: not a readable image" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
 
-    logged = {k: v for k, v in json.loads((run / "metrics.json").read_text())["metrics"].items() if k.startswith("eval/")}
+    fit = json.loads((run / "metrics.json").read_text())["metrics"]
+    logged = {k: v for k, v in fit.items() if k.startswith("eval/")}
     assert len(logged) == 2 * len([r for r in ev["rows"] if r["seed"] == ev["seeds"][0]])
     capsys.readouterr()
     assert main(["eval", str(run)]) == 0

@@ -4,8 +4,8 @@ import torch
 from shapo_oracles import masked_grads  # tests/shapo/shapo_oracles.py (pytest puts this folder on sys.path)
 
 from zoo.methods.shapo.ascent import MaskedGradient
-from zoo.models.causal_lm import enable_checkpointing
 from zoo.methods.shapo.subspace import MaskedPerturbation, down_projections
+from zoo.models.causal_lm import enable_checkpointing
 
 
 def _llama():

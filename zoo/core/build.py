@@ -95,7 +95,8 @@ def reconcile_settings(cfg: dict, src_cfg: dict, src_method: str, ref: str) -> l
             clashes.append(f"{path}: recipe {have!r}, {ref} ({theirs[name]}) {want!r}")
     if clashes:
         raise RecipeError(f"init_from {ref}: the weights were trained with other settings (model and data keys they "
-                          "depend on); set these as the package has them, or leave them unset (null) to adopt the package's:\n  "
+                          "depend on); set these as the package has them, or leave them unset (null) to adopt the "
+                          "package's:\n  "
                           + "\n  ".join(clashes))
     return adopted
 

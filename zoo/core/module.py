@@ -88,9 +88,9 @@ class ZooModule(L.LightningModule):
         return {}
 
     def predict_json(self, inputs: list[str], out_dir: str | None = None) -> dict:
-        """What ``zoo predict --json`` reports beside the reference and inputs: ``{"prediction": ..., "metrics": {...}}``,
-        ``metrics`` only when the inputs carry labels. Default: :meth:`predict_cli`'s text and :meth:`predict_metrics`;
-        a method whose output is a table returns it structured (rows, per-row predictions) instead."""
+        """What ``zoo predict --json`` reports beside the reference and inputs: ``{"prediction": ...,
+        "metrics": {...}}``, ``metrics`` only when the inputs carry labels. Default: :meth:`predict_cli`'s text and
+        :meth:`predict_metrics`; a method whose output is a table returns it structured (rows, per-row predictions)."""
         text = self.predict_cli(inputs, out_dir)
         metrics = self.predict_metrics(inputs, text)
         return {"prediction": text, **({"metrics": metrics} if metrics else {})}

@@ -117,20 +117,22 @@ def _next_version(root: Path) -> Path:
 def write_config(run_dir: Path, cfg: dict, resuming: bool) -> list[str]:
     """Write the resolved recipe to ``run_dir/config.yaml``; when resuming, list what the resumed recipe changes
     (``trainer.max_steps: 2 -> 4``) and save it, so the file describes the run as it continues and a later resume
-    with the same settings reports no change.
+    with the same settings reports no change. The ``model:`` block stays as first saved: the checkpoint's hparams
+    record the model, and ``resume.own_settings`` compares them with the first recipe.
 
     Returns:
         The key paths whose values differ from the saved config (empty for a fresh run).
     """
     path = run_dir / "config.yaml"
-    changed = []
     if resuming and path.is_file():
-        changed = _diff(yaml.safe_load(path.read_text()) or {}, cfg, skip={"resume", "_recipe"})
-        if not changed:
-            return []
-    path.write_text(yaml.safe_dump({k: v for k, v in cfg.items() if k != "resume"} if resuming else cfg,
-                                   sort_keys=False))
-    return changed
+        old = yaml.safe_load(path.read_text()) or {}
+        changed = _diff(old, cfg, skip={"resume", "_recipe"})
+        if changed:
+            new = {k: v for k, v in cfg.items() if k != "resume"}
+            path.write_text(yaml.safe_dump({**new, "model": old["model"]} if "model" in old else new, sort_keys=False))
+        return changed
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return []
 
 
 def _diff(a: dict, b: dict, prefix: str = "", skip=()) -> list[str]:

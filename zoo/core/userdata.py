@@ -68,8 +68,8 @@ def describe(path: Path) -> dict:
 
 def record_user_data(cfg: dict) -> list[dict]:
     """When the recipe trains on user files, put them in ``cfg["card"]["data"]`` (each with its recipe key, name,
-    absolute path, sha256 and rows; shipped files still in use are listed as such, by their ``data/...`` path) so config.yaml, the model card and the manifest
-    entry name them. Updates ``cfg`` in place; returns the user files' entries (empty: nothing changed)."""
+    absolute path, sha256 and rows; shipped files still in use are listed as such, by their ``data/...`` path) so
+    config.yaml, the model card and the manifest entry name them. Updates ``cfg`` in place; returns the user files' entries (empty: nothing changed)."""
     files = user_files(cfg)
     if not files:
         return []

@@ -164,9 +164,10 @@ class Inference:
                 model (``pretrain``/``align``), whose detection head was never trained.
         """
         if self.hparams.stage in ("pretrain", "align"):
-            raise DataError(f"zoo predict watchlog: this is a stage {('pretrain', 'align').index(self.hparams.stage) + 1} "
-                            f"model ({self.hparams.stage}) whose detection head was never trained, so its verdicts would "
-                            "mean nothing; predict with watchlog.mordor or a run of watchlog.yaml")
+            number = ("pretrain", "align").index(self.hparams.stage) + 1
+            raise DataError(f"zoo predict watchlog: this is a stage {number} model ({self.hparams.stage}) whose "
+                            "detection head was never trained, so its verdicts would mean nothing; predict with "
+                            "watchlog.mordor or a run of watchlog.yaml")
         if not 1 <= len(inputs) <= 2:
             raise ValueError("usage: zoo predict <watchlog id> EVENTS.jsonl [LABELS.csv]")
         log = load_event_log(inputs[0], inputs[1] if len(inputs) > 1 else None)
