@@ -69,7 +69,7 @@ def test_baselines_on_known_cases():
     feats = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]] * 2) + torch.tensor([[0.0, 0.0]] * 4 + [[10.0, 10.0]] * 4)
     labels = torch.tensor([0] * 4 + [1] * 4)
     maha = Mahalanobis(feats, labels).score(torch.tensor([[0.5, 0.5], [10.5, 10.5], [5.0, -5.0]]))
-    assert maha[0] == pytest.approx(maha[1], rel=1e-4) and maha[2] > 10 * maha[0]
+    assert maha[0].item() == pytest.approx(maha[1].item(), rel=1e-4) and maha[2] > 10 * maha[0]  # floats, not 0-d tensors
     pool = torch.cat([torch.randn(50, 3, generator=torch.Generator().manual_seed(0)) * 0.1, torch.tensor([[5.0, 0, 0]])])
     assert spectral_scores(pool, torch.zeros(51, dtype=torch.long)).argmax() == 50
     model, x, _, _ = _tiny()
