@@ -5,12 +5,14 @@ of one environment (Python 3.11, Linux x86_64, CPU) to the versions CI installs 
 
 - ``constraints.txt``: core and every extra in ``dev`` (all but ``markllm``), what ``pip install -e ".[dev]"
   -c constraints.txt`` installs;
-- ``constraints-markllm.txt``: core and the ``markllm`` extra, kept apart because MarkLLM pins Pillow 9.4 and
-  openai 0.28, which the dev environment cannot hold.
+- ``constraints-markllm.txt``: core, the ``markllm`` extra and what rlcracker's MarkLLM check needs beside it
+  (``text``, ``test``), kept apart because MarkLLM pins Pillow 9.4 and openai 0.28, which the dev environment
+  cannot hold.
 
 Commands (run from the repository root)::
 
     python tools/lock.py                 # refresh both files: a fresh venv resolves each set as pip would today
+    python tools/lock.py constraints-markllm.txt   # refresh one of them
     python tools/lock.py --diff          # what today's unpinned resolution would change (nothing is written)
     python tools/lock.py --check-installed   # this environment holds exactly the locked versions
 
@@ -37,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "zoo"
 #: lock file -> the requirement it resolves (relative to the repository root)
-LOCKS = {"constraints.txt": ".[dev]", "constraints-markllm.txt": ".[markllm]"}
+LOCKS = {"constraints.txt": ".[dev]", "constraints-markllm.txt": ".[markllm,text,test]"}
 #: what each lock is, for its header
 ROLE = {"constraints.txt": "the environment CI installs and tests",
         "constraints-markllm.txt": "resolved as one set, not installed by CI"}
@@ -134,13 +136,14 @@ def fresh_python(tmp: Path) -> Path:
     return tmp / "venv" / "bin" / "python"
 
 
-def refresh(write: bool) -> int:
-    """Resolve every lock afresh; write the files (``write``) or print how today's resolution differs."""
+def refresh(write: bool, names: list[str]) -> int:
+    """Resolve the locks ``names`` afresh; write the files (``write``) or print how today's resolution differs."""
     status = 0
     with tempfile.TemporaryDirectory() as tmp:
         python = fresh_python(Path(tmp))
         core = resolve(python, ".")
-        for lock_name, requirement in LOCKS.items():
+        for lock_name in names:
+            requirement = LOCKS[lock_name]
             full = resolve(python, requirement)
             moved = moved_by_extras(core, full, core_stack())
             if moved:
@@ -186,14 +189,19 @@ def check_installed(lock_name: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("locks", nargs="*", metavar="LOCK",
+                        help=f"the lock files to refresh (default all: {', '.join(LOCKS)})")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--diff", action="store_true", help="print what today's resolution changes; write nothing")
     group.add_argument("--check-installed", metavar="LOCK", nargs="?", const="constraints.txt",
                        help="check that this environment holds LOCK's versions (default constraints.txt)")
     args = parser.parse_args(argv)
+    unknown = [name for name in args.locks if name not in LOCKS]
+    if unknown:
+        parser.error(f"no lock named {', '.join(unknown)} (the locks: {', '.join(LOCKS)})")
     if args.check_installed:
         return check_installed(args.check_installed)
-    return refresh(write=not args.diff)
+    return refresh(write=not args.diff, names=args.locks or list(LOCKS))
 
 
 if __name__ == "__main__":
