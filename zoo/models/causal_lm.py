@@ -16,6 +16,7 @@ BOS/EOS), which :func:`tokenizer_for` follows.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import warnings
@@ -100,10 +101,7 @@ def build_causal_lm(arch: str, dtype=None):
     from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
     if arch in ARCHS:
-        if weights_are_empty():
-            with torch.device("meta"):
-                model = LlamaForCausalLM(LlamaConfig(**ARCHS[arch]))
-        else:
+        with torch.device("meta") if weights_are_empty() else contextlib.nullcontext():
             model = LlamaForCausalLM(LlamaConfig(**ARCHS[arch]))
         return model if dtype is None else model.to(dtype)
     source = pretrained_source(arch)
