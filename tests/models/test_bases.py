@@ -213,6 +213,27 @@ def test_predict_eval_lora_train_export_and_release_over_a_base(stand_in, monkey
     assert torch.equal(zoo.load("zoo-lm.smollm2-test")(ids), module(ids))
 
 
+#: LLM recipes and the key naming their causal LM; each trains its tiny overlay with the base id put there.
+LLM_RECIPES = [("shapo.yaml", "model.arch"), ("dpo.yaml", "model.arch"), ("shapo-cost-model.yaml", "model.arch"),
+               ("rlcracker.yaml", "model.arch"), ("pooled-reps.yaml", "model.arch"), ("crh.yaml", "model.lm"),
+               ("fast-sae.yaml", "model.lm")]
+
+
+@pytest.mark.parametrize(("recipe", "key"), LLM_RECIPES, ids=[r for r, _ in LLM_RECIPES])
+def test_every_llm_recipe_runs_on_a_base_id(recipe, key, stand_in, tmp_path):
+    from zoo.core.build import load_module
+
+    layer = {"crh.yaml": ["model.layers=[1]", "data.n_questions=40"],  # a random model leaves some replies blank
+             "fast-sae.yaml": ["model.layer=1"]}.get(recipe, [])
+    assert main(["train", f"recipe={recipe}", f"overlay=tiny/{recipe}", f"{key}={SMOL}", *layer,
+                 "export.formats=[package]", f"out_dir={tmp_path}"]) == 0
+    run = next(tmp_path.glob("*/version_0"))
+    module, _ = load_module(str(run))
+    own = {"crh.yaml": "language_model", "fast-sae.yaml": "lm_and_tokenizer"}.get(recipe)
+    tok = getattr(module, own)()[1] if own else module.tokenizer
+    assert tok.bos_token == "<|im_start|>" and tok.chat_template == TEMPLATE
+
+
 def test_zoo_list_shows_the_bases_with_licence_and_size(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
