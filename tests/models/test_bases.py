@@ -242,6 +242,20 @@ def test_zoo_list_shows_the_bases_with_licence_and_size(capsys):
         assert b.licence in line and f"{b.gguf_bytes / 1e6:.0f} MB" in line
 
 
+def test_zoo_list_names_the_extra_of_an_unfetched_base_when_gguf_is_missing(uninstall, tmp_path, monkeypatch, capsys):
+    from importlib import metadata
+
+    requires = metadata.requires
+    monkeypatch.setattr(metadata, "requires", lambda dist: [  # as pyproject declares it (an older install may lack it)
+        *[r for r in requires(dist) or [] if "bases" not in r], 'gguf>=0.19; extra == "bases"'] if dist == "zoo" else
+        requires(dist))
+    monkeypatch.setenv("ZOO_CACHE", str(tmp_path))
+    uninstall("gguf")
+    assert main(["list"]) == 0
+    assert 'not fetched: zoo base fetch gemma3-270m, after pip install -e ".[bases]" (missing gguf)' in (
+        capsys.readouterr().out)
+
+
 @pytest.mark.slow  # downloads 93 MB and de-quantises once (about a minute), then loads in seconds
 def test_real_smollm2_answers_paris(capsys):
     from zoo.models.bases import fetch_base

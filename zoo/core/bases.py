@@ -137,8 +137,12 @@ def base_state(name: str) -> dict:
 def describe(name: str) -> str:
     """One ``zoo list`` line: architecture, size, quantisation, licence, and where it is cached (or the fetch
     command)."""
+    from zoo.core.registry import install_command, missing_requirements
+
     b = get_base(name)
     where = base_path(name)
     state = f"fetched: {where}" if where else f"not fetched: zoo base fetch {name}"
+    if not where and (missing := missing_requirements("bases")):
+        state += f", after {install_command('bases')} (missing {', '.join(missing)})"
     return (f"{name}  ({b.architecture}, {b.parameters} parameters; {b.quantisation} GGUF, "
             f"{b.gguf_bytes / 1e6:.0f} MB, de-quantised to float32; licence {b.licence}; {state})")
