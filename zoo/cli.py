@@ -13,11 +13,13 @@ from pathlib import Path
 
 USAGE = """usage: zoo train recipe=NAME [overlay=FILE ...] [key=value | +key=value | ~key ...]
        zoo config recipe=NAME [overrides ...]      print the resolved recipe
-       zoo list                                    methods and zoo weights
-       zoo info NAME|ID                            a method's arguments or a zoo weight's manifest entry
-       zoo eval RUN_DIR|ID [overrides ...] [--out FILE] [--which best|last]
+       zoo list                                    methods, zoo weights and pretrained bases
+       zoo info NAME|ID|BASE                       a method's arguments, a zoo weight's manifest entry or a base
+       zoo base fetch BASE [--force]               download, verify and convert a pretrained base once (its cache:
+                                                   $ZOO_CACHE/bases, default ~/.cache/zoo/bases)
+       zoo eval RUN_DIR|ID|BASE [overrides ...] [--out FILE] [--which best|last]
        zoo export RUN_DIR|ID [overrides ...] [--formats package,hf,onnx,torch_export] [--out DIR]
-       zoo predict RUN_DIR|ID [overrides ...] INPUT ... [--out-dir DIR] [--json]   (--json: with metrics when
+       zoo predict RUN_DIR|ID|BASE [overrides ...] INPUT ... [--out-dir DIR] [--json]   (--json: with metrics when
                                                    the input carries labels)
   overrides are train.py's: key=value, +key=value, ~key on the saved recipe (data.path=my.jsonl,
   model.generation.greedy=true, model.generation.max_new_tokens=32)
@@ -88,14 +90,33 @@ def cmd_list(_args) -> None:
     manifest = hub.read_manifest()
     for i in zoo.list_pretrained():
         print(f"  {i}{_not_ready(manifest[i].get('method') or i.split('.')[0])}")
+    from zoo.core.bases import BASES, describe
+
+    print("pretrained bases (model.arch=NAME; zoo predict|eval NAME):")
+    for name in BASES:
+        print(f"  {describe(name)}")
+
+
+def cmd_base(args) -> None:
+    """``zoo base fetch NAME``: the converted directory's path on stdout (the work is logged on stderr)."""
+    import logging
+
+    from zoo.models.bases import fetch_base
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    print(fetch_base(args.name, force=args.force))
 
 
 def cmd_info(args) -> None:
     import inspect
 
     from zoo.core import hub
+    from zoo.core.bases import BASES, describe
     from zoo.core.registry import get_method, install_hint, method_missing
 
+    if args.name in BASES:
+        print(describe(args.name))
+        return
     if "." in args.name:
         entry = hub.read_manifest().get(args.name)
         if entry is None:
@@ -187,8 +208,11 @@ def _merged(doc: dict, path: Path) -> dict:
 
 def _eval_source(ref: str, which: str) -> str:
     """What ``zoo eval`` measured: a package, or which checkpoint of a run (saying when best fell back to last)."""
+    from zoo.core.bases import BASES
     from zoo.core.run import find_checkpoint
 
+    if ref in BASES and not Path(ref).exists():
+        return f"zoo eval (pretrained base, as released: recipes/{BASES[ref].recipe} untrained)"
     if not (Path(ref).is_dir() and (Path(ref) / "checkpoints").is_dir()):
         return "zoo eval (package)"
     ckpt = find_checkpoint(Path(ref), which)
@@ -240,7 +264,7 @@ def _shipped_or_given(token: str) -> str:
 
 def cmd_release(args) -> None:
     from zoo.core import hub
-    from zoo.core.build import release
+    from zoo.core.release import release
 
     if args.id in hub.read_manifest() and not args.force:
         raise hub.HubError(f"{args.id} is already released (checkpoints/manifest.yaml): pass --force to replace it, "
@@ -282,6 +306,10 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--which", default="best", choices=["best", "last"])
         if cmd == "info":
             p.add_argument("name")
+        elif cmd == "base":
+            p.add_argument("action", choices=["fetch"])
+            p.add_argument("name")
+            p.add_argument("--force", action="store_true", help="convert again even when the cache has it")
         elif cmd == "eval":
             p.add_argument("--out")
         elif cmd == "export":
@@ -311,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             args = p.parse_args(rest)
         if cmd in ("eval", "export", "predict"):
             args.overrides = overrides
-        {"list": cmd_list, "info": cmd_info, "eval": cmd_eval, "export": cmd_export, "predict": cmd_predict,
-         "release": cmd_release, "results": cmd_results}[cmd](args)
+        {"list": cmd_list, "info": cmd_info, "base": cmd_base, "eval": cmd_eval, "export": cmd_export,
+         "predict": cmd_predict, "release": cmd_release, "results": cmd_results}[cmd](args)
         return 0
     except USER_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)

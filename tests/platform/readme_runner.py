@@ -5,7 +5,7 @@ Each command of a ```` ```bash ```` block (``&&`` chains split, ``# comments`` d
 - ``python train.py ...`` / ``zoo train ...``: run with the recipe's ``recipes/tiny/`` overlay (the README's
   commands at test scale); a GPU or paper-scale recipe (``paper/``, ``accelerator=gpu``) is composed and validated
   with ``zoo config`` instead, since it cannot run here.
-- other ``zoo`` commands (``config``, ``list``, ``info``, ``predict``, ``eval``, ``export``, ``release``): run.
+- other ``zoo`` commands (``config``, ``list``, ``info``, ``base``, ``predict``, ``eval``, ``export``, ``release``): run.
   ``release`` writes into a scratch copy of ``checkpoints/`` (``$ZOO_CHECKPOINTS``), never the repository's.
 - ``python -m zoo...experiments ...`` and ``python benchmarks/*.py``: too long for a test; checked by importing the
   module and running its ``--help``.

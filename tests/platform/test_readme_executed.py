@@ -1,5 +1,7 @@
 """README.md is executed (#14): every shell and Python block runs at tiny scale from a scratch directory, in order,
-and the messages the README quotes are the ones the commands print. The runner is ``readme_runner.py``."""
+and the messages the README quotes are the ones the commands print. The runner is ``readme_runner.py``; the
+pretrained base the README names (``smollm2-135m-instruct``) is a tiny stand-in fetched from fake wheels
+(``stand_in_base.py``), so no base is downloaded."""
 import logging
 
 import pytest
@@ -26,6 +28,9 @@ def scratch(tmp_path, monkeypatch):
 
 
 def test_every_readme_block_runs(scratch, caplog, monkeypatch):
+    from stand_in_base import install_stand_in
+
+    install_stand_in(scratch / "bases", monkeypatch)  # README's smollm2-135m-instruct commands run on a tiny stand-in
     ran = []
     for lang, text, line in blocks(README):
         outcomes = [run_python(text)] if lang == "python" else [run_command(c) for c in commands(text)]

@@ -14,11 +14,12 @@ import lightning as L
 import torch
 
 from zoo.core import hub, resumable, run
+from zoo.core.bases import BASES
 from zoo.core.data import DataError, set_seed
 from zoo.core.final_validation import ValidateAtEnd, fit
 from zoo.core.preflight import check_data, with_recipe_key
 from zoo.core.progress import ProgressBar, ProgressLines, previous_metrics, quiet_lightning_noise, summary
-from zoo.core.recipe import anchor_shipped_paths, apply_overrides_checked
+from zoo.core.recipe import anchor_shipped_paths, apply_overrides_checked, load_recipe, validate
 from zoo.core.registry import constructor_kwargs, get_method
 from zoo.core.resume import announce, finished, nothing_trained, own_settings
 
@@ -301,6 +302,10 @@ def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()
     saved hparams (and ``sizes_from_state``) before the weights arrive; the weights must then fit exactly
     (:func:`zoo.core.hub.load_exact`: no missing, unexpected or reshaped key, head keys included).
 
+    A pretrained base id (``smollm2-135m-instruct``, :mod:`zoo.core.bases`) is the module its registry recipe builds
+    (``recipes/smollm2-chat.yaml``: the base itself, untrained adapters that change nothing), so ``zoo predict`` and
+    ``zoo eval`` measure the base as released.
+
     ``overrides`` are ``train.py``'s ``k=v`` / ``+k=v`` / ``~k`` tokens applied to the saved recipe before the module
     is built (``data.path=my.jsonl``, ``model.generation.temperature=0``), checked like a recipe's keys.
 
@@ -310,6 +315,10 @@ def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()
     import yaml
 
     p = Path(ref)
+    if ref in BASES and not p.exists():
+        cfg = load_recipe(BASES[ref].recipe, list(overrides))
+        validate(cfg)
+        return build_module(cfg).eval(), cfg
     if p.is_dir() and (p / "checkpoints").is_dir():
         cfg = yaml.safe_load((p / "config.yaml").read_text())
         ckpt = hub.read_ckpt(run.find_checkpoint(p, which))
@@ -350,51 +359,3 @@ def evaluate(module, cfg: dict, overrides_data: dict | None = None) -> dict[str,
         for m in trainer.test(module, datamodule=datamodule, verbose=False):
             metrics.update(m)
     return _plain(metrics)
-
-
-def release(run_dir: Path, zoo_id: str, which: str = "best", base: str | None = None) -> Path:
-    """Turn a finished run into a zoo package ``checkpoints/<zoo_id>/`` and its manifest entry; with ``base`` (a
-    manifest id) the package stores only the tensors that differ from it (:func:`zoo.core.rebase.rebase_package`:
-    frozen parts, or the base layers under LoRA adapters, are taken from the verified base).
-
-    Raises:
-        hub.HubError: a malformed id, or an id whose method differs from the run's.
-    """
-    import datetime as dt
-
-    import yaml
-
-    from zoo.core.export import write_package
-
-    if not hub.ID_RE.match(zoo_id):
-        raise hub.HubError(f"zoo id {zoo_id!r} must look like <method>.<tag>")
-    module, cfg = load_module(str(run_dir), which)
-    if zoo_id.split(".")[0] != cfg["method"]:
-        raise hub.HubError(f"zoo id {zoo_id!r} must start with the run's method {cfg['method']!r}")
-    metrics_file = Path(run_dir) / "metrics.json"
-    doc = yaml.safe_load(metrics_file.read_text()) if metrics_file.is_file() else {}
-    metrics = doc.get("metrics", {})
-    folder = hub.checkpoints_dir() / zoo_id
-    if folder.is_symlink() or folder.exists():  # a linked package (a scratch checkpoints/): drop the link only
-        folder.unlink() if folder.is_symlink() else shutil.rmtree(folder)
-    files = write_package(module, cfg, folder, metrics, zoo_id)
-    card = cfg.get("card") or {}
-    recipe = Path(cfg.get("_recipe", ""))
-    try:
-        from zoo.core.data import repo_root
-
-        recipe = recipe.resolve().relative_to(repo_root())
-    except ValueError:
-        pass
-    hub.write_manifest_entry(zoo_id, {
-        "method": cfg["method"], "path": zoo_id, "files": files, "recipe": str(recipe),
-        "data": card.get("data", cfg.get("data")), "metrics": metrics,
-        "metrics_source": doc.get("source", "end of training") if metrics else "none (run `zoo eval RUN_DIR` first)",
-        "license": card.get("license", "unspecified"),
-        "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    })
-    if base:
-        from zoo.core.rebase import rebase_package
-
-        rebase_package(zoo_id, base)
-    return folder

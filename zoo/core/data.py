@@ -129,6 +129,14 @@ def set_seed(seed: int) -> None:
     L.seed_everything(seed, workers=True, verbose=False)
 
 
+def cache_dir() -> Path:
+    """Where the zoo keeps files it can rebuild (converted bases, embedding caches): ``$ZOO_CACHE``, else
+    ``$XDG_CACHE_HOME/zoo``, else ``~/.cache/zoo``."""
+    if os.environ.get("ZOO_CACHE"):
+        return Path(os.environ["ZOO_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "zoo"
+
+
 def repo_root() -> Path:
     """The repository root (where ``recipes/`` and ``data/`` live)."""
     return Path(__file__).resolve().parents[2]

@@ -3,8 +3,9 @@
 A delta package is an ordinary package folder (``model.safetensors``, ``config.yaml``, ``README.md``) plus
 ``base.yaml``::
 
-    base: zoo-lm.base                      # a manifest id
+    base: zoo-lm.base                      # a manifest id, or a pretrained base id (zoo.core.bases)
     base_sha256: ef15679f...               # sha256 of the base's model.safetensors when this package was written
+                                           # (of a pretrained base: its GGUF file's, from the registry)
     keys:                                  # tensors of this package taken unchanged from the base
       lm.model.layers.0.mlp.up_proj.weight: lm.model.layers.0.mlp.up_proj.weight
       policy.base_model.model.model.embed_tokens.weight: lm.model.embed_tokens.weight   # (a LoRA model over it)
@@ -15,6 +16,10 @@ verifies the chain base first: the base's manifest entry, its sha256 against ``b
 after this package was written is refused, because the delta no longer describes the same model), then this
 package's own files; the two are joined into one full state dict, so every load path sees the same weights a full
 copy would give. The join is exact: a key whose tensor differs from the base's by a single bit is stored.
+
+A package over a pretrained base (``smollm2-135m-instruct``: a LoRA run on ``model.arch=smollm2-135m-instruct``) is
+written this way automatically (:func:`split_for_package`), so base weights never enter ``checkpoints/``; its base
+state is the converted directory in the cache (``zoo base fetch NAME``), identified by the GGUF file's sha256.
 """
 from __future__ import annotations
 
@@ -60,6 +65,16 @@ def base_state(doc: dict, where: str, manifest: dict, load_package) -> dict:
     """
     base = doc["base"]
     entry = manifest.get(base)
+    from zoo.core import bases
+
+    if entry is None and base in bases.BASES:
+        if doc["base_sha256"] != bases.base_sha256(base):
+            raise DeltaError(f"{where}: written over {base} with GGUF sha256 {doc['base_sha256']}, but the registry's "
+                             f"{base} is {bases.base_sha256(base)}; the base changed")
+        try:
+            return bases.base_state(base)
+        except bases.BaseError as e:
+            raise DeltaError(f"{where}: {e}") from None
     if entry is None:
         raise DeltaError(f"{where}: its base {base!r} is not in the manifest; a delta package needs its base")
     have = (entry.get("files") or {}).get("model.safetensors", {}).get("sha256")
@@ -118,3 +133,24 @@ def split_over_base(state: dict, base: dict) -> tuple[dict, dict]:
         else:
             stored[k] = v
     return keys, stored
+
+
+def split_for_package(state: dict, cfg: dict) -> tuple[dict | None, dict]:
+    """``(base.yaml document, tensors to store)`` for a package of ``state``: over the pretrained base that
+    ``cfg["model"]["arch"]`` names (the tensors equal to the base's are named, not stored), or ``(None, state)`` for
+    any other arch.
+
+    Raises:
+        DeltaError: the arch is a pretrained base that is not fetched.
+    """
+    from zoo.core import bases
+
+    arch = (cfg.get("model") or {}).get("arch")
+    if not isinstance(arch, str) or arch not in bases.BASES:
+        return None, state
+    try:
+        base = bases.base_state(arch)
+    except bases.BaseError as e:
+        raise DeltaError(str(e)) from None
+    keys, stored = split_over_base(state, base)
+    return {"base": arch, "base_sha256": bases.base_sha256(arch), "keys": keys}, stored

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from zoo.core import hub
+from zoo.core.bases import BASES
 
 #: The pyproject extra an export format needs beyond the core install (``hf`` and ``torch_export`` need only
 #: transformers and torch).
@@ -92,21 +93,36 @@ def model_card(cfg: dict, metrics: dict | None, zoo_id: str | None) -> str:
              "", "## Use", "", "```python", "import zoo", f"model = zoo.load({(zoo_id or 'PATH')!r})  # verifies sha256",
              "```", "", f"Reproduce: `python train.py recipe={front['recipe']}` (the resolved recipe is config.yaml).",
              "", f"Method card: zoo/methods/{cfg['method'].replace('-', '_')}/README.md", ""]
+    arch = (cfg.get("model") or {}).get("arch")
+    if isinstance(arch, str) and arch in BASES:
+        b = BASES[arch]
+        lines += ["## Base", "", f"Trained on the pretrained base `{arch}` ({b.hub_name}, licence {b.licence}): its "
+                  f"{b.quantisation} GGUF quantisation (sha256 {b.gguf_sha256}) de-quantised to float32, close to but "
+                  "not equal to the original bf16 weights. This package stores only what differs from the base "
+                  f"(`base.yaml` names the rest); `zoo base fetch {arch}` provides the base.", ""]
     return "\n".join(lines)
 
 
 def write_package(module, cfg: dict, out_dir: Path, metrics: dict | None = None, zoo_id: str | None = None) -> dict:
-    """Write ``model.safetensors``, ``config.yaml``, ``README.md`` and the method's extra files.
+    """Write ``model.safetensors``, ``config.yaml``, ``README.md`` and the method's extra files. A module on a
+    pretrained base (``model.arch`` a base id) stores only what differs from the base, plus ``base.yaml``
+    (:func:`zoo.core.delta.split_for_package`): LoRA adapters, heads, never the base's weights.
 
     Returns:
         ``{file name: {sha256, size}}`` of everything written.
     """
     from safetensors.torch import save_file
 
+    from zoo.core import delta
+
     out_dir.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
+    base_doc, state = delta.split_for_package(state, cfg)
     save_file(state, str(out_dir / "model.safetensors"),
-              metadata={"zoo_method": cfg["method"], "zoo_id": zoo_id or "", "format": "full"})
+              metadata={"zoo_method": cfg["method"], "zoo_id": zoo_id or "", "format": "delta" if base_doc else "full",
+                        **({"base": base_doc["base"]} if base_doc else {})})
+    if base_doc:
+        (out_dir / delta.BASE_FILE).write_text(yaml.safe_dump(base_doc, sort_keys=False))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(out_dir / "model.safetensors", 0o666 & ~umask)  # safetensors writes 0600; readable like the others

@@ -1,13 +1,25 @@
-"""zoo-lm: small Llama-style causal LMs, their tokenizer, and loading from zoo ids or local HF directories.
+"""zoo-lm and the pretrained bases: causal LMs, their tokenizers, and one resolver for every way of naming a model.
 
-The architecture is transformers' ``LlamaForCausalLM`` (RMSNorm, rotary position embeddings, SwiGLU MLP with
+The zoo-lm architecture is transformers' ``LlamaForCausalLM`` (RMSNorm, rotary position embeddings, SwiGLU MLP with
 ``gate_proj``/``up_proj``/``down_proj``), so activation hooks and down-projection neuron masks written for Llama
-or Qwen apply unchanged. ``arch`` is either a preset name from :data:`ARCHS` (random initialisation) or a local
-Hugging Face model directory (``AutoModelForCausalLM.from_pretrained``: the path for a user's own Llama/Qwen).
+or Qwen apply unchanged. A model's ``arch`` is one of (:func:`pretrained_source` resolves the last three):
+
+* a preset name from :data:`ARCHS` (random initialisation, zoo-lm);
+* a base id from :data:`zoo.core.bases.BASES` (``smollm2-135m-instruct``, ``gemma3-270m``): its cached HF directory,
+  fetched and converted on first use (:func:`zoo.models.bases.ensure_base`);
+* a local Hugging Face model directory (a user's own Llama / Qwen);
+* a Hub name (``HuggingFaceTB/SmolLM2-135M-Instruct``): ``from_pretrained(name)``, which needs Hub access (or a
+  filled Hugging Face cache) and fails with transformers' message otherwise.
+
+Every one of these loads with ``AutoModelForCausalLM.from_pretrained`` and brings its own tokenizer (chat template,
+BOS/EOS), which :func:`tokenizer_for` follows.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,37 +45,102 @@ ARCHS: dict[str, dict[str, Any]] = {
 """Preset ``LlamaConfig`` keyword arguments. Sizes are ours (the issue asks for a few million parameters)."""
 
 
+HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+"""``owner/name``: what a Hugging Face Hub model id looks like (a relative path of two parts looks the same, so a
+local directory is tried first)."""
+
+
+def pretrained_source(arch: str) -> str:
+    """What ``from_pretrained`` loads for a non-preset ``arch``: a base id's cached directory (fetched on first
+    use), a local directory, or a Hub name, unchanged.
+
+    Raises:
+        ValueError: ``arch`` is a preset (built, not loaded) or none of these.
+    """
+    from zoo.core.bases import BASES
+
+    if arch in BASES:
+        from zoo.models.bases import ensure_base
+
+        return str(ensure_base(arch))
+    if os.path.isdir(arch) or (HUB_NAME.match(arch) and not os.path.exists(arch)):
+        return arch
+    raise ValueError(f"model.arch: {arch!r} is neither a preset ({', '.join(ARCHS)}), a base "
+                     f"({', '.join(BASES)}), a local model directory nor a Hub name (owner/name)")
+
+
+def _from_pretrained(loader, arch: str, source: str, **kwargs):
+    """``loader.from_pretrained(source, **kwargs)``; a Hub name that cannot be loaded (no network, no cached copy)
+    fails as a ValueError naming ``arch`` and transformers' reason."""
+    try:
+        return loader.from_pretrained(source, **kwargs)
+    except OSError as e:
+        if os.path.isdir(source):
+            raise
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"model.arch: {arch!r} is not a local directory, so it was loaded as a Hugging Face Hub "
+                         f"name and failed: {reason}. Without Hub access use a base id or a local directory") from None
+
+
 def build_causal_lm(arch: str, dtype=None):
-    """Build a causal LM from a preset name or load one from a local Hugging Face directory.
+    """Build a causal LM from a preset name, or load a base id, a local Hugging Face directory or a Hub name.
 
     Args:
-        arch: a key of :data:`ARCHS` (randomly initialised with the current torch seed), or a directory
-            holding ``config.json`` + weights (loaded with ``AutoModelForCausalLM.from_pretrained``).
-        dtype: parameter dtype (``torch.float32``, ``torch.bfloat16``); a directory is loaded straight into it (no
-            second copy). ``None``: the directory's config dtype, the torch default for a preset.
+        arch: a key of :data:`ARCHS` (randomly initialised with the current torch seed), or anything
+            :func:`pretrained_source` resolves (loaded with ``AutoModelForCausalLM.from_pretrained``).
+        dtype: parameter dtype (``torch.float32``, ``torch.bfloat16``); a pretrained model is loaded straight into it
+            (no second copy). ``None``: the pretrained config's dtype, the torch default for a preset.
 
     Returns:
         A ``transformers`` causal LM (``LlamaForCausalLM`` for presets); ``model(input_ids[B, T]).logits``
         is ``[B, T, vocab_size]``.
 
     Raises:
-        ValueError: ``arch`` is neither a preset nor an existing directory.
+        ValueError: ``arch`` is none of these, or a Hub name that cannot be loaded.
     """
     from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-    if weights_are_empty() and (arch in ARCHS or os.path.isdir(arch)):
+    if arch in ARCHS:
+        with torch.device("meta") if weights_are_empty() else contextlib.nullcontext():
+            model = LlamaForCausalLM(LlamaConfig(**ARCHS[arch]))
+        return model if dtype is None else model.to(dtype)
+    source = pretrained_source(arch)
+    if weights_are_empty():
         from transformers import AutoConfig
 
-        config = LlamaConfig(**ARCHS[arch]) if arch in ARCHS else AutoConfig.from_pretrained(arch)
+        config = _from_pretrained(AutoConfig, arch, source)
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
         return model if dtype is None else model.to(dtype)
-    if arch in ARCHS:
-        model = LlamaForCausalLM(LlamaConfig(**ARCHS[arch]))
-        return model if dtype is None else model.to(dtype)
-    if os.path.isdir(arch):
-        return AutoModelForCausalLM.from_pretrained(arch, **({} if dtype is None else {"dtype": dtype}))
-    raise ValueError(f"model.arch: {arch!r} is neither a preset ({', '.join(ARCHS)}) nor a local model directory")
+    return _from_pretrained(AutoModelForCausalLM, arch, source, **({} if dtype is None else {"dtype": dtype}))
+
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The default LoRA targets: every attention and MLP projection of a Llama/Qwen/Gemma block."""
+
+
+def wrap_lora(model, cfg: dict):
+    """``model`` wrapped by peft LoRA adapters (only they train; the base weights are frozen).
+
+    Args:
+        cfg: ``{r, alpha, dropout, target_modules}``; ``alpha`` defaults to ``2 r``, ``target_modules`` to
+            :data:`LORA_TARGETS`. The adapted layers compute ``W x + (alpha / r) B A x`` with ``B = 0`` at the start.
+
+    Raises:
+        ValueError: an unknown key in ``cfg``.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    allowed = {"r", "alpha", "dropout", "target_modules"}
+    unknown = set(cfg) - allowed
+    if unknown:
+        raise ValueError(f"model.lora: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    conf = LoraConfig(r=int(cfg.get("r", 8)), lora_alpha=float(cfg.get("alpha", 2 * cfg.get("r", 8))),
+                      lora_dropout=float(cfg.get("dropout", 0.0)),
+                      target_modules=list(cfg.get("target_modules") or LORA_TARGETS))
+    with warnings.catch_warnings():  # peft asks transformers 5.x for the deprecated `is_gradient_checkpointing`
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        return get_peft_model(model, conf)
 
 
 def enable_checkpointing(model, use_reentrant: bool | None = None) -> None:
@@ -78,34 +155,39 @@ def enable_checkpointing(model, use_reentrant: bool | None = None) -> None:
 
 
 def load_tokenizer(path: str | os.PathLike | None = None):
-    """Load a tokenizer with ``AutoTokenizer.from_pretrained`` (local files only).
+    """Load a tokenizer with ``AutoTokenizer.from_pretrained``: from a directory (local files only) or a Hub name.
 
     Args:
-        path: a tokenizer or model directory; ``None`` means the shipped zoo-lm tokenizer (:data:`TOKENIZER_DIR`).
+        path: a tokenizer or model directory, or a Hub name (``owner/name``, see :func:`pretrained_source`); ``None``
+            means the shipped zoo-lm tokenizer (:data:`TOKENIZER_DIR`).
 
     Returns:
         A ``transformers`` fast tokenizer with a pad token (the eos token is used when the directory has none).
 
     Raises:
-        ValueError: ``path`` is not a directory.
+        ValueError: ``path`` is neither a directory nor a Hub name, or a Hub name that cannot be loaded.
     """
     from transformers import AutoTokenizer
 
-    path = TOKENIZER_DIR if path is None else Path(path)
-    if not Path(path).is_dir():
-        raise ValueError(f"tokenizer: {str(path)!r} is not a directory")
-    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    path = str(TOKENIZER_DIR if path is None else path)
+    if Path(path).is_dir():
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    elif HUB_NAME.match(path) and not os.path.exists(path):
+        tok = _from_pretrained(AutoTokenizer, path, path)
+    else:
+        raise ValueError(f"tokenizer: {path!r} is not a directory")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return tok
 
 
 def tokenizer_for(arch: str, tokenizer: str | None) -> str | None:
-    """The tokenizer directory a module uses: ``tokenizer`` if given, else ``arch`` when it is a directory,
-    else ``None`` (the shipped tokenizer)."""
+    """The tokenizer a module uses: ``tokenizer`` if given, else the model's own for a pretrained ``arch`` (a base
+    id's cached directory, a local directory, a Hub name: :func:`pretrained_source`), else ``None`` (the shipped
+    zoo-lm tokenizer, for presets)."""
     if tokenizer is not None:
         return tokenizer
-    return arch if arch not in ARCHS and os.path.isdir(arch) else None
+    return None if arch in ARCHS else pretrained_source(arch)
 
 
 def tokenizer_signature(tokenizer) -> dict[str, Any]:
@@ -214,24 +296,25 @@ def fill_tied_aliases(module, state_dict, prefix, local_metadata, strict, missin
 
 
 def load_causal_lm(ref: str):
-    """Load a causal LM and its tokenizer from a zoo id (``zoo-lm.chat``) or a local Hugging Face directory.
+    """Load a causal LM and its tokenizer from a zoo id (``zoo-lm.chat``), a base id, a local Hugging Face directory
+    or a Hub name.
 
     For a zoo id, ``zoo.core.hub.load_package(ref)`` returns the resolved recipe and the verified state dict; the
     model is ``build_causal_lm(config["model"]["arch"])`` with the package's ``lm.*`` weights, and the tokenizer
-    is ``config["model"]["tokenizer"]`` (``None``: the shipped one, or the arch directory).
+    is ``config["model"]["tokenizer"]`` (``None``: the model's own, :func:`tokenizer_for`). Anything else is
+    loaded by :func:`build_causal_lm` with the model's own tokenizer.
 
     Returns:
         ``(model, tokenizer)``; the model is in eval mode.
 
     Raises:
-        ValueError: the package was not produced by a module holding a causal LM under ``lm.``.
+        ValueError: the package was not produced by a module holding a causal LM under ``lm.``, or ``ref`` is
+            none of these (a preset name is built randomly initialised, with the shipped tokenizer).
     """
-    if os.path.isdir(ref):
-        from transformers import AutoModelForCausalLM
+    from zoo.core.hub import load_package, read_manifest
 
-        return AutoModelForCausalLM.from_pretrained(ref).eval(), load_tokenizer(ref)
-    from zoo.core.hub import load_package
-
+    if ref not in read_manifest() and not (Path(ref) / "config.yaml").is_file():  # not a zoo id or package folder
+        return build_causal_lm(ref).eval(), load_tokenizer(tokenizer_for(ref, None))
     config, state = load_package(ref)
     model_cfg = config.get("model") or {}
     if "arch" not in model_cfg:

@@ -19,7 +19,6 @@ Batches: ``(x (B, 3, size, size) in [0, 1], y (B,) class or -1, colour (B,), bri
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from zoo.core.data import DataError, read_csv_rows
+from zoo.core.data import DataError, cache_dir, read_csv_rows
 from zoo.data.images import IMAGE_SUFFIXES, read_images
 from zoo.methods.sembind.captions import colour_attributes, make_captions
 
@@ -38,12 +37,12 @@ _EMBED_CACHE: dict[tuple, torch.Tensor] = {}
 
 
 def _cache_file() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "zoo" / "sembind-minilm-captions.pt"
+    return cache_dir() / "sembind-minilm-captions.pt"
 
 
 def embed_captions(texts: list[str], text_model: str | None = None) -> torch.Tensor:
     """MiniLM embeddings ``(N, 384)`` of ``texts``. Each distinct caption of the shipped MiniLM is embedded once and
-    kept in ``$XDG_CACHE_HOME/zoo/sembind-minilm-captions.pt`` (a plain tensor file; delete it any time)."""
+    kept in ``zoo.core.data.cache_dir()/sembind-minilm-captions.pt`` (a plain tensor file; delete it any time)."""
     from zoo.models.text_embedding import embed_texts
 
     cache = _cache_file()

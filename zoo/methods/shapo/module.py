@@ -96,7 +96,7 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         super().__init__()
         self.save_hyperparameters()
         self._check_args()
-        from zoo.models.causal_lm import build_causal_lm, check_tokenizer_fits, load_tokenizer, tokenizer_for
+        from zoo.models.causal_lm import build_causal_lm, check_tokenizer_fits, load_tokenizer, tokenizer_for, wrap_lora
 
         # fp32 weights (loaded straight into fp32, no bf16 copy first): a local HF directory would otherwise load in
         # its config's dtype (bf16 for Llama 3.2), where AdamW at lr 5e-7 and the un-normalised gamma perturbation
@@ -110,7 +110,7 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         if gradient_checkpointing:  # non-reentrant: stage C's ascent takes gradients at inner outputs
             enable_checkpointing(self.policy, use_reentrant=False)
         if self.uses_lora:
-            self.policy = self._wrap_lora(self.policy, lora)
+            self.policy = wrap_lora(self.policy, lora)
         self._tied = tied_aliases(self.policy, "policy.")
         self.register_state_dict_post_hook(drop_tied_aliases)
         self.register_load_state_dict_pre_hook(fill_tied_aliases)

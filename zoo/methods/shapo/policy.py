@@ -68,9 +68,9 @@ def merge_lora_state(arch: str, lora: dict, policy_state: dict) -> dict:
     Raises:
         RuntimeError: the state does not fit a LoRA model of ``arch`` with ``lora``'s settings.
     """
-    from zoo.models.causal_lm import build_causal_lm, fill_tied_aliases, tied_aliases
+    from zoo.models.causal_lm import build_causal_lm, fill_tied_aliases, tied_aliases, wrap_lora
 
-    model = PolicyLifecycle._wrap_lora(build_causal_lm(arch, dtype=torch.float32), lora)
+    model = wrap_lora(build_causal_lm(arch, dtype=torch.float32), lora)
     holder = torch.nn.Module()
     holder.policy, holder._tied = model, tied_aliases(model, "policy.")
     fill = {f"policy.{k}": v for k, v in policy_state.items()}
@@ -110,21 +110,6 @@ class PolicyLifecycle:
     def uses_lora(self) -> bool:
         """Whether the policy is a peft LoRA model (``model.lora`` given with r > 0)."""
         return bool(self.hparams.lora) and int(self.hparams.lora.get("r", 8)) > 0
-
-    @staticmethod
-    def _wrap_lora(model, cfg: dict):
-        from peft import LoraConfig, get_peft_model
-
-        allowed = {"r", "alpha", "dropout", "target_modules"}
-        unknown = set(cfg) - allowed
-        if unknown:
-            raise ValueError(f"model.lora: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-        conf = LoraConfig(r=int(cfg.get("r", 8)), lora_alpha=float(cfg.get("alpha", 2 * cfg.get("r", 8))),
-                          lora_dropout=float(cfg.get("dropout", 0.0)),
-                          target_modules=list(cfg.get("target_modules") or
-                                              ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                               "down_proj"]))
-        return get_peft_model(model, conf)
 
     def remap_init_state(self, state: dict, source_method: str, source_cfg: dict | None = None) -> dict:
         """Map causal-LM weights (zoo-lm ``lm.*``, a bare HF state dict, another ShaPO run, full or LoRA) onto this

@@ -21,6 +21,7 @@ from zoo.models.causal_lm import (
     load_tokenizer,
     tied_aliases,
     tokenizer_for,
+    wrap_lora,
 )
 from zoo.models.chat import IGNORE_INDEX
 
@@ -58,45 +59,58 @@ def causal_lm_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Ten
 
 @register_method("zoo-lm", datamodule=LMDataModule)
 class ZooLM(ZooModule):
-    """A transformers causal LM (``self.lm``) trained with next-token cross-entropy.
+    """A transformers causal LM (``self.lm``) trained with next-token cross-entropy, in full or through LoRA adapters.
 
     Args:
-        arch: a preset of :data:`zoo.models.causal_lm.ARCHS` (``zoo-lm-small``, ``zoo-lm-tiny``) or a local
-            Hugging Face model directory (a user's Llama / Qwen).
-        tokenizer: tokenizer directory; ``None`` means the ``arch`` directory for a local model, else the shipped
+        arch: a preset of :data:`zoo.models.causal_lm.ARCHS` (``zoo-lm-small``, ``zoo-lm-tiny``), a base id
+            (``smollm2-135m-instruct``), a local Hugging Face model directory (a user's Llama / Qwen) or a Hub name
+            (:func:`zoo.models.causal_lm.pretrained_source`).
+        tokenizer: tokenizer directory; ``None`` means the model's own for a pretrained ``arch``, else the shipped
             zoo-lm BPE tokenizer.
         optimizer: ``zoo.core.optim.build_optimizer`` dict; weight decay applies to matrices only (not to norms).
         prompt_format: how ``predict_cli``/``generate`` wrap a prompt: ``chat`` (the chat template with a
             generation prompt) or ``text`` (plain continuation after ``<bos>``, for a pre-trained base model).
         generation: overrides of :data:`GENERATION_DEFAULTS` (transformers ``generate`` kwargs plus ``seed``).
         gradient_checkpointing: recompute activations in the backward pass (large local models).
+        lora: ``{r, alpha, dropout, target_modules}`` (:func:`zoo.models.causal_lm.wrap_lora`): train LoRA adapters
+            only, the base frozen; ``None`` or ``r: 0`` trains every weight. A package of a LoRA run over a base id
+            stores the adapters only (the base's tensors are named in ``base.yaml``, :mod:`zoo.core.delta`).
 
     Raises:
         ValueError: unknown ``prompt_format``, or a tokenizer with more tokens than the model's embedding.
     """
 
     export_formats = ("package", "hf", "onnx")
+    head_keys = ("lm.*lora_*",)  # full weights into a LoRA model: the adapters start fresh
     arg_schemas: ClassVar[dict[str, dict]] = {"generation": GENERATION_SCHEMA}
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
     def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, optimizer: dict | None = None,
-                 prompt_format: str = "chat", generation: dict | None = None, gradient_checkpointing: bool = False):
+                 prompt_format: str = "chat", generation: dict | None = None, gradient_checkpointing: bool = False,
+                 lora: dict | None = None):
         super().__init__()
         self.save_hyperparameters()
         if prompt_format not in PROMPT_FORMATS:
             raise ValueError(f"model.prompt_format: {prompt_format!r} is not one of {PROMPT_FORMATS}")
-        self.lm = build_causal_lm(arch)
+        self.lm = build_causal_lm(arch).train()  # from_pretrained returns eval mode; Lightning trains what it gets
         self.tokenizer = load_tokenizer(tokenizer_for(arch, tokenizer))
         if len(self.tokenizer) > self.lm.config.vocab_size:
             raise ValueError(f"model.tokenizer has {len(self.tokenizer)} tokens but model.arch {arch!r} embeds only "
                              f"{self.lm.config.vocab_size}")
         if gradient_checkpointing:
             enable_checkpointing(self.lm)
+        if self.uses_lora:
+            self.lm = wrap_lora(self.lm, lora)
         self.val_nll, self.val_tokens = SumMetric(), SumMetric()
         self._step_start: float | None = None
         self._tied = tied_aliases(self.lm, "lm.")
         self.register_state_dict_post_hook(drop_tied_aliases)
         self.register_load_state_dict_pre_hook(fill_tied_aliases)
+
+    @property
+    def uses_lora(self) -> bool:
+        """Whether ``self.lm`` is a peft LoRA model (``model.lora`` given with r > 0)."""
+        return bool(self.hparams.lora) and int(self.hparams.lora.get("r", 8)) > 0
 
     def remap_init_state(self, state: dict, source_method: str, source_cfg: dict | None = None) -> dict:
         """``init_from`` weights: a Hugging Face directory's keys (``source_method == "hf"``) gain the ``lm.``
@@ -228,11 +242,15 @@ class ZooLM(ZooModule):
 
     def export_hf(self, out_dir: str) -> None:
         """Write a plain Hugging Face directory: ``save_pretrained`` weights (safetensors) + config + generation
-        config + tokenizer, loadable with ``AutoModelForCausalLM`` / ``AutoTokenizer.from_pretrained(out_dir)``."""
+        config + tokenizer, loadable with ``AutoModelForCausalLM`` / ``AutoTokenizer.from_pretrained(out_dir)``.
+        LoRA adapters are merged first (``merge_and_unload`` on a copy: ``W + (alpha / r) B A``)."""
+        import copy
+
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         tok = self.tokenizer
-        gen = self.lm.generation_config
+        lm = copy.deepcopy(self.lm).merge_and_unload() if self.uses_lora else self.lm
+        gen = lm.generation_config
         gen.bos_token_id, gen.eos_token_id, gen.pad_token_id = tok.bos_token_id, tok.eos_token_id, tok.pad_token_id
-        self.lm.save_pretrained(out)
+        lm.save_pretrained(out)
         tok.save_pretrained(out)
