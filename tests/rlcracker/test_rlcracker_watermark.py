@@ -85,7 +85,7 @@ def test_watermarked_generation_is_detected_and_plain_is_not():
 
 @pytest.mark.skipif(importlib.util.find_spec("markllm") is None, reason="needs the markllm extra (test oracle)")
 @pytest.mark.parametrize("name", ["kgw", "unigram"])
-def test_markllm_z_equal(name):  # unverified here: the markllm extra cannot join this environment (Pillow pin)
+def test_markllm_z_equal(name):  # runs in the venv of constraints-markllm.txt (Pillow 9.4 keeps markllm out of dev)
     """MarkLLM's own scorer (``<Scheme>Utils.score_sequence``, notes §3.7) on the same token ids gives our z."""
     import types
 
@@ -98,3 +98,23 @@ def test_markllm_z_equal(name):  # unverified here: the markllm extra cannot joi
     ids = torch.randint(0, 8192, (60,), generator=torch.Generator().manual_seed(0))
     z_theirs, _ = Utils(cfg).score_sequence(ids)
     assert float(z_theirs) == pytest.approx(build_watermark(name, 8192).z_score(ids.tolist()), abs=1e-5)
+
+
+@pytest.mark.parametrize("name", ["kgw", "unigram"])
+def test_shipped_rows_carry_the_detectors_z(name):
+    """data/rlcracker was written by this detector: a row's recorded z is the z of its re-tokenised text, and the
+    watermarked answers are flagged while the unmarked are not (a seeding change without a data rebuild fails)."""
+    import json
+
+    from zoo.core.data import repo_root
+    from zoo.methods.rlcracker.prompts import encode_plain
+    from zoo.models.causal_lm import load_tokenizer
+
+    tok = load_tokenizer()
+    mark = build_watermark(name, len(tok))
+    rows = [json.loads(line) for line in (repo_root() / "data" / "rlcracker" / f"{name}_val.jsonl").open()]
+    for row in rows[:4]:
+        assert mark.z_score(encode_plain(tok, row["watermarked"])) == pytest.approx(row["z_watermarked"], abs=1e-3)
+        assert mark.z_score(encode_plain(tok, row["unmarked"])) == pytest.approx(row["z_unmarked"], abs=1e-3)
+    assert sum(r["z_watermarked"] > mark.threshold for r in rows) >= 0.9 * len(rows)
+    assert sum(r["z_unmarked"] > mark.threshold for r in rows) <= 0.1 * len(rows)

@@ -3,8 +3,8 @@
 Notes §3.2 (MarkLLM ``watermark/kgw``, ``watermark/unigram``); the seeding follows MarkLLM's, the code is ours:
 
 * **KGW** (Kirchenbauer et al. 2023), ``f_scheme="time"``, ``window_scheme="left"``: a permutation
-  ``prf = randperm(V, seed=key)``; before token t the seed is ``key * prf[(x_{t-1} x_{t-2} ... x_{t-h}) mod V]`` and
-  the green list is the first ``⌊γV⌋`` entries of ``randperm(V, seed)`` (torch CPU generator).
+  ``prf = randperm(V, seed=key)``; before token t the seed is ``(key * prf[(x_{t-1} x_{t-2} ... x_{t-h}) mod V]) mod
+  V`` (MarkLLM's ``_get_greenlist_ids_left``; so at most V distinct green lists) and the green list is the first ``⌊γV⌋`` entries of ``randperm(V, seed)`` (torch CPU generator).
 * **Unigram** (Zhao et al. 2023): one fixed mask, ``⌊γV⌋`` True entries shuffled by
   ``numpy.random.default_rng(sha256(int64(key))[:4] little-endian)``.
 
@@ -94,7 +94,7 @@ class KGW(Watermark):
         self._cache: dict[int, torch.Tensor] = {}  # seed -> mask; at most V distinct seeds
 
     def seed(self, prefix: Sequence[int]) -> int:
-        """``key * prf[Π last h tokens mod V]``.
+        """``(key * prf[Π last h tokens mod V]) mod V``, MarkLLM's leftHash seed.
 
         Raises:
             ValueError: fewer than ``prefix_length`` tokens in ``prefix``.
@@ -104,7 +104,7 @@ class KGW(Watermark):
         product = 1
         for i in range(1, self.prefix_length + 1):
             product *= int(prefix[-i])
-        return self.key * int(self.prf[product % self.vocab_size])
+        return self.key * int(self.prf[product % self.vocab_size]) % self.vocab_size
 
     def green_mask(self, prefix: Sequence[int]) -> torch.Tensor:
         seed = self.seed(prefix)
