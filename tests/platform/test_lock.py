@@ -95,6 +95,8 @@ def test_readme_installs_through_the_lock():
 def test_readme_states_the_locked_stack():
     pins, _ = lock.read_lock(ROOT / "constraints.txt")
     text = (ROOT / "README.md").read_text()
+    counts = re.findall(r"`constraints.txt` pins all (\d+) packages", text)
+    assert counts == [str(len(pins))], f"README's package count {counts} is not the lock's {len(pins)}"
     for name in STACK:
         stated = re.findall(rf"`{name} ([0-9][^`]*)`", text)
         assert stated, f"README does not state the locked {name} version (as `{name} X.Y.Z`)"
