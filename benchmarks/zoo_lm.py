@@ -6,8 +6,12 @@ packed tinyshakespeare batches, and are timed over the same steps after ``--warm
 check that both do the same work, the per-step losses of the two sides must agree.
 
     python benchmarks/zoo_lm.py [--arch zoo-lm-small] [--steps 8] [--warmup 2] [--repeats 3] [--batch 8]
+    python benchmarks/zoo_lm.py --arch smollm2-135m-instruct --lora 16 --batch 4 --block 128 --steps 4 --warmup 1
 
-Writes ``results/zoo-lm/train-throughput.json`` (``kind: benchmark``, docs/benchmarks.md).
+``--arch`` takes a preset or a pretrained base id (its weights and tokenizer; ``zoo base fetch`` first).
+``--lora R`` trains rank-R LoRA adapters on every linear layer (alpha 2R) instead of all weights; the bare loop
+then steps the same peft model. Writes ``results/zoo-lm/train-throughput.json`` for a full fine-tune of a preset,
+else ``train-throughput-<arch>[-lora<R>].json`` (``kind: benchmark``, docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from torch.utils.data import DataLoader
 import zoo
 from zoo.core.results import write_result
 from zoo.methods.zoo_lm.datamodule import LMDataModule, PadCollate
+from zoo.models.causal_lm import ARCHS, tokenizer_for
 
 OPT = {"name": "adamw", "lr": 1e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}
 
@@ -44,9 +49,18 @@ class _Timer(L.Callback):
         self.t1 = time.perf_counter()
 
 
-def run_lightning(init: dict, arch: str, batches: list[dict], warmup: int) -> tuple[float, list[float]]:
+def lora_config(r: int) -> dict | None:
+    """``model.lora`` for rank ``r`` on every linear layer of a Llama/Gemma block (``None`` for ``r == 0``)."""
+    return None if r == 0 else {"r": r, "alpha": 2 * r, "dropout": 0.0, "target_modules": LINEAR}
+
+
+LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def run_lightning(init: dict, arch: str, batches: list[dict], warmup: int, lora: dict | None = None
+                  ) -> tuple[float, list[float]]:
     """Seconds for the timed steps of ``Trainer.fit`` on ``batches``, and the per-step losses."""
-    module = zoo.create("zoo-lm", arch=arch, optimizer=OPT)
+    module = zoo.create("zoo-lm", arch=arch, optimizer=OPT, lora=lora)
     module.load_state_dict(init)
     timer = _Timer(warmup)
     trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=len(batches), logger=False,
@@ -57,14 +71,17 @@ def run_lightning(init: dict, arch: str, batches: list[dict], warmup: int) -> tu
     return timer.t1 - timer.t0, timer.losses
 
 
-def run_bare(init: dict, arch: str, batches: list[dict], warmup: int) -> tuple[float, list[float]]:
-    """The same steps with a plain loop: ``model(input_ids, labels).loss``, backward, AdamW step."""
-    model = zoo.create("zoo-lm", arch=arch).lm  # the transformers LlamaForCausalLM alone
+def run_bare(init: dict, arch: str, batches: list[dict], warmup: int, lora: dict | None = None
+             ) -> tuple[float, list[float]]:
+    """The same steps with a plain loop: ``model(input_ids, labels).loss``, backward, AdamW step (on the trainable
+    parameters: all of them, or the LoRA adapters of the same peft model)."""
+    model = zoo.create("zoo-lm", arch=arch, lora=lora).lm  # the transformers model alone (peft-wrapped with LoRA)
     model.load_state_dict({k[3:]: v for k, v in init.items()}, strict=False)
     model.tie_weights()
     model.train()
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in trainable if p.dim() >= 2]
+    no_decay = [p for p in trainable if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}], lr=OPT["lr"],
                             betas=tuple(OPT["betas"]), weight_decay=OPT["weight_decay"])
     losses, t0 = [], None
@@ -88,25 +105,31 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--block", type=int, default=256)
+    p.add_argument("--lora", type=int, default=0, help="LoRA rank on every linear layer (0: train all weights)")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     a = p.parse_args()
-    dm = LMDataModule(mode="pretrain", path="data/tinyshakespeare/input.txt", max_length=a.block, batch_size=a.batch)
+    torch.set_num_threads(a.threads)
+    lora = lora_config(a.lora)
+    dm = LMDataModule(mode="pretrain", path="data/tinyshakespeare/input.txt", max_length=a.block, batch_size=a.batch,
+                      tokenizer=tokenizer_for(a.arch, None))
     dm.setup("fit")
     collate = PadCollate(dm.tokenizer.pad_token_id)
     n = a.warmup + a.steps
     batches = [collate([dm.train_set[i * a.batch + j] for j in range(a.batch)]) for i in range(n)]
     torch.manual_seed(0)
-    init = copy.deepcopy(zoo.create("zoo-lm", arch=a.arch).state_dict())
+    init = copy.deepcopy(zoo.create("zoo-lm", arch=a.arch, lora=lora).state_dict())
     tokens = a.steps * a.batch * a.block
     ours, bare, max_diff = [], [], 0.0
     for r in range(a.repeats):
-        t_ours, l_ours = run_lightning(init, a.arch, batches, a.warmup)
-        t_bare, l_bare = run_bare(init, a.arch, batches, a.warmup)
+        t_ours, l_ours = run_lightning(init, a.arch, batches, a.warmup, lora)
+        t_bare, l_bare = run_bare(init, a.arch, batches, a.warmup, lora)
         ours.append(tokens / t_ours)
         bare.append(tokens / t_bare)
         max_diff = max(max_diff, max(abs(x - y) for x, y in zip(l_ours, l_bare)))
         print(f"repeat {r}: ours {ours[-1]:.0f} tok/s, bare {bare[-1]:.0f} tok/s", flush=True)
     mo, mb = statistics.median(ours), statistics.median(bare)
-    print(f"arch {a.arch}, batch {a.batch}x{a.block} tokens, {a.steps} timed steps after {a.warmup}, "
+    what = f"{a.arch} ({f'LoRA r {a.lora} on every linear layer' if a.lora else 'all weights'})"
+    print(f"arch {what}, batch {a.batch}x{a.block} tokens, {a.steps} timed steps after {a.warmup}, "
           f"{a.repeats} alternating repeats, torch threads {torch.get_num_threads()}")
     print(f"max |loss(ours) - loss(bare)| over all steps: {max_diff:.2e}")
     print(f"median tokens/s: ours (Lightning) {mo:.0f}, bare transformers+PyTorch {mb:.0f}, "
@@ -114,10 +137,13 @@ def main() -> None:
     rows = [{"repeat": r, "ours tokens/s": o, "bare tokens/s": b, "ours / bare": o / b}
             for r, (o, b) in enumerate(zip(ours, bare))]
     rows.append({"repeat": "median", "ours tokens/s": mo, "bare tokens/s": mb, "ours / bare": mo / mb})
-    print(write_result("zoo-lm", "train-throughput", rows, kind="benchmark", paper="n/a (zoo target: ours/bare >= 0.95)",
-                       notes=f"{a.arch}, batch {a.batch} x {a.block} tokens of tinyshakespeare, {a.steps} timed steps "
+    name = "train-throughput" if a.arch in ARCHS and not a.lora else \
+        f"train-throughput-{a.arch}" + (f"-lora{a.lora}" if a.lora else "")
+    print(write_result("zoo-lm", name, rows, kind="benchmark", paper="n/a (zoo target: ours/bare >= 0.95)",
+                       notes=f"{what}, batch {a.batch} x {a.block} tokens of tinyshakespeare, {a.steps} timed steps "
                              f"after {a.warmup}, {a.repeats} alternating repeats (ours = lightning.Trainer.fit on "
-                             "ZooLM, bare = LlamaForCausalLM(input_ids, labels).loss + backward + AdamW), torch "
+                             "ZooLM, bare = the same transformers model (input_ids, labels).loss + backward + "
+                             "AdamW on its trainable parameters), torch "
                              f"threads {torch.get_num_threads()}; max |loss(ours) - loss(bare)| over all steps "
                              f"{max_diff:.1e} (both sides do the same work)."))
 
