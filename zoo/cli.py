@@ -265,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     cmd, rest = argv[0], argv[1:]
+    if cmd in ("train", "config") and any(a in ("-h", "--help") for a in rest):  # python train.py --help
+        print(USAGE)
+        return 0
     try:
         if cmd == "train":
             cmd_train(rest)
