@@ -35,7 +35,6 @@ BLOCK_SCHEMA: dict[str, dict[str, Any]] = {
 }
 EXPORT_FORMATS = ("package", "hf", "onnx", "torch_export")
 PATH_KEY_SUFFIXES = ("path", "_file", "_dir", "_paths", "_files")
-TINY_SUFFIX = "-tiny"  # added to the run name of a recipe composed with a recipes/tiny/ overlay (unless name= is given)
 
 
 def recipes_dir() -> Path:
@@ -43,11 +42,6 @@ def recipes_dir() -> Path:
     from zoo.core.data import repo_root
 
     return repo_root() / "recipes"
-
-
-def is_tiny_overlay(path: Path) -> bool:
-    """Whether ``path`` (a resolved overlay file) is one of ``recipes/tiny/``: its runs are named ``<name>-tiny``."""
-    return path.parent == (recipes_dir() / "tiny").resolve()
 
 
 def find_recipe(ref: str, relative_to: Path | None = None, kind: str = "recipe") -> Path:
@@ -223,10 +217,7 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
 
     path = find_recipe(ref)
     cfg = compose(path)
-    tiny = False
-    for ov in overlays:
-        ov_path = find_recipe(ov, kind="overlay")
-        tiny = tiny or is_tiny_overlay(ov_path)
+    for ov_path in (ov_paths := [find_recipe(ov, kind="overlay") for ov in overlays]):
         top = compose(ov_path)
         for k in _all_paths(top):
             if k.split(".")[0] not in TOP_KEYS:
@@ -234,12 +225,9 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
         cfg = _merge(cfg, top)
     anchor_shipped_paths(cfg)
     _apply_user_paths(cfg, overrides)
-    if "name" not in cfg:  # the recipe's file stem, or <method>-<file> for a run on the user's data.path
-        from zoo.core.userdata import default_run_name
+    from zoo.core.userdata import run_name
 
-        cfg["name"] = default_run_name(cfg, path.stem)
-    if tiny and not any(t.lstrip("+").startswith("name=") for t in overrides) and isinstance(cfg["name"], str):
-        cfg["name"] += TINY_SUFFIX  # a smoke run never shares runs/<name>/ (nor resume=auto) with the real one
+    cfg["name"] = run_name(cfg, path.stem, ov_paths, overrides)  # <method>-<file> on user data; <name>-tiny
     try:
         cfg = OmegaConf.to_container(OmegaConf.create(cfg), resolve=True, throw_on_missing=True)
     except Exception as e:
