@@ -1,4 +1,4 @@
-"""The ``zoo`` command: list | info | config | train | eval | export | predict | release | results.
+"""The ``zoo`` command: list | info | config | train | eval | export | predict | release | results | runs.
 
 ``python train.py ARGS`` is ``zoo train ARGS``. Heavy imports (torch, lightning, method code) happen
 inside the subcommands that need them, so ``zoo list`` stays fast.
@@ -22,7 +22,8 @@ USAGE = """usage: zoo train recipe=NAME [overlay=FILE ...] [key=value | +key=val
   overrides are train.py's: key=value, +key=value, ~key on the saved recipe (data.path=my.jsonl,
   model.generation.greedy=true, model.generation.max_new_tokens=32)
        zoo release RUN_DIR --id METHOD.TAG [--which best|last] [--base ID] [--force]   (--base: store only what differs)
-       zoo results                                 regenerate docs/results.md and docs/benchmarks.md from results/"""
+       zoo results                                 regenerate docs/results.md and docs/benchmarks.md from results/
+       zoo runs [NAME] [--out-dir runs]            runs with status (finished / killed / running), step, best metric"""
 
 
 def _split_train_args(argv: list[str]) -> tuple[str, list[str], list[str]]:
@@ -248,6 +249,18 @@ def cmd_release(args) -> None:
     print(f"released {args.id} -> {release(Path(args.run_dir), args.id, args.which, args.base)}")
 
 
+def cmd_runs(args) -> None:
+    from zoo.core.runs import list_runs, render
+
+    rows = list_runs(Path(args.out_dir), args.name)
+    if not rows:
+        from zoo.core.run import RunError
+
+        raise RunError(f"no runs under {Path(args.out_dir) / (args.name or '')} (train.py writes "
+                       f"<out_dir>/<name>/version_N; pass --out-dir for another out_dir)")
+    print(render(rows))
+
+
 def cmd_results(_args) -> None:
     from zoo.core.results import write_benchmarks, write_results
 
@@ -299,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--which", default="best", choices=["best", "last"])
             p.add_argument("--base")
             p.add_argument("--force", action="store_true", help="replace a package already in the manifest")
+        elif cmd == "runs":
+            p.add_argument("name", nargs="?")
+            p.add_argument("--out-dir", default="runs")
         elif cmd not in ("list", "results"):
             print(f"zoo: unknown command {cmd!r}\n{USAGE}", file=sys.stderr)
             return 2
@@ -315,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         if cmd in ("eval", "export", "predict"):
             args.overrides = overrides
         {"list": cmd_list, "info": cmd_info, "eval": cmd_eval, "export": cmd_export, "predict": cmd_predict,
-         "release": cmd_release, "results": cmd_results}[cmd](args)
+         "release": cmd_release, "results": cmd_results, "runs": cmd_runs}[cmd](args)
         return 0
     except USER_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)

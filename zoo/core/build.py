@@ -13,7 +13,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from zoo.core import hub, resumable, run
+from zoo.core import hub, plots, resumable, run
 from zoo.core.data import DataError, set_seed
 from zoo.core.final_validation import ValidateAtEnd, fit
 from zoo.core.preflight import check_data, with_recipe_key
@@ -178,7 +178,7 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), 
         callbacks.append(resumable.AtomicModelCheckpoint(
             dirpath=str(run_dir / "checkpoints"), monitor=ck["monitor"], mode=ck.get("mode", "min"),
             save_top_k=ck.get("save_top_k", 1), filename="best-{epoch:03d}-{step:07d}", auto_insert_metric_name=False))
-    callbacks.append(ValidateAtEnd())
+    callbacks += [ValidateAtEnd(), resumable.RunStatus()]  # status.json: running, finished, killed, failed
     tr = dict(cfg.get("trainer") or {})
     if not ck.get("monitor"):  # else Lightning adds its own ModelCheckpoint, writing under logs/
         tr["enable_checkpointing"] = False
@@ -266,7 +266,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
             from zoo.core.export import export_module
 
             export_module(module, cfg, formats, run_dir / "export")
-        log.info("%s", summary(run_dir, trainer, metrics, seconds, list(formats)))
+        log.info("%s", summary(run_dir, trainer, metrics, seconds, list(formats), plots.write_curves(run_dir)))
     return run_dir
 
 
