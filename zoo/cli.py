@@ -202,7 +202,10 @@ def cmd_export(args) -> None:
     from zoo.core.build import load_module
     from zoo.core.export import ExportError, export_module, format_not_ready
 
-    for fmt in (args.formats or "").split(","):  # a missing extra fails before the model is loaded
+    supported = _export_formats(args.ref)
+    for fmt in (args.formats or "").split(","):  # an unsupported format or a missing extra fails before loading
+        if fmt and supported is not None and fmt not in supported:
+            raise ExportError(f"{args.ref}: its method cannot export {fmt!r}; it supports {', '.join(supported)}")
         if why := format_not_ready(fmt):
             raise ExportError(why)
     module, cfg = load_module(args.ref, args.which, args.overrides)
@@ -210,6 +213,27 @@ def cmd_export(args) -> None:
     out = Path(args.out) if args.out else (Path(args.ref) / "export" if Path(args.ref).is_dir() else Path("export"))
     for fmt, path in export_module(module, cfg, formats, out).items():
         print(f"{fmt}: {path}")
+
+
+def _export_formats(ref: str) -> tuple[str, ...] | None:
+    """The export formats of the method of ``ref`` (a run directory, a package folder or a zoo id) read without
+    loading it: its config's (or manifest entry's) ``method``, then the method's stored table (``zoo/core/schemas/``)
+    or, for a plug-in without one, its class; None when ``ref`` names no method (loading it then says why)."""
+    import yaml
+
+    from zoo.core import hub
+    from zoo.core.schema import method_schema
+
+    config = Path(ref) / "config.yaml"
+    method = (yaml.safe_load(config.read_text()) or {}).get("method") if config.is_file() else \
+        (hub.read_manifest().get(ref) or {}).get("method")
+    if not method:
+        return None
+    if (table := method_schema(method)) is not None:
+        return tuple(table["export_formats"])
+    from zoo.core.registry import get_method
+
+    return tuple(get_method(method).module_cls.export_formats)
 
 
 def cmd_predict(args) -> None:
