@@ -182,9 +182,14 @@ class LTCModule(ZooModule):
         return out
 
     # ---- prediction ------------------------------------------------------------------------------------------------
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict ltc.<tag> IMAGE ... [--out-dir D]``: zero-shot and LTC probabilities of vehicle (y = 1) vs
-        animal (y = 0), each located head's share of the zero-shot logit gap, and ``ltc_<image>.png``.
+    predict_schema: ClassVar = {"spurious_heads": [[int]], "salient_heads": [[int]], "rows": [
+        {"image": str, "p_vehicle_zero_shot": float, "p_vehicle_ltc": float, "shares": {str: float}, "wrote": [str]}]}
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
+        """``zoo predict ltc.<tag> IMAGE ... [--out-dir D]``: per image the zero-shot and LTC probabilities of
+        vehicle (y = 1) vs animal (y = 0) and each located head's share of the zero-shot logit gap (``shares``,
+        keyed ``S(layer, head)`` for spurious and ``Y(layer, head)`` for salient heads); ``ltc_<image>.png`` into
+        ``D``.
 
         Raises:
             DataError: no input, or an unreadable image (named).
@@ -196,8 +201,7 @@ class LTCModule(ZooModule):
         size = self.clip.visual.image_size[0] if isinstance(self.clip.visual.image_size, tuple) else 48
         S = [tuple(h) for h in self.spurious.tolist()]
         Y = [tuple(h) for h in self.salient.tolist()]
-        lines = ["image\tp_vehicle_zero_shot\tp_vehicle_ltc\t" + "\t".join(
-            [f"share_S{h}" for h in S] + [f"share_Y{h}" for h in Y])]
+        rows = []
         self.clip.eval()
         scale = float(self.clip.logit_scale.exp())
         for path in inputs:
@@ -218,11 +222,23 @@ class LTCModule(ZooModule):
             total = float(z[0, 1] - z[0, 0])
             shares = {f"{k}{h}": float(lens[h[0], h[1], 1] - lens[h[0], h[1], 0]) / total
                       for k, hs in (("S", S), ("Y", Y)) for h in hs}
-            lines.append("\t".join([Path(path).name, f"{p0:.3f}", f"{p1:.3f}"] + [f"{v:+.3f}" for v in shares.values()]))
+            rows.append({"image": Path(path).name, "p_vehicle_zero_shot": p0, "p_vehicle_ltc": p1, "shares": shares,
+                         "wrote": []})
             if out_dir:
                 png = render.predict_panel(Path(out_dir) / f"ltc_{Path(path).stem}.png", raw[0], shares,
                                            f"p(vehicle): zero-shot {p0:.2f}, LTC {p1:.2f}")
-                lines.append(f"# wrote {png}")
+                rows[-1]["wrote"].append(str(png))
+        return {"spurious_heads": [list(h) for h in S], "salient_heads": [list(h) for h in Y], "rows": rows}
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as TSV: ``image``, both probabilities, then one ``share_`` column per located head."""
+        out = self.predict_record(inputs, out_dir)
+        heads = [f"S{tuple(h)}" for h in out["spurious_heads"]] + [f"Y{tuple(h)}" for h in out["salient_heads"]]
+        lines = ["image\tp_vehicle_zero_shot\tp_vehicle_ltc\t" + "\t".join(f"share_{h}" for h in heads)]
+        for r in out["rows"]:
+            lines.append("\t".join([r["image"], f"{r['p_vehicle_zero_shot']:.3f}", f"{r['p_vehicle_ltc']:.3f}"]
+                                   + [f"{r['shares'][h]:+.3f}" for h in heads]))
+            lines += [f"# wrote {w}" for w in r["wrote"]]
         return "\n".join(lines)
 
 

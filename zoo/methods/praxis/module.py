@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -227,6 +228,11 @@ class PraxisModule(ZooModule):
             DataError: see :func:`~zoo.methods.praxis.predict.predict_files`.
         """
         return report(self, predict_files(self, inputs), out_dir)
+
+    predict_schema: ClassVar = {"n_trees": int, "n_within_best": (int, None), "stored_trees": int, "classes": [str],
+                      "label": (str, None), "files": [{"file": str, "rows": [
+                          {"row": int, "best_tree": str, "agree": float, "votes": {str: float}}]}],
+                      "importance": ({"usage": [{"feature": str, "trees_using": int, "share": float}]}, None)}
 
     def predict_json(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict --json``: per-row predictions and, for labelled rows, accuracy

@@ -3,6 +3,8 @@ reference and the cost model's harmful-completion rate; ``zoo predict`` replies.
 :class:`zoo.methods.shapo.module.ShaPOModule`."""
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 
 from zoo.data.preference import encode_prompt
@@ -96,11 +98,18 @@ class Evaluation:
         with self.policy.disable_adapter():
             return self.policy(input_ids=input_ids, attention_mask=attention_mask).logits
 
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict shapo.zoo-lm-hh "PROMPT" ...``: one sampled reply per prompt (the recipe's sampling)."""
+    predict_schema: ClassVar = [{"prompt": str, "reply": str}]
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> list[dict]:
+        """``zoo predict shapo.zoo-lm-hh "PROMPT" ...``: one sampled reply per prompt (the recipe's sampling), each
+        ``{"prompt", "reply"}``."""
         tok = self._tokenizer()
         prompts = [encode_prompt(tok, f"\n\nHuman: {x}\n\nAssistant:") for x in inputs]  # user text: no control tokens
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         replies = sample_completions(self.policy.eval(), prompts, pad, tok.eos_token_id, self.hparams.max_new_tokens,
                                      self.hparams.temperature, self.hparams.gen_seed, self.hparams.gen_batch_size)
-        return "\n\n".join(f"> {x}\n{tok.decode(r, skip_special_tokens=True).strip()}" for x, r in zip(inputs, replies))
+        return [{"prompt": x, "reply": tok.decode(r, skip_special_tokens=True).strip()} for x, r in zip(inputs, replies)]
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as ``> prompt`` then the reply, blank-line separated."""
+        return "\n\n".join(f"> {r['prompt']}\n{r['reply']}" for r in self.predict_record(inputs, out_dir))
