@@ -38,7 +38,8 @@ def test_fit_writes_curves_and_zoo_runs_lists_every_state(tmp_path, caplog, caps
     assert {"train/loss", "val/acc"} <= set(cols) and cols["val/acc"][0] == [1, 3, 5]  # Lightning logs step 2 at 1
     best = max(cols["val/acc"][1])
     # a second run, killed: its record says running, but its process is gone
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
     killed = tmp_path / "digits" / "version_1"
     (killed / "checkpoints").mkdir(parents=True)
     (killed / "config.yaml").write_text((run / "config.yaml").read_text())

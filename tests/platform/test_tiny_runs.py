@@ -1,6 +1,7 @@
 """Smoke runs never collide with real runs (#42): a ``recipes/tiny/`` overlay names its run ``<name>-tiny``, so a tiny
 run between an interrupted real run and its ``resume=auto`` leaves the real run's resume alone."""
 import logging
+from pathlib import Path
 
 import torch
 import yaml
@@ -22,7 +23,7 @@ def test_tiny_run_between_a_killed_real_run_and_its_resume(tmp_path, caplog):
     # the "real" run: the tiny sizes from an overlay outside recipes/tiny/ (so it is named like the real recipe),
     # planned for 4 steps and stopped at step 2, as a kill after its step-2 checkpoint leaves it
     real_overlay = tmp_path / "my-sizes.yaml"
-    real_overlay.write_text(open(TINY).read())
+    real_overlay.write_text(Path(TINY).read_text())
     real = ["recipe=zoo-lm.yaml", f"overlay={real_overlay}", f"out_dir={tmp_path}", "export.formats=[]"]
     assert main(["train", *real]) == 0
     assert main(["train", "recipe=zoo-lm.yaml", f"overlay={TINY}", f"out_dir={tmp_path}", "export.formats=[]"]) == 0
