@@ -116,8 +116,10 @@ def compose(path: Path, _seen: tuple[Path, ...] = ()) -> dict:
 
 
 def _parse_value(raw: str) -> Any:
+    """An override's value as YAML reads it; digits with a leading zero (``06075``, a FIPS code) stay a string."""
     from omegaconf import OmegaConf
-
+    if (digits := raw.strip().lstrip("+-")).isdigit() and len(digits) > 1 and digits[0] == "0":  # YAML: octal
+        return raw.strip()
     try:
         return OmegaConf.to_container(OmegaConf.from_dotlist([f"v={raw}"]))["v"]
     except Exception as e:
