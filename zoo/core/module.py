@@ -1,6 +1,7 @@
 """``ZooModule``: the LightningModule contract every method implements (see docs/adding-a-method.md)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
 import lightning as L
@@ -77,6 +78,11 @@ class ZooModule(L.LightningModule):
         module's keys (default: unchanged). Return only what the source provides: keys left out are reported missing
         by the loader (and refused unless they are head keys)."""
         return state
+
+    def artifact_dir(self, folder: str = "") -> Path:
+        """``<run>/<folder>/`` (the run directory itself for ``""``): where a fit writes its tables and plots, in the
+        run directory whatever ``logger.kind`` (``logs/`` holds the logger's files only)."""
+        return Path(self.trainer.default_root_dir) / folder
 
     #: What :meth:`predict_record` returns, in :func:`zoo.core.prediction.check`'s notation (a registry-driven test
     #: holds every method to its own); the default is the default record's: :meth:`predict_cli`'s text.

@@ -125,10 +125,10 @@ class CRHModule(ZooModule):
             self.log(f"train/{key}", value, batch_size=1, on_step=True, on_epoch=False)
 
     def on_train_end(self) -> None:
-        """Write outputs, points and plots next to the run's logs."""
+        """Write outputs, points and plots into ``<run>/crh/``."""
         if self._run is None:
             return
-        root = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "crh"
+        root = self.artifact_dir("crh")
         self._artifacts = self.write_artifacts(root)
 
     def write_artifacts(self, out: Path) -> dict[str, str]:

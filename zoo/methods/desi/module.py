@@ -112,8 +112,7 @@ class DeSIModule(ZooModule):
         self.log("val/mspe_unprojected", float(sp.dist2(raw, Zq).mean()), batch_size=len(rows))
 
     def on_train_end(self) -> None:
-        root = self.trainer.log_dir or self.trainer.default_root_dir
-        self._artifacts = self.write_artifacts(Path(root) / "desi", self.trainer.datamodule)
+        self._artifacts = self.write_artifacts(self.artifact_dir("desi"), self.trainer.datamodule)
 
     # ---- outputs ----------------------------------------------------------------------------------------------
     def direction(self) -> np.ndarray:

@@ -122,7 +122,7 @@ class LTCModule(ZooModule):
         dm = getattr(self.trainer, "datamodule", None)
         if self.hparams.evaluate and dm is not None and not self._ran:
             self._ran = True
-            out = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "ltc"
+            out = self.artifact_dir("ltc")
             rows = self.run_ltc(dm, out)
             print(render_table(rows))
 

@@ -107,7 +107,7 @@ class PooledRepsModule(ZooModule):
         return torch.tensor(list(json.dumps(obj).encode()), dtype=torch.uint8)
 
     def _out_dir(self) -> Path:
-        return Path(self.trainer.log_dir or self.trainer.default_root_dir) / "pooled-reps"
+        return self.artifact_dir("pooled-reps")
 
     # ---- fit -------------------------------------------------------------------------------------------------
     def configure_optimizers(self):

@@ -138,11 +138,10 @@ class PraxisModule(ZooModule):
         return
 
     def on_train_end(self) -> None:
-        """Write the best tree (text, PNG), size-vs-epsilon and Rashomon importance next to the run's logs."""
+        """Write the best tree (text, PNG), size-vs-epsilon and Rashomon importance into ``<run>/praxis/``."""
         if self.rashomon is None or self.tree_feature.shape[0] == 0:
             return
-        root_dir = self.trainer.log_dir or self.trainer.default_root_dir
-        self._artifacts = self.write_artifacts(Path(root_dir) / "praxis")
+        self._artifacts = self.write_artifacts(self.artifact_dir("praxis"))
 
     def write_artifacts(self, out: Path) -> dict[str, str]:
         """Files people look at; returns ``{name: path}``. Needs the set built by ``fit`` in this process."""

@@ -1,7 +1,7 @@
 """``PulseModule``: the r/ChatGPT study of Dai, Garcia, Pierson, Recht and Haghtalab (ICML 2026) as a LightningModule.
 
 ``stage=sae`` trains the top-K SAE on text embeddings (Adam, normalised MSE + auxiliary-K); at the end it names the
-features and writes the SAE's own daily series (aggregates' schema) next to the run's logs. ``stage=replay`` is an
+features and writes the SAE's own daily series (aggregates' schema) into ``<run>/pulse/``. ``stage=replay`` is an
 analysis shell (no optimiser step, like praxis): one step fits the release-anchored trends, replays the PuLSE
 alarms on the archives and writes ``trends.json``, ``alarms.json`` and the PNGs.
 """
@@ -115,7 +115,7 @@ class PulseModule(ZooModule):
         self.log("val/loss", loss, batch_size=len(x))
 
     def on_train_end(self) -> None:
-        out = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "pulse"
+        out = self.artifact_dir("pulse")
         if self.hparams.stage == "sae":
             self._artifacts = self._describe(self.trainer.datamodule, out)
             for cb in self.trainer.checkpoint_callbacks:  # they saved before the names existed: save again
@@ -161,7 +161,7 @@ class PulseModule(ZooModule):
     # ---- replay ----------------------------------------------------------------------------------------------
     def _replay(self) -> None:
         dm, c = self.trainer.datamodule, self.cfg
-        out = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "pulse"
+        out = self.artifact_dir("pulse")
         out.mkdir(parents=True, exist_ok=True)
         feats = [f for f in c["features"] if f in dm.series.idx]
         rows, fits = trend_rows(dm.series, feats, Path(dm.series_path).stem, c["search"], c["n_boot"],

@@ -87,7 +87,7 @@ class ReportingMixin:
     def on_train_end(self):
         if getattr(self, "_dm", None) is None:
             return
-        out = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective under DDP: every rank asks
+        out = self.artifact_dir()
         if self.trainer.is_global_zero:
             self.write_outputs(out)
 

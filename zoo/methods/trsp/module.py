@@ -122,10 +122,10 @@ class TrSPModule(ZooModule):
             self.log(f"train/{key}", float(value), batch_size=1, on_step=True, on_epoch=False)
 
     def on_train_end(self) -> None:
-        """Write ``audit.json`` and (with coordinates) ``map.png`` next to the run's logs."""
+        """Write ``audit.json`` and (with coordinates) ``map.png`` into ``<run>/trsp/``."""
         if self.instance is None:
             return
-        out = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "trsp"
+        out = self.artifact_dir("trsp")
         self._artifacts = self.write_artifacts(out)
 
     def write_artifacts(self, out: Path) -> dict[str, str]:
