@@ -354,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             args = p.parse_args(rest)
         if cmd in ("eval", "export", "predict"):
             args.overrides = overrides
+        if cmd in ("eval", "predict"):  # at once: importing torch and the method and loading weights take a while
+            print(f"zoo {cmd}: loading {args.ref} (torch, the method, its weights) ...", file=sys.stderr, flush=True)
         {"list": cmd_list, "info": cmd_info, "eval": cmd_eval, "export": cmd_export, "predict": cmd_predict,
          "release": cmd_release, "results": cmd_results, "runs": cmd_runs}[cmd](args)
         return 0

@@ -13,7 +13,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from zoo.core import hub, plots, resumable, run
+from zoo.core import hub, phases, plots, resumable, run
 from zoo.core.data import DataError, set_seed
 from zoo.core.final_validation import ValidateAtEnd, fit
 from zoo.core.preflight import check_data, with_recipe_key
@@ -134,9 +134,9 @@ def build_module(cfg: dict):
     """
     entry = get_method(cfg["method"])
     ref = str(cfg["init_from"]) if cfg.get("init_from") else None
-    state = source = None
     if ref:
-        state, source, src_cfg = hub.load_source(ref)
+        with phases.phase(f"loading init_from {ref} (checking sha256, reading the weights)"):
+            state, source, src_cfg = hub.load_source(ref)
         for line in size_from_source(cfg, state, src_cfg, source) + reconcile_settings(cfg, src_cfg, source, ref):
             log.warning("init_from %s: adopted %s", ref, line)
     module = _construct(entry.module_cls, cfg.get("model") or {}, "model")
