@@ -61,6 +61,8 @@ def cmd_train(argv: list[str]) -> Path:
     import logging
 
     cfg = compose_and_validate(argv)  # before torch and Lightning are imported: a bad recipe fails in a blink
+    print(f"zoo train: {cfg['_recipe']} checked; importing torch, Lightning and {cfg['method']} ...", file=sys.stderr,
+          flush=True)
     from zoo.core.build import train
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

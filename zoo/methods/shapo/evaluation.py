@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import torch
 
+from zoo.core.phases import phase
 from zoo.data.preference import encode_prompt
 from zoo.methods.shapo.lm import completion_kl, right_pad, sample_completions
 from zoo.methods.shapo.metrics import preference_accuracy
@@ -31,7 +32,11 @@ class Evaluation:
         if not self.hparams.eval_generation or self.trainer.sanity_checking:
             return
         dm = self.trainer.datamodule
-        for name, value in self.generation_metrics(dm.generation_prompts(), dm.tokenizer).items():
+        prompts = dm.generation_prompts()
+        with phase(f"ShaPO validation at step {self.trainer.global_step}: sampling a reply to each of {len(prompts)} "
+                   "prompts, KL to the reference and the cost model's verdict"):
+            metrics = self.generation_metrics(prompts, dm.tokenizer)
+        for name, value in metrics.items():
             self.log(f"val/{name}", value)
 
     @torch.no_grad()
