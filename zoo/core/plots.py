@@ -32,7 +32,7 @@ def write_curves(run_dir: Path) -> Path | None:
     n = len(panels)
     ncols = min(3, n)
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False, layout="constrained")
     for ax, (name, keys) in zip(axes.flat, panels.items()):
         for k in keys:
             steps, values = cols[k]
@@ -44,7 +44,6 @@ def write_curves(run_dir: Path) -> Path | None:
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     fig.suptitle(f"{Path(run_dir).parent.name}/{Path(run_dir).name}", fontsize=11)
-    fig.tight_layout()
     out = Path(run_dir) / CURVES_FILE
     fig.savefig(out, dpi=100)
     plt.close(fig)
