@@ -10,6 +10,7 @@ head and the injected directions are stored in the weights for ``zoo predict``.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import ClassVar
 
@@ -29,6 +30,7 @@ from zoo.methods.ltc.prompts import PROMPT_SETS, caption_texts
 TINY = {"embed_dim": 128, "image_size": 48, "patch_size": 8, "vision_layers": 6, "vision_width": 128,
         "vision_heads": 4, "text_layers": 2, "text_width": 128, "text_heads": 4}
 TABLE = ["method", "wg", "avg", "gap"]
+log = logging.getLogger("zoo")
 
 
 @register_method("ltc", datamodule=WaterbirdsDataModule)
@@ -40,6 +42,9 @@ class LTCModule(ZooModule):
         pretrained: local weights file for a named backbone (no downloads here).
         clip: overrides of :data:`TINY` (tiny only).
         context_length: text tokens (tiny only; named backbones use their own).
+        vocab_ids: the open_clip BPE ids of the caption vocabulary (tiny only). None: the shipped captions' and
+            prompts' words; a fit then adds the words of the training captions (``data.path``'s) in ``setup`` and
+            stores the ids here, so the run's checkpoint and package rebuild the same vocabulary.
         prompts: key of :data:`~zoo.methods.ltc.prompts.PROMPT_SETS`.
         random_draws: draws of the random-head control.
         evaluate: run the pipeline at the end of training.
@@ -54,7 +59,8 @@ class LTCModule(ZooModule):
 
     def __init__(self, backbone: str = "tiny", pretrained: str | None = None, clip: dict | None = None,
                  context_length: int = 16, prompts: str = "waterbirds-cifar", random_draws: int = 20,
-                 evaluate: bool = True, eval_batch: int = 256, optimizer: dict | None = None):
+                 evaluate: bool = True, eval_batch: int = 256, optimizer: dict | None = None,
+                 vocab_ids: list[int] | None = None):
         super().__init__()
         if prompts not in PROMPT_SETS:
             raise ValueError(f"model.prompts: unknown {prompts!r}; one of {sorted(PROMPT_SETS)}")
@@ -62,7 +68,8 @@ class LTCModule(ZooModule):
         if backbone == "tiny":
             from zoo.models.clip import CaptionVocab, build_clip
 
-            self.vocab = CaptionVocab.from_texts(caption_texts(), context_length)
+            self.vocab = CaptionVocab(vocab_ids, context_length) if vocab_ids else \
+                CaptionVocab.from_texts(caption_texts(), context_length)
             self.clip = build_clip(len(self.vocab), context_length, **{**TINY, **(clip or {})})
         else:
             import open_clip
@@ -92,6 +99,25 @@ class LTCModule(ZooModule):
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if dm is not None:
             dm.tokenize = self.tokenize
+            if stage == "fit" and self.hparams.backbone == "tiny" and dm.train_set is not None:
+                self._grow_vocabulary([c for c in dm.train_set.captions if c])
+
+    def _grow_vocabulary(self, captions: list[str]) -> None:
+        """Add the BPE tokens of ``captions`` the vocabulary lacks: the token embedding gains a row per new token
+        (normal, std 0.02, as open_clip initialises it), the known tokens keep theirs (``init_from`` weights
+        included), and the ids go into ``hparams.vocab_ids``."""
+        grown = self.vocab.with_texts(captions)
+        if grown is self.vocab:
+            return
+        old, emb = self.vocab, self.clip.token_embedding
+        weight = torch.empty(len(grown), emb.embedding_dim, device=emb.weight.device).normal_(std=0.02)
+        for token, i in old.index.items():
+            weight[grown.index[token]] = emb.weight.data[i]
+        self.clip.token_embedding = torch.nn.Embedding.from_pretrained(weight, freeze=False)
+        self.clip.vocab_size, self.vocab = len(grown), grown
+        self.hparams["vocab_ids"] = list(grown.ids)
+        log.info("ltc: the training captions add %d token(s) to the caption vocabulary (%d -> %d)",
+                 len(grown) - len(old), len(old), len(grown))
 
     # ---- pretraining -------------------------------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
@@ -105,6 +131,10 @@ class LTCModule(ZooModule):
         return loss
 
     def configure_optimizers(self):
+        """AdamW (or ``model.optimizer``) on the CLIP; none for a post-hoc run (``trainer.max_epochs: 0``: nothing is
+        trained, so a schedule has no steps to span)."""
+        if self._trainer is not None and self.trainer.max_epochs == 0:
+            return None
         cfg = self.hparams.optimizer or {"name": "adamw", "lr": 5e-4}
         decays = cfg.get("schedule", "constant") != "constant"
         steps = self.trainer.estimated_stepping_batches if decays and self._trainer is not None else None
@@ -117,8 +147,14 @@ class LTCModule(ZooModule):
         if t.current_epoch + 1 >= t.max_epochs or 0 < t.max_steps <= t.global_step:
             self.on_train_end()
 
+    def on_fit_start(self) -> None:
+        """A post-hoc run (``trainer.max_epochs: 0``: a given CLIP, captions not needed) trains no epoch, and Lightning
+        then reaches no train hook: the pipeline runs here."""
+        if self.trainer.max_epochs == 0:
+            self.on_train_end()
+
     def on_train_end(self) -> None:
-        """Runs the pipeline once (here directly when no epoch ran: a pretrained backbone with max_epochs 0)."""
+        """Runs the pipeline once (from :meth:`on_fit_start` when no epoch runs)."""
         dm = getattr(self.trainer, "datamodule", None)
         if self.hparams.evaluate and dm is not None and not self._ran:
             self._ran = True
