@@ -23,7 +23,7 @@ USAGE = """usage: zoo train recipe=NAME [overlay=FILE ...] [key=value | +key=val
   model.generation.greedy=true, model.generation.max_new_tokens=32)
        zoo release RUN_DIR --id METHOD.TAG [--which best|last] [--base ID] [--force]   (--base: store only what differs)
        zoo results                                 regenerate docs/results.md and docs/benchmarks.md from results/
-       zoo runs [NAME] [--out-dir runs]            runs with status (finished / killed / running), step, best metric"""
+       zoo runs [NAME] [--out-dir runs]            status (finished/killed/running/failed), step, best metric, path"""
 
 
 def _split_train_args(argv: list[str]) -> tuple[str, list[str], list[str]]:
