@@ -36,8 +36,8 @@ def test_user_captions_grow_the_vocabulary_and_the_package_keeps_it(folders, tmp
     import logging
 
     import zoo
-    from zoo.models.clip import CaptionVocab
     from zoo.methods.ltc.prompts import caption_texts
+    from zoo.models.clip import CaptionVocab
 
     root, _ = folders
     with caplog.at_level(logging.INFO, logger="zoo"):
