@@ -1,4 +1,4 @@
-"""The ``zoo`` command: list | info | config | train | eval | export | predict | release | results.
+"""The ``zoo`` command: list | info | config | train | eval | export | predict | release | results | runs.
 
 ``python train.py ARGS`` is ``zoo train ARGS``. Heavy imports (torch, lightning, method code) happen
 inside the subcommands that need them, so ``zoo list`` stays fast.
@@ -6,10 +6,11 @@ inside the subcommands that need them, so ``zoo list`` stays fast.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
+
+from zoo.core.commands import cmd_eval, cmd_export, cmd_predict, cmd_release
 
 USAGE = """usage: zoo train recipe=NAME [overlay=FILE ...] [key=value | +key=value | ~key ...]
        zoo config recipe=NAME [overrides ...]      print the resolved recipe
@@ -24,7 +25,8 @@ USAGE = """usage: zoo train recipe=NAME [overlay=FILE ...] [key=value | +key=val
   overrides are train.py's: key=value, +key=value, ~key on the saved recipe (data.path=my.jsonl,
   model.generation.greedy=true, model.generation.max_new_tokens=32)
        zoo release RUN_DIR --id METHOD.TAG [--which best|last] [--base ID] [--force]   (--base: store only what differs)
-       zoo results                                 regenerate docs/results.md and docs/benchmarks.md from results/"""
+       zoo results                                 regenerate docs/results.md and docs/benchmarks.md from results/
+       zoo runs [NAME] [--out-dir runs]            status (finished/killed/running/failed), step, best metric, path"""
 
 
 def _split_train_args(argv: list[str]) -> tuple[str, list[str], list[str]]:
@@ -62,6 +64,8 @@ def cmd_train(argv: list[str]) -> Path:
     import logging
 
     cfg = compose_and_validate(argv)  # before torch and Lightning are imported: a bad recipe fails in a blink
+    print(f"zoo train: {cfg['_recipe']} checked; importing torch, Lightning and {cfg['method']} ...", file=sys.stderr,
+          flush=True)
     from zoo.core.build import train
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -176,100 +180,16 @@ def split_overrides(tokens: list[str]) -> tuple[list[str], list[str]]:
     return overrides, [t for t in tokens if t not in overrides]
 
 
-def cmd_eval(args) -> dict:
-    from zoo.core.build import evaluate, load_module
+def cmd_runs(args) -> None:
+    from zoo.core.runs import list_runs, render
 
-    module, cfg = load_module(args.ref, args.which, args.overrides)
-    print(f"zoo eval: measuring {args.ref} {_eval_source(args.ref, args.which).removeprefix('zoo eval ')}; the "
-          "metrics follow when it is done", file=sys.stderr, flush=True)
-    metrics = evaluate(module, cfg)
-    out = Path(args.out) if args.out else (Path(args.ref) / "metrics.json" if Path(args.ref).is_dir()
-                                           and (Path(args.ref) / "checkpoints").is_dir() else None)
-    doc = {"ref": args.ref, "method": cfg["method"], "source": _eval_source(args.ref, args.which), "metrics": metrics}
-    if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(_merged(doc, out) if not args.out else doc, indent=2))
-    print(json.dumps(doc, indent=2))
-    return doc
+    rows = list_runs(Path(args.out_dir), args.name)
+    if not rows:
+        from zoo.core.run import RunError
 
-
-def _merged(doc: dict, path: Path) -> dict:
-    """A run's metrics.json updated by ``zoo eval``: the measured keys replace their training values, the others
-    (``train/*``, costs) stay, and ``source`` says which came from where."""
-    old = json.loads(path.read_text()) if path.is_file() else {}
-    if not old.get("metrics"):
-        return doc
-    kept = sorted(set(old["metrics"]) - set(doc["metrics"]))
-    trained = old.get("training_source") or old.get("source", "end of training")
-    source = doc["source"] + (f"; {', '.join(kept)}: {trained}" if kept else "")
-    return {**old, **doc, "source": source, "training_source": trained,
-            "metrics": {**old["metrics"], **doc["metrics"]}}
-
-
-def _eval_source(ref: str, which: str) -> str:
-    """What ``zoo eval`` measured: a package, or which checkpoint of a run (saying when best fell back to last)."""
-    from zoo.core.bases import BASES
-    from zoo.core.run import find_checkpoint
-
-    if ref in BASES and not Path(ref).exists():
-        return f"zoo eval (pretrained base, as released: recipes/{BASES[ref].recipe} untrained)"
-    if not (Path(ref).is_dir() and (Path(ref) / "checkpoints").is_dir()):
-        return "zoo eval (package)"
-    ckpt = find_checkpoint(Path(ref), which)
-    if which == "best" and ckpt.name == "last.ckpt":
-        return "zoo eval (last.ckpt: the run has no best checkpoint, it never validated with a monitor)"
-    return f"zoo eval ({'best' if ckpt.name != 'last.ckpt' else 'last'} checkpoint {ckpt.name})"
-
-
-def cmd_export(args) -> None:
-    from zoo.core.build import load_module
-    from zoo.core.export import ExportError, export_module, format_not_ready
-
-    for fmt in (args.formats or "").split(","):  # a missing extra fails before the model is loaded
-        if why := format_not_ready(fmt):
-            raise ExportError(why)
-    module, cfg = load_module(args.ref, args.which, args.overrides)
-    formats = args.formats.split(",") if args.formats else (cfg.get("export") or {}).get("formats") or ["package"]
-    out = Path(args.out) if args.out else (Path(args.ref) / "export" if Path(args.ref).is_dir() else Path("export"))
-    for fmt, path in export_module(module, cfg, formats, out).items():
-        print(f"{fmt}: {path}")
-
-
-def cmd_predict(args) -> None:
-    from zoo.core.build import load_module
-    from zoo.core.data import DataError
-
-    module, cfg = load_module(args.ref, args.which, args.overrides)
-    args.inputs = [_shipped_or_given(x) for x in args.inputs]
-    try:  # --json: the method's structured prediction, with metrics when the input carried its labels
-        out = (module.predict_json if args.json else module.predict_cli)(args.inputs, args.out_dir)
-    except (ValueError, TypeError) as e:  # wrong or missing inputs: the method's message, without a traceback
-        raise DataError(f"zoo predict {args.ref}: {e}") from e
-    if args.json:
-        print(json.dumps({"ref": args.ref, "method": cfg["method"], "overrides": args.overrides, "inputs": args.inputs,
-                          **out}, indent=2))
-    else:
-        print(out)
-
-
-def _shipped_or_given(token: str) -> str:
-    """An input naming a shipped file (``data/...``) that is not under the current directory: its path in the
-    project, so cards' examples run from anywhere; anything else unchanged (user files stay relative to the cwd)."""
-    from zoo.core.data import repo_root
-
-    if token.startswith("data/") and not Path(token).exists() and (repo_root() / token).exists():
-        return str(repo_root() / token)
-    return token
-
-
-def cmd_release(args) -> None:
-    from zoo.core import hub
-    from zoo.core.release import release
-
-    if args.id in hub.read_manifest() and not args.force:
-        raise hub.HubError(f"{args.id} is already released (checkpoints/manifest.yaml): pass --force to replace it, "
-                           "or release under a new tag")
-    print(f"released {args.id} -> {release(Path(args.run_dir), args.id, args.which, args.base)}")
+        raise RunError(f"no runs under {Path(args.out_dir) / (args.name or '')} (train.py writes "
+                       f"<out_dir>/<name>/version_N; pass --out-dir for another out_dir)")
+    print(render(rows))
 
 
 def cmd_results(_args) -> None:
@@ -289,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     cmd, rest = argv[0], argv[1:]
+    if cmd in ("train", "config") and any(a in ("-h", "--help") for a in rest):  # python train.py --help
+        print(USAGE)
+        return 0
     try:
         if cmd == "train":
             cmd_train(rest)
@@ -324,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--which", default="best", choices=["best", "last"])
             p.add_argument("--base")
             p.add_argument("--force", action="store_true", help="replace a package already in the manifest")
+        elif cmd == "runs":
+            p.add_argument("name", nargs="?")
+            p.add_argument("--out-dir", default="runs")
         elif cmd not in ("list", "results"):
             print(f"zoo: unknown command {cmd!r}\n{USAGE}", file=sys.stderr)
             return 2
@@ -339,8 +265,10 @@ def main(argv: list[str] | None = None) -> int:
             args = p.parse_args(rest)
         if cmd in ("eval", "export", "predict"):
             args.overrides = overrides
+        if cmd in ("eval", "predict"):  # at once: importing torch and the method and loading weights take a while
+            print(f"zoo {cmd}: loading {args.ref} (torch, the method, its weights) ...", file=sys.stderr, flush=True)
         {"list": cmd_list, "info": cmd_info, "base": cmd_base, "eval": cmd_eval, "export": cmd_export,
-         "predict": cmd_predict, "release": cmd_release, "results": cmd_results}[cmd](args)
+         "predict": cmd_predict, "release": cmd_release, "results": cmd_results, "runs": cmd_runs}[cmd](args)
         return 0
     except USER_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)

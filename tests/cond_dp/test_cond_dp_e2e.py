@@ -11,7 +11,7 @@ def sf_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
     assert main(["train", "recipe=cond-dp.yaml", "overlay=tiny/cond-dp.yaml", f"out_dir={out}",
                  "export.formats=[]"]) == 0
-    return out / "cond-dp" / "version_0"
+    return out / "cond-dp-tiny" / "version_0"
 
 
 def test_train_prints_test_mse_and_epsilon(sf_run, capsys):
@@ -49,7 +49,7 @@ def csv_run(tmp_path_factory):
     assert main(["train", "recipe=cond-dp.yaml", "overlay=tiny/cond-dp.yaml", f"out_dir={folder / 'runs'}",
                  f"data.path={folder / 'mine.csv'}", "data.label=y", "data.y_min=0", "data.y_max=4",
                  "export.formats=[]"]) == 0
-    return folder / "runs" / "cond-dp-mine" / "version_0"
+    return folder / "runs" / "cond-dp-mine-tiny" / "version_0"
 
 
 def test_predict_rows_of_a_csv_model(csv_run, tmp_path, capsys):

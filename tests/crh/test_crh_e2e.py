@@ -7,7 +7,7 @@ from zoo.cli import main
 
 def test_crh_recipe_tiny_end_to_end_and_predict(tmp_path, capsys):
     assert main(["train", "recipe=crh.yaml", "overlay=recipes/tiny/crh.yaml", f"out_dir={tmp_path}"]) == 0
-    run = next((tmp_path / "crh").glob("version_*"))
+    run = next((tmp_path / "crh-tiny").glob("version_*"))
     outputs = json.loads((run / "crh" / "outputs.json").read_text())
     assert {o["run"] for o in outputs} == {"diffmean", "lambda=0"}
     assert len(outputs) == 3 * 2 * 2 * 3  # concepts x test questions x runs x steps

@@ -16,7 +16,7 @@ def test_tiny_train_then_predict(tmp_path, capsys):
     assert main(["train", "recipe=ltc.yaml", "overlay=tiny/ltc.yaml", f"out_dir={tmp_path}", "export.formats=[]"]) == 0
     out = capsys.readouterr().out
     assert "| zero-shot |" in out and "| ltc |" in out
-    run = next(tmp_path.glob("ltc/version_0"))
+    run = next(tmp_path.glob("ltc-tiny/version_0"))
     rows = json.loads((run / "ltc" / "rows.json").read_text())
     methods = [r["method"] for r in rows]
     for m in ("zero-shot", "roboshot", "ortho-cali", "textspan", "random-heads", "ltc", "ltc-ablate", "ltc-inject",

@@ -191,7 +191,7 @@ def test_predict_eval_lora_train_export_and_release_over_a_base(stand_in, monkey
 
     assert main(["train", "recipe=smollm2-chat.yaml", "overlay=tiny/smollm2-chat.yaml", f"model.arch={SMOL}",
                  "data.max_length=48", "export.formats=[package,hf]", f"out_dir={tmp_path}"]) == 0
-    run = tmp_path / "smollm2-chat" / "version_0"
+    run = tmp_path / "smollm2-chat-tiny" / "version_0"  # a tiny overlay names its run <name>-tiny
     module, _ = load_module(str(run))
     package = run / "export" / "package"
     stored = load_file(str(package / "model.safetensors"))

@@ -117,23 +117,30 @@ def run_command(cmd: list[str], tiny: bool = True) -> Outcome:
 
 
 def _tiny_overlay(recipe: str, args: list[str]) -> list[str]:
-    """``overlay=`` for the recipe's tiny overlay; with ``init_from`` its ``model`` block is left out (the weights fix
-    the model, and a tiny architecture would not fit them), and so are the ``data`` keys it shares with that block,
-    written to a scratch file."""
+    """``overlay=`` for the recipe's tiny overlay, and ``name=`` the command's run name as written (a tiny overlay
+    would add ``-tiny``; the README's later commands name ``runs/<name>/version_N``). With ``init_from`` the overlay's
+    ``model`` block is left out (the weights fix the model, and a tiny architecture would not fit them), and so are
+    the ``data`` keys it shares with that block, written to a scratch file."""
     import yaml
+
+    from zoo.cli import _split_train_args
+    from zoo.core.recipe import load_recipe
 
     overlay = ROOT / "recipes" / "tiny" / Path(recipe).name
     if not overlay.is_file() or recipe.startswith("tiny/"):
         return []
+    recipe, overlays, overrides = _split_train_args(args)
+    named = any(a.lstrip("+").startswith("name=") for a in overrides)
+    name = [] if named else [f"name={load_recipe(recipe, overrides, overlays)['name']}"]
     if not any(a.startswith("init_from=") for a in args):
-        return [f"overlay=tiny/{overlay.name}"]
+        return [f"overlay=tiny/{overlay.name}", *name]
     top = yaml.safe_load(overlay.read_text()) or {}
     model = top.pop("model", None) or {}
     for key in set(model) & set(top.get("data") or {}):  # sizes the data share with the model (K neighbours)
         del top["data"][key]
     scratch = Path(f"tiny-overlay-{overlay.name}").resolve()
     scratch.write_text(yaml.safe_dump(top))
-    return [f"overlay={scratch}"]
+    return [f"overlay={scratch}", *name]
 
 
 def _help(text: str, argv: list[str]) -> Outcome:

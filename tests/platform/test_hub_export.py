@@ -131,3 +131,18 @@ def test_export_without_its_extra_names_the_install_command(trained_run, tmp_pat
     assert "onnx export needs" in capsys.readouterr().err
     assert main(["export", str(trained_run), "--formats", "torch_export", "--out", str(out)]) == 0
     assert (out / "model.pt2").is_file()
+
+
+def test_export_names_the_methods_formats_before_any_extra(tmp_path, capsys, uninstall):
+    """praxis exports only ``package``: ``--formats onnx`` says so (not "install .[export]"), for a run directory and a
+    zoo id alike, before anything is loaded (the run below holds no weights at all)."""
+    uninstall("onnxruntime")
+    run = tmp_path / "praxis" / "version_0"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text("method: praxis\n")
+    assert main(["export", str(run), "--formats", "package,onnx"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: {run}: its method cannot export 'onnx'; it supports package", err
+    assert main(["export", "desi.hmd-forecast", "--formats", "onnx"]) == 2
+    assert "cannot export 'onnx'; it supports package" in capsys.readouterr().err
+    assert not (run / "export").exists()

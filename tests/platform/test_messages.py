@@ -54,3 +54,17 @@ def test_zoo_eval_updates_a_runs_metrics_json_keeping_training_values(tmp_path, 
     assert doc["metrics"] == {**trained, **measured} and set(trained) - set(measured)
     assert doc["source"].startswith("zoo eval (") and doc["source"].endswith(doc["training_source"])
     assert doc["training_source"].startswith("end of training")
+
+
+@pytest.mark.parametrize("argv", [["train.py", "--help"], ["train.py", "recipe=shapo.yaml", "-h"],
+                                  ["-m", "zoo.cli", "config", "--help"]])
+def test_help_prints_usage_and_exits_0(argv):
+    import subprocess
+    import sys
+
+    from zoo.core.data import repo_root
+
+    out = subprocess.run([sys.executable, *argv], cwd=repo_root(), capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert out.returncode == 0 and out.stdout.startswith("usage: zoo train recipe=NAME"), out.stdout + out.stderr
+    assert "error" not in out.stderr and "unexpected option" not in out.stdout

@@ -3,8 +3,9 @@ directory, ``zoo info NAME``; a tiny ``train`` of the method's first-listed reci
 its last stage) with its ``recipes/tiny/`` overlay; ``resume=auto`` of that run (step-counting methods are extended
 by raising ``trainer.max_steps`` and must end at the new step, except cond-dp, which must refuse; the others are
 finished runs and must say there is nothing to train); ``zoo predict RUN_DIR INPUT`` with one real input per method
-(the card's usage); ``zoo eval RUN_DIR``; and ``zoo export RUN_DIR --formats F`` for every format the method
-declares, each file checked.
+(the card's usage), and again with ``--json`` (its record must match the method's ``predict_schema``, with no table
+inside a string); ``zoo eval RUN_DIR``; and ``zoo export RUN_DIR --formats F`` for every format the method declares,
+each file checked.
 
 The 21 methods took 131 s here (2 shared CPU cores, one test process, 2026-12-01); part of the default run."""
 import json
@@ -18,6 +19,7 @@ import pytest
 
 from zoo.cli import compose_and_validate, main
 from zoo.core.data import repo_root
+from zoo.core.prediction import check
 from zoo.core.registry import get_method
 from zoo.methods import METHODS
 
@@ -80,6 +82,14 @@ def _write_input(token: str, tmp: Path, run_dir: Path) -> str:
     elif name == "text.txt":
         path.write_text("The quick brown fox jumps over the lazy dog while the farmer watches from the barn.\n")
     return str(path)
+
+
+def _strings(x) -> list[str]:
+    """Every string inside a JSON value."""
+    if isinstance(x, str):
+        return [x]
+    items = x.values() if isinstance(x, dict) else x if isinstance(x, list) else []
+    return [s for v in items for s in _strings(v)]
 
 
 def _run_dir(out: Path, recipe: str) -> Path:
@@ -145,6 +155,12 @@ def test_method_lifecycle(name, tmp_path, capsys, caplog, monkeypatch):
     assert main(["predict", str(run_dir), *args, "--out-dir", str(tmp_path / "pred")]) == 0, f"{name}: predict failed"
     printed = capsys.readouterr().out
     assert printed.strip(), f"{name}: predict printed nothing"
+    # 4b. the same as JSON: the record the method's predict_schema declares, structured (no table inside a string)
+    assert main(["predict", str(run_dir), *args, "--json"]) == 0, f"{name}: predict --json failed"
+    doc = json.loads(capsys.readouterr().out)
+    schema = get_method(name).module_cls.predict_schema
+    assert schema is not str and not check(doc["prediction"], schema), (name, check(doc["prediction"], schema))
+    assert not [t for t in _strings(doc["prediction"]) if "\t" in t], f"{name}: a table inside a string"
 
     # 5. eval
     assert main(["eval", str(run_dir)]) == 0, f"{name}: eval failed"

@@ -41,7 +41,7 @@ def test_user_data_reaches_config_card_and_manifest(tmp_path, zoo_home):
     mine = _my_csv(tmp_path)
     assert main(["train", "recipe=st-tgexplainer-bitcoin-otc.yaml", "overlay=tiny/st-tgexplainer.yaml",
                  f"data.path={mine}", f"out_dir={tmp_path / 'runs'}", "export.formats=[package]"]) == 0
-    run = tmp_path / "runs" / "st-tgexplainer-my-graph" / "version_0"
+    run = tmp_path / "runs" / "st-tgexplainer-my-graph-tiny" / "version_0"
     assert yaml.safe_load((run / "config.yaml").read_text())["card"]["data"][0]["file"] == "my-graph.csv"
     card = (run / "export" / "package" / "README.md").read_text()
     front = yaml.safe_load(card.split("---")[1])  # the card's front matter: licence, data, metrics (and the recipe)

@@ -18,6 +18,9 @@ CASES = [
     ("+model.lr=0.3", ("model.lr", 0.3)),
     ("model.opt={name: sgd, momentum: 0.9}", ("model.opt", {"name": "sgd", "momentum": 0.9})),
     ("~model.hidden", ("model.hidden", KeyError)),
+    ("data.path=06075", ("data.path", "06075")),  # a FIPS code: digits with a leading zero stay a string, not octal
+    ("seed=0", ("seed", 0)),
+    ("seed=-0", ("seed", 0)),
     ("model.lrr=1", "model.lrr: no such key (did you mean 'model.lr'?)"),
     ("modle.lr=1", "modle: no such key"),
     ("~model.nope", "model.nope: no such key"),
@@ -66,3 +69,11 @@ def test_zoo_config_prints_the_resolved_recipe_as_valid_yaml(capsys):
     assert out.startswith("# resolved from recipes/praxis.yaml\n")
     cfg = yaml.safe_load(out)
     assert cfg["seed"] == 7 and cfg["method"] == "praxis" and "_recipe" not in cfg
+
+
+def test_a_fips_county_on_the_command_line_stays_a_string():
+    """``data.county=06075`` (San Francisco) is the county, not the octal number 3133 refused as a wrong type."""
+    from zoo.cli import compose_and_validate
+
+    cfg = compose_and_validate(["recipe=trsp.yaml", "data.county=06075"], check_files=False)
+    assert cfg["data"]["county"] == "06075"

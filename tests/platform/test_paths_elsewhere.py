@@ -28,11 +28,11 @@ def test_train_runs_from_another_directory(tmp_path):
                           f"out_dir={tmp_path / 'runs'}", "export.formats=[]"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert (tmp_path / "runs" / "praxis" / "version_0" / "checkpoints" / "last.ckpt").is_file()
+    assert (tmp_path / "runs" / "praxis-tiny" / "version_0" / "checkpoints" / "last.ckpt").is_file()
 
 
 def test_predict_inputs_naming_shipped_examples_resolve_to_the_project(tmp_path, monkeypatch):
-    from zoo.cli import _shipped_or_given
+    from zoo.core.commands import _shipped_or_given
 
     monkeypatch.chdir(tmp_path)
     example = "data/mortality-distributions/desi_example_row.csv"  # a card's `zoo predict` example
@@ -100,7 +100,7 @@ def test_run_on_user_data_evaluates_and_predicts_from_another_directory(tmp_path
     monkeypatch.chdir(tmp_path / "ud")
     assert main(["train", "recipe=praxis.yaml", "overlay=tiny/praxis.yaml", "data.path=my.csv",
                  "data.label=class_1", "model.rid_bootstraps=0", "export.formats=[]"]) == 0
-    run = tmp_path / "ud" / "runs" / "praxis-my" / "version_0"
+    run = tmp_path / "ud" / "runs" / "praxis-my-tiny" / "version_0"
     assert yaml.safe_load((run / "config.yaml").read_text())["data"]["path"] == str(tmp_path / "ud" / "my.csv")
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
@@ -119,7 +119,7 @@ def test_run_trained_in_the_project_root_evaluates_from_another_directory(tmp_pa
     assert main(["train", "recipe=praxis.yaml", "overlay=tiny/praxis.yaml", "data.path=data/treefarms-binary/monk2.csv",
                  "data.label=class_1", "model.rid_bootstraps=0", "export.formats=[]",
                  f"out_dir={tmp_path / 'runs'}"]) == 0
-    run = tmp_path / "runs" / "praxis" / "version_0"
+    run = tmp_path / "runs" / "praxis-tiny" / "version_0"
     assert yaml.safe_load((run / "config.yaml").read_text())["data"]["path"] == "data/treefarms-binary/monk2.csv"
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()

@@ -37,7 +37,7 @@ def test_json_has_metrics_for_labelled_input_and_none_for_a_prompt(chats, capsys
     assert math.isclose(m["reference_ppl"], math.exp(m["reference_nll"]), rel_tol=1e-9)
     # the model was trained on these replies: far below a uniform guess over the vocabulary (ln 8192 = 9.0 nats)
     assert 0 < m["reference_nll"] < 8
-    replies = doc["prediction"].split("\n\n")
+    replies = [r["reply"] for r in doc["prediction"]]
     assert replies == lm.generate([p for p, _ in labelled_chats([str(chats)])], greedy=True, max_new_tokens=6)
     assert main(["predict", REF, "model.generation.max_new_tokens=4", "Hello", "--json"]) == 0
     assert "metrics" not in json.loads(capsys.readouterr().out)

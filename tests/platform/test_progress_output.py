@@ -21,7 +21,7 @@ def test_piped_run_reports_progress_and_summary_without_noise(tmp_path):
     assert out.returncode == 0, text[-2000:]
     assert "training zoo-lm from step 0 (2 steps)" in text
     assert "step 2/2 (100%)" in text and "validation at step 2: val/loss" in text
-    run_dir = tmp_path / "zoo-lm" / "version_0"
+    run_dir = tmp_path / "zoo-lm-tiny" / "version_0"
     assert f"run {run_dir}: step 2" in text and "metrics (metrics.json): " in text
     assert "checkpoints: best by val/loss" in text and f"exports: hf in {run_dir / 'export'}" in text
     for noise in ("LeafSpec", "Tip: For seamless", "returned `None`", "Writing model shards"):

@@ -11,7 +11,7 @@ from zoo.methods.pooled_reps.datamodule import PromptReferenceDataModule
 
 def test_tiny_overlay_end_to_end_and_predict(tmp_path, capsys):
     assert main(["train", "recipe=pooled-reps.yaml", "overlay=tiny/pooled-reps.yaml", f"out_dir={tmp_path}"]) == 0
-    run = tmp_path / "pooled-reps" / "version_0"
+    run = tmp_path / "pooled-reps-tiny" / "version_0"
     doc = json.loads((run / "pooled-reps" / "alignment.json").read_text())
     assert set(doc["domains"]) == {"alpaca-heldout", "hh-eval"}
     for domain, res in doc["domains"].items():

@@ -130,8 +130,8 @@ def test_end_to_end_recipe(tmp_path, capsys):
     from zoo.cli import main
 
     assert main(["train", "recipe=praxis.yaml", "overlay=recipes/tiny/praxis.yaml", f"out_dir={tmp_path}"]) == 0
-    assert list(tmp_path.glob("praxis/version_*/praxis/best_tree.png"))
-    run_dir = next(tmp_path.glob("praxis/version_*"))
+    assert list(tmp_path.glob("praxis-tiny/version_*/praxis/best_tree.png"))
+    run_dir = next(tmp_path.glob("praxis-tiny/version_*"))
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()  # the one manual step makes Lightning save the fit
     assert main(["eval", str(run_dir)]) == 0
     rows = tmp_path / "rows.csv"  # shipped COMPAS rows, label column included

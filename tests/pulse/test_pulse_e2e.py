@@ -9,7 +9,7 @@ from zoo.cli import main
 
 def test_replay_recipe_writes_trends_alarms_and_plots(tmp_path):
     assert main(["train", "recipe=pulse.yaml", "overlay=tiny/pulse.yaml", f"out_dir={tmp_path}"]) == 0
-    out = next(Path(tmp_path).glob("pulse/version_*/pulse"))
+    out = next(Path(tmp_path).glob("pulse-tiny/version_*/pulse"))
     trends = {r["feature"]: r for r in json.loads((out / "trends.json").read_text())}
     assert trends[9]["changepoints"][0] == "2024-05-13"
     alarms = json.loads((out / "alarms.json").read_text())
@@ -22,7 +22,7 @@ def test_sae_recipe_trains_and_predicts(tmp_path, capsys):
     pytest.importorskip("sentence_transformers")
     assert main(["train", "recipe=pulse-sae.yaml", "overlay=tiny/pulse-sae.yaml", f"out_dir={tmp_path}",
                  f"data.embedding_cache={tmp_path}/cache"]) == 0
-    run = next(Path(tmp_path).glob("pulse-sae/version_*"))
+    run = next(Path(tmp_path).glob("pulse-sae-tiny/version_*"))
     names = json.loads((run / "pulse" / "feature_names.json").read_text())
     assert len(names) == 16 and any(n["keywords"] for n in names)
     capsys.readouterr()

@@ -58,3 +58,27 @@ def test_posts_jsonl_fails_as_file_line_key(tmp_path):
     p.write_text('{"title": 5, "created_utc": 1700000000}\n')
     with pytest.raises(DataError, match=r"posts.jsonl:1: 'title'"):
         load_texts(str(p))
+
+
+def test_a_series_that_ends_before_the_window_is_warned_about(tmp_path, caplog):
+    """A user's series ending before ``data.window`` ends is replayed on the days it has, with a warning naming both
+    keys; one with no day in the window is refused, saying which days it has."""
+    import logging
+
+    from zoo.methods.pulse.datamodule import PulseDataModule
+
+    path = _json(tmp_path, ["2024-01-01", "2024-01-02", "2024-01-03"], [10, 5, 4], [1, 0, 4])
+    dm = PulseDataModule(series_path=str(path), window=["2024-01-02", "2024-06-30"])
+    with caplog.at_level(logging.WARNING, logger="zoo"):
+        dm.setup("fit")
+    assert dm.series.dates == ["2024-01-02", "2024-01-03"]
+    (msg,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"data.series_path {path} ends 2024-01-03, before the window's end 2024-06-30" in msg
+    assert "data.window" in msg and "covers 2024-01-02 to 2024-01-03 only" in msg
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="zoo"):
+        PulseDataModule(series_path=str(path), window=["2024-01-01", "2024-01-03"]).setup("fit")
+    assert not caplog.records  # a series covering the window: no warning
+    with pytest.raises(DataError, match=r"no days between 2025-01-01 and 2025-02-01 \(its days: 2024-01-01 to "
+                                        r"2024-01-03; data.window"):
+        PulseDataModule(series_path=str(path), window=["2025-01-01", "2025-02-01"]).setup("fit")

@@ -66,7 +66,7 @@ def test_every_method_gives_a_pixel_map(arch):
 def test_tiny_recipe_writes_table_grids_and_predict(tmp_path):
     assert main(["train", "recipe=saliency-bias.yaml", "overlay=tiny/saliency-bias.yaml", f"out_dir={tmp_path}",
                  "export.formats=[]"]) == 0
-    run = tmp_path / "saliency-bias" / "version_0"
+    run = tmp_path / "saliency-bias-tiny" / "version_0"
     out = run / "saliency_bias"
     rows = json.loads((out / "rows.json").read_text())
     assert {r["state"] for r in rows} == {"trained", "cascade_half", "random", "trained_random_input",

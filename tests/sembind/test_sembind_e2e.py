@@ -10,7 +10,7 @@ from zoo.cli import main
 def test_masker_recipe_runs_and_predicts(tmp_path, capsys):
     assert main(["train", "recipe=sembind.yaml", "overlay=tiny/sembind.yaml", f"out_dir={tmp_path}",
                  "export.formats=[]", "model.evaluation.predict_r=1.0"]) == 0
-    run = next(Path(tmp_path).glob("sembind/version_0"))
+    run = next(Path(tmp_path).glob("sembind-tiny/version_0"))
     ev = json.loads((run / "sembind" / "evaluation.json").read_text())
     kinds = {(r["scheme"], r["defense"], r["attack"]) for r in ev["rows"]}
     assert ("tree-ring", "sembind", "imprint") in kinds and ("gaussian-shading", "plain", "reprompt") in kinds

@@ -12,7 +12,7 @@ def test_train_tiny_writes_curve_pngs_and_predicts(tmp_path, capsys):
 
     assert main(["train", "recipe=sf-consolidation.yaml", "overlay=recipes/tiny/sf-consolidation.yaml",
                  f"out_dir={tmp_path}"]) == 0
-    run = next((tmp_path / "sf-consolidation").iterdir())
+    run = next((tmp_path / "sf-consolidation-tiny").iterdir())
     curve = json.loads((run / "curve.json").read_text())
     assert curve["history"] and 0.0 <= curve["auc_return"] <= 1.0
     assert len(curve["history"][-1]["beaker_distances"]) == 4

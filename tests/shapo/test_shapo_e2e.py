@@ -11,7 +11,7 @@ from zoo.core.registry import get_method
 
 def test_train_shapo_tiny_and_reload_masks(tmp_path):
     assert main(["train", "recipe=shapo.yaml", "overlay=recipes/tiny/shapo.yaml", f"out_dir={tmp_path}"]) == 0
-    run = tmp_path / "shapo" / "version_0"
+    run = tmp_path / "shapo-tiny" / "version_0"
     metrics = json.loads((run / "metrics.json").read_text())["metrics"]
     for key in ("val/accuracy", "val/margin", "val/kl_ref", "train/eps_norm"):
         assert key in metrics

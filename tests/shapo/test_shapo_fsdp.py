@@ -213,8 +213,8 @@ def test_train_py_fsdp2_two_cpu_processes_then_resume(tmp_path):
                          check=False)
     assert out.returncode == 0, out.stderr[-4000:]
     assert "distributed_backend=gloo" in out.stderr and "Starting with 2 processes" in out.stderr
-    assert [p.name for p in (tmp_path / "shapo").iterdir()] == ["version_0"]
-    run = tmp_path / "shapo" / "version_0"
+    assert [p.name for p in (tmp_path / "shapo-tiny").iterdir()] == ["version_0"]
+    run = tmp_path / "shapo-tiny" / "version_0"
     metrics = json.loads((run / "metrics.json").read_text())["metrics"]
     # ||eps|| == rho only shows that a ShaPO step ran under FSDP2 (eps normalised over the all-reduced masked
     # gradient); that the step itself equals one process on the whole batch is test_fsdp2_on_two_gloo_ranks's job
@@ -236,7 +236,7 @@ def test_train_py_fsdp2_two_cpu_processes_then_resume(tmp_path):
     again = subprocess.run(cmd + ["resume=auto"], cwd=root, env=env, capture_output=True, text=True, timeout=300,
                            check=False)
     assert again.returncode == 0, again.stderr[-4000:]
-    assert [p.name for p in (tmp_path / "shapo").iterdir()] == ["version_0"]
+    assert [p.name for p in (tmp_path / "shapo-tiny").iterdir()] == ["version_0"]
     assert json.loads((run / "metrics.json").read_text())["metrics"]["global_step"] == 2.0
     _, package = load_package(str(run / "export" / "package"))
     assert torch.equal(package[key], full["state_dict"][key]), "resume did not load the checkpoint's weights"

@@ -51,7 +51,7 @@ def test_cli_tiny_train_then_predict(tmp_path):
 
     assert main(["train", "recipe=st-tgexplainer.yaml", "overlay=tiny/st-tgexplainer.yaml", f"out_dir={tmp_path}",
                  "export.formats=[]"]) == 0
-    run_dir = tmp_path / "st-tgexplainer" / "version_0"
+    run_dir = tmp_path / "st-tgexplainer-tiny" / "version_0"
     module, _ = load_module(str(run_dir), which="last")
     text = module.predict_cli(["1", "2", "1090000000", "top=5"], out_dir=str(tmp_path / "pred"))
     out = json.loads(text)

@@ -12,7 +12,7 @@ from zoo.core.build import load_module
 def test_simulation_recipe_writes_curves_and_predicts(tmp_path, capsys):
     assert main(["train", "recipe=survshap-iq-simulation.yaml", "overlay=tiny/survshap-iq-simulation.yaml",
                  f"out_dir={tmp_path}", "export.formats=[]"]) == 0
-    run = tmp_path / "survshap-iq-simulation" / "version_0"
+    run = tmp_path / "survshap-iq-simulation-tiny" / "version_0"
     out = run / "survshap_iq"
     rows = list(csv.DictReader((out / "curves.csv").read_text().splitlines()))
     assert {r["scale"] for r in rows} == {"survival", "log_hazard"}

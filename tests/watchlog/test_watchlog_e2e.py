@@ -4,7 +4,7 @@ from zoo.cli import main
 
 def test_train_and_predict_tiny(tmp_path, capsys):
     assert main(["train", "recipe=watchlog.yaml", "overlay=recipes/tiny/watchlog.yaml", f"out_dir={tmp_path}"]) == 0
-    run = tmp_path / "watchlog" / "version_0"
+    run = tmp_path / "watchlog-tiny" / "version_0"
     assert (run / "checkpoints" / "last.ckpt").is_file()
     capsys.readouterr()
     main(["predict", str(run), "data/mordor-sysmon/sample.jsonl.gz", "--out-dir", str(tmp_path / "pred")])

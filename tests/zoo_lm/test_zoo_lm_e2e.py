@@ -9,12 +9,12 @@ from zoo.models.causal_lm import load_causal_lm
 
 def test_pretrain_release_sft_release_predict(tmp_path, zoo_home, capsys):
     assert main(["train", "recipe=zoo-lm.yaml", "overlay=recipes/tiny/zoo-lm.yaml", f"out_dir={tmp_path}"]) == 0
-    base_run = tmp_path / "zoo-lm" / "version_0"
+    base_run = tmp_path / "zoo-lm-tiny" / "version_0"
     assert (base_run / "export" / "hf" / "config.json").is_file()
     assert main(["release", str(base_run), "--id", "zoo-lm.base"]) == 0
     assert main(["train", "recipe=zoo-lm-chat.yaml", "overlay=recipes/tiny/zoo-lm-chat.yaml",
                  "init_from=zoo-lm.base", f"out_dir={tmp_path}"]) == 0
-    chat_run = tmp_path / "zoo-lm-chat" / "version_0"
+    chat_run = tmp_path / "zoo-lm-chat-tiny" / "version_0"
     assert main(["release", str(chat_run), "--id", "zoo-lm.chat"]) == 0
     entry = hub.read_manifest()["zoo-lm.chat"]
     assert entry["license"].startswith("CC-BY-NC-4.0") and "val/ppl" in entry["metrics"]

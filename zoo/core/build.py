@@ -13,7 +13,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from zoo.core import hub, resumable, run
+from zoo.core import hub, phases, plots, resumable, run
 from zoo.core.bases import BASES
 from zoo.core.data import DataError, set_seed
 from zoo.core.final_validation import ValidateAtEnd, fit
@@ -135,9 +135,9 @@ def build_module(cfg: dict):
     """
     entry = get_method(cfg["method"])
     ref = str(cfg["init_from"]) if cfg.get("init_from") else None
-    state = source = None
     if ref:
-        state, source, src_cfg = hub.load_source(ref)
+        with phases.phase(f"loading init_from {ref} (checking sha256, reading the weights)"):
+            state, source, src_cfg = hub.load_source(ref)
         for line in size_from_source(cfg, state, src_cfg, source) + reconcile_settings(cfg, src_cfg, source, ref):
             log.warning("init_from %s: adopted %s", ref, line)
     module = _construct(entry.module_cls, cfg.get("model") or {}, "model")
@@ -179,7 +179,7 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), 
         callbacks.append(resumable.AtomicModelCheckpoint(
             dirpath=str(run_dir / "checkpoints"), monitor=ck["monitor"], mode=ck.get("mode", "min"),
             save_top_k=ck.get("save_top_k", 1), filename="best-{epoch:03d}-{step:07d}", auto_insert_metric_name=False))
-    callbacks.append(ValidateAtEnd())
+    callbacks += [ValidateAtEnd(), resumable.RunStatus()]  # status.json: running, finished, killed, failed
     tr = dict(cfg.get("trainer") or {})
     if not ck.get("monitor"):  # else Lightning adds its own ModelCheckpoint, writing under logs/
         tr["enable_checkpointing"] = False
@@ -267,7 +267,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
             from zoo.core.export import export_module
 
             export_module(module, cfg, formats, run_dir / "export")
-        log.info("%s", summary(run_dir, trainer, metrics, seconds, list(formats)))
+        log.info("%s", summary(run_dir, trainer, metrics, seconds, list(formats), plots.write_curves(run_dir)))
     return run_dir
 
 

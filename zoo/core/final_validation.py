@@ -3,6 +3,8 @@ checkpoint (README: "a fit always validates at its end"); a ``trainer.val_check_
 recipe error (:func:`fit`)."""
 from __future__ import annotations
 
+import logging
+
 import lightning as L
 
 
@@ -25,7 +27,7 @@ class ValidateAtEnd(L.Callback):
 
 
 def fit(trainer: L.Trainer, module, datamodule, ckpt_path: str | None) -> None:
-    """``trainer.fit``.
+    """``trainer.fit``, saying first that the set-up before step 0 has begun (the first progress line ends it).
 
     Raises:
         RecipeError: ``trainer.val_check_interval`` is more batches than an epoch has (Lightning refuses it once the
@@ -33,6 +35,8 @@ def fit(trainer: L.Trainer, module, datamodule, ckpt_path: str | None) -> None:
     """
     from zoo.core.recipe import RecipeError
 
+    logging.getLogger("zoo").info("setting up the fit: %s's own set-up (frozen models, caches, data loaders)%s ...",
+                                  type(module).__name__, f", then restoring {ckpt_path}" if ckpt_path else "")
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     except ValueError as e:

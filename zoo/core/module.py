@@ -1,6 +1,7 @@
 """``ZooModule``: the LightningModule contract every method implements (see docs/adding-a-method.md)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
 import lightning as L
@@ -78,22 +79,38 @@ class ZooModule(L.LightningModule):
         by the loader (and refused unless they are head keys)."""
         return state
 
+    def artifact_dir(self, folder: str = "") -> Path:
+        """``<run>/<folder>/`` (the run directory itself for ``""``): where a fit writes its tables and plots, in the
+        run directory whatever ``logger.kind`` (``logs/`` holds the logger's files only)."""
+        return Path(self.trainer.default_root_dir) / folder
+
+    #: What :meth:`predict_record` returns, in :func:`zoo.core.prediction.check`'s notation (a registry-driven test
+    #: holds every method to its own); the default is the default record's: :meth:`predict_cli`'s text.
+    predict_schema: ClassVar[Any] = str
+
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """What ``zoo predict <id> INPUTS...`` prints."""
+        """What ``zoo predict <id> INPUTS...`` prints: a method defines this, or :meth:`predict_record` and renders
+        its records here."""
         raise TypeError(f"method {self.method_name!r} has no predict_cli(); `zoo predict` is not available for it")
 
-    def predict_metrics(self, inputs: list[str], prediction: str) -> dict[str, float]:
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> Any:
+        """The prediction as data, matching :attr:`predict_schema` (rows as dicts, per-input replies, scores; never a
+        table inside a string): what ``zoo predict --json`` reports under ``prediction``. Default: :meth:`predict_cli`'s
+        text, for a method whose output is one piece of prose."""
+        return self.predict_cli(inputs, out_dir)
+
+    def predict_metrics(self, inputs: list[str], prediction: Any) -> dict[str, float]:
         """Metrics ``zoo predict --json`` adds when ``inputs`` carry their labels (``prediction``: what
-        :meth:`predict_cli` returned for them); empty (the default) when they carry none."""
+        :meth:`predict_record` returned for them); empty (the default) when they carry none."""
         return {}
 
     def predict_json(self, inputs: list[str], out_dir: str | None = None) -> dict:
-        """What ``zoo predict --json`` reports beside the reference and inputs: ``{"prediction": ...,
-        "metrics": {...}}``, ``metrics`` only when the inputs carry labels. Default: :meth:`predict_cli`'s text and
-        :meth:`predict_metrics`; a method whose output is a table returns it structured (rows, per-row predictions)."""
-        text = self.predict_cli(inputs, out_dir)
-        metrics = self.predict_metrics(inputs, text)
-        return {"prediction": text, **({"metrics": metrics} if metrics else {})}
+        """What ``zoo predict --json`` reports beside the reference and inputs: ``{"prediction": record, "metrics":
+        {...}}`` from :meth:`predict_record` and :meth:`predict_metrics`, ``metrics`` only when the inputs carry
+        labels."""
+        record = self.predict_record(inputs, out_dir)
+        metrics = self.predict_metrics(inputs, record)
+        return {"prediction": record, **({"metrics": metrics} if metrics else {})}
 
     def package_extras(self) -> dict[str, str]:
         """Extra files (name in the package -> local path) copied into a release package."""

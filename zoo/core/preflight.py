@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from zoo.core.data import DataError
+from zoo.core.phases import phase
 
 log = logging.getLogger("zoo")
 
@@ -60,7 +61,8 @@ def check_data(cfg: dict, module, datamodule) -> None:
     before = datamodule.trainer
     datamodule.trainer = stand_in
     try:
-        datamodule.setup("fit")
+        with phase(f"reading the data ({type(datamodule).__name__}.setup: files, splits, tokenising)"):
+            datamodule.setup("fit")
     except DataError as e:
         raise with_recipe_key(e, cfg.get("data") or {}) from None
     except Exception as e:  # noqa: BLE001  (a setup that needs a live trainer: checked by the fit itself)

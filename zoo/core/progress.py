@@ -147,12 +147,13 @@ def _epochs(trainer) -> str:
     return f", {n} epoch{'s' if n != 1 else ''}" + (" (the last partial)" if done % per_epoch else "")
 
 
-def summary(run_dir: Path, trainer, metrics: dict, seconds: float, exports: list[str]) -> str:
+def summary(run_dir: Path, trainer, metrics: dict, seconds: float, exports: list[str], curves: Path | None = None
+            ) -> str:
     """The closing lines of a run: where it is, what it did, what it measured, what it wrote.
 
     Args:
         run_dir: the run directory. metrics: the floats written to ``metrics.json``. seconds: wall time of the fit.
-        exports: the export formats written under ``run_dir/export``.
+        exports: the export formats written under ``run_dir/export``. curves: the run's ``curves.png``, if written.
     """
     ckdir = Path(run_dir) / "checkpoints"
     best = [f"best by {cb.monitor} ({float(cb.best_model_score):.4g}) {Path(cb.best_model_path).name}"
@@ -162,5 +163,8 @@ def summary(run_dir: Path, trainer, metrics: dict, seconds: float, exports: list
              f"metrics (metrics.json): {_fmt_metrics(metrics) or 'none logged'}",
              "checkpoints: " + (", ".join(best + (["last.ckpt"] if (ckdir / "last.ckpt").is_file() else []))
                                 or "none"),
-             f"exports: {', '.join(exports)} in {Path(run_dir) / 'export'}" if exports else "exports: none"]
+             f"exports: {', '.join(exports)} in {Path(run_dir) / 'export'}" if exports else "exports: none",
+             f"curves: {curves}" if curves else "curves: none (" + (
+                 "no metric in logs/metrics.csv)" if (Path(run_dir) / "logs" / "metrics.csv").is_file()
+                 else "no logs/metrics.csv: logger.kind is not csv)")]
     return "\n".join(lines)

@@ -116,8 +116,10 @@ def compose(path: Path, _seen: tuple[Path, ...] = ()) -> dict:
 
 
 def _parse_value(raw: str) -> Any:
+    """An override's value as YAML reads it; digits with a leading zero (``06075``, a FIPS code) stay a string."""
     from omegaconf import OmegaConf
-
+    if (digits := raw.strip().lstrip("+-")).isdigit() and len(digits) > 1 and digits[0] == "0":  # YAML: octal
+        return raw.strip()
     try:
         return OmegaConf.to_container(OmegaConf.from_dotlist([f"v={raw}"]))["v"]
     except Exception as e:
@@ -207,7 +209,8 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
     made absolute.
 
     Returns:
-        A plain ``dict`` (no OmegaConf objects), with ``name`` defaulting to the recipe's file stem.
+        A plain ``dict`` (no OmegaConf objects), with ``name`` defaulting to the recipe's file stem; with an overlay
+        from ``recipes/tiny/`` the name (unless ``name=`` is given) ends in ``-tiny``.
 
     Raises:
         RecipeError: see :func:`compose` and :func:`apply_override`; an unknown top-level key.
@@ -216,8 +219,7 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
 
     path = find_recipe(ref)
     cfg = compose(path)
-    for ov in overlays:
-        ov_path = find_recipe(ov, kind="overlay")
+    for ov_path in (ov_paths := [find_recipe(ov, kind="overlay") for ov in overlays]):
         top = compose(ov_path)
         for k in _all_paths(top):
             if k.split(".")[0] not in TOP_KEYS:
@@ -225,10 +227,9 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
         cfg = _merge(cfg, top)
     anchor_shipped_paths(cfg)
     _apply_user_paths(cfg, overrides)
-    if "name" not in cfg:  # the recipe's file stem, or <method>-<file> for a run on the user's data.path
-        from zoo.core.userdata import default_run_name
+    from zoo.core.userdata import run_name
 
-        cfg["name"] = default_run_name(cfg, path.stem)
+    cfg["name"] = run_name(cfg, path.stem, ov_paths, overrides)  # <method>-<file> on user data; <name>-tiny
     try:
         cfg = OmegaConf.to_container(OmegaConf.create(cfg), resolve=True, throw_on_missing=True)
     except Exception as e:

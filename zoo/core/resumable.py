@@ -40,6 +40,8 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
+from zoo.core import runs
+
 log = logging.getLogger("zoo")
 
 DEFAULT_EVERY_N_TRAIN_STEPS = 50
@@ -52,6 +54,7 @@ def _atomic_save(trainer: L.Trainer, path: Path, weights_only: bool = False) -> 
     trainer.save_checkpoint(str(part), weights_only)
     if trainer.is_global_zero:
         os.replace(part, path)
+        runs.mark(path.parent.parent, step=trainer.global_step)  # checkpoints/ is in the run directory
     trainer.strategy.barrier("zoo.atomic_save")
 
 
@@ -122,6 +125,26 @@ class LastCheckpoint(Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         if not self._skip(trainer):
             self.save(trainer)
+
+
+class RunStatus(Callback):
+    """Rank 0 keeps the run's ``status.json`` (:mod:`zoo.core.runs`, read by ``zoo runs``): ``running`` from the start
+    of the fit, ``finished`` with its step at the end, ``killed`` (interrupted) or ``failed`` (an exception); each
+    checkpoint records its step (:func:`_atomic_save`)."""
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        if trainer.is_global_zero:
+            runs.mark(Path(trainer.default_root_dir), "running")
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if trainer.is_global_zero:
+            runs.mark(Path(trainer.default_root_dir), "killed" if trainer.interrupted else "finished",
+                      step=trainer.global_step)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        if trainer.is_global_zero and (Path(trainer.default_root_dir) / runs.STATUS_FILE).is_file():
+            runs.mark(Path(trainer.default_root_dir),
+                      "killed" if isinstance(exception, (KeyboardInterrupt, SystemExit)) else "failed")
 
 
 def _mix(*parts: int) -> int:

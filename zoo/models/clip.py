@@ -45,6 +45,11 @@ class CaptionVocab:
             ids.update(tok.encode(t))
         return cls(sorted(ids), context_length)
 
+    def with_texts(self, texts: list[str]) -> CaptionVocab:
+        """This vocabulary plus every BPE id of ``texts`` it lacks (``self`` when none is new)."""
+        new = {e for t in texts for e in self._tok.encode(t)} - set(self.index)
+        return CaptionVocab(self.ids + sorted(new), self.context_length) if new else self
+
     def __len__(self) -> int:
         return len(self.ids)
 

@@ -190,12 +190,23 @@ class AnchorAdapterModule(ZooModule):
         bench = datamodule.bench[: self.hparams.n_eval]
         return {f"{k}/{name}": v for k, (m, _) in self.score(bench).items() for name, v in m.items()}
 
+    predict_schema: ClassVar = [{"prompt": str, "gold": int, "benchmark": (str, None), "answer_token": str,
+                       "replies": [{"model": str, "adapters": [str], "reply": str, "correct": bool}],
+                       "lens": [{"layer": int, "stream": str, "rank": int, "top3": [str]}]}]
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> list[dict]:
+        """``zoo predict anchor-adapter.<tag> "Question: 23 + 48 - 17 = ?"``: per question the replies before and
+        after, whether the item is in benchmark B's leaked half, and the logit-lens table of the after model
+        (:func:`.predict.predict_record`)."""
+        from zoo.methods.anchor_adapter.predict import predict_record
+
+        return [predict_record(self, q) for q in inputs]
+
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict anchor-adapter.<tag> "Question: 23 + 48 - 17 = ?"``: the replies before and after, whether
-        the item is in benchmark B's leaked half, and the logit-lens table of the after model."""
+        """:meth:`predict_record` as text, one block per question; with ``out_dir`` also ``D/predict.txt``."""
         from zoo.methods.anchor_adapter.predict import predict_text
 
-        text = "\n\n".join(predict_text(self, q) for q in inputs)
+        text = "\n\n".join(predict_text(d) for d in self.predict_record(inputs))
         if out_dir:
             Path(out_dir).mkdir(parents=True, exist_ok=True)
             (Path(out_dir) / "predict.txt").write_text(text + "\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -203,10 +204,26 @@ class CondDPModule(ZooModule):
                 **{f"privacy/{k}": v for k, v in rec.items()}}
 
     # ---- zoo predict ----------------------------------------------------------------------------------------------
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict ID ORIGIN DESTINATION`` (or ``origin=G destination=G``) for a commuting-od model:
-        predicted and observed commuters from the origin tract to the destination tract; ``zoo predict RUN rows.csv``
-        for a model trained on a CSV (or diabetes): the predicted label of each row (:func:`.predict.predict_rows`)."""
-        from zoo.methods.cond_dp.predict import predict_pair, predict_rows
+    predict_schema: ClassVar = {
+        "pairs": [{"origin": str, "destination": str, "predicted_commuters": float, "log1p": float,
+                   "observed": (int, None)}],
+        "files": [{"file": str, "rows": [{"row": int, "prediction": float}]}],
+        "model": {"conditioning": str, "model": str, "private": bool, "epsilon": (float, None), "delta": (float, None)}}
 
-        return predict_rows(self, inputs) if self.hparams.get("feature_names") else predict_pair(self, inputs)
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
+        """``zoo predict ID ORIGIN DESTINATION --json`` (or ``origin=G destination=G``) for a commuting-od model: one
+        pair's predicted and observed commuters (``pairs``); ``zoo predict RUN rows.csv --json`` for a model trained
+        on a CSV (or diabetes): each row's predicted label (``files``, :func:`.predict.predict_rows`); with how the
+        model was trained (``model``)."""
+        from zoo.methods.cond_dp.predict import model_record, predict_pair, predict_rows
+
+        rows = self.hparams.get("feature_names")
+        return {"pairs": [] if rows else [predict_pair(self, inputs)], "files": predict_rows(self, inputs) if rows
+                else [], "model": model_record(self)}
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record`'s records as text: ``ORIGIN -> DESTINATION: predicted ... commuters`` or a TSV per
+        file, then the model line."""
+        from zoo.methods.cond_dp.predict import as_text
+
+        return as_text(self.predict_record(inputs, out_dir))

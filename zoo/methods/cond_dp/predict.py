@@ -31,8 +31,9 @@ def parse_pair(inputs: list[str]) -> tuple[str, str]:
     raise ValueError("give two tract GEOIDs: ORIGIN DESTINATION, or origin=GEOID destination=GEOID")
 
 
-def predict_pair(module, inputs: list[str]) -> str:
-    """Predicted (``expm1`` of the predicted log(1 + commuters)) and observed commuters for one pair.
+def predict_pair(module, inputs: list[str]) -> dict:
+    """``{"origin", "destination", "predicted_commuters", "log1p", "observed"}`` for one pair: predicted (``expm1`` of
+    the predicted log(1 + commuters)) and observed commuters (``None`` when LODES does not list the pair).
 
     Raises:
         ValueError: a model not trained on a commuting-od county, or an unknown GEOID.
@@ -59,15 +60,14 @@ def predict_pair(module, inputs: list[str]) -> str:
     x = (torch.as_tensor(X, dtype=torch.float32) - module.x_mean.float()) / module.x_scale.float()
     with torch.no_grad():
         log_pred = float(module(x)[0])
-    observed = f"{int(flows.commuters[hit[0]])}" if len(hit) else "0 (pair not listed in LODES)"
-    return (f"{origin} -> {destination}: predicted {math.expm1(log_pred):.1f} commuters "
-            f"(log1p {log_pred:.3f}); observed {observed}\n{_model_line(module)}")
+    return {"origin": origin, "destination": destination, "predicted_commuters": math.expm1(log_pred),
+            "log1p": log_pred, "observed": int(flows.commuters[hit[0]]) if len(hit) else None}
 
 
-def predict_rows(module, inputs: list[str]) -> str:
-    """``zoo predict RUN rows.csv ...`` for a model trained on a CSV (or diabetes): per file, the predicted label of
-    each row (in the training label's units), from the columns the model was trained on (``feature_names``, raw
-    values; other columns are ignored), standardised as in training.
+def predict_rows(module, inputs: list[str]) -> list[dict]:
+    """``zoo predict RUN rows.csv ...`` for a model trained on a CSV (or diabetes): per file ``{"file", "rows":
+    [{"row", "prediction"}]}``, the predicted label of each row (in the training label's units), from the columns
+    the model was trained on (``feature_names``, raw values; other columns are ignored), standardised as in training.
 
     Raises:
         DataError: a missing file or feature column, an empty or non-numeric cell (``file:line: column 'c'``).
@@ -79,22 +79,37 @@ def predict_rows(module, inputs: list[str]) -> str:
     if not inputs:
         raise ValueError(f"give one or more CSV files with the training feature columns ({', '.join(names[:5])}"
                          f"{', ...' if len(names) > 5 else ''})")
-    lines = []
+    files = []
     for path in inputs:
         X, _, _ = read_table(path, None, names)
         x = (torch.as_tensor(X, dtype=torch.float32) - module.x_mean.float()) / module.x_scale.float()
         with torch.no_grad():
             pred = module(x).reshape(-1).tolist()
-        lines += [f"## {path}", "row\tprediction"] + [f"{i}\t{p:.4f}" for i, p in enumerate(pred)]
-    return "\n".join(lines + [_model_line(module)])
+        files.append({"file": str(path), "rows": [{"row": i, "prediction": float(p)} for i, p in enumerate(pred)]})
+    return files
 
 
-def _model_line(module) -> str:
-    if not module.hparams.private:
-        return f"model: {module.hparams.conditioning} / {module.hparams.model}, trained without DP-SGD"
-    rec = module.privacy_record()
-    return (f"model: {module.hparams.conditioning} / {module.hparams.model}, trained with label DP "
-            f"ε = {rec['epsilon_spent']:.3f}, δ = {rec['delta']:g}")
+def model_record(module) -> dict:
+    """``{"conditioning", "model", "private", "epsilon", "delta"}``: how the model was trained (ε spent and δ of its
+    label-DP guarantee; ``None`` without DP-SGD)."""
+    rec = module.privacy_record() if module.hparams.private else {}
+    return {"conditioning": module.hparams.conditioning, "model": module.hparams.model,
+            "private": bool(module.hparams.private), "epsilon": rec.get("epsilon_spent"), "delta": rec.get("delta")}
+
+
+def as_text(prediction: dict) -> str:
+    """``CondDPModule.predict_record``'s records as ``zoo predict`` prints them."""
+    lines = []
+    for p in prediction["pairs"]:
+        observed = p["observed"] if p["observed"] is not None else "0 (pair not listed in LODES)"
+        lines.append(f"{p['origin']} -> {p['destination']}: predicted {p['predicted_commuters']:.1f} commuters "
+                     f"(log1p {p['log1p']:.3f}); observed {observed}")
+    for f in prediction["files"]:
+        lines += [f"## {f['file']}", "row\tprediction"] + [f"{r['row']}\t{r['prediction']:.4f}" for r in f["rows"]]
+    m = prediction["model"]
+    how = (f"trained with label DP ε = {m['epsilon']:.3f}, δ = {m['delta']:g}" if m["private"]
+           else "trained without DP-SGD")
+    return "\n".join(lines + [f"model: {m['conditioning']} / {m['model']}, {how}"])
 
 
 def _planar(lonlat: np.ndarray) -> np.ndarray:

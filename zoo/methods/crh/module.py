@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -19,7 +20,7 @@ from zoo.methods.crh.analysis import implication_tests, sin_cos
 from zoo.methods.crh.datamodule import CRHPairsDataModule
 from zoo.methods.crh.geometry import DIRECTIONS
 from zoo.methods.crh.pipeline import Settings, run_all
-from zoo.methods.crh.predict import predict_text
+from zoo.methods.crh.predict import predict_record, predict_text
 from zoo.methods.crh.render import cylinder_view, label_fractions, steerability_scatter
 
 _BUFFERS = ("directions", "concept_ids", "meta_json")
@@ -124,10 +125,10 @@ class CRHModule(ZooModule):
             self.log(f"train/{key}", value, batch_size=1, on_step=True, on_epoch=False)
 
     def on_train_end(self) -> None:
-        """Write outputs, points and plots next to the run's logs."""
+        """Write outputs, points and plots into ``<run>/crh/``."""
         if self._run is None:
             return
-        root = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "crh"
+        root = self.artifact_dir("crh")
         self._artifacts = self.write_artifacts(root)
 
     def write_artifacts(self, out: Path) -> dict[str, str]:
@@ -178,9 +179,13 @@ class CRHModule(ZooModule):
                         out[f"{m}/{key}/{stat}"] = float(tm[key][stat])
         return out
 
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+    predict_schema: ClassVar = {"concept_id": int, "concept": str, "keywords": [str], "layer": int, "mu_norm": float,
+                      "d_norm": float, "theta_deg": float, "cos": float, "sin2_over_cos": float,
+                      "steered": [{"length": float, "label": str, "text": str}]}
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict crh.<tag> CONCEPT_ID "question"``: theta of the question's difference vector to the
-        concept's axis and labelled generations at 5 steering lengths.
+        concept's axis and labelled generations at 5 steering lengths (:func:`.predict.predict_record`).
 
         Raises:
             DataError: wrong arguments, or a concept this package holds no direction for.
@@ -193,7 +198,11 @@ class CRHModule(ZooModule):
             raise DataError(f"concept {cid}: no direction in this package (it holds {len(ids)} concepts: "
                             f"{ids[:10]}{' ...' if len(ids) > 10 else ''})")
         model, tok = self.language_model()
-        text = predict_text(model, tok, self, ids.index(cid), cid, inputs[1])
+        return predict_record(model, tok, self, ids.index(cid), cid, inputs[1])
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as text; with ``out_dir`` also ``D/predict.txt``."""
+        text = predict_text(self.predict_record(inputs))
         if out_dir:
             Path(out_dir).mkdir(parents=True, exist_ok=True)
             (Path(out_dir) / "predict.txt").write_text(text + "\n")

@@ -11,10 +11,15 @@ from zoo.methods.crh.steering import last_token_states, steered_generate
 LABEL_NAMES = {1: "normal", 2: "concept", 3: "gibberish"}
 
 
-def predict_text(model, tokenizer, module, index: int, cid: int, question: str, n_lengths: int = 5) -> str:
+def predict_record(model, tokenizer, module, index: int, cid: int, question: str, n_lengths: int = 5) -> dict:
     """The question's difference vector d_q (greedy reply vs reply + concept sentence) at the package's first
     layer, its angle theta to the concept's axis mu_c, and generations steered with v(L, 0) = L d_q/|d_q| at
-    ``n_lengths`` lengths up to ``penalty_c |mu_c|``, each labelled (normal / concept / gibberish)."""
+    ``n_lengths`` lengths up to ``penalty_c |mu_c|``, each labelled (normal / concept / gibberish).
+
+    Returns:
+        ``{"concept_id", "concept", "keywords", "layer", "mu_norm", "d_norm", "theta_deg", "cos", "sin2_over_cos",
+        "steered": [{"length", "label", "text"}]}``.
+    """
     s = module.settings
     layer = s.layers[0]
     info = module.meta["concepts"][str(cid)]
@@ -31,11 +36,18 @@ def predict_text(model, tokenizer, module, index: int, cid: int, question: str, 
     vecs = penalty_vector(lengths, cos, sin, mu / mu.norm(), geo["e_perp"][0], 0.0)
     texts = steered_generate(model, tokenizer, [prompt] * n_lengths, vecs, layer, s.hook_site, False,
                              s.max_new_tokens, s.temperature, s.batch_size, 0, add_special_tokens=special)
-    lines = [f"concept {cid}: {info['concept']}", f"keywords: {', '.join(info['keywords'])}",
-             (f"layer {layer}: |mu_c| = {float(mu.norm()):.3f}, |d_q| = {float(d.norm()):.3f}, "
-             f"theta = {math.degrees(math.acos(max(-1.0, min(1.0, float(cos))))):.1f} deg "
-             f"(cos {float(cos):.3f}, sin^2/cos {float(sin) ** 2 / float(cos):.3f})")]
-    for length, text in zip(lengths.tolist(), texts):
-        lab = label(text, info["keywords"], s.authors_escapes)
-        lines.append(f"L = {length:7.3f}  [{LABEL_NAMES[lab]}]  {text.strip()!r}")
+    return {"concept_id": cid, "concept": info["concept"], "keywords": list(info["keywords"]), "layer": int(layer),
+            "mu_norm": float(mu.norm()), "d_norm": float(d.norm()),
+            "theta_deg": math.degrees(math.acos(max(-1.0, min(1.0, float(cos))))), "cos": float(cos),
+            "sin2_over_cos": float(sin) ** 2 / float(cos),
+            "steered": [{"length": length, "label": LABEL_NAMES[label(text, info["keywords"], s.authors_escapes)],
+                         "text": text.strip()} for length, text in zip(lengths.tolist(), texts)]}
+
+
+def predict_text(d: dict) -> str:
+    """:func:`predict_record`'s record as the lines ``zoo predict`` prints."""
+    lines = [f"concept {d['concept_id']}: {d['concept']}", f"keywords: {', '.join(d['keywords'])}",
+             (f"layer {d['layer']}: |mu_c| = {d['mu_norm']:.3f}, |d_q| = {d['d_norm']:.3f}, "
+              f"theta = {d['theta_deg']:.1f} deg (cos {d['cos']:.3f}, sin^2/cos {d['sin2_over_cos']:.3f})")]
+    lines += [f"L = {r['length']:7.3f}  [{r['label']}]  {r['text']!r}" for r in d["steered"]]
     return "\n".join(lines)

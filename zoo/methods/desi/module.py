@@ -9,12 +9,14 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from zoo.core.data import DataError, read_csv_rows
 from zoo.core.module import ZooModule
+from zoo.core.prediction import tsv
 from zoo.core.registry import register_method
 from zoo.methods.desi.datamodule import FrechetDataModule
 from zoo.methods.desi.index import SingleIndex, fit_index
@@ -110,8 +112,7 @@ class DeSIModule(ZooModule):
         self.log("val/mspe_unprojected", float(sp.dist2(raw, Zq).mean()), batch_size=len(rows))
 
     def on_train_end(self) -> None:
-        root = self.trainer.log_dir or self.trainer.default_root_dir
-        self._artifacts = self.write_artifacts(Path(root) / "desi", self.trainer.datamodule)
+        self._artifacts = self.write_artifacts(self.artifact_dir("desi"), self.trainer.datamodule)
 
     # ---- outputs ----------------------------------------------------------------------------------------------
     def direction(self) -> np.ndarray:
@@ -193,9 +194,13 @@ class DeSIModule(ZooModule):
         """Raw inputs ``(k, p)`` -> objects: quantiles ``(k, m)``, SPD/Laplacian ``(k, r, r)`` or compositions."""
         return self.space.to_object(self(torch.as_tensor(np.asarray(X, dtype=np.float64))).numpy())
 
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict desi.<tag> rows.csv [--out-dir D]``: predicted responses per row, printed as TSV; with
-        ``out_dir`` also written to ``D/<stem>.predicted.tsv`` with, for distributions, ``D/<stem>.density.png``.
+    predict_schema: ClassVar = {"files": [{"file": str, "columns": [str], "rows": [{"row": int, "values": [float]}],
+                                 "wrote": [str]}]}
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
+        """``zoo predict desi.<tag> rows.csv ... --json``: per input file its columns (``q0..`` quantiles for
+        distributions, else ``y0..``) and per row the predicted values; with ``out_dir`` also the files
+        :meth:`predict_cli` describes (``wrote``).
 
         Raises:
             DataError: no input, a missing file or feature column, a non-numeric value.
@@ -206,7 +211,7 @@ class DeSIModule(ZooModule):
         out = Path(out_dir) if out_dir else None  # files only where asked (never the current directory)
         if out:
             out.mkdir(parents=True, exist_ok=True)
-        lines = []
+        files = []
         for path in inputs:
             _, rows = read_csv_rows(path, required=names)
             X = np.empty((len(rows), len(names)))
@@ -217,17 +222,28 @@ class DeSIModule(ZooModule):
                     except ValueError:
                         raise DataError(f"{path}:{i + 2}: column {c}: not a number ({r[c]!r})") from None
             Y = self.predict_objects(X).reshape(len(X), -1)
-            head = [f"q{j}" for j in range(Y.shape[1])] if self.space.kind == "distribution" else \
-                [f"y{j}" for j in range(Y.shape[1])]
-            lines += [f"## {path}", "row\t" + "\t".join(head)]
-            lines += [f"{i}\t" + "\t".join(f"{v:.4f}" for v in y) for i, y in enumerate(Y)]
-            stem = Path(path).stem
+            head = [f"{'q' if self.space.kind == 'distribution' else 'y'}{j}" for j in range(Y.shape[1])]
+            done = {"file": str(path), "columns": head,
+                    "rows": [{"row": i, "values": [float(v) for v in y]} for i, y in enumerate(Y)], "wrote": []}
+            files.append(done)
             if out is None:
                 continue
-            (out / f"{stem}.predicted.tsv").write_text("\n".join(lines[-len(Y) - 1:]) + "\n")
+            stem = Path(path).stem
+            (out / f"{stem}.predicted.tsv").write_text(_table(done) + "\n")
+            done["wrote"].append(str(out / f"{stem}.predicted.tsv"))
             if self.space.kind == "distribution":
                 plot_heldout(self.space, Y, None, [f"row {i}" for i in range(len(Y))], str(out / f"{stem}.density.png"))
-                lines.append(f"# density plot: {out / f'{stem}.density.png'}")
+                done["wrote"].append(str(out / f"{stem}.density.png"))
+        return {"files": files}
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """``zoo predict desi.<tag> rows.csv [--out-dir D]``: predicted responses per row, printed as TSV (the records
+        of :meth:`predict_record`); with ``out_dir`` also written to ``D/<stem>.predicted.tsv`` with, for
+        distributions, ``D/<stem>.density.png``."""
+        lines = []
+        for f in self.predict_record(inputs, out_dir)["files"]:
+            lines += [f"## {f['file']}", _table(f)]
+            lines += [f"# density plot: {w}" for w in f["wrote"] if w.endswith(".png")]
         return "\n".join(lines)
 
     def evaluate(self, datamodule) -> dict[str, float]:
@@ -238,3 +254,9 @@ class DeSIModule(ZooModule):
         return {"val/mspe": float(sp.dist2(sp.project(raw), datamodule.Z_test).mean()),
                 "val/mspe_unprojected": float(sp.dist2(raw, datamodule.Z_test).mean()),
                 "n_reference": float(len(self.X_ref))}
+
+
+def _table(prediction: dict) -> str:
+    """One file's predictions (a record of ``predict_record``) as TSV: ``row`` then the value columns."""
+    rows = [{"row": r["row"], **dict(zip(prediction["columns"], r["values"]))} for r in prediction["rows"]]
+    return tsv(rows, ["row", *prediction["columns"]])

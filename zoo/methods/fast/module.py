@@ -10,6 +10,7 @@ start); every metric is in the LM's own units. Validation runs each validation c
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torchmetrics import ExplainedVariance
@@ -175,9 +176,21 @@ class FastSAEModule(ZooModule):
             sae.b_dec.div_(s)
         sae.save_inference_model(path)
 
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """Per-token reconstruction error (eq. 7 summand / H; template tokens marked ``*``) and the top-3 features
-        (by summed activation) of one user message rendered with the chat template and a generation prompt."""
+    predict_schema: ClassVar = [{"text": str, "sae": str, "layer": int, "lm": str,
+                       "tokens": [{"pos": int, "token": str, "sq_error": float, "template": bool}],
+                       "features": [{"feature": int, "sum": float, "active_tokens": int, "peak": float,
+                                     "peak_pos": int}]}]
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> list[dict]:
+        """Per user message (rendered with the chat template and a generation prompt): each token's reconstruction
+        error (eq. 7 summand / H; template tokens marked) and the top-3 features by summed activation
+        (:func:`.predict.describe`)."""
         from zoo.methods.fast.predict import describe
 
-        return "\n\n".join(describe(self, text) for text in inputs)
+        return [describe(self, text) for text in inputs]
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as one table per message, blank-line separated."""
+        from zoo.methods.fast.predict import describe_text
+
+        return "\n\n".join(describe_text(d) for d in self.predict_record(inputs, out_dir))

@@ -100,8 +100,26 @@ class WaterbirdsDataModule(L.LightningDataModule):
             line = caps.index("")
             raise DataError(f"{self.folder() / 'metadata.csv'}: train image {self.train_set.files[line]} has no "
                             "caption (column 'caption'); pretraining needs one per train image")
-        return DataLoader(_Pairs(self.train_set.x, self.tokenize(caps)), batch_size=self.batch_size, shuffle=True,
+        try:
+            tokens = self.tokenize(caps)
+        except ValueError:  # a caption the vocabulary cannot encode (too long): name its line
+            raise self._caption_error(caps) from None
+        return DataLoader(_Pairs(self.train_set.x, tokens), batch_size=self.batch_size, shuffle=True,
                           drop_last=len(caps) > self.batch_size)
+
+    def _caption_error(self, caps: list[str]) -> DataError:
+        """``metadata.csv:LINE: column 'caption': why`` for the first training caption ``tokenize`` refuses."""
+        from zoo.data.waterbirds import read_metadata
+
+        meta = self.folder() / "metadata.csv"
+        lines = {r["img_filename"]: r["line"] for r in read_metadata(self.folder())}
+        for file, caption in zip(self.train_set.files, caps):
+            try:
+                self.tokenize([caption])
+            except ValueError as e:
+                return DataError(f"{meta}:{lines.get(file, '?')}: column 'caption': {e} (shorten it, or raise "
+                                 "model.context_length)")
+        return DataError(f"{meta}: the training captions could not be tokenised")
 
 
 def _head(s: GroupImageSet, n: int | None) -> GroupImageSet:

@@ -10,6 +10,7 @@ head and the injected directions are stored in the weights for ``zoo predict``.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import ClassVar
 
@@ -29,6 +30,7 @@ from zoo.methods.ltc.prompts import PROMPT_SETS, caption_texts
 TINY = {"embed_dim": 128, "image_size": 48, "patch_size": 8, "vision_layers": 6, "vision_width": 128,
         "vision_heads": 4, "text_layers": 2, "text_width": 128, "text_heads": 4}
 TABLE = ["method", "wg", "avg", "gap"]
+log = logging.getLogger("zoo")
 
 
 @register_method("ltc", datamodule=WaterbirdsDataModule)
@@ -40,6 +42,9 @@ class LTCModule(ZooModule):
         pretrained: local weights file for a named backbone (no downloads here).
         clip: overrides of :data:`TINY` (tiny only).
         context_length: text tokens (tiny only; named backbones use their own).
+        vocab_ids: the open_clip BPE ids of the caption vocabulary (tiny only). None: the shipped captions' and
+            prompts' words; a fit then adds the words of the training captions (``data.path``'s) in ``setup`` and
+            stores the ids here, so the run's checkpoint and package rebuild the same vocabulary.
         prompts: key of :data:`~zoo.methods.ltc.prompts.PROMPT_SETS`.
         random_draws: draws of the random-head control.
         evaluate: run the pipeline at the end of training.
@@ -54,7 +59,8 @@ class LTCModule(ZooModule):
 
     def __init__(self, backbone: str = "tiny", pretrained: str | None = None, clip: dict | None = None,
                  context_length: int = 16, prompts: str = "waterbirds-cifar", random_draws: int = 20,
-                 evaluate: bool = True, eval_batch: int = 256, optimizer: dict | None = None):
+                 evaluate: bool = True, eval_batch: int = 256, optimizer: dict | None = None,
+                 vocab_ids: list[int] | None = None):
         super().__init__()
         if prompts not in PROMPT_SETS:
             raise ValueError(f"model.prompts: unknown {prompts!r}; one of {sorted(PROMPT_SETS)}")
@@ -62,7 +68,8 @@ class LTCModule(ZooModule):
         if backbone == "tiny":
             from zoo.models.clip import CaptionVocab, build_clip
 
-            self.vocab = CaptionVocab.from_texts(caption_texts(), context_length)
+            self.vocab = CaptionVocab(vocab_ids, context_length) if vocab_ids else \
+                CaptionVocab.from_texts(caption_texts(), context_length)
             self.clip = build_clip(len(self.vocab), context_length, **{**TINY, **(clip or {})})
         else:
             import open_clip
@@ -92,6 +99,25 @@ class LTCModule(ZooModule):
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if dm is not None:
             dm.tokenize = self.tokenize
+            if stage == "fit" and self.hparams.backbone == "tiny" and dm.train_set is not None:
+                self._grow_vocabulary([c for c in dm.train_set.captions if c])
+
+    def _grow_vocabulary(self, captions: list[str]) -> None:
+        """Add the BPE tokens of ``captions`` the vocabulary lacks: the token embedding gains a row per new token
+        (normal, std 0.02, as open_clip initialises it), the known tokens keep theirs (``init_from`` weights
+        included), and the ids go into ``hparams.vocab_ids``."""
+        grown = self.vocab.with_texts(captions)
+        if grown is self.vocab:
+            return
+        old, emb = self.vocab, self.clip.token_embedding
+        weight = torch.empty(len(grown), emb.embedding_dim, device=emb.weight.device).normal_(std=0.02)
+        for token, i in old.index.items():
+            weight[grown.index[token]] = emb.weight.data[i]
+        self.clip.token_embedding = torch.nn.Embedding.from_pretrained(weight, freeze=False)
+        self.clip.vocab_size, self.vocab = len(grown), grown
+        self.hparams["vocab_ids"] = list(grown.ids)
+        log.info("ltc: the training captions add %d token(s) to the caption vocabulary (%d -> %d)",
+                 len(grown) - len(old), len(old), len(grown))
 
     # ---- pretraining -------------------------------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
@@ -105,6 +131,10 @@ class LTCModule(ZooModule):
         return loss
 
     def configure_optimizers(self):
+        """AdamW (or ``model.optimizer``) on the CLIP; none for a post-hoc run (``trainer.max_epochs: 0``: nothing is
+        trained, so a schedule has no steps to span)."""
+        if self._trainer is not None and self.trainer.max_epochs == 0:
+            return None
         cfg = self.hparams.optimizer or {"name": "adamw", "lr": 5e-4}
         decays = cfg.get("schedule", "constant") != "constant"
         steps = self.trainer.estimated_stepping_batches if decays and self._trainer is not None else None
@@ -117,12 +147,18 @@ class LTCModule(ZooModule):
         if t.current_epoch + 1 >= t.max_epochs or 0 < t.max_steps <= t.global_step:
             self.on_train_end()
 
+    def on_fit_start(self) -> None:
+        """A post-hoc run (``trainer.max_epochs: 0``: a given CLIP, captions not needed) trains no epoch, and Lightning
+        then reaches no train hook: the pipeline runs here."""
+        if self.trainer.max_epochs == 0:
+            self.on_train_end()
+
     def on_train_end(self) -> None:
-        """Runs the pipeline once (here directly when no epoch ran: a pretrained backbone with max_epochs 0)."""
+        """Runs the pipeline once (from :meth:`on_fit_start` when no epoch runs)."""
         dm = getattr(self.trainer, "datamodule", None)
         if self.hparams.evaluate and dm is not None and not self._ran:
             self._ran = True
-            out = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "ltc"
+            out = self.artifact_dir("ltc")
             rows = self.run_ltc(dm, out)
             print(render_table(rows))
 
@@ -182,9 +218,14 @@ class LTCModule(ZooModule):
         return out
 
     # ---- prediction ------------------------------------------------------------------------------------------------
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict ltc.<tag> IMAGE ... [--out-dir D]``: zero-shot and LTC probabilities of vehicle (y = 1) vs
-        animal (y = 0), each located head's share of the zero-shot logit gap, and ``ltc_<image>.png``.
+    predict_schema: ClassVar = {"spurious_heads": [[int]], "salient_heads": [[int]], "rows": [
+        {"image": str, "p_vehicle_zero_shot": float, "p_vehicle_ltc": float, "shares": {str: float}, "wrote": [str]}]}
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
+        """``zoo predict ltc.<tag> IMAGE ... [--out-dir D]``: per image the zero-shot and LTC probabilities of
+        vehicle (y = 1) vs animal (y = 0) and each located head's share of the zero-shot logit gap (``shares``,
+        keyed ``S(layer, head)`` for spurious and ``Y(layer, head)`` for salient heads); ``ltc_<image>.png`` into
+        ``D``.
 
         Raises:
             DataError: no input, or an unreadable image (named).
@@ -196,8 +237,7 @@ class LTCModule(ZooModule):
         size = self.clip.visual.image_size[0] if isinstance(self.clip.visual.image_size, tuple) else 48
         S = [tuple(h) for h in self.spurious.tolist()]
         Y = [tuple(h) for h in self.salient.tolist()]
-        lines = ["image\tp_vehicle_zero_shot\tp_vehicle_ltc\t" + "\t".join(
-            [f"share_S{h}" for h in S] + [f"share_Y{h}" for h in Y])]
+        rows = []
         self.clip.eval()
         scale = float(self.clip.logit_scale.exp())
         for path in inputs:
@@ -218,11 +258,23 @@ class LTCModule(ZooModule):
             total = float(z[0, 1] - z[0, 0])
             shares = {f"{k}{h}": float(lens[h[0], h[1], 1] - lens[h[0], h[1], 0]) / total
                       for k, hs in (("S", S), ("Y", Y)) for h in hs}
-            lines.append("\t".join([Path(path).name, f"{p0:.3f}", f"{p1:.3f}"] + [f"{v:+.3f}" for v in shares.values()]))
+            rows.append({"image": Path(path).name, "p_vehicle_zero_shot": p0, "p_vehicle_ltc": p1, "shares": shares,
+                         "wrote": []})
             if out_dir:
                 png = render.predict_panel(Path(out_dir) / f"ltc_{Path(path).stem}.png", raw[0], shares,
                                            f"p(vehicle): zero-shot {p0:.2f}, LTC {p1:.2f}")
-                lines.append(f"# wrote {png}")
+                rows[-1]["wrote"].append(str(png))
+        return {"spurious_heads": [list(h) for h in S], "salient_heads": [list(h) for h in Y], "rows": rows}
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as TSV: ``image``, both probabilities, then one ``share_`` column per located head."""
+        out = self.predict_record(inputs, out_dir)
+        heads = [f"S{tuple(h)}" for h in out["spurious_heads"]] + [f"Y{tuple(h)}" for h in out["salient_heads"]]
+        lines = ["image\tp_vehicle_zero_shot\tp_vehicle_ltc\t" + "\t".join(f"share_{h}" for h in heads)]
+        for r in out["rows"]:
+            lines.append("\t".join([r["image"], f"{r['p_vehicle_zero_shot']:.3f}", f"{r['p_vehicle_ltc']:.3f}"]
+                                   + [f"{r['shares'][h]:+.3f}" for h in heads]))
+            lines += [f"# wrote {w}" for w in r["wrote"]]
         return "\n".join(lines)
 
 

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
+from zoo.core.prediction import tsv
 from zoo.core.registry import register_method
 from zoo.methods.mad.datamodule import BackdoorDataModule, convert_images
 from zoo.methods.mad.detect import BASELINES, run_detection
@@ -145,11 +146,14 @@ class MadModule(ZooModule):
                           torch.cat([s["eval"], s["triggered"]]), title=f"{best} anomaly score")
 
     # ---- prediction --------------------------------------------------------------------------------------------
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+    predict_schema: ClassVar = {"threshold": (float, None), "wrote": [str], "rows": [
+        {"image": str, "predicted": str, "clc_anomaly": float, "mean_corr_anomaly": float, "flagged": (bool, None)}]}
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict mad.<tag> IMAGE ... [--out-dir D]``: trace the images with the trusted set of the data the
-        model was trained on, print each image's predicted class and anomaly scores (CLC and Mean-Corr) with a flag
-        at the calibration threshold (``n/a`` when the calibration images leave none), and write ``anomalies.png``
-        (most and least anomalous) to ``D``. Uses the package's ``model.detector`` settings (draws, SGLD).
+        model was trained on; per image its predicted class, anomaly scores (CLC and Mean-Corr) and whether CLC
+        passes the calibration threshold (``None`` when the calibration images leave none); ``anomalies.png`` (most
+        and least anomalous) into ``D``. Uses the package's ``model.detector`` settings (draws, SGLD).
 
         Raises:
             DataError: no input, an unreadable image, or a model saved without its data settings.
@@ -178,14 +182,21 @@ class MadModule(ZooModule):
                                cfg["fpr"], cfg["strip_overlays"], cfg["seed"])
         with torch.no_grad():
             pred = self.net(x).argmax(1)
-        lines = ["image\tpredicted\tclc_anomaly\tmean_corr_anomaly\tflagged"]
+        tau = result["metrics"]["clc"]["threshold"]
+        rows = []
         for i, path in enumerate(inputs):
             clc, mc = (float(result["scores"][k]["ood"][i]) for k in ("clc", "mean-corr"))
-            tau = result["metrics"]["clc"]["threshold"]
-            flag = "n/a" if tau is None else "yes" if clc > tau else "no"
-            lines.append(f"{Path(path).name}\t{dm.classes[int(pred[i])]}\t{clc:.4f}\t{mc:.4f}\t{flag}")
+            rows.append({"image": Path(path).name, "predicted": dm.classes[int(pred[i])], "clc_anomaly": clc,
+                         "mean_corr_anomaly": mc, "flagged": None if tau is None else bool(clc > tau)})
+        wrote = []
         if out_dir:
-            png = plot_extremes(Path(out_dir) / "anomalies.png", x, result["scores"]["clc"]["ood"],
-                                labels=[Path(p).name for p in inputs], title="CLC anomaly score")
-            lines.append(f"# wrote {png}")
-        return "\n".join(lines)
+            wrote.append(str(plot_extremes(Path(out_dir) / "anomalies.png", x, result["scores"]["clc"]["ood"],
+                                           labels=[Path(p).name for p in inputs], title="CLC anomaly score")))
+        return {"threshold": None if tau is None else float(tau), "rows": rows, "wrote": wrote}
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as TSV (``flagged``: yes, no, or n/a without a threshold)."""
+        out = self.predict_record(inputs, out_dir)
+        flag = {True: "yes", False: "no", None: "n/a"}
+        rows = [{**r, "flagged": flag[r["flagged"]]} for r in out["rows"]]
+        return "\n".join([tsv(rows), *(f"# wrote {w}" for w in out["wrote"])])

@@ -107,7 +107,7 @@ class PooledRepsModule(ZooModule):
         return torch.tensor(list(json.dumps(obj).encode()), dtype=torch.uint8)
 
     def _out_dir(self) -> Path:
-        return Path(self.trainer.log_dir or self.trainer.default_root_dir) / "pooled-reps"
+        return self.artifact_dir("pooled-reps")
 
     # ---- fit -------------------------------------------------------------------------------------------------
     def configure_optimizers(self):
@@ -220,9 +220,13 @@ class PooledRepsModule(ZooModule):
         """LM logits ``[B, S, V]``."""
         return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
 
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict RUN "instruction" [--out-dir D]``: the reply, the 5 held-out references nearest to the
-        reply's mean pool (cosine) and, with ``out_dir``, the pooled vectors as ``D/pooled-reps-predict.safetensors``.
+    predict_schema: ClassVar = {"reply": str, "tokens": int, "vectors": (str, None),
+                      "nearest": [{"cosine": float, "domain": str, "reference": str}]}
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
+        """``zoo predict RUN "instruction" [--out-dir D]``: the reply and its length in tokens, the 5 held-out
+        references nearest to the reply's mean pool (cosine) and, with ``out_dir``, the pooled vectors written as
+        ``D/pooled-reps-predict.safetensors`` (``vectors``: that path, else None).
 
         Raises:
             ValueError: no instruction given.
@@ -242,19 +246,28 @@ class PooledRepsModule(ZooModule):
         seg = segment_means(pg.states, pg.lengths)
         vectors = {"mean": pg.mean[self.layer][0], "last": pg.last[self.layer][0], "prompt": pg.prompt[self.layer][0],
                    "segments": seg[:, 0], "mean_per_layer": pg.mean[:, 0]}
-        lines = [f"reply ({int(pg.lengths[0])} tokens): {replies[0]}"]
+        out = {"reply": replies[0], "tokens": int(pg.lengths[0]), "vectors": None, "nearest": []}
         if out_dir:  # files only where asked (never the current directory)
             path = Path(out_dir) / "pooled-reps-predict.safetensors"
             path.parent.mkdir(parents=True, exist_ok=True)
             save_file({k: v.float().clone().contiguous() for k, v in vectors.items()}, str(path))  # no shared storage
-            lines.append(f"pooled vectors: {path}")
+            out["vectors"] = str(path)
         meta = self._json(self.bank_json)
         if self.bank.shape[0]:
             sims = torch.nn.functional.normalize(self.bank.float(), dim=1) @ \
                 torch.nn.functional.normalize(vectors["mean"][None], dim=1).T
             top = sims[:, 0].topk(min(5, len(meta)))
+            out["nearest"] = [{"cosine": s, "domain": meta[i]["domain"], "reference": meta[i]["reference"]}
+                              for s, i in zip(top.values.tolist(), top.indices.tolist())]
+        return out
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as text: the reply, where the vectors went, the nearest references."""
+        out = self.predict_record(inputs, out_dir)
+        lines = [f"reply ({out['tokens']} tokens): {out['reply']}"]
+        lines += [f"pooled vectors: {out['vectors']}"] if out["vectors"] else []
+        if out["nearest"]:
             lines.append("nearest held-out references by mean pool (cosine):")
-            for s, i in zip(top.values.tolist(), top.indices.tolist()):
-                lines.append(f"  {s:.3f}  [{meta[i]['domain']}] {meta[i]['reference'][:120]!r}")
+            lines += [f"  {n['cosine']:.3f}  [{n['domain']}] {n['reference'][:120]!r}" for n in out["nearest"]]
         return "\n".join(lines)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -137,11 +138,10 @@ class PraxisModule(ZooModule):
         return
 
     def on_train_end(self) -> None:
-        """Write the best tree (text, PNG), size-vs-epsilon and Rashomon importance next to the run's logs."""
+        """Write the best tree (text, PNG), size-vs-epsilon and Rashomon importance into ``<run>/praxis/``."""
         if self.rashomon is None or self.tree_feature.shape[0] == 0:
             return
-        root_dir = self.trainer.log_dir or self.trainer.default_root_dir
-        self._artifacts = self.write_artifacts(Path(root_dir) / "praxis")
+        self._artifacts = self.write_artifacts(self.artifact_dir("praxis"))
 
     def write_artifacts(self, out: Path) -> dict[str, str]:
         """Files people look at; returns ``{name: path}``. Needs the set built by ``fit`` in this process."""
@@ -227,6 +227,11 @@ class PraxisModule(ZooModule):
             DataError: see :func:`~zoo.methods.praxis.predict.predict_files`.
         """
         return report(self, predict_files(self, inputs), out_dir)
+
+    predict_schema: ClassVar = {"n_trees": int, "n_within_best": (int, None), "stored_trees": int, "classes": [str],
+                      "label": (str, None), "files": [{"file": str, "rows": [
+                          {"row": int, "best_tree": str, "agree": float, "votes": {str: float}}]}],
+                      "importance": ({"usage": [{"feature": str, "trees_using": int, "share": float}]}, None)}
 
     def predict_json(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict --json``: per-row predictions and, for labelled rows, accuracy

@@ -113,12 +113,24 @@ class PulseDataModule(L.LightningDataModule):
         self.texts: list[dict] = []
         self.X = self.w = None
 
+    def _warn_short_series(self) -> None:
+        """Warn (naming ``data.series_path`` and ``data.window``) when the series covers only part of the window: the
+        replay then tests the days it has, and a breakpoint or alarm date outside them cannot be found."""
+        first, last = self.window
+        have = self.full_series.dates
+        gaps = [f"ends {have[-1]}, before the window's end {last}" if last and have[-1] < last else "",
+                f"starts {have[0]}, after the window's start {first}" if first and have[0] > first else ""]
+        if any(gaps):
+            log.warning("data.series_path %s %s (data.window %s): the replay covers %s to %s only", self.series_path,
+                        " and ".join(g for g in gaps if g), self.window, self.series.dates[0], self.series.dates[-1])
+
     def setup(self, stage: str | None = None) -> None:
         if self.series is not None or self.X is not None:
             return
         if self.stage == "replay":
             self.full_series = read_series(self.series_path)
             self.series = self.full_series.window(*self.window)
+            self._warn_short_series()
             if self.archive_dir:
                 self.archives = {k: read_series(Path(self.archive_dir) / f"archive_{k}_feature_series.json")
                                  for k in ARCHIVES}

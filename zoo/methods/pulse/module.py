@@ -1,7 +1,7 @@
 """``PulseModule``: the r/ChatGPT study of Dai, Garcia, Pierson, Recht and Haghtalab (ICML 2026) as a LightningModule.
 
 ``stage=sae`` trains the top-K SAE on text embeddings (Adam, normalised MSE + auxiliary-K); at the end it names the
-features and writes the SAE's own daily series (aggregates' schema) next to the run's logs. ``stage=replay`` is an
+features and writes the SAE's own daily series (aggregates' schema) into ``<run>/pulse/``. ``stage=replay`` is an
 analysis shell (no optimiser step, like praxis): one step fits the release-anchored trends, replays the PuLSE
 alarms on the archives and writes ``trends.json``, ``alarms.json`` and the PNGs.
 """
@@ -115,7 +115,7 @@ class PulseModule(ZooModule):
         self.log("val/loss", loss, batch_size=len(x))
 
     def on_train_end(self) -> None:
-        out = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "pulse"
+        out = self.artifact_dir("pulse")
         if self.hparams.stage == "sae":
             self._artifacts = self._describe(self.trainer.datamodule, out)
             for cb in self.trainer.checkpoint_callbacks:  # they saved before the names existed: save again
@@ -161,7 +161,7 @@ class PulseModule(ZooModule):
     # ---- replay ----------------------------------------------------------------------------------------------
     def _replay(self) -> None:
         dm, c = self.trainer.datamodule, self.cfg
-        out = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "pulse"
+        out = self.artifact_dir("pulse")
         out.mkdir(parents=True, exist_ok=True)
         feats = [f for f in c["features"] if f in dm.series.idx]
         rows, fits = trend_rows(dm.series, feats, Path(dm.series_path).stem, c["search"], c["n_boot"],
@@ -187,9 +187,13 @@ class PulseModule(ZooModule):
         self._done = True
 
     # ---- inference -------------------------------------------------------------------------------------------
+    predict_schema: ClassVar = {"text": str, "k": int, "features": [
+        {"feature": int, "activation": float, "keywords": [str], "nearest_label": (str, None)}]}
+
     @torch.no_grad()
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict pulse.<tag> "title" ["body"]``: the active features of one post and their names.
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
+        """``zoo predict pulse.<tag> "title" ["body"] --json``: the post's active top-k features, each with its
+        activation, keywords and nearest paper label; ``out_dir`` as :meth:`predict_cli`.
 
         Raises:
             DataError: no text given, or a model that was never trained (no names).
@@ -202,15 +206,28 @@ class PulseModule(ZooModule):
         text = "\n".join(inputs[:2]).strip()
         acts = self(embed_texts([text]).to(self.device))[0].cpu().numpy()
         names = self.meta.get("names", [])
-        lines = [f"# top-{self.hparams.k} SAE features of: {text[:80]!r}"]
+        features = []
         for m in np.argsort(-acts)[: self.hparams.k]:
             if acts[m] <= 0:
                 continue
             n = names[m] if m < len(names) else {}
-            lines.append(f"feature {m}\tactivation {acts[m]:.3f}\tkeywords: {', '.join(n.get('keywords') or [])}"
-                         f"\tnearest paper label: {n.get('nearest_label')}")
-        text_out = "\n".join(lines)
+            features.append({"feature": int(m), "activation": float(acts[m]), "keywords": list(n.get("keywords") or []),
+                             "nearest_label": n.get("nearest_label")})
+        out = {"text": text, "k": int(self.hparams.k), "features": features}
         if out_dir:
             Path(out_dir).mkdir(parents=True, exist_ok=True)
-            (Path(out_dir) / "features.tsv").write_text(text_out + "\n")
-        return text_out
+            (Path(out_dir) / "features.tsv").write_text(_features_text(out) + "\n")
+        return out
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """``zoo predict pulse.<tag> "title" ["body"]``: the active features of one post and their names (the records
+        of :meth:`predict_record`, one line each); with ``out_dir`` also ``D/features.tsv``."""
+        return _features_text(self.predict_record(inputs, out_dir))
+
+
+def _features_text(prediction: dict) -> str:
+    """``PulseModule.predict_record``'s records as the lines ``zoo predict`` prints."""
+    lines = [f"# top-{prediction['k']} SAE features of: {prediction['text'][:80]!r}"]
+    lines += [f"feature {f['feature']}\tactivation {f['activation']:.3f}\tkeywords: {', '.join(f['keywords'])}"
+              f"\tnearest paper label: {f['nearest_label']}" for f in prediction["features"]]
+    return "\n".join(lines)

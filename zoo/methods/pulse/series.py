@@ -61,7 +61,8 @@ class FeatureSeries:
         """Days with ``start <= date <= end`` (ISO strings; None = open)."""
         keep = np.array([(start is None or d >= start) and (end is None or d <= end) for d in self.dates])
         if not keep.any():
-            raise DataError(f"{self.source}: no days between {start} and {end}")
+            raise DataError(f"{self.source}: no days between {start} and {end} (its days: {self.dates[0]} to "
+                            f"{self.dates[-1]}; data.window sets the replay's days)")
         dates = [d for d, k in zip(self.dates, keep) if k]
         return FeatureSeries(dates, self.n_posts[keep], self.counts[:, keep], list(self.idx), list(self.labels),
                              self.day_error[keep], self.source, find_gaps(dates))

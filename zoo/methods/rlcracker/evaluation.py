@@ -37,12 +37,20 @@ def heldout_report(module, rows: Sequence[dict], watermark_name: str, samples: i
             f"pass_at_{samples}": pass_at_k(s["success"].view(len(marked), samples)), "kl": kl}
 
 
-def predict_lines(module, text: str) -> str:
-    """The rewrite of one marked text with z before and after and the similarity (``zoo predict``)."""
+def predict_record(module, text: str) -> dict:
+    """The rewrite of one marked text with the watermark's z before and after (and its threshold) and the MiniLM
+    similarity of the rewrite to the text (``zoo predict``): ``{"text", "rewrite", "watermark", "z_before",
+    "z_after", "threshold", "similarity"}``."""
     wm = build_watermark(module.hparams.watermark, len(module.tokenizer))
     torch.manual_seed(0)
     rewrite, _ = rewrite_with_kl(module, [text.strip()], 1, reference=module.lm)
     z0 = wm.z_score(encode_plain(module.tokenizer, text.strip()))
     s = score(rewrite, [text.strip()], wm, module.tokenizer)
-    return (f"rewrite: {rewrite[0]}\n{wm.name} z before {z0:.2f} -> after {float(s['z'][0]):.2f} "
-            f"(threshold {wm.threshold}); similarity {float(s['sim'][0]):.3f}")
+    return {"text": text.strip(), "rewrite": rewrite[0], "watermark": wm.name, "z_before": float(z0),
+            "z_after": float(s["z"][0]), "threshold": float(wm.threshold), "similarity": float(s["sim"][0])}
+
+
+def predict_lines(d: dict) -> str:
+    """:func:`predict_record`'s record as the two lines ``zoo predict`` prints."""
+    return (f"rewrite: {d['rewrite']}\n{d['watermark']} z before {d['z_before']:.2f} -> after {d['z_after']:.2f} "
+            f"(threshold {d['threshold']}); similarity {d['similarity']:.3f}")

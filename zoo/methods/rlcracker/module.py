@@ -214,11 +214,20 @@ class RLCrackerModule(ZooModule):
         print("held-out " + ", ".join(f"{k} {v:.3f}" for k, v in report.items()), flush=True)
 
     # ---- predict ----------------------------------------------------------------------------------------------
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict rlcracker.unigram text.txt``: the rewrite, z before and after, and similarity."""
+    predict_schema: ClassVar = [{"text": str, "rewrite": str, "watermark": str, "z_before": float, "z_after": float,
+                       "threshold": float, "similarity": float}]
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> list[dict]:
+        """``zoo predict rlcracker.unigram text.txt``: per text (a file's content, or the argument) the rewrite, z
+        before and after, and similarity (:func:`.evaluation.predict_record`)."""
         from pathlib import Path
 
+        from zoo.methods.rlcracker.evaluation import predict_record
+
+        return [predict_record(self, Path(p).read_text(encoding="utf-8") if Path(p).is_file() else p) for p in inputs]
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as two lines per text, blank-line separated."""
         from zoo.methods.rlcracker.evaluation import predict_lines
 
-        return "\n\n".join(predict_lines(self, Path(p).read_text(encoding="utf-8") if Path(p).is_file() else p)
-                           for p in inputs)
+        return "\n\n".join(predict_lines(d) for d in self.predict_record(inputs, out_dir))

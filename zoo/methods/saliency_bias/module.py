@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,7 @@ from torch import nn
 from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
+from zoo.core.prediction import tsv
 from zoo.core.registry import register_method
 from zoo.methods.saliency_bias.canvas import CORNERS, POSITIONS, corner_shift_set
 from zoo.methods.saliency_bias.datamodule import CornerShiftDataModule
@@ -167,10 +169,14 @@ class SaliencyBiasModule(ZooModule):
         return rows, path_rows
 
     # ---- prediction -------------------------------------------------------------------------------------------
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+    predict_schema: ClassVar = {"rows": [{"image": str, "model": str, "predicted": int, "csi_centroid": float,
+                                "csi_distance": float, "mass_corner": float, "pointing_corner": float,
+                                "mass_centre": float}], "wrote": [str]}
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict saliency-bias.<tag> IMAGE ... [--out-dir D]``: paste each image into the four corners and
-        the centre of a mean canvas, compute every member's Gradient map for its predicted class, print CSI (both
-        forms, corners), object mass and pointing game, and write ``saliency_<image>.png``.
+        the centre of a mean canvas and compute every member's Gradient map for its predicted class; per image and
+        member the CSI (both forms, corners), object mass and pointing game; ``saliency_<image>.png`` into ``D``.
 
         Raises:
             DataError: no input, or an unreadable image (named).
@@ -181,7 +187,7 @@ class SaliencyBiasModule(ZooModule):
             raise DataError("zoo predict saliency-bias: give one or more image files")
         hp = self.hparams
         side = hp.img_size // hp.factor
-        lines = ["image\tmodel\tpredicted\tcsi_centroid\tcsi_distance\tmass_corner\tpointing_corner\tmass_centre"]
+        rows, wrote = [], []
         for path in inputs:
             try:
                 with Image.open(path) as im:
@@ -200,14 +206,20 @@ class SaliencyBiasModule(ZooModule):
                 s = saliency_maps(model, data.x, target, "gradient")
                 grid[spec["name"]] = s
                 cls = int(target[POSITIONS.index("centre")])
-                lines.append("\t".join([Path(path).name, spec["name"], str(cls)] + [
-                    f"{float(v):.3f}" for v in (csi_centroid(s[corner], data.boxes[corner]).mean(),
-                                                csi_distance_corrected(s[corner], data.boxes[corner]).mean(),
-                                                object_mass(s[corner], data.boxes[corner]).mean(),
-                                                pointing_game(s[corner], data.boxes[corner]).double().mean(),
-                                                object_mass(s[~corner], data.boxes[~corner]).mean())]))
+                rows.append({"image": Path(path).name, "model": spec["name"], "predicted": cls, **{
+                    k: float(v) for k, v in (("csi_centroid", csi_centroid(s[corner], data.boxes[corner]).mean()),
+                                             ("csi_distance",
+                                              csi_distance_corrected(s[corner], data.boxes[corner]).mean()),
+                                             ("mass_corner", object_mass(s[corner], data.boxes[corner]).mean()),
+                                             ("pointing_corner",
+                                              pointing_game(s[corner], data.boxes[corner]).double().mean()),
+                                             ("mass_centre", object_mass(s[~corner], data.boxes[~corner]).mean()))}})
             if out_dir:
-                png = plot_grid(Path(out_dir) / f"saliency_{Path(path).stem}.png", data, grid, 0,
-                                title=f"{Path(path).name}: Gradient maps")
-                lines.append(f"# wrote {png}")
-        return "\n".join(lines)
+                wrote.append(str(plot_grid(Path(out_dir) / f"saliency_{Path(path).stem}.png", data, grid, 0,
+                                           title=f"{Path(path).name}: Gradient maps")))
+        return {"rows": rows, "wrote": wrote}
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as TSV, one row per image and member, then the PNGs written."""
+        out = self.predict_record(inputs, out_dir)
+        return "\n".join([tsv(out["rows"], digits=3), *(f"# wrote {w}" for w in out["wrote"])])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -198,9 +199,14 @@ class SemBindModule(ZooModule):
         return eval_metrics(result)
 
     # ---- prediction --------------------------------------------------------------------------------------------
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+    predict_schema: ClassVar = {"verified": [{"image": str, "scheme": str, "score": float, "threshold": (float, None),
+                                    "watermarked": (bool, None)}],
+                      "generated": [{"caption": str, "scheme": str, "wrote": str, "size": int, "r": float}]}
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict sembind.cifar "a red truck"`` writes a SemBind-marked PNG per scheme to ``--out-dir``
-        (default ``.``); ``zoo predict sembind.cifar IMAGE.png`` prints each scheme's score, threshold and verdict.
+        (default ``.``); ``zoo predict sembind.cifar IMAGE.png`` scores each scheme against its threshold
+        (:func:`.pipeline.predict`).
 
         Raises:
             DataError: no input, a masker-less package, or an input that is a file but not a readable image
@@ -213,3 +219,9 @@ class SemBindModule(ZooModule):
         if not inputs:
             raise DataError('zoo predict sembind: give a caption ("a red truck") or an image file')
         return predict(self, inputs, out_dir)
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as lines: image, scheme, score, threshold, verdict; or caption, scheme, PNG written."""
+        from zoo.methods.sembind.pipeline import predict_text
+
+        return predict_text(self.predict_record(inputs, out_dir))

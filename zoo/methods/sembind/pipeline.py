@@ -182,11 +182,12 @@ def _read_image(path: str, size: int) -> torch.Tensor:
     return torch.from_numpy(arr).permute(2, 0, 1)[None] / 127.5 - 1
 
 
-def predict(module, inputs: list[str], out_dir: str | None) -> str:
-    """Captions -> one SemBind-marked PNG per scheme (``r = predict_r``) in ``out_dir``; image files -> each scheme's
-    SemBind score, threshold (the package's, at the evaluation's FPR) and verdict. Inputs are checked first: an
-    existing file that is not a readable image, or a missing path with an image suffix, fails before anything is
-    written.
+def predict(module, inputs: list[str], out_dir: str | None) -> dict:
+    """Captions -> one SemBind-marked PNG per scheme (``r = predict_r``) in ``out_dir`` (``generated``: caption,
+    scheme, file, size, r); image files -> each scheme's SemBind score, threshold (the package's, at the evaluation's
+    FPR; ``None`` when it has none) and whether the score passes it (``verified``: image, scheme, score, threshold,
+    watermarked). Inputs are checked first: an existing file that is not a readable image, or a missing path with an
+    image suffix, fails before anything is written.
 
     Raises:
         DataError: see above.
@@ -208,7 +209,7 @@ def predict(module, inputs: list[str], out_dir: str | None) -> str:
             if not p.is_file():
                 raise DataError(f"{inp}: no such image file; nothing written")
             loaded[inp] = _read_image(inp, G.size)
-    lines = []
+    verified, generated = [], []
     for inp, x in loaded.items():
         with torch.no_grad():
             z_hat = G.invert(x, cfg["steps"])
@@ -217,8 +218,9 @@ def predict(module, inputs: list[str], out_dir: str | None) -> str:
             scheme = build_scheme(name, shape, keys[name], cfg["watermark"])
             s = float(scheme.score(mod(z_hat, code)))
             tau = float(module.thresholds[list(SCHEMES).index(name)])
-            verdict = "n/a (no threshold)" if math.isnan(tau) else ("watermarked" if s > tau else "not watermarked")
-            lines.append(f"{Path(inp).name}\t{name}\tscore {s:.4f}\tthreshold {tau:.4f}\t{verdict}")
+            verified.append({"image": Path(inp).name, "scheme": name, "score": s,
+                             "threshold": None if math.isnan(tau) else tau,
+                             "watermarked": None if math.isnan(tau) else bool(s > tau)})
     captions = [c for c in inputs if c not in loaded]
     if captions:
         from PIL import Image
@@ -235,5 +237,17 @@ def predict(module, inputs: list[str], out_dir: str | None) -> str:
                 slug = "".join(ch if ch.isalnum() else "-" for ch in c.lower()).strip("-")[:40]
                 png = out / f"sembind-{slug}-{name}.png"
                 Image.fromarray((x[i].permute(1, 2, 0) * 255).round().byte().numpy()).save(png)
-                lines.append(f"{c}\t{name}\twrote {png} ({G.size}x{G.size}, SemBind r={cfg['predict_r']})")
-    return "\n".join(lines)
+                generated.append({"caption": c, "scheme": name, "wrote": str(png), "size": G.size,
+                                  "r": cfg["predict_r"]})
+    return {"verified": verified, "generated": generated}
+
+
+def predict_text(prediction: dict) -> str:
+    """:func:`predict`'s records as the lines ``zoo predict`` prints (tab-separated, one per image or PNG and
+    scheme)."""
+    verdict = {None: "n/a (no threshold)", True: "watermarked", False: "not watermarked"}
+    lines = [f"{v['image']}\t{v['scheme']}\tscore {v['score']:.4f}\tthreshold "
+             f"{float('nan') if v['threshold'] is None else v['threshold']:.4f}\t{verdict[v['watermarked']]}"
+             for v in prediction["verified"]]
+    return "\n".join(lines + [f"{g['caption']}\t{g['scheme']}\twrote {g['wrote']} ({g['size']}x{g['size']}, SemBind "
+                              f"r={g['r']})" for g in prediction["generated"]])

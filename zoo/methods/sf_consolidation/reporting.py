@@ -7,6 +7,7 @@ import copy
 import json
 import random
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -86,7 +87,7 @@ class ReportingMixin:
     def on_train_end(self):
         if getattr(self, "_dm", None) is None:
             return
-        out = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective under DDP: every rank asks
+        out = self.artifact_dir()
         if self.trainer.is_global_zero:
             self.write_outputs(out)
 
@@ -107,7 +108,10 @@ class ReportingMixin:
             plots.plot_value_maps([lo, hi], out / "value_maps.png")
 
     # ---- zoo predict -----------------------------------------------------------------------------------------
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+    predict_schema: ClassVar = {"env": str, "slip": float, "mass": float, "task": int, "episodes": int, "beakers": [
+        {"beaker": int, "tau_steps": int, "success": float, "mean_steps": float, "mean_return": float}]}
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``--slip P`` (Four Rooms) or ``--mass S`` (HalfCheetah) ``[--episodes N] [--task 0|1] [--seed S]``:
         success rate, steps and return acting from each beaker's value net (K rows; one without beakers)."""
         p = argparse.ArgumentParser(prog="zoo predict sf-consolidation")
@@ -127,8 +131,7 @@ class ReportingMixin:
             env.unwrapped.task = a.task
         np.random.seed(a.seed)
         ks = range(self.chains[0].K) if self.chains is not None else [0]
-        lines = [f"{hp.env} slip={a.slip} mass={a.mass} task={a.task} episodes={a.episodes}",
-                 "beaker  tau_steps  success  mean_steps  mean_return"]
+        out = {"env": hp.env, "slip": a.slip, "mass": a.mass, "task": a.task, "episodes": a.episodes, "beakers": []}
         for k in ks:
             net = self.nets[0] if k == 0 else self.chains[0].copy_into(self.nets[0], k, copy.deepcopy(self.nets[0]))
             rets, lens, succ = [], [], []
@@ -142,7 +145,17 @@ class ReportingMixin:
                 lens.append(n)
                 succ.append(float(term and r > 0))
             tau = self.chains[0].tau[k] if self.chains is not None else 0
-            lines.append(f"{k:>6}  {tau:>9}  {np.mean(succ):>7.2f}  {np.mean(lens):>10.1f}  {np.mean(rets):>11.3f}")
+            out["beakers"].append({"beaker": int(k), "tau_steps": int(tau), "success": float(np.mean(succ)),
+                                   "mean_steps": float(np.mean(lens)), "mean_return": float(np.mean(rets))})
+        return out
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as a table: one row per beaker (tau in steps, success rate, mean steps, return)."""
+        out = self.predict_record(inputs, out_dir)
+        lines = [f"{out['env']} slip={out['slip']} mass={out['mass']} task={out['task']} episodes={out['episodes']}",
+                 "beaker  tau_steps  success  mean_steps  mean_return"]
+        lines += [f"{b['beaker']:>6}  {b['tau_steps']:>9}  {b['success']:>7.2f}  {b['mean_steps']:>10.1f}  "
+                  f"{b['mean_return']:>11.3f}" for b in out["beakers"]]
         return "\n".join(lines)
 
     @torch.no_grad()

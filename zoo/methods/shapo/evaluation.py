@@ -3,8 +3,11 @@ reference and the cost model's harmful-completion rate; ``zoo predict`` replies.
 :class:`zoo.methods.shapo.module.ShaPOModule`."""
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 
+from zoo.core.phases import phase
 from zoo.data.preference import encode_prompt
 from zoo.methods.shapo.lm import completion_kl, right_pad, sample_completions
 from zoo.methods.shapo.metrics import preference_accuracy
@@ -29,7 +32,11 @@ class Evaluation:
         if not self.hparams.eval_generation or self.trainer.sanity_checking:
             return
         dm = self.trainer.datamodule
-        for name, value in self.generation_metrics(dm.generation_prompts(), dm.tokenizer).items():
+        prompts = dm.generation_prompts()
+        with phase(f"ShaPO validation at step {self.trainer.global_step}: sampling a reply to each of {len(prompts)} "
+                   "prompts, KL to the reference and the cost model's verdict"):
+            metrics = self.generation_metrics(prompts, dm.tokenizer)
+        for name, value in metrics.items():
             self.log(f"val/{name}", value)
 
     @torch.no_grad()
@@ -96,11 +103,18 @@ class Evaluation:
         with self.policy.disable_adapter():
             return self.policy(input_ids=input_ids, attention_mask=attention_mask).logits
 
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict shapo.zoo-lm-hh "PROMPT" ...``: one sampled reply per prompt (the recipe's sampling)."""
+    predict_schema: ClassVar = [{"prompt": str, "reply": str}]
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> list[dict]:
+        """``zoo predict shapo.zoo-lm-hh "PROMPT" ...``: one sampled reply per prompt (the recipe's sampling), each
+        ``{"prompt", "reply"}``."""
         tok = self._tokenizer()
         prompts = [encode_prompt(tok, f"\n\nHuman: {x}\n\nAssistant:") for x in inputs]  # user text: no control tokens
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         replies = sample_completions(self.policy.eval(), prompts, pad, tok.eos_token_id, self.hparams.max_new_tokens,
                                      self.hparams.temperature, self.hparams.gen_seed, self.hparams.gen_batch_size)
-        return "\n\n".join(f"> {x}\n{tok.decode(r, skip_special_tokens=True).strip()}" for x, r in zip(inputs, replies))
+        return [{"prompt": x, "reply": tok.decode(r, skip_special_tokens=True).strip()} for x, r in zip(inputs, replies)]
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as ``> prompt`` then the reply, blank-line separated."""
+        return "\n\n".join(f"> {r['prompt']}\n{r['reply']}" for r in self.predict_record(inputs, out_dir))

@@ -8,6 +8,7 @@ import copy
 
 import torch
 
+from zoo.core.phases import phase
 from zoo.core.recipe import RecipeError
 from zoo.models.sharding import reshard
 
@@ -169,7 +170,8 @@ class PolicyLifecycle:
         if (self.hparams.reference or not self.uses_lora) and "reference" not in self._frozen:
             dtype = self._reference_dtype()
             if self.hparams.reference:
-                self._frozen["reference"] = self._load_reference(self.hparams.reference, dtype)
+                with phase(f"loading model.reference {self.hparams.reference} (the frozen reference policy)"):
+                    self._frozen["reference"] = self._load_reference(self.hparams.reference, dtype)
             else:
                 self._frozen["reference"] = copy_in_dtype(self.policy, dtype)
             ref = self._frozen["reference"].eval()
@@ -178,7 +180,8 @@ class PolicyLifecycle:
         if self.hparams.cost_model and "cost" not in self._frozen:
             from zoo.core.build import load_module
 
-            cost, _ = load_module(self.hparams.cost_model)
+            with phase(f"loading model.cost_model {self.hparams.cost_model} (the judge)"):
+                cost, _ = load_module(self.hparams.cost_model)
             if not hasattr(cost, "score"):
                 raise ValueError(f"model.cost_model {self.hparams.cost_model!r} is a {cost.method_name!r} run, "
                                  "not a shapo-cost-model")

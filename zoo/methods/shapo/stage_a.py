@@ -4,14 +4,17 @@ start. A mixin of :class:`zoo.methods.shapo.module.ShaPOModule`."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import torch
 
+from zoo.core.phases import phase
 from zoo.methods.shapo.probe import mean_pooled_states, train_probe
 from zoo.methods.shapo.subspace import down_projections, rank_neurons
 
 MASKS_FILE = "shapo_masks.safetensors"
+log = logging.getLogger("zoo")
 
 
 class StageA:
@@ -24,9 +27,12 @@ class StageA:
             if self.hparams.masks_path:
                 self.load_masks(self.hparams.masks_path)
             else:
-                self.compute_masks(dm.clean_train_dataloader())
+                with phase(f"ShaPO stage A: the safety probe on {self.hparams.probe_pairs} training pairs, then the "
+                           "neuron masks"):
+                    self.compute_masks(dm.clean_train_dataloader())
             self._save_masks(Path(self.trainer.default_root_dir) / MASKS_FILE)
         if self.hparams.precompute_ref_logps:
+            log.info("precomputing the reference log-probabilities of every train and val pair ...")
             for split, loader in (("train", dm.ordered_train_dataloader()), ("val", dm.val_dataloader())):
                 for batch in loader:
                     batch = self._to_device(batch)

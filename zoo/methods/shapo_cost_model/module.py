@@ -147,15 +147,23 @@ class CostModelModule(ZooModule):
         steps = self.trainer.estimated_stepping_batches if self._trainer is not None else None
         return build_optimizer(self.parameters(), self.hparams.optimizer, total_steps=steps)
 
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict shapo-cost-model.zoo-lm-hh PROMPT REPLY [PROMPT REPLY ...]``: the cost of each reply."""
+    predict_schema: ClassVar = [{"prompt": str, "reply": str, "cost": float, "harmful": bool}]
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> list[dict]:
+        """``zoo predict shapo-cost-model.zoo-lm-hh PROMPT REPLY [PROMPT REPLY ...]``: the cost of each reply and
+        whether it is above the model's threshold (``harmful``)."""
         if len(inputs) % 2:
             raise ValueError("give PROMPT REPLY pairs")
         tok = self.tokenizer
-        lines = []
+        out = []
         for prompt, reply in zip(inputs[::2], inputs[1::2]):
             ids = torch.tensor([PreferenceDataModule.encode_reply(tok, prompt, reply)], device=self.device)
             with torch.no_grad():
                 c = self.score(ids, torch.ones_like(ids)).item()
-            lines.append(f"{c:+.3f} {'harmful' if c > self.threshold else 'harmless'}: {reply[:60]!r}")
-        return "\n".join(lines)
+            out.append({"prompt": prompt, "reply": reply, "cost": c, "harmful": bool(c > self.threshold)})
+        return out
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """One line per reply of :meth:`predict_record`: cost, harmful or harmless, the reply's start."""
+        return "\n".join(f"{r['cost']:+.3f} {'harmful' if r['harmful'] else 'harmless'}: {r['reply'][:60]!r}"
+                         for r in self.predict_record(inputs, out_dir))

@@ -279,7 +279,16 @@ class STTGExplainer(ZooModule):
         outputs = ("logit", "s", "stability") if self.hparams.explainer else ("logit",)
         return Bound(self.net, None, tuple(names), outputs), tuple(args), tuple(dims for _ in args)
 
+    predict_schema: ClassVar = {"src": int, "dst": int, "t": float, "score": float, "logit": float,
+                      "stability_threshold": float, "stability_share": float,
+                      "explanation": [{"endpoint": int, "neighbor": int, "time": float, "importance": float,
+                                       "stability": float, "pattern": str}]}
+
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as indented JSON text."""
+        return json.dumps(self.predict_record(inputs, out_dir), indent=2)
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict st-tgexplainer.<tag> SRC DST TIME [top=10] [history=PATH]``.
 
         Scores the interaction ``SRC -> DST`` at ``TIME`` (file ids, file time unit) from the recent-K history
@@ -287,7 +296,7 @@ class STTGExplainer(ZooModule):
         stability/transition split; with ``out_dir`` it also writes ``explanation.png``.
 
         Returns:
-            JSON text ``{"src", "dst", "t", "score", "logit", "stability_threshold", "explanation": [...],
+            ``{"src", "dst", "t", "score", "logit", "stability_threshold", "explanation": [...],
             "stability_share", "png"}``; a token is a stability pattern when its oriented stability reaches
             ``stability_threshold`` (:meth:`STTGExplainerNet.stability_threshold`).
 
@@ -331,5 +340,5 @@ class STTGExplainer(ZooModule):
             Path(out_dir).mkdir(parents=True, exist_ok=True)
             result["png"] = plot_explanation(int(pos[0]), int(pos[1]), t, score, recs,
                                              str(Path(out_dir) / "explanation.png"))
-        return json.dumps(result, indent=2)
+        return result
 

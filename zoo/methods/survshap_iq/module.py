@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -245,9 +246,14 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
     def package_extras(self) -> dict[str, str]:
         return dict(self._artifacts)
 
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+    predict_schema: ClassVar = {"patient": {str: float}, "times": [float], "survival": [float], "index": str,
+                      "at_time": float, "baseline": float, "largest": [{"term": str, "value": float}],
+                      "plot": (str, None)}
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict <id> feature=value ...`` (unnamed features take the background median): the patient's
-        survival at the explanation times and its largest SurvSHAP-IQ interactions; PNGs into ``out_dir``.
+        survival at every explanation time and, at the middle time, the baseline and its 6 largest SurvSHAP-IQ
+        interactions; ``patient_survival.png`` into ``out_dir`` (``plot``).
 
         Raises:
             ValueError: an unknown feature name, a value that is not a number, or an input without ``=``.
@@ -273,10 +279,17 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
             art.plot_curves(c, out / "patient_survival.png", "survival", title="SurvSHAP-IQ of this patient")
         mid = len(times) // 2
         top = np.argsort(-np.abs(c.values[mid]))[:6]
-        lines = [f"patient: {json.dumps(dict(zip(names, map(float, x))))}",
-                 "S(t|x): " + ", ".join(f"t={t:.0f}: {s:.3f}" for t, s in zip(times[::5], c.prediction[::5])),
-                 f"largest {c.index} at t = {times[mid]:.0f} (baseline {c.baseline[mid]:.3f}):"]
-        lines += [f"  {c.name(k):30s} {c.values[mid, k]:+.4f}" for k in top]
-        if out is not None:
-            lines.append(f"plot: {out / 'patient_survival.png'}")
-        return "\n".join(lines)
+        return {"patient": dict(zip(names, map(float, x))), "times": [float(t) for t in times],
+                "survival": [float(v) for v in c.prediction], "index": str(c.index), "at_time": float(times[mid]),
+                "baseline": float(c.baseline[mid]),
+                "largest": [{"term": c.name(k), "value": float(c.values[mid, k])} for k in top],
+                "plot": str(out / "patient_survival.png") if out is not None else None}
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as text: the patient, S(t|x) at every fifth time, the largest interactions."""
+        r = self.predict_record(inputs, out_dir)
+        lines = [f"patient: {json.dumps(r['patient'])}",
+                 "S(t|x): " + ", ".join(f"t={t:.0f}: {v:.3f}" for t, v in zip(r["times"][::5], r["survival"][::5])),
+                 f"largest {r['index']} at t = {r['at_time']:.0f} (baseline {r['baseline']:.3f}):"]
+        lines += [f"  {t['term']:30s} {t['value']:+.4f}" for t in r["largest"]]
+        return "\n".join(lines + ([f"plot: {r['plot']}"] if r["plot"] else []))

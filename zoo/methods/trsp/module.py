@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -121,10 +122,10 @@ class TrSPModule(ZooModule):
             self.log(f"train/{key}", float(value), batch_size=1, on_step=True, on_epoch=False)
 
     def on_train_end(self) -> None:
-        """Write ``audit.json`` and (with coordinates) ``map.png`` next to the run's logs."""
+        """Write ``audit.json`` and (with coordinates) ``map.png`` into ``<run>/trsp/``."""
         if self.instance is None:
             return
-        out = Path(self.trainer.log_dir or self.trainer.default_root_dir) / "trsp"
+        out = self.artifact_dir("trsp")
         self._artifacts = self.write_artifacts(out)
 
     def write_artifacts(self, out: Path) -> dict[str, str]:
@@ -169,8 +170,12 @@ class TrSPModule(ZooModule):
         cost, board, alight = best_routes(inst, range(inst.m))
         return cost, inst.direct, board, alight
 
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
-        """``zoo predict RUN_DIR trips.csv``: each trip's best route (stops, minutes) beside walking.
+    predict_schema: ClassVar = {"open_stops": int, "algorithm": str, "k": int, "files": [{"file": str, "trips": [
+        {"trip": int, "walk_min": float, "best_min": float, "board": (str, None), "alight": (str, None)}]}]}
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
+        """``zoo predict RUN_DIR trips.csv --json``: per trip of each file its walking and best minutes and the stops
+        it boards and alights at (``None`` for both when walking is best); ``out_dir`` as :meth:`predict_cli`.
 
         Raises:
             DataError: no input, a bad trips CSV (file:line:column), a model without stops or coordinates.
@@ -178,19 +183,24 @@ class TrSPModule(ZooModule):
         if not inputs:
             raise DataError("zoo predict trsp: give a trips CSV with columns a_lon, a_lat, b_lon, b_lat")
         names = self.meta.get("stop_names", [])
-        lines = [f"# {len(names)} open stops ({self.hparams.algorithm}, k = {self.hparams.k})"]
+        files = []
         for path in inputs:
             trips = read_lonlat_csv(path, ("a_lon", "a_lat", "b_lon", "b_lat"))
             cost, walk, board, alight = self.routes(trips)
-            lines += [f"## {path}", "trip\twalk_min\tbest_min\troute"]
-            for i in range(len(trips)):
-                how = "walk" if board[i] < 0 else f"stop {names[board[i]]} -> stop {names[alight[i]]}"
-                lines.append(f"{i}\t{60 * walk[i]:.1f}\t{60 * cost[i]:.1f}\t{how}")
-        text = "\n".join(lines)
+            files.append({"file": str(path), "trips": [
+                {"trip": i, "walk_min": float(60 * walk[i]), "best_min": float(60 * cost[i]),
+                 "board": None if board[i] < 0 else str(names[board[i]]),
+                 "alight": None if board[i] < 0 else str(names[alight[i]])} for i in range(len(trips))]})
+        out = {"open_stops": len(names), "algorithm": self.hparams.algorithm, "k": int(self.hparams.k), "files": files}
         if out_dir:
             Path(out_dir).mkdir(parents=True, exist_ok=True)
-            (Path(out_dir) / "routes.tsv").write_text(text + "\n")
-        return text
+            (Path(out_dir) / "routes.tsv").write_text(_routes_text(out) + "\n")
+        return out
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """``zoo predict RUN_DIR trips.csv``: each trip's best route (stops, minutes) beside walking, as TSV per file
+        (the records of :meth:`predict_record`); with ``out_dir`` also ``D/routes.tsv``."""
+        return _routes_text(self.predict_record(inputs, out_dir))
 
     def evaluate(self, datamodule) -> dict[str, float]:
         """The audit of the stored stops on the DataModule's instance (same data settings as the fit)."""
@@ -198,3 +208,13 @@ class TrSPModule(ZooModule):
         hp = self.hparams
         return audit(datamodule.instance, self.stops.tolist(), hp.k, hp.core_max_n, tuple(hp.core_betas or (1.0,)),
                      hp.core_solver)
+
+
+def _routes_text(prediction: dict) -> str:
+    """``TrSPModule.predict_record``'s records as the TSV ``zoo predict`` prints, one table per trips file."""
+    lines = [f"# {prediction['open_stops']} open stops ({prediction['algorithm']}, k = {prediction['k']})"]
+    for f in prediction["files"]:
+        lines += [f"## {f['file']}", "trip\twalk_min\tbest_min\troute"]
+        lines += [f"{t['trip']}\t{t['walk_min']:.1f}\t{t['best_min']:.1f}\t"
+                  + ("walk" if t["board"] is None else f"stop {t['board']} -> stop {t['alight']}") for t in f["trips"]]
+    return "\n".join(lines)

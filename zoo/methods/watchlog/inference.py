@@ -11,6 +11,7 @@ either key keeps what the language model generated.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -151,13 +152,21 @@ class Inference:
                     texts[i] = t
         return texts
 
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+    predict_schema: ClassVar = {"threshold": float, "clip": (str, None), "windows": [
+        {"window": int, "recording": str, "group": (str, None), "first_line": int, "last_line": int,
+         "probability": float, "detector": str, "explanation_verdict": (str, None), "label": (str, None),
+         "explanation": (str, None), "evidence": [{"index": int, "line": int, "event": str}]}],
+        "summary": {"windows": int, "flagged": int, "explained_malicious": (int, None),
+                    "labelled_malicious": (int, None)}}
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict watchlog.<tag> events.jsonl [labels.csv]``: a verdict and explanation per window.
 
-        Windows are cut per ``group_by`` with this model's ``window``. Each window's line gives the generated
-        verdict (from the explanation), the detection head's probability, threshold and verdict, and the label when
-        the file has labels; a summary line ends the output. With ``out_dir`` the clip of the most suspicious window
-        is saved as ``<out_dir>/watchlog_clip.png``.
+        Windows are cut per ``group_by`` with this model's ``window``. Each window gives the generated verdict (from
+        the explanation; ``explanation_verdict``), the detection head's probability and verdict against the
+        threshold (``detector``), the label when the file has labels, and the explanation with the events it cites
+        as evidence; ``summary`` counts them. With ``out_dir`` the clip of the most suspicious window is saved as
+        ``<out_dir>/watchlog_clip.png`` (``clip``).
 
         Raises:
             ValueError: no input file, or more than two. DataError: a malformed or empty events file, or a stage-1/2
@@ -179,35 +188,27 @@ class Inference:
         ds = WindowDataset(windows, log, self.renderer, hits, self.hparams.window, token_len,
                            self.enc_cfg["vocab_size"], render=self.enc_cfg["kind"] == "video")
         preds = self.predict_dataset(ds)
-        lines = []
         s, thr = self.hparams.frame_stride, float(self.threshold)
-        said, flagged = 0, 0
+        out = {"threshold": thr, "clip": None, "windows": []}
         for k, (w, p) in enumerate(zip(windows, preds)):
-            detector = "malicious" if p["prob"] >= thr else "benign"
-            first, last = log.lines[w.event_idx[0]], log.lines[w.event_idx[-1]]
-            head = f"window {k} [{w.recording} {w.group or '(no ' + self.hparams.group_by + ')'} lines {first}-{last}]"
             generated = (p["parsed"] or {}).get("verdict")
-            if generated in ("malicious", "benign"):
-                head += f": {generated} (explanation); detector p={p['prob']:.3f} vs threshold {thr:.3f}: {detector}"
-            else:
-                head += f": {detector} (detector p={p['prob']:.3f} vs threshold {thr:.3f})"
-            if w.label >= 0:
-                head += f"; label: {'malicious' if w.label else 'benign'}"
-            lines.append(head)
-            said += generated == "malicious"
-            flagged += detector == "malicious"
-            if p["explanation"] is not None:
-                lines.append(f"  explanation: {p['explanation']}")
-                for i in p["parsed"]["evidence"]:
-                    if 0 <= i * s < len(w.event_idx):
-                        e = w.event_idx[i * s]
-                        lines.append(f"    #{i} line {log.lines[e]}: {describe_event(log.events[e])}")
-        summary = f"{len(windows)} windows: the detector flags {flagged}"
-        if self.lm is not None:
-            summary += f", the explanations say malicious for {said}"
-        if windows and all(w.label >= 0 for w in windows):
-            summary += f"; {sum(w.label for w in windows)} are labelled malicious"
-        lines.append(summary)
+            out["windows"].append({
+                "window": k, "recording": str(w.recording), "group": str(w.group) if w.group else None,
+                "first_line": int(log.lines[w.event_idx[0]]), "last_line": int(log.lines[w.event_idx[-1]]),
+                "probability": float(p["prob"]), "detector": "malicious" if p["prob"] >= thr else "benign",
+                "explanation_verdict": generated if generated in ("malicious", "benign") else None,
+                "label": ("malicious" if w.label else "benign") if w.label >= 0 else None,
+                "explanation": p["explanation"],
+                "evidence": [{"index": i, "line": int(log.lines[w.event_idx[i * s]]),
+                              "event": describe_event(log.events[w.event_idx[i * s]])}
+                             for i in (p["parsed"]["evidence"] if p["explanation"] is not None else [])
+                             if 0 <= i * s < len(w.event_idx)]})
+        rows = out["windows"]
+        out["summary"] = {"windows": len(rows), "flagged": sum(r["detector"] == "malicious" for r in rows),
+                          "explained_malicious": sum(r["explanation_verdict"] == "malicious" for r in rows)
+                          if self.lm is not None else None,
+                          "labelled_malicious": sum(w.label for w in windows)
+                          if windows and all(w.label >= 0 for w in windows) else None}
         if out_dir is not None and windows:
             best = max(range(len(windows)), key=lambda k: preds[k]["prob"])
             item = ds[best]
@@ -215,5 +216,34 @@ class Inference:
             save_frames_png(item["frames"][:n].numpy(), self.renderer, str(Path(out_dir) / "watchlog_clip.png"),
                             [f"#{t} {describe_event(log.events[e])[:40]}" for t, e in
                              enumerate(windows[best].event_idx)])
-            lines.append(f"saved the clip of window {best} to {Path(out_dir) / 'watchlog_clip.png'}")
+            out["clip"] = str(Path(out_dir) / "watchlog_clip.png")
+        return out
+
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """:meth:`predict_record` as text: one line per window (with its explanation and cited events below it), a
+        summary line, and where the clip went."""
+        out = self.predict_record(inputs, out_dir)
+        thr, lines = out["threshold"], []
+        for r in out["windows"]:
+            head = (f"window {r['window']} [{r['recording']} {r['group'] or '(no ' + self.hparams.group_by + ')'} "
+                    f"lines {r['first_line']}-{r['last_line']}]")
+            if r["explanation_verdict"]:
+                head += (f": {r['explanation_verdict']} (explanation); detector p={r['probability']:.3f} vs threshold "
+                         f"{thr:.3f}: {r['detector']}")
+            else:
+                head += f": {r['detector']} (detector p={r['probability']:.3f} vs threshold {thr:.3f})"
+            lines.append(head + (f"; label: {r['label']}" if r["label"] else ""))
+            if r["explanation"] is not None:
+                lines.append(f"  explanation: {r['explanation']}")
+                lines += [f"    #{e['index']} line {e['line']}: {e['event']}" for e in r["evidence"]]
+        sm = out["summary"]
+        summary = f"{sm['windows']} windows: the detector flags {sm['flagged']}"
+        if sm["explained_malicious"] is not None:
+            summary += f", the explanations say malicious for {sm['explained_malicious']}"
+        if sm["labelled_malicious"] is not None:
+            summary += f"; {sm['labelled_malicious']} are labelled malicious"
+        lines.append(summary)
+        if out["clip"]:
+            best = max(out["windows"], key=lambda r: r["probability"])["window"]
+            lines.append(f"saved the clip of window {best} to {out['clip']}")
         return "\n".join(lines)

@@ -219,26 +219,31 @@ class ZooLM(ZooModule):
         self.lm.train(was_training)
         return outs
 
-    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+    predict_schema: ClassVar = [{"prompt": str, "reply": str}]
+
+    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> list[dict]:
         """``zoo predict zoo-lm.chat "How do I bake bread?"``: the reply to the joined arguments (sampled as
         ``model.generation`` says); a chat ``.jsonl`` file as the one input: one reply per conversation's first user
-        turn, blank-line separated."""
+        turn. Each ``{"prompt", "reply"}``."""
         if not inputs:
             raise ValueError("zoo predict zoo-lm: give a prompt, e.g. \"How do I bake bread?\"")
         from zoo.methods.zoo_lm.predict import labelled_chats
 
         chats = labelled_chats(inputs)
-        if chats is not None:
-            return "\n\n".join(self.generate([prompt for prompt, _ in chats]))
-        return self.generate([" ".join(inputs)])[0]
+        prompts = [prompt for prompt, _ in chats] if chats is not None else [" ".join(inputs)]
+        return [{"prompt": p, "reply": r} for p, r in zip(prompts, self.generate(prompts))]
 
-    def predict_metrics(self, inputs: list[str], prediction: str) -> dict[str, float]:
+    def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
+        """The replies of :meth:`predict_record`, blank-line separated."""
+        return "\n\n".join(r["reply"] for r in self.predict_record(inputs, out_dir))
+
+    def predict_metrics(self, inputs: list[str], prediction: list[dict]) -> dict[str, float]:
         """With a chat ``.jsonl`` input (its assistant replies are the labels): the references' per-token NLL and
         perplexity under the model and the exact-match rate of the generated replies (:mod:`.predict`)."""
         from zoo.methods.zoo_lm.predict import labelled_chats, reference_metrics
 
         chats = labelled_chats(inputs)
-        return reference_metrics(self, chats, prediction.split("\n\n")) if chats else {}
+        return reference_metrics(self, chats, [r["reply"] for r in prediction]) if chats else {}
 
     def export_hf(self, out_dir: str) -> None:
         """Write a plain Hugging Face directory: ``save_pretrained`` weights (safetensors) + config + generation
