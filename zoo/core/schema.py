@@ -10,7 +10,10 @@ as JSON tables in ``zoo/core/schemas/`` generated from the code, so a recipe is 
 Regenerate after changing a constructor, or after adding a method: ``python -m zoo.core.schema --write``;
 ``tests/platform/test_schema.py`` fails when a table and the code disagree. A method without a table (a plug-in) is
 checked by importing it, as before. A type spec is ``{"types": [...], "choices": [...]}`` where a type is one of
-``int float str bool null list dict`` (``float`` accepts ints); no spec means anything goes.
+``int float str bool null list dict`` (``float`` accepts ints), plus what :mod:`zoo.core.constraints` declares with the
+argument: ``min`` / ``max`` (``min_exclusive`` / ``max_exclusive``), ``min_length``, ``items`` (a list's item spec) and
+``keys`` (a dict block's key specs); no spec means anything goes. Each part also records ``docs``, every argument's
+one-line meaning from the class's ``Args:`` docstring, for ``zoo info``.
 """
 from __future__ import annotations
 
@@ -89,16 +92,41 @@ def fits(value: Any, spec: dict) -> bool:
     return t in spec.get("types", []) or (t == "int" and "float" in spec.get("types", []))
 
 
+def _range_text(spec: dict) -> str:
+    """``> 0``, ``in [0, 1)``, ``<= 5``: the range a spec allows."""
+    lo, hi = spec.get("min"), spec.get("max")
+    if lo is not None and hi is not None:
+        return (f"in {'(' if spec.get('min_exclusive') else '['}{lo}, {hi}{')' if spec.get('max_exclusive') else ']'}")
+    if lo is not None:
+        return f"{'>' if spec.get('min_exclusive') else '>='} {lo}"
+    return f"{'<' if spec.get('max_exclusive') else '<='} {hi}"
+
+
 def check_value(value: Any, spec: dict, where: str) -> None:
-    """Raise ``RecipeError`` naming ``where`` when ``value`` does not fit ``spec`` (types, choices, ranges)."""
+    """Raise ``RecipeError`` naming ``where`` when ``value`` does not fit ``spec``: types, choices (with the closest
+    one), a numeric range, a list's length and items (``where[i]``), a dict's keys (``where.key``)."""
     if not fits(value, spec):
-        raise RecipeError(f"{where}: expected {render(spec)}, got {value!r}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and "min" in spec:
-        low, strict = spec["min"], spec.get("min_exclusive", False)
-        if value < low or (strict and value == low):
-            raise RecipeError(f"{where}: must be {'>' if strict else '>='} {low}, got {value!r}")
-    if "length" in spec and isinstance(value, list) and len(value) != spec["length"]:
-        raise RecipeError(f"{where}: expected {spec['length']} values, got {value!r}")
+        hint = ""
+        if spec.get("choices") and isinstance(value, str):
+            from zoo.core.registry import suggest
+
+            hint = suggest(value, [c for c in spec["choices"] if isinstance(c, str)])
+        raise RecipeError(f"{where}: expected {render(spec)}, got {value!r}{hint}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and ("min" in spec or "max" in spec):
+        lo, hi = spec.get("min"), spec.get("max")
+        if ((lo is not None and (value < lo or (spec.get("min_exclusive") and value == lo)))
+                or (hi is not None and (value > hi or (spec.get("max_exclusive") and value == hi)))):
+            raise RecipeError(f"{where}: must be {_range_text(spec)}, got {value!r}")
+    if isinstance(value, list):
+        if "length" in spec and len(value) != spec["length"]:
+            raise RecipeError(f"{where}: expected {spec['length']} values, got {value!r}")
+        if len(value) < spec.get("min_length", 0):
+            raise RecipeError(f"{where}: needs at least {spec['min_length']} item{'s' * (spec['min_length'] > 1)}, "
+                              f"got {value!r}")
+        for i, item in enumerate(value if "items" in spec else ()):
+            check_value(item, spec["items"], f"{where}[{i}]")
+    if isinstance(value, dict) and "keys" in spec:
+        check_block(value, spec["keys"], where, where)
 
 
 def check_block(values: dict, schema: dict[str, dict], where: str, owner: str) -> None:
@@ -174,7 +202,8 @@ def check_method_block(schema: dict, block: str, values: dict, method: str) -> N
 
 def describe(ann: Any) -> dict:
     """A type spec from a Python annotation (``Optional[int]`` -> ``{"types": ["int", "null"]}``; Literals become
-    choices; classes a YAML value cannot be are left out; anything unjudgeable -> ``{}``)."""
+    choices; ``list[X]`` checks its items against ``X``; ``Annotated`` metadata from :mod:`zoo.core.constraints` adds
+    ranges, lengths and dict keys; classes a YAML value cannot be are left out; anything unjudgeable -> ``{}``)."""
     import collections.abc as cabc
     import inspect
     import types
@@ -183,28 +212,81 @@ def describe(ann: Any) -> dict:
     if ann is inspect.Parameter.empty or ann is Any or isinstance(ann, (str, typing.TypeVar)):
         return {}
     origin = typing.get_origin(ann)
+    if origin is typing.Annotated:
+        base, *meta = typing.get_args(ann)
+        out = describe(base)
+        for m in meta:
+            if hasattr(m, "spec"):
+                add = m.spec(describe)
+                if "choices" in add:  # the values replace their type: Annotated[str, OneOf(...)] is not any str
+                    covered = {_type_of(c) for c in add["choices"]}
+                    out["types"] = [t for t in out.get("types", []) if t not in covered]
+                out.update(add)
+        return {k: v for k, v in out.items() if v != [] or k != "types"} if "choices" in out else out
     if origin in (typing.Union, types.UnionType):
-        types_, choices = [], []
+        types_, choices, extra = [], [], {}
         for a in typing.get_args(ann):
             d = describe(a)
             if not d:
                 return {}
             types_ += [t for t in d.get("types", []) if t not in types_]
             choices += [c for c in d.get("choices", []) if c not in choices]
+            extra.update({k: v for k, v in d.items() if k not in ("types", "choices")})
         out = {"types": types_} if types_ else {}
-        return dict(out, choices=choices) if choices else out
+        return dict(out, choices=choices, **extra) if choices else dict(out, **extra)
     if origin is typing.Literal:
         return {"choices": list(typing.get_args(ann))}
     base = origin or ann
     if base in _PRIMITIVE:
-        return {"types": [_PRIMITIVE[base]]}
-    if base in (cabc.Sequence, cabc.Iterable, cabc.MutableSequence):
-        return {"types": ["list"]}
-    if base in (cabc.Mapping, cabc.MutableMapping):
+        out = {"types": [_PRIMITIVE[base]]}
+    elif base in (cabc.Sequence, cabc.Iterable, cabc.MutableSequence):
+        out = {"types": ["list"]}
+    elif base in (cabc.Mapping, cabc.MutableMapping):
         return {"types": ["dict"]}
-    if isinstance(base, type):
+    elif isinstance(base, type):
         return {"types": []}  # an object (Strategy, timedelta, Logger...): no YAML value is one
-    return {}
+    else:
+        return {}
+    item = typing.get_args(ann)[0] if out["types"] == ["list"] and typing.get_args(ann) else None
+    if item is not None and (spec := describe(item)):
+        out["items"] = spec
+    return out
+
+
+def arg_docs(cls) -> dict[str, str]:
+    """Each argument's one-line meaning from the ``Args:`` section of ``cls``'s (or its ``__init__``'s) docstring,
+    Google style; ``a, b: text`` documents both, and ``a: text; b: text`` (or ``a: text. b: text``) on one line
+    documents each."""
+    import inspect
+    import re
+
+    names = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    out: dict[str, str] = {}
+    for doc in (inspect.getdoc(cls.__init__) if cls.__init__.__doc__ else None, inspect.getdoc(cls)):
+        lines, entries, indent = (doc or "").splitlines(), [], None
+        at = next((i for i, x in enumerate(lines) if x.strip() == "Args:"), len(lines))
+        floor = -1 if at == 0 else len(lines[at]) - len(lines[at].lstrip()) if at < len(lines) else 0
+        for line in lines[at + 1:]:  # (a docstring opening with "Args:" has its entries unindented by getdoc)
+            depth = len(line) - len(line.lstrip())
+            if not line.strip() or depth <= floor:
+                break
+            indent = depth if indent is None else indent
+            if depth < indent:
+                break
+            if depth == indent:
+                entries.append(line.strip())
+            elif entries:
+                entries[-1] += " " + line.strip()
+        head = r"(\*{0,2}\w+(?:, \*{0,2}\w+)*)(?: \([^)]*\))?: "
+        for entry in entries:
+            for part in re.split(r"(?:;|\.) +(?=\*{0,2}\w+(?:, \*{0,2}\w+)*(?: \([^)]*\))?: )", entry):
+                m = re.match(head + r"(.*)", part)
+                if not m:
+                    continue
+                for n in (x.strip("* ") for x in m.group(1).split(",")):
+                    if n in names and n not in out:
+                        out[n] = m.group(2).strip()
+    return out
 
 
 def _args(cls) -> dict:
@@ -213,13 +295,15 @@ def _args(cls) -> dict:
 
     sig = inspect.signature(cls.__init__)
     try:
-        hints = typing.get_type_hints(cls.__init__)
+        hints = typing.get_type_hints(cls.__init__, include_extras=True)
     except Exception:  # noqa: BLE001 - an annotation that only resolves under TYPE_CHECKING: judge nothing
         hints = {}
     args = {n: describe(hints.get(n, inspect.Parameter.empty)) for n, p in sig.parameters.items()
             if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     var_kwargs = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-    return {"class": cls.__name__, "args": args, "var_kwargs": var_kwargs}
+    nested = {n: args[n].pop("keys") for n in args if "keys" in args[n]}
+    out = {"class": cls.__name__, "args": args, "var_kwargs": var_kwargs, "docs": arg_docs(cls)}
+    return dict(out, nested=nested) if nested else out
 
 
 def generate_method(name: str) -> dict:
@@ -231,6 +315,7 @@ def generate_method(name: str) -> dict:
     entry = get_method(name)
     module = _args(entry.module_cls)
     nested = {k: OPTIMIZER_SCHEMA for k in module["args"] if k == "optimizer"}
+    nested.update(module.get("nested", {}))
     nested.update(getattr(entry.module_cls, "arg_schemas", {}) or {})
     module["nested"] = nested
     src = "".join(inspect.getsource(c) for c in entry.module_cls.__mro__ if c.__module__.startswith("zoo."))

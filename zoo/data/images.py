@@ -23,12 +23,14 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal
 
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from zoo.core.constraints import OneOf, PositiveInt
 from zoo.core.data import DataError, repo_root
 
 DEFAULT_PATHS = {"cifar10": "data/cifar10-subset/cifar10_subset_2200.npz",
@@ -215,8 +217,9 @@ class ImageClassificationDataModule(L.LightningDataModule):
         DataError: from ``setup()``, naming the file.
     """
 
-    def __init__(self, dataset: str = "cifar10", path: str | None = None, batch_size: int = 64, size: int = 32,
-                 channels: int = 3, n_train: int | None = None):
+    def __init__(self, dataset: Annotated[str, OneOf(DATASETS)] = "cifar10", path: str | None = None,
+                 batch_size: PositiveInt = 64, size: PositiveInt = 32, channels: Literal[1, 3] = 3,
+                 n_train: PositiveInt | None = None):
         super().__init__()
         self.dataset, self.path, self.batch_size = dataset, path, int(batch_size)
         self.size, self.channels, self.n_train = int(size), int(channels), n_train

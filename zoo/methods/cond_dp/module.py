@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
 
+from zoo.core.constraints import NonNegative, OpenUnit, Positive, PositiveInt, Range
 from zoo.core.module import ZooModule
 from zoo.core.recipe import RecipeError
 from zoo.core.registry import register_method
@@ -45,11 +47,14 @@ class CondDPModule(ZooModule):
     head_keys = ()
     export_formats = ("package", "onnx", "torch_export")
 
-    def __init__(self, model: str = "mlp", hidden: list[int] | None = None, conditioning: str = "precondition",
-                 ridge: float = 0.01, rank: int | None = None, normalize: bool = True, epsilon: float = 1.0,
-                 delta: float = 1e-5, max_grad_norm: float = 1.0, neighbouring: str = "substitution",
-                 private: bool = True, lr: float = 0.5, momentum: float = 0.9, in_features: int | None = None,
-                 label_offset: float = 0.0, dataset: str | None = None, feature_names: list[str] | None = None):
+    def __init__(self, model: Literal["mlp", "linear"] = "mlp", hidden: list[PositiveInt] | None = None,
+                 conditioning: Literal["precondition", "reparam", "none"] = "precondition", ridge: NonNegative = 0.01,
+                 rank: PositiveInt | None = None, normalize: bool = True, epsilon: Positive = 1.0,
+                 delta: OpenUnit = 1e-5, max_grad_norm: Positive = 1.0,
+                 neighbouring: Literal["substitution", "add_remove"] = "substitution", private: bool = True,
+                 lr: Positive = 0.5, momentum: Annotated[float, Range(0, 1, max_open=True)] = 0.9,
+                 in_features: PositiveInt | None = None, label_offset: float = 0.0, dataset: str | None = None,
+                 feature_names: list[str] | None = None):
         super().__init__()
         if model not in ("mlp", "linear"):
             raise ValueError(f"model.model must be mlp or linear, got {model!r}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal
 
 import lightning as L
 import numpy as np
@@ -29,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from zoo.core.constraints import NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, read_csv_rows
 from zoo.data.images import IMAGE_SUFFIXES, read_images
 from zoo.methods.sembind.captions import colour_attributes, make_captions
@@ -128,8 +130,9 @@ class CaptionDataModule(L.LightningDataModule):
         DataError: from ``setup()``; an unknown dataset or split.
     """
 
-    def __init__(self, dataset: str = "cifar10-6000", path: str | None = None, size: int = 16,
-                 split: str = "provider", n_train: int | None = None, batch_size: int = 32, seed: int = 0,
+    def __init__(self, dataset: Literal["cifar10-6000", "cifar10", "folder"] = "cifar10-6000", path: str | None = None,
+                 size: PositiveInt = 16, split: Annotated[str, OneOf(SPLITS)] = "provider",
+                 n_train: PositiveInt | None = None, batch_size: PositiveInt = 32, seed: NonNegativeInt = 0,
                  text_model: str | None = None):
         super().__init__()
         if split not in SPLITS:

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from zoo.core.constraints import Fraction, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, repo_root, seeded_split
 from zoo.data.chat import read_conversations
 from zoo.models.causal_lm import load_tokenizer
@@ -124,10 +126,12 @@ class LMDataModule(L.LightningDataModule):
         DataError: a missing file or bad line (at ``setup``).
     """
 
-    def __init__(self, mode: str = "pretrain", path: str | list[str] = (
+    def __init__(self, mode: Annotated[str, OneOf(MODES)] = "pretrain",
+                 path: str | list[str] = (
             "data/tinyshakespeare/input.txt", "data/alpaca-subset/alpaca_5000.txt"),
-                 val_path: str | list[str] | None = None, val_fraction: float = 0.1, max_length: int = 256,
-                 batch_size: int = 16, num_workers: int = 0, tokenizer: str | None = None, seed: int = 0):
+                 val_path: str | list[str] | None = None, val_fraction: Fraction = 0.1, max_length: PositiveInt = 256,
+                 batch_size: PositiveInt = 16, num_workers: NonNegativeInt = 0, tokenizer: str | None = None,
+                 seed: NonNegativeInt = 0):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"data.mode: {mode!r} is not one of {MODES}")
