@@ -35,7 +35,7 @@ def _construct(cls, kwargs: dict, block: str):
         raise with_recipe_key(e, kwargs if block == "data" else {}) from None
     except (ValueError, TypeError) as e:
         msg = str(e)
-        raise RecipeError(msg if msg.startswith(block + ".") else f"{block}: {msg}") from e
+        raise RecipeError(msg if msg.startswith((block + ".", block + ":")) else f"{block}: {msg}") from e
 
 
 def _get(cfg: dict, path: str):

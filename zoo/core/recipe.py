@@ -184,18 +184,7 @@ def apply_overrides_checked(cfg: dict, tokens) -> None:
     from zoo.core import schema
 
     table = schema.method_schema(cfg["method"]) or schema.generate_method(cfg["method"])
-    model, nested = cfg.setdefault("model", {}), table["module"].get("nested") or {}
-    for token in tokens:
-        parts = token.split("=", 1)[0].split(".")
-        # a key of a declared nested block (model.generation.greedy) needs no '+', even where the saved recipe has none
-        if len(parts) == 3 and parts[0] == "model" and parts[1] in nested and "=" in token:
-            block = f"model.{parts[1]}"
-            if parts[2] not in nested[parts[1]]:  # a typo: the block's keys, with a did-you-mean
-                schema.check_block({parts[2]: None}, nested[parts[1]], block, block)
-            if model.get(parts[1]) is None:
-                model[parts[1]] = {}
-            token = "+" + token
-        _apply_user_paths(cfg, [token])
+    _apply_user_paths(cfg, [schema.block_token(cfg, table, t) for t in tokens])
     for block in ("model", "data"):
         schema.check_method_block(table, block, cfg.get(block) or {}, cfg["method"])
 
@@ -224,7 +213,10 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
                 raise RecipeError(f"{ov_path}: {k}: unknown top-level key{suggest(k.split('.')[0], TOP_KEYS)}")
         cfg = _merge(cfg, top)
     anchor_shipped_paths(cfg)
-    _apply_user_paths(cfg, overrides)
+    from zoo.core import schema
+
+    table = schema.method_schema(cfg["method"]) if isinstance(cfg.get("method"), str) else None
+    _apply_user_paths(cfg, [schema.block_token(cfg, table, t) for t in overrides] if table else overrides)
     if "name" not in cfg:  # the recipe's file stem, or <method>-<file> for a run on the user's data.path
         from zoo.core.userdata import default_run_name
 

@@ -197,6 +197,34 @@ def check_method_block(schema: dict, block: str, values: dict, method: str) -> N
             check_value(v, args[k], f"{block}.{k}")
 
 
+def block_token(cfg: dict, table: dict, token: str) -> str:
+    """Override ``token`` with a ``+`` when it sets a key of a declared dict block (``model.generation.greedy=true``,
+    ``model.masker.net.n_bits=8``) that the recipe leaves unset: such keys need no ``+``; a null block on the way
+    becomes an empty mapping in ``cfg``. A key the block does not take fails here, at its own level, with the
+    block's keys and a did-you-mean."""
+    parts = token.split("=", 1)[0].split(".")
+    part = table.get({"model": "module", "data": "datamodule"}.get(parts[0], ""))
+    nested = (part or {}).get("nested") or {}
+    if token[:1] in "+~" or "=" not in token or len(parts) < 3 or parts[1] not in nested:
+        return token
+    keys = nested[parts[1]]
+    for i, key in enumerate(parts[2:], start=2):
+        if keys is None:
+            break
+        if key not in keys:
+            where = ".".join(parts[:i])
+            check_block({key: None}, keys, where, where)
+        keys = keys[key].get("keys")
+    node = cfg
+    for key in parts[:-1]:
+        if not isinstance(node, dict):
+            break  # apply_override names the value that is not a mapping
+        if node.get(key) is None:
+            node[key] = {}
+        node = node[key]
+    return "+" + token
+
+
 # ---------------------------------------------------------------------------------------------- generating
 
 

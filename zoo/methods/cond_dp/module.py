@@ -55,13 +55,7 @@ class CondDPModule(ZooModule):
                  lr: Positive = 0.5, momentum: Annotated[float, Range(0, 1, max_open=True)] = 0.9,
                  in_features: PositiveInt | None = None, label_offset: float = 0.0, dataset: str | None = None,
                  feature_names: list[str] | None = None):
-        super().__init__()
-        if model not in ("mlp", "linear"):
-            raise ValueError(f"model.model must be mlp or linear, got {model!r}")
-        if conditioning not in ("precondition", "reparam", "none"):
-            raise ValueError(f"model.conditioning must be precondition, reparam or none, got {conditioning!r}")
-        if epsilon <= 0 or not 0 < delta < 1 or max_grad_norm <= 0:
-            raise ValueError("model: need epsilon > 0, 0 < delta < 1 and max_grad_norm > 0")
+        super().__init__()  # the values' ranges are declared in the signature and checked before construction
         self.save_hyperparameters()
         self.net: Regressor | None = None
         self._dp = None

@@ -52,7 +52,7 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
             ``n_times`` times between the 5 % and 80 % quantiles of the training event times, ``index`` and
             ``max_order`` (shapiq), ``scales``, a background of ``n_background`` training rows.
     Raises:
-        ValueError: an unknown model, or explain keys that are not in ``EXPLAIN``.
+        ValueError: explain keys that are not in ``EXPLAIN``.
     """
 
     export_formats = ("package",)
@@ -64,8 +64,6 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
                  n_features: NonNegativeInt = 0, feature_names: list[str] | None = None,
                  explain: ExplainSettings = None):
         super().__init__()
-        if model not in ("deepsurv", "deephit", "coxph"):
-            raise ValueError(f"model.model: {model!r} is not one of deepsurv, deephit, coxph")
         unknown = sorted(set(explain or {}) - set(EXPLAIN))
         if unknown:
             raise ValueError(f"model.explain: unknown key(s) {unknown}; known: {sorted(EXPLAIN)}")
