@@ -16,7 +16,7 @@ import torch
 from zoo.core import hub, resumable, run
 from zoo.core.data import DataError, set_seed
 from zoo.core.final_validation import ValidateAtEnd, fit
-from zoo.core.preflight import check_data, with_recipe_key
+from zoo.core.preflight import check_run, with_recipe_key
 from zoo.core.progress import ProgressBar, ProgressLines, previous_metrics, quiet_lightning_noise, summary
 from zoo.core.recipe import anchor_shipped_paths, apply_overrides_checked
 from zoo.core.registry import constructor_kwargs, get_method
@@ -216,7 +216,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     set_seed(int(cfg.get("seed", 0)))
     module = build_module(cfg)  # bad values fail here, before a run directory exists
     datamodule = build_datamodule(cfg)
-    check_data(cfg, module, datamodule)  # bad data fail here too, naming file, line and recipe key
+    check_run(cfg, module, datamodule)  # bad data and refused trainer settings fail here too, named
     run_dir, resume_ckpt = run.open_run_dir(cfg)
     if cfg.get("resume") and not resume_ckpt and not run._is_child_rank():
         log.info("resume=auto: no run of %s under %s to resume: starting fresh in %s", cfg["name"],

@@ -1,4 +1,4 @@
-"""Data checked before the run starts: the datamodule's ``setup("fit")`` runs before any run directory exists, so a
+"""Data (and the trainer settings a method refuses, :func:`check_processes`) checked before the run starts: the datamodule's ``setup("fit")`` runs before any run directory exists, so a
 bad row of any method's data (the user's ``data.path`` or a shipped file) fails first, naming the file, the line and
 the recipe key to change, and leaves nothing under ``runs/``.
 
@@ -43,6 +43,35 @@ def with_recipe_key(error: DataError, data: dict) -> DataError:
 
 def _is_file_key(key: str) -> bool:
     return bool(re.search(r"(path|_file|_files|_paths|_dir)$", key))
+
+
+def check_run(cfg: dict, module, datamodule) -> None:
+    """What is checked once the module and datamodule exist and before the run directory: the trainer settings the
+    method refuses (:func:`check_processes`), then the data (:func:`check_data`)."""
+    check_processes(cfg)
+    check_data(cfg, module, datamodule)
+
+
+def check_processes(cfg: dict) -> None:
+    """The method's trainer rules (``ZooModule.trainer_rules``, from its table) against the processes this machine
+    will start: ``devices: auto`` (which the recipe check cannot count) is every visible GPU for a GPU accelerator,
+    else 1, times ``num_nodes``. Every rank of a multi-process run checks the same and refuses the same.
+
+    Raises:
+        RecipeError: naming ``trainer.devices`` or ``trainer.strategy`` and the method's reason.
+    """
+    import torch
+
+    from zoo.core import schema
+
+    table, tr = schema.method_schema(cfg["method"]), cfg.get("trainer") or {}
+    if table is None:
+        return
+    n = schema.planned_processes(tr)
+    if n is None:
+        gpu = str(tr.get("accelerator", "auto")) in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+        n = (torch.cuda.device_count() if gpu else 1) * (tr.get("num_nodes") or 1)
+    schema.check_trainer_rules(table, cfg, n)
 
 
 def check_data(cfg: dict, module, datamodule) -> None:

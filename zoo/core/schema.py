@@ -4,8 +4,9 @@ as JSON tables in ``zoo/core/schemas/`` generated from the code, so a recipe is 
 * ``schemas/_trainer.json``: ``lightning.Trainer.__init__`` (name -> accepted types / values).
 * ``schemas/<method>.json``: the method's LightningModule (``model:``) and LightningDataModule (``data:``) arguments,
   whether it optimises manually (``trainer.accumulate_grad_batches`` must then stay 1), its export formats, and the
-  nested blocks it declares (``ZooModule.arg_schemas``; every ``optimizer`` argument is checked against
-  :data:`OPTIMIZER_SCHEMA`, the keys :func:`zoo.core.optim.build_optimizer` takes).
+  nested blocks it declares (``ZooModule.arg_schemas`` or :class:`zoo.core.constraints.Keys`; every ``optimizer``
+  argument is checked against :data:`OPTIMIZER_SCHEMA`, the keys :func:`zoo.core.optim.build_optimizer` takes), and
+  the trainer settings it refuses (``ZooModule.trainer_rules``, with the defaults of the model arguments they test).
 
 Regenerate after changing a constructor, or after adding a method: ``python -m zoo.core.schema --write``;
 ``tests/platform/test_schema.py`` fails when a table and the code disagree. A method without a table (a plug-in) is
@@ -171,6 +172,36 @@ def check_trainer(values: dict) -> None:
                               f"got {v!r}")
 
 
+def planned_processes(trainer: dict) -> int | None:
+    """Processes a ``trainer:`` block starts (devices x nodes), or None when ``devices`` is ``auto`` / -1 (the
+    machine decides: see :func:`zoo.core.build.train`, which counts them before a run directory exists)."""
+    dev, nodes = trainer.get("devices", "auto"), trainer.get("num_nodes") or 1
+    if isinstance(dev, list):
+        return len(dev) * nodes
+    if isinstance(dev, str) and dev.replace(",", "").strip().isdigit():
+        dev = len([d for d in dev.split(",") if d.strip()]) if "," in dev else int(dev)
+    return dev * nodes if isinstance(dev, int) and not isinstance(dev, bool) and dev >= 1 else None
+
+
+def check_trainer_rules(table: dict, cfg: dict, processes: int | None) -> None:
+    """Refuse trainer settings the method declares it cannot run (``ZooModule.trainer_rules``): more than
+    ``max_processes`` processes, or a refused strategy, under the model settings the rule names.
+
+    Raises:
+        RecipeError: naming ``trainer.devices`` or ``trainer.strategy`` and the method's reason.
+    """
+    model, trainer = cfg.get("model") or {}, cfg.get("trainer") or {}
+    for rule in table["module"].get("trainer_rules", []):
+        if not all(model.get(k, rule["defaults"].get(k)) in values for k, values in rule["when"].items()):
+            continue
+        if processes is not None and processes > rule.get("max_processes", processes):
+            raise RecipeError(f"trainer.devices: {rule['why']} (this run would start {processes} processes)")
+        strategy = trainer.get("strategy")
+        if isinstance(strategy, str) and any(strategy == s or strategy.startswith(s + "_")
+                                                  for s in rule.get("refused_strategies", ())):
+            raise RecipeError(f"trainer.strategy: {rule['why']} (got {strategy!r})")
+
+
 def method_schema(name: str) -> dict | None:
     """The stored table of method ``name``, or None when there is none (a plug-in: check by importing it)."""
     path = SCHEMA_DIR / f"{name}.json"
@@ -281,45 +312,11 @@ def describe(ann: Any) -> dict:
     return out
 
 
-def arg_docs(cls) -> dict[str, str]:
-    """Each argument's one-line meaning from the ``Args:`` section of ``cls``'s (or its ``__init__``'s) docstring,
-    Google style; ``a, b: text`` documents both, and ``a: text; b: text`` (or ``a: text. b: text``) on one line
-    documents each."""
-    import inspect
-    import re
-
-    names = set(inspect.signature(cls.__init__).parameters) - {"self"}
-    out: dict[str, str] = {}
-    for doc in (inspect.getdoc(cls.__init__) if cls.__init__.__doc__ else None, inspect.getdoc(cls)):
-        lines, entries, indent = (doc or "").splitlines(), [], None
-        at = next((i for i, x in enumerate(lines) if x.strip() == "Args:"), len(lines))
-        floor = -1 if at == 0 else len(lines[at]) - len(lines[at].lstrip()) if at < len(lines) else 0
-        for line in lines[at + 1:]:  # (a docstring opening with "Args:" has its entries unindented by getdoc)
-            depth = len(line) - len(line.lstrip())
-            if not line.strip() or depth <= floor:
-                break
-            indent = depth if indent is None else indent
-            if depth < indent:
-                break
-            if depth == indent:
-                entries.append(line.strip())
-            elif entries:
-                entries[-1] += " " + line.strip()
-        head = r"(\*{0,2}\w+(?:, \*{0,2}\w+)*)(?: \([^)]*\))?: "
-        for entry in entries:
-            for part in re.split(r"(?:;|\.) +(?=\*{0,2}\w+(?:, \*{0,2}\w+)*(?: \([^)]*\))?: )", entry):
-                m = re.match(head + r"(.*)", part)
-                if not m:
-                    continue
-                for n in (x.strip("* ") for x in m.group(1).split(",")):
-                    if n in names and n not in out:
-                        out[n] = m.group(2).strip()
-    return out
-
-
 def _args(cls) -> dict:
     import inspect
     import typing
+
+    from zoo.core.docstrings import arg_docs
 
     sig = inspect.signature(cls.__init__)
     try:
@@ -346,6 +343,12 @@ def generate_method(name: str) -> dict:
     nested.update(module.get("nested", {}))
     nested.update(getattr(entry.module_cls, "arg_schemas", {}) or {})
     module["nested"] = nested
+    defaults = {n: p.default for n, p in inspect.signature(entry.module_cls.__init__).parameters.items()
+                if p.default is not p.empty}
+    rules = [dict(r, defaults={k: defaults.get(k) for k in r.get("when", {})}, when=dict(r.get("when", {})))
+             for r in getattr(entry.module_cls, "trainer_rules", ())]
+    if rules:
+        module["trainer_rules"] = rules
     src = "".join(inspect.getsource(c) for c in entry.module_cls.__mro__ if c.__module__.startswith("zoo."))
     module["manual_optimization"] = "automatic_optimization = False" in src
     return {"method": name, "module": module,

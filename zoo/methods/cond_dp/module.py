@@ -46,6 +46,9 @@ class CondDPModule(ZooModule):
 
     head_keys = ()
     export_formats = ("package", "onnx", "torch_export")
+    trainer_rules = ({"when": {}, "max_processes": 1,
+                      "why": "cond-dp runs on one device (its Poisson DP loader and, for private runs, DP-SGD would "
+                             "need opacus' distributed sampler and optimiser, not wired here); set trainer.devices=1"},)
 
     def __init__(self, model: Literal["mlp", "linear"] = "mlp", hidden: list[PositiveInt] | None = None,
                  conditioning: Literal["precondition", "reparam", "none"] = "precondition", ridge: NonNegative = 0.01,
@@ -117,9 +120,6 @@ class CondDPModule(ZooModule):
                 add_preconditioner(opt, self.net.first, self.conditioning)
             return opt
         dm = self.trainer.datamodule
-        if self.trainer.world_size > 1:
-            raise ValueError("trainer: private cond-dp runs on one device (multi-device DP-SGD would need opacus' "
-                             "distributed sampler and optimiser, not wired here); set trainer.devices=1")
         if not dm.poisson:
             raise ValueError("data.poisson must be true for private training (the accountant assumes it)")
         sigma = calibrate_noise(hp.epsilon, hp.delta, dm.sample_rate, self._planned_steps())

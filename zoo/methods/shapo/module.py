@@ -76,6 +76,9 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
     """
 
     export_formats = ("package", "hf")
+    trainer_rules = ({"when": {"variant": ["token", "reward"]}, "refused_strategies": ["fsdp", "deepspeed"],
+                      "why": "ShaPO's masked step supports single-device, DDP and FSDP2 (trainer.strategy=fsdp2), not "
+                             "FSDP1's flat shards or DeepSpeed; model.variant=dpo runs the baselines under them"},)
     # stage-A outputs (recomputed when masks_ready is False) and LoRA adapters (fresh when full weights are wrapped)
     head_keys = ("neuron_masks", "probe_direction", "masks_ready", "policy.*lora_*")
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
