@@ -73,6 +73,23 @@ def render(spec: dict) -> str:
     return " or ".join(parts) or "anything"
 
 
+def allowed(spec: dict) -> str:
+    """What a spec allows, in words: ``float > 0``, ``int >= 1 or null``, ``list of (one of 'a', 'b'), at least 1``,
+    ``float in [0, 1)``."""
+    parts = []
+    for t in spec.get("types", []):
+        if t in ("int", "float") and ("min" in spec or "max" in spec):
+            t += " " + _range_text(spec)
+        elif t == "list":
+            t += (f" of ({allowed(spec['items'])})" if "items" in spec else "") + (
+                f", at least {spec['min_length']}" if spec.get("min_length") else "") + (
+                f", exactly {spec['length']}" if "length" in spec else "")
+        parts.append(t)
+    if spec.get("choices"):
+        parts.append("one of " + ", ".join(repr(c) for c in spec["choices"]))
+    return " or ".join(parts) or "anything"
+
+
 def _type_of(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
@@ -327,7 +344,7 @@ def _args(cls) -> dict:
             if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     var_kwargs = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     nested = {n: args[n].pop("keys") for n in args if "keys" in args[n]}
-    out = {"class": cls.__name__, "args": args, "var_kwargs": var_kwargs, "docs": arg_docs(cls)}
+    out = {"class": cls.__name__, "args": args, "order": list(args), "var_kwargs": var_kwargs, "docs": arg_docs(cls)}
     return dict(out, nested=nested) if nested else out
 
 
