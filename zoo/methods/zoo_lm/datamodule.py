@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 from zoo.core.constraints import Fraction, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, repo_root, seeded_split
 from zoo.data.chat import read_conversations
+from zoo.data.text import wrap_document
 from zoo.models.causal_lm import load_tokenizer
 from zoo.models.chat import IGNORE_INDEX, encode_chat
 
@@ -57,7 +58,7 @@ def pack(documents: Sequence[Sequence[int]], block_size: int) -> torch.Tensor:
     """Concatenate token documents and cut them into non-overlapping blocks.
 
     Args:
-        documents: token id lists (each already wrapped in bos/eos by the caller).
+        documents: token id lists (each already wrapped in bos/eos by the caller, :func:`zoo.data.text.wrap_document`).
         block_size: tokens per block.
 
     Returns:
@@ -181,7 +182,7 @@ class LMDataModule(L.LightningDataModule):
         tok = self.tokenizer
         # literal "</s>" in a document is text, not a document boundary (special-token parsing off)
         ids = tok(text, add_special_tokens=False, split_special_tokens=True, verbose=False)["input_ids"]
-        return [tok.bos_token_id, *ids, tok.eos_token_id]
+        return wrap_document(tok, ids)
 
     def _pretrain_sets(self):
         train_docs, val_docs = [], []
