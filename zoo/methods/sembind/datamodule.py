@@ -32,7 +32,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from zoo.core.constraints import NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, read_csv_rows
-from zoo.data.images import IMAGE_SUFFIXES, read_images
+from zoo.data.images import IMAGE_SUFFIXES, ImageConversions, load_image, read_images
 from zoo.methods.sembind.captions import colour_attributes, make_captions
 
 SPLITS = ("provider", "proxy", "all")
@@ -87,8 +87,6 @@ def read_caption_folder(root: str, size: int) -> tuple[torch.Tensor, list[str]]:
         DataError: no folder or csv, a missing column, or a row whose file is missing/unreadable or whose caption
             is empty, as ``<csv>:<line>: column <name>: ...``.
     """
-    from PIL import Image
-
     base = Path(root)
     if not base.is_dir():
         raise DataError(f"{base}: no such folder (data.path; expected a folder with captions.csv: file,caption)")
@@ -96,7 +94,7 @@ def read_caption_folder(root: str, size: int) -> tuple[torch.Tensor, list[str]]:
     _, rows = read_csv_rows(csv, required=("file", "caption"))
     if not rows:
         raise DataError(f"{csv}: no rows after the header")
-    xs, caps = [], []
+    xs, caps, seen = [], [], ImageConversions(str(base))
     for line, row in enumerate(rows, 2):
         f = base / row["file"].strip()
         if not row["caption"].strip():
@@ -104,12 +102,9 @@ def read_caption_folder(root: str, size: int) -> tuple[torch.Tensor, list[str]]:
         if not f.is_file() or f.suffix.lower() not in IMAGE_SUFFIXES:
             raise DataError(f"{csv}:{line}: column file: {row['file']!r} is not an image file in {base} "
                             f"({', '.join(IMAGE_SUFFIXES)})")
-        try:
-            with Image.open(f) as im:
-                xs.append(np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR), dtype=np.uint8))
-        except (OSError, ValueError) as e:
-            raise DataError(f"{csv}:{line}: column file: {row['file']!r} is not a readable image ({e})") from None
+        xs.append(load_image(f, size, 3, seen, f"{csv}:{line}: column file: {row['file']!r}"))
         caps.append(row["caption"].strip())
+    seen.report()
     return torch.from_numpy(np.stack(xs)).permute(0, 3, 1, 2).float() / 255.0, caps
 
 
