@@ -80,8 +80,7 @@ def twin_tied(method: str, key: str) -> bool:
     """Whether the method's recipe writes ``model.<k>`` as an interpolation of ``data.<k>`` or the reverse."""
     from zoo.core.recipe import compose
 
-    cfg, (block, rest) = compose(recipes_dir() / recipe_of(method)), key.split(".", 1)
-    arg = rest.split(".")[0].split("[")[0]
+    cfg, arg = compose(recipes_dir() / recipe_of(method)), key.split(".")[1].split("[")[0]
     values = [str((cfg.get(b) or {}).get(arg, "")) for b in ("model", "data")]
     return any(v.startswith("${") for v in values)
 

@@ -14,7 +14,7 @@ class DataError(ValueError):
     """Bad input data; the message starts with ``file:line:`` so the row can be found."""
 
 
-def _lines(path: Path):
+def text_lines(path: Path):
     """The file's lines as text (``.gz`` decompressed), decoded one at a time so a byte that is not UTF-8 is named
     with its line.
 
@@ -50,7 +50,7 @@ def read_jsonl(path: str | os.PathLike, required: Sequence[str] = (), types: dic
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     rows = []
-    for lineno, line in enumerate(_lines(path), 1):
+    for lineno, line in enumerate(text_lines(path), 1):
         if not line.strip():
             continue
         row = parse_json_line(line, f"{path}:{lineno}")
@@ -88,7 +88,7 @@ def read_csv_rows(path: str | os.PathLike, required: Sequence[str] = (), delimit
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    reader = csv.reader(_lines(path), delimiter=delimiter)
+    reader = csv.reader(text_lines(path), delimiter=delimiter)
     try:
         header = [h.strip() for h in next(reader)]
         twice = next((h for i, h in enumerate(header) if h in header[:i]), None)
