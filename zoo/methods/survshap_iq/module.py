@@ -31,7 +31,7 @@ EXPLAIN = {"n_points": 4, "n_times": 21, "index": "k-SII", "max_order": 2, "scal
            "n_background": 64, "approximator": "auto", "budget": None, "partition_rel_tol": 0.01, "seed": 0}
 #: The ``explain`` block: each key's allowed values (shapiq's interaction indices; ``auto`` picks the approximator).
 ExplainSettings = Annotated[dict | None, Keys(
-    EXPLAIN, n_points=PositiveInt, n_times=PositiveInt, max_order=PositiveInt, n_background=PositiveInt,
+    EXPLAIN, n_points=NonNegativeInt, n_times=PositiveInt, max_order=PositiveInt, n_background=PositiveInt,
     index=Literal["k-SII", "SII", "STII", "FSII", "FBII", "SV", "BV", "BII", "CHII"],
     scales=Annotated[list[Literal["survival", "hazard", "log_hazard"]], NonEmpty],
     approximator=Literal["auto", "exact", "kernel", "regression", "svarm", "permutation", "montecarlo"],
@@ -154,6 +154,16 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
             r = self(torch.as_tensor(dm.X_train, dtype=torch.float64)).double()
             self.train(was)
         self.bh_times, self.bh_cumhaz = breslow(r, torch.as_tensor(dm.time_train), torch.as_tensor(dm.event_train))
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """The Breslow baseline a checkpoint holds is the one of the weights it holds (recomputed now), not the last
+        validation's: it then depends on nothing but the weights, so a killed and resumed run saves what an
+        uninterrupted one saves."""
+        if self._trainer is None or self.trainer.datamodule is None or self.hparams.model == "deephit":
+            return
+        self._refresh_baseline()
+        checkpoint["state_dict"]["bh_times"] = self.bh_times.detach().clone()
+        checkpoint["state_dict"]["bh_cumhaz"] = self.bh_cumhaz.detach().clone()
 
     def _metrics(self, split: str) -> dict[str, float]:
         dm = self.trainer.datamodule
