@@ -202,3 +202,20 @@ def test_corpus_covers_every_method_and_is_large_enough():
         compose(recipes_dir() / f"{r}.yaml")["method"] for r, _ in DATA_CASES}
     assert methods == set(METHODS), set(METHODS) - methods
     assert len(RECIPE_CASES) + len(DATA_CASES) >= 60
+
+
+def test_devices_auto_is_counted_before_the_run_directory(monkeypatch):
+    """``trainer.devices: auto`` passes the recipe check (the machine decides); on a machine with two visible GPUs the
+    build-time check counts two processes and cond-dp refuses them, with the same one-line reason, on every rank."""
+    import torch
+
+    from zoo.core.preflight import check_processes
+    from zoo.core.recipe import RecipeError, load_recipe, validate
+
+    cfg = load_recipe("cond-dp.yaml", ["trainer.devices=auto", "trainer.accelerator=auto"])
+    validate(cfg, check_files=False)
+    check_processes(cfg)  # this machine: no GPU, one process
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(RecipeError, match=r"^trainer.devices: cond-dp runs on one device .* would start 2 processes"):
+        check_processes(cfg)

@@ -21,8 +21,8 @@ class ZooModule(L.LightningModule):
         trainer_rules: trainer settings the method refuses, checked before a run directory exists (recorded in its
             table): ``{"when": {"variant": ["token"]}, "max_processes": 1, "why": "..."}`` (at most that many
             processes, devices x nodes) or ``{"when": {...}, "refused_strategies": ["fsdp", "deepspeed"], "why": ...}``
-            (a strategy name, and its ``_``-suffixed variants such as ``deepspeed_stage_2``); ``when`` lists model argument values the rule applies under (empty:
-            always).
+            (a strategy name, and its ``_``-suffixed variants such as ``deepspeed_stage_2``); ``when`` lists model
+            argument values the rule applies under (empty: always).
         fit_sized_buffers: names of buffers whose shape is only known after fit (a stored Rashomon set, a
             background sample, stop placements): loading takes the saved shape instead of refusing a reshape, and
             the loader (``zoo.core.hub.check_fit``) checks only that they are present.

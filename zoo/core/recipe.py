@@ -323,6 +323,7 @@ def validate(cfg: dict, check_files: bool = True) -> None:
     """
     from zoo.core import schema
     from zoo.core.export import format_not_ready
+    from zoo.core.preflight import check_trainer_rules, planned_processes
     from zoo.core.registry import RegistryError, _known
 
     where = cfg.get("_recipe") or "recipe"
@@ -353,7 +354,7 @@ def validate(cfg: dict, check_files: bool = True) -> None:
         schema.check_method_block(table, block, cfg.get(block) or {}, method)
     trainer = cfg.get("trainer") or {}
     schema.check_trainer(trainer)
-    schema.check_trainer_rules(table, cfg, schema.planned_processes(trainer))
+    check_trainer_rules(table, cfg, planned_processes(trainer))
     if table["module"].get("manual_optimization") and (trainer.get("accumulate_grad_batches") or 1) > 1:
         raise RecipeError(f"trainer.accumulate_grad_batches: {method} optimises manually, so Lightning cannot "
                           f"accumulate for it; keep 1 (got {trainer['accumulate_grad_batches']}) and raise the "

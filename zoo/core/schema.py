@@ -189,36 +189,6 @@ def check_trainer(values: dict) -> None:
                               f"got {v!r}")
 
 
-def planned_processes(trainer: dict) -> int | None:
-    """Processes a ``trainer:`` block starts (devices x nodes), or None when ``devices`` is ``auto`` / -1 (the
-    machine decides: see :func:`zoo.core.build.train`, which counts them before a run directory exists)."""
-    dev, nodes = trainer.get("devices", "auto"), trainer.get("num_nodes") or 1
-    if isinstance(dev, list):
-        return len(dev) * nodes
-    if isinstance(dev, str) and dev.replace(",", "").strip().isdigit():
-        dev = len([d for d in dev.split(",") if d.strip()]) if "," in dev else int(dev)
-    return dev * nodes if isinstance(dev, int) and not isinstance(dev, bool) and dev >= 1 else None
-
-
-def check_trainer_rules(table: dict, cfg: dict, processes: int | None) -> None:
-    """Refuse trainer settings the method declares it cannot run (``ZooModule.trainer_rules``): more than
-    ``max_processes`` processes, or a refused strategy, under the model settings the rule names.
-
-    Raises:
-        RecipeError: naming ``trainer.devices`` or ``trainer.strategy`` and the method's reason.
-    """
-    model, trainer = cfg.get("model") or {}, cfg.get("trainer") or {}
-    for rule in table["module"].get("trainer_rules", []):
-        if not all(model.get(k, rule["defaults"].get(k)) in values for k, values in rule["when"].items()):
-            continue
-        if processes is not None and processes > rule.get("max_processes", processes):
-            raise RecipeError(f"trainer.devices: {rule['why']} (this run would start {processes} processes)")
-        strategy = trainer.get("strategy")
-        if isinstance(strategy, str) and any(strategy == s or strategy.startswith(s + "_")
-                                                  for s in rule.get("refused_strategies", ())):
-            raise RecipeError(f"trainer.strategy: {rule['why']} (got {strategy!r})")
-
-
 def method_schema(name: str) -> dict | None:
     """The stored table of method ``name``, or None when there is none (a plug-in: check by importing it)."""
     path = SCHEMA_DIR / f"{name}.json"
