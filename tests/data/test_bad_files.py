@@ -36,7 +36,7 @@ def test_nul_bytes_are_refused_as_binary(tmp_path):
     path = tmp_path / "nul.csv"
     path.write_bytes(b"x1,y\n1,2\n3,\x004\n")
     try:
-        header, rows = read_csv_rows(path)
+        _header, rows = read_csv_rows(path)
     except DataError as e:  # the csv module of this Python refuses NUL: named with its line
         assert str(e).startswith(f"{path}:3: not a CSV text line")
     else:  # a csv module that reads NUL keeps it in the cell, where the column's number check names it
@@ -70,7 +70,7 @@ def test_image_folder_logs_what_it_resized_and_converted(tmp_path, caplog):
     _image(tmp_path / "a" / "same.png", 32, 32)
     _image(tmp_path / "b" / "grey.png", 32, 32, "L")
     with caplog.at_level(logging.INFO, logger="zoo"):
-        train, test = read_image_folder(str(tmp_path), size=32, test_fraction=0.0)
+        train, _test = read_image_folder(str(tmp_path), size=32, test_fraction=0.0)
     assert train.x.shape == (3, 3, 32, 32)
     assert f"{tmp_path}: of 3 images, 1 resized (e.g. big.png: 64x48 -> 32x32) and 1 converted (e.g. grey.png: " \
            "L -> RGB)" in caplog.text

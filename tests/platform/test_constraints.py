@@ -148,6 +148,6 @@ def test_refusals_come_before_torch_is_imported(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "torch not imported", out.stdout
     assert out.stderr.count("error: ") == len(firsts), out.stderr
-    for _m, (_k, _v, named) in firsts.items():
+    for _k, _v, named in firsts.values():
         assert f"error: {named}: " in out.stderr
     assert not (tmp_path / "runs").exists()
