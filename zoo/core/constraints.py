@@ -93,7 +93,7 @@ NonNegative = Annotated[float, Range(0)]
 Probability = Annotated[float, Range(0, 1)]
 #: A share of a set split off (validation, test): ``0 <= x < 1``.
 Fraction = Annotated[float, Range(0, 1, max_open=True)]
-#: Strictly between 0 and 1 (a discount, a confidence level, a decay).
+#: Strictly between 0 and 1 (a false-positive rate, a mask ratio, a DP delta).
 OpenUnit = Annotated[float, Range(0, 1, min_open=True, max_open=True)]
 #: A discount factor: ``0 <= x < 1``.
 Discount = Annotated[float, Range(0, 1, max_open=True)]

@@ -59,7 +59,7 @@ def check_run(cfg: dict, module, datamodule) -> None:
 
 def planned_processes(trainer: dict) -> int | None:
     """Processes a ``trainer:`` block starts (devices x nodes), or None when ``devices`` is ``auto`` / -1 (the
-    machine decides: see :func:`zoo.core.build.train`, which counts them before a run directory exists)."""
+    machine decides: :func:`check_processes` counts them before a run directory exists)."""
     dev, nodes = trainer.get("devices", "auto"), trainer.get("num_nodes") or 1
     if isinstance(dev, list):
         return len(dev) * nodes
