@@ -56,7 +56,6 @@ def main() -> None:
     from zoo.data.preference import PreferenceDataModule
     from zoo.methods.shapo.module import ShaPOModule
     from zoo.methods.shapo.subspace import down_projections, rank_neurons
-    from zoo.models.preference_data import PreferenceDataModule
 
     torch.manual_seed(0)
 

@@ -22,9 +22,15 @@ def list_methods(pattern: str = "*") -> list[str]:
 
 
 def create(name: str, **kwargs):
-    """A new, untrained LightningModule of method ``name``; unknown kwargs fail naming the allowed ones."""
+    """A new, untrained LightningModule of method ``name``; unknown kwargs fail naming the allowed ones, and values
+    outside their declared ranges or choices (``zoo.core.constraints``) naming ``model.<key>`` and what is allowed."""
+    from zoo.core import schema
     from zoo.core.registry import create as _create
 
+    table = schema.method_schema(name)
+    if table is not None:  # (an unknown keyword is the registry's to name, as for a plug-in)
+        known = {k: v for k, v in kwargs.items() if k in table["module"]["args"]}
+        schema.check_method_block(table, "model", known, name)
     return _create(name, **kwargs)
 
 

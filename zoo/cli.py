@@ -70,7 +70,10 @@ def cmd_train(argv: list[str]) -> Path:
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     run_dir = train(cfg)
-    print(f"run: {run_dir}")
+    from zoo.core.run import _is_child_rank
+
+    if not _is_child_rank():  # one line per run, not one per DDP process
+        print(f"run: {run_dir}")
     return run_dir
 
 
@@ -130,7 +133,7 @@ def cmd_info(args) -> None:
         print(yaml.safe_dump({args.name: entry}, sort_keys=False))
         return
     missing = method_missing(args.name)
-    if missing and _info_from_table(args.name, f"{args.name} needs {install_hint(args.name)} "
+    if _info_from_table(args.name, missing and f"{args.name} needs {install_hint(args.name)} "
                                                f"(missing {', '.join(missing)})"):
         return
     e = get_method(args.name)
@@ -147,24 +150,37 @@ def cmd_info(args) -> None:
     print(f"export formats: {', '.join(e.module_cls.export_formats)}; head keys: {e.module_cls.head_keys}")
 
 
-def _info_from_table(name: str, note: str) -> bool:
-    """Print method ``name``'s arguments (name: accepted types) and export formats from its stored recipe table
-    (``zoo/core/schemas/``, without importing the method, whose extra may be missing), ``note`` under the title;
-    False (nothing printed) when the method has no table."""
+def _info_from_table(name: str, note: str | None) -> bool:
+    """Print method ``name``'s arguments from its stored recipe table (``zoo/core/schemas/``, without importing the
+    method or torch: its extra may be missing), one per line with the values it allows and its one-line meaning (a
+    dict block's keys indented below it), then its export formats; ``note`` (a missing extra) under the title. False
+    (nothing printed) when the method has no table."""
     from zoo.core.recipe import recipes_dir
-    from zoo.core.schema import method_schema, render
+    from zoo.core.schema import allowed, method_schema
 
     table = method_schema(name)
     if table is None:
         return False
-    print(f"{name}: {table['module']['class']} (arguments and accepted types from zoo/core/schemas/{name}.json)")
-    print(note)
+    print(f"{name}: {table['module']['class']} (arguments, allowed values and meanings from "
+          f"zoo/core/schemas/{name}.json)")
+    if note:
+        print(note)
+
+    def block(specs: dict, docs: dict, indent: str) -> None:
+        for k, spec in specs.items():
+            print(f"{indent}{k}: {allowed(spec)}" + (f"  -- {docs[k]}" if docs.get(k) else ""))
+            block(spec.get("keys") or {}, {}, indent + "  ")
+
     for title, part in (("model", table["module"]), ("data", table["datamodule"])):
         if part is not None:
-            print(f"{title}: " + ", ".join(f"{k}: {render(spec)}" for k, spec in part["args"].items()))
+            print(f"{title}:")
+            nested = part.get("nested") or {}
+            specs = {k: dict(part["args"][k], **({"keys": nested[k]} if k in nested else {}))
+                     for k in part.get("order") or part["args"]}
+            block(specs, part.get("docs") or {}, "  ")
     print(f"export formats: {', '.join(table['export_formats'])}")
     if (recipes_dir() / f"{name}.yaml").is_file():
-        print(f"the recipe's values: zoo config recipe={name}.yaml (needs no extra)")
+        print(f"the recipe's values: zoo config recipe={name}.yaml")
     return True
 
 

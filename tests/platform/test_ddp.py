@@ -24,6 +24,7 @@ def _train_ddp(args, tmp_path, refusal=None):
     if refusal and out.returncode != 0 and refusal in out.stderr:
         pytest.xfail(f"the method refuses DDP by design: {refusal}")
     assert out.returncode == 0, out.stderr[-4000:]
+    assert out.stdout.count("run: ") == 1, out.stdout  # rank 0 names the run; the other rank prints nothing
     runs = list(tmp_path.glob("*/version_0"))
     assert len(runs) == 1, runs
     return runs[0]

@@ -104,7 +104,8 @@ def test_method_with_a_missing_extra_fails_with_the_install_command(tmp_path, mo
 
 def test_info_and_list_without_the_extra_read_the_stored_table(capsys, monkeypatch, uninstall):
     """Without its extra, ``zoo info`` prints a method's arguments from zoo/core/schemas/ (never importing it) with the
-    install line, and ``zoo list`` marks the method and its zoo weights."""
+    install line, each with its allowed values and one-line meaning, and ``zoo list`` marks the method and its zoo
+    weights."""
     import sys
 
     from zoo.cli import main
@@ -113,8 +114,11 @@ def test_info_and_list_without_the_extra_read_the_stored_table(capsys, monkeypat
     assert main(["info", "cond-dp"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1] == 'cond-dp needs pip install -e ".[privacy]" (missing opacus)'
-    assert "epsilon: float" in lines[2] and "in_features: int or null" in lines[2] and lines[2].startswith("model: ")
-    assert "batch_size: int" in lines[3] and lines[3].startswith("data: ")
+    model, data = lines.index("model:"), lines.index("data:")
+    assert "  epsilon: float > 0  -- privacy target; σ is calibrated for the planned number of Poisson steps." in lines
+    assert "  in_features: int >= 1 or null  -- filled from the data in ``setup`` (saved so packages rebuild)." in lines
+    assert lines[model + 1].startswith("  model: one of 'mlp', 'linear'  -- ``mlp`` or ``linear``"), lines
+    assert "  batch_size: int >= 1  -- expected Poisson batch qN." in lines[data:]
     assert "export formats: package, onnx, torch_export" in lines
     assert "zoo.methods.cond_dp.module" not in sys.modules
     assert main(["list"]) == 0
@@ -148,3 +152,22 @@ def test_every_declared_extra_exists_is_in_dev_and_named_in_the_readme():
         assert method in METHODS and extra in extras, (method, extra)
         assert extra in dev.split("[", 1)[1], f"the dev extra does not install {extra!r} (CI would miss it)"
         assert f"`{method}` needs `.[{extra}]`" in readme or f"`{method}` `.[{extra}]`" in readme, method
+
+
+def test_info_reads_the_table_without_importing_torch():
+    """``zoo info`` of an installed method also comes from its table: every argument with its allowed values and
+    meaning, a dict block's keys indented under it, in the constructor's order, and torch is never imported."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from zoo.cli import main; rc = main(['info', 'survshap-iq']); "
+             "print('torch imported' if 'torch' in sys.modules else 'torch not imported'); sys.exit(rc)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[-1] == "torch not imported"
+    assert lines[lines.index("model:") + 1].startswith("  model: one of 'deepsurv', 'deephit', 'coxph'")
+    assert "  sigma: float > 0  -- DeepHit's NLL weight and ranking-loss scale." in lines
+    explain = next(i for i, x in enumerate(lines) if x.startswith("  explain: dict or null  -- what"))
+    assert "    index: one of 'k-SII', 'SII', 'STII', 'FSII', 'FBII', 'SV', 'BV', 'BII', 'CHII'" in lines[explain:]
+    assert "  test_fraction: float in [0, 1)  -- shares of rows held out (seeded split by ``seed``)." in lines

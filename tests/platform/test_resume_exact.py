@@ -111,3 +111,22 @@ def test_resume_auto_uses_a_best_checkpoint_when_no_last_ckpt_was_written(tmp_pa
     assert main(["train", *args, "trainer.max_steps=5", "resume=auto"]) == 0
     assert sorted(p.name for p in (tmp_path / "digits").iterdir()) == ["version_0"]
     assert _state(run)["global_step"] == 5
+
+
+def test_resume_from_an_epoch_end_checkpoint_is_bit_identical(tmp_path):
+    """With no step checkpoint between, the kill at step 14 resumes from the checkpoint written at the end of epoch 0
+    (step 10); Lightning then hands the sampler the finished epoch's number, and the next epoch used to replay its
+    order (weights off by 0.08): the sampler takes the trainer's epoch instead."""
+    args = [*COMMON, "checkpoint.every_n_train_steps=50", "trainer.max_steps=16"]
+    assert main(["train", *args, f"out_dir={tmp_path / 'straight'}"]) == 0
+    straight = _state(tmp_path / "straight" / "digits" / "version_0")
+    killed = tmp_path / "killed"
+    out = subprocess.run([sys.executable, "train.py", *args, f"out_dir={killed}"], cwd=ROOT, check=False,
+                         capture_output=True, text=True, timeout=300, env=_env(ZOO_TEST_SIGKILL_AT_STEP="14"))
+    assert out.returncode == -9, out.stderr[-2000:]
+    assert _state(killed / "digits" / "version_0")["global_step"] == 10
+    assert main(["train", *args, f"out_dir={killed}", "resume=auto"]) == 0
+    resumed = _state(killed / "digits" / "version_0")
+    assert resumed["global_step"] == straight["global_step"] == 16
+    _same(straight["state_dict"], resumed["state_dict"], "weights")
+    _same(straight["optimizer_states"], resumed["optimizer_states"], "optimizer state")

@@ -17,7 +17,7 @@ from zoo.core import hub, phases, plots, resumable, run
 from zoo.core.bases import BASES
 from zoo.core.data import DataError, set_seed
 from zoo.core.final_validation import ValidateAtEnd, fit
-from zoo.core.preflight import check_data, with_recipe_key
+from zoo.core.preflight import check_run, with_recipe_key
 from zoo.core.progress import ProgressBar, ProgressLines, previous_metrics, quiet_lightning_noise, summary
 from zoo.core.recipe import anchor_shipped_paths, apply_overrides_checked, load_recipe, validate
 from zoo.core.registry import constructor_kwargs, get_method
@@ -36,7 +36,7 @@ def _construct(cls, kwargs: dict, block: str):
         raise with_recipe_key(e, kwargs if block == "data" else {}) from None
     except (ValueError, TypeError) as e:
         msg = str(e)
-        raise RecipeError(msg if msg.startswith(block + ".") else f"{block}: {msg}") from e
+        raise RecipeError(msg if msg.startswith((block + ".", block + ":")) else f"{block}: {msg}") from e
 
 
 def _get(cfg: dict, path: str):
@@ -217,7 +217,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     set_seed(int(cfg.get("seed", 0)))
     module = build_module(cfg)  # bad values fail here, before a run directory exists
     datamodule = build_datamodule(cfg)
-    check_data(cfg, module, datamodule)  # bad data fail here too, naming file, line and recipe key
+    check_run(cfg, module, datamodule)  # bad data and refused trainer settings fail here too, named
     run_dir, resume_ckpt = run.open_run_dir(cfg)
     if cfg.get("resume") and not resume_ckpt and not run._is_child_rank():
         log.info("resume=auto: no run of %s under %s to resume: starting fresh in %s", cfg["name"],

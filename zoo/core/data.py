@@ -14,8 +14,20 @@ class DataError(ValueError):
     """Bad input data; the message starts with ``file:line:`` so the row can be found."""
 
 
-def _open(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+def text_lines(path: Path):
+    """The file's lines as text (``.gz`` decompressed), decoded one at a time so a byte that is not UTF-8 is named
+    with its line.
+
+    Raises:
+        DataError: ``path:line: not UTF-8 text (byte 0x.. at column N)``.
+    """
+    with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                yield raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column "
+                                f"{e.start + 1}); save the file as UTF-8") from None
 
 
 def read_jsonl(path: str | os.PathLike, required: Sequence[str] = (), types: dict[str, type | tuple] | None = None
@@ -38,15 +50,14 @@ def read_jsonl(path: str | os.PathLike, required: Sequence[str] = (), types: dic
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     rows = []
-    with _open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            row = parse_json_line(line, f"{path}:{lineno}")
-            if not isinstance(row, dict):
-                raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            _check_row(row, required, types, f"{path}:{lineno}")
-            rows.append(row)
+    for lineno, line in enumerate(text_lines(path), 1):
+        if not line.strip():
+            continue
+        row = parse_json_line(line, f"{path}:{lineno}")
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+        _check_row(row, required, types, f"{path}:{lineno}")
+        rows.append(row)
     return rows
 
 
@@ -71,17 +82,20 @@ def read_csv_rows(path: str | os.PathLike, required: Sequence[str] = (), delimit
         ``(header, rows)`` where each row maps column name to its raw string.
 
     Raises:
-        DataError: ``path:line: ...`` for a missing file or column, or a row with the wrong number of fields.
+        DataError: ``path:line: ...`` for a missing file or column, a header naming a column twice, a byte that is
+            not UTF-8 or a NUL byte (a binary file), or a row with the wrong number of fields.
     """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    with _open(path) as f:
-        reader = csv.reader(f, delimiter=delimiter)
-        try:
-            header = [h.strip() for h in next(reader)]
-        except StopIteration:
-            raise DataError(f"{path}:1: empty file, expected a header row") from None
+    reader = csv.reader(text_lines(path), delimiter=delimiter)
+    try:
+        header = [h.strip() for h in next(reader)]
+        twice = next((h for i, h in enumerate(header) if h in header[:i]), None)
+        if twice is not None:
+            raise DataError(f"{path}:1: column {twice!r} appears twice in the header (columns "
+                            f"{header.index(twice) + 1} and {header.index(twice, header.index(twice) + 1) + 1}); "
+                            "every column needs its own name")
         missing = [c for c in required if c not in header]
         if missing:
             raise DataError(f"{path}:1: missing column(s) {missing}; header is {header}")
@@ -92,6 +106,10 @@ def read_csv_rows(path: str | os.PathLike, required: Sequence[str] = (), delimit
             if len(rec) != len(header):
                 raise DataError(f"{path}:{lineno}: {len(rec)} fields, header has {len(header)}")
             rows.append(dict(zip(header, rec)))
+    except StopIteration:
+        raise DataError(f"{path}:1: empty file, expected a header row") from None
+    except csv.Error as e:  # a NUL byte: a binary file
+        raise DataError(f"{path}:{reader.line_num}: not a CSV text line ({e}); is this a binary file?") from None
     return header, rows
 
 

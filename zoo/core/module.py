@@ -19,6 +19,11 @@ class ZooModule(L.LightningModule):
             layout, LM architecture, K neighbours...). ``init_from`` compares them by name with the source package's
             (``zoo.core.build.reconcile_settings``): a recipe value of ``None`` adopts the package's (logged), a
             different value fails naming both.
+        trainer_rules: trainer settings the method refuses, checked before a run directory exists (recorded in its
+            table): ``{"when": {"variant": ["token"]}, "max_processes": 1, "why": "..."}`` (at most that many
+            processes, devices x nodes) or ``{"when": {...}, "refused_strategies": ["fsdp", "deepspeed"], "why": ...}``
+            (a strategy name, and its ``_``-suffixed variants such as ``deepspeed_stage_2``); ``when`` lists model
+            argument values the rule applies under (empty: always).
         fit_sized_buffers: names of buffers whose shape is only known after fit (a stored Rashomon set, a
             background sample, stop placements): loading takes the saved shape instead of refusing a reshape, and
             the loader (``zoo.core.hub.check_fit``) checks only that they are present.
@@ -30,6 +35,7 @@ class ZooModule(L.LightningModule):
     weight_settings: ClassVar[dict[str, str]] = {}
     fit_sized_buffers: ClassVar[tuple[str, ...]] = ()
     arg_schemas: ClassVar[dict[str, dict]] = {}  # nested dict arguments' keys -> type specs (see zoo.core.schema)
+    trainer_rules: ClassVar[tuple[dict, ...]] = ()  # trainer settings a method refuses (see zoo.core.schema)
     init_from_ref: str | None = None  # set by ``zoo.core.build.build_module`` after loading ``init_from`` weights
 
     def log(self, name: str, value, *args, **kwargs) -> None:

@@ -6,6 +6,10 @@ Lightning's own ``setup("fit")`` call inside ``trainer.fit`` is then skipped for
 once). During the check the datamodule sees a stand-in trainer holding the module (``trainer.lightning_module``) and
 the recipe's ``trainer`` settings, as a real fit gives it at that point. A setup that needs more of a live trainer
 (anything but :class:`~zoo.core.data.DataError` raised) is left to the fit, as before.
+
+The trainer settings a method refuses (``ZooModule.trainer_rules`` in its table) are checked twice: by the recipe
+check for what the recipe states (:func:`check_trainer_rules`, before torch), and here for ``devices: auto``, which
+only the machine can count (:func:`check_processes`).
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from types import SimpleNamespace
 
 from zoo.core.data import DataError
 from zoo.core.phases import phase
+from zoo.core.schema import RecipeError, method_schema
 
 log = logging.getLogger("zoo")
 
@@ -44,6 +49,63 @@ def with_recipe_key(error: DataError, data: dict) -> DataError:
 
 def _is_file_key(key: str) -> bool:
     return bool(re.search(r"(path|_file|_files|_paths|_dir)$", key))
+
+
+def check_run(cfg: dict, module, datamodule) -> None:
+    """What is checked once the module and datamodule exist and before the run directory: the trainer settings the
+    method refuses (:func:`check_processes`), then the data (:func:`check_data`)."""
+    check_processes(cfg)
+    check_data(cfg, module, datamodule)
+
+
+def planned_processes(trainer: dict) -> int | None:
+    """Processes a ``trainer:`` block starts (devices x nodes), or None when ``devices`` is ``auto`` / -1 (the
+    machine decides: :func:`check_processes` counts them before a run directory exists)."""
+    dev, nodes = trainer.get("devices", "auto"), trainer.get("num_nodes") or 1
+    if isinstance(dev, list):
+        return len(dev) * nodes
+    if isinstance(dev, str) and dev.replace(",", "").strip().isdigit():
+        dev = len([d for d in dev.split(",") if d.strip()]) if "," in dev else int(dev)
+    return dev * nodes if isinstance(dev, int) and not isinstance(dev, bool) and dev >= 1 else None
+
+
+def check_trainer_rules(table: dict, cfg: dict, processes: int | None) -> None:
+    """Refuse trainer settings the method declares it cannot run (``ZooModule.trainer_rules``): more than
+    ``max_processes`` processes, or a refused strategy, under the model settings the rule names.
+
+    Raises:
+        RecipeError: naming ``trainer.devices`` or ``trainer.strategy`` and the method's reason.
+    """
+    model, trainer = cfg.get("model") or {}, cfg.get("trainer") or {}
+    for rule in table["module"].get("trainer_rules", []):
+        if not all(model.get(k, rule["defaults"].get(k)) in values for k, values in rule["when"].items()):
+            continue
+        if processes is not None and processes > rule.get("max_processes", processes):
+            raise RecipeError(f"trainer.devices: {rule['why']} (this run would start {processes} processes)")
+        strategy = trainer.get("strategy")
+        if isinstance(strategy, str) and any(strategy == s or strategy.startswith(s + "_")
+                                                  for s in rule.get("refused_strategies", ())):
+            raise RecipeError(f"trainer.strategy: {rule['why']} (got {strategy!r})")
+
+
+def check_processes(cfg: dict) -> None:
+    """The method's trainer rules (``ZooModule.trainer_rules``, from its table) against the processes this machine
+    will start: ``devices: auto`` (which the recipe check cannot count) is every visible GPU for a GPU accelerator,
+    else 1, times ``num_nodes``. Every rank of a multi-process run checks the same and refuses the same.
+
+    Raises:
+        RecipeError: naming ``trainer.devices`` or ``trainer.strategy`` and the method's reason.
+    """
+    import torch
+
+    table, tr = method_schema(cfg["method"]), cfg.get("trainer") or {}
+    if table is None:
+        return
+    n = planned_processes(tr)
+    if n is None:
+        gpu = str(tr.get("accelerator", "auto")) in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+        n = (torch.cuda.device_count() if gpu else 1) * (tr.get("num_nodes") or 1)
+    check_trainer_rules(table, cfg, n)
 
 
 def check_data(cfg: dict, module, datamodule) -> None:

@@ -186,18 +186,7 @@ def apply_overrides_checked(cfg: dict, tokens) -> None:
     from zoo.core import schema
 
     table = schema.method_schema(cfg["method"]) or schema.generate_method(cfg["method"])
-    model, nested = cfg.setdefault("model", {}), table["module"].get("nested") or {}
-    for token in tokens:
-        parts = token.split("=", 1)[0].split(".")
-        # a key of a declared nested block (model.generation.greedy) needs no '+', even where the saved recipe has none
-        if len(parts) == 3 and parts[0] == "model" and parts[1] in nested and "=" in token:
-            block = f"model.{parts[1]}"
-            if parts[2] not in nested[parts[1]]:  # a typo: the block's keys, with a did-you-mean
-                schema.check_block({parts[2]: None}, nested[parts[1]], block, block)
-            if model.get(parts[1]) is None:
-                model[parts[1]] = {}
-            token = "+" + token
-        _apply_user_paths(cfg, [token])
+    _apply_user_paths(cfg, [schema.block_token(cfg, table, t) for t in tokens])
     for block in ("model", "data"):
         schema.check_method_block(table, block, cfg.get(block) or {}, cfg["method"])
 
@@ -226,8 +215,11 @@ def load_recipe(ref: str, overrides: list[str] = (), overlays: list[str] = ()) -
                 raise RecipeError(f"{ov_path}: {k}: unknown top-level key{suggest(k.split('.')[0], TOP_KEYS)}")
         cfg = _merge(cfg, top)
     anchor_shipped_paths(cfg)
-    _apply_user_paths(cfg, overrides)
+    from zoo.core import schema
     from zoo.core.userdata import run_name
+
+    table = schema.method_schema(cfg["method"]) if isinstance(cfg.get("method"), str) else None
+    _apply_user_paths(cfg, [schema.block_token(cfg, table, t) for t in overrides] if table else overrides)
 
     cfg["name"] = run_name(cfg, path.stem, ov_paths, overrides)  # <method>-<file> on user data; <name>-tiny
     try:
@@ -332,6 +324,7 @@ def validate(cfg: dict, check_files: bool = True) -> None:
     """
     from zoo.core import schema
     from zoo.core.export import format_not_ready
+    from zoo.core.preflight import check_trainer_rules, planned_processes
     from zoo.core.registry import RegistryError, _known
 
     where = cfg.get("_recipe") or "recipe"
@@ -362,6 +355,7 @@ def validate(cfg: dict, check_files: bool = True) -> None:
         schema.check_method_block(table, block, cfg.get(block) or {}, method)
     trainer = cfg.get("trainer") or {}
     schema.check_trainer(trainer)
+    check_trainer_rules(table, cfg, planned_processes(trainer))
     if table["module"].get("manual_optimization") and (trainer.get("accumulate_grad_batches") or 1) > 1:
         raise RecipeError(f"trainer.accumulate_grad_batches: {method} optimises manually, so Lightning cannot "
                           f"accumulate for it; keep 1 (got {trainer['accumulate_grad_batches']}) and raise the "

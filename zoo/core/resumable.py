@@ -170,13 +170,21 @@ class StepSeededRng(Callback):
 class ResumableSampler(DistributedSampler):
     """Each rank's share of a permutation drawn from ``seed + epoch`` (or of ``range(n)`` when not shuffling), as
     ``DistributedSampler``; the first ``skip`` indices of the first epoch iterated are left out (batches a resumed
-    checkpoint had already trained on). With one replica it is a plain seeded sampler."""
+    checkpoint had already trained on). With one replica it is a plain seeded sampler.
 
-    def __init__(self, dataset, num_replicas: int, rank: int, shuffle: bool, seed: int, epoch: int, skip: int = 0):
+    The epoch is read from ``epoch()`` (the trainer's ``current_epoch``) each time an epoch starts, not taken from
+    Lightning's ``set_epoch``: after a resume from a checkpoint written at an epoch's end, Lightning passes the
+    epoch just finished (its ``processed`` count was not yet incremented), which would replay that epoch's order."""
+
+    def __init__(self, dataset, num_replicas: int, rank: int, shuffle: bool, seed: int, epoch, skip: int = 0):
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=False)
-        self.epoch, self._skip = epoch, skip
+        self._epoch_of, self._skip = epoch, skip
+
+    def set_epoch(self, epoch: int) -> None:
+        """Ignored: the epoch comes from ``epoch()`` (see the class docstring)."""
 
     def __iter__(self):
+        self.epoch = int(self._epoch_of())
         indices = list(super().__iter__())
         skip, self._skip = self._skip, 0
         return iter(indices[skip:] if skip < len(indices) else indices)
@@ -201,7 +209,7 @@ def _resumable(dl, trainer: L.Trainer, seed: int):
     done = epoch_loop.batch_progress.current.ready if epoch_loop.restarting else 0
     skip = done * dl.batch_size if done * dl.batch_size < per_rank else 0
     new = ResumableSampler(dl.dataset, trainer.world_size, trainer.global_rank, shuffle, seed,
-                           trainer.fit_loop.epoch_progress.current.processed, skip)
+                           lambda: trainer.current_epoch, skip)
     loader = _update_dataloader(dl, new, RunningStage.TRAINING)
     # stateful for Lightning (no mid-epoch resume warning): the position it would store is the loop's own
     loader.state_dict, loader.load_state_dict = dict, _ignore

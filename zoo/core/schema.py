@@ -4,13 +4,17 @@ as JSON tables in ``zoo/core/schemas/`` generated from the code, so a recipe is 
 * ``schemas/_trainer.json``: ``lightning.Trainer.__init__`` (name -> accepted types / values).
 * ``schemas/<method>.json``: the method's LightningModule (``model:``) and LightningDataModule (``data:``) arguments,
   whether it optimises manually (``trainer.accumulate_grad_batches`` must then stay 1), its export formats, and the
-  nested blocks it declares (``ZooModule.arg_schemas``; every ``optimizer`` argument is checked against
-  :data:`OPTIMIZER_SCHEMA`, the keys :func:`zoo.core.optim.build_optimizer` takes).
+  nested blocks it declares (``ZooModule.arg_schemas`` or :class:`zoo.core.constraints.Keys`; every ``optimizer``
+  argument is checked against :data:`OPTIMIZER_SCHEMA`, the keys :func:`zoo.core.optim.build_optimizer` takes), and
+  the trainer settings it refuses (``ZooModule.trainer_rules``, with the defaults of the model arguments they test).
 
 Regenerate after changing a constructor, or after adding a method: ``python -m zoo.core.schema --write``;
 ``tests/platform/test_schema.py`` fails when a table and the code disagree. A method without a table (a plug-in) is
 checked by importing it, as before. A type spec is ``{"types": [...], "choices": [...]}`` where a type is one of
-``int float str bool null list dict`` (``float`` accepts ints); no spec means anything goes.
+``int float str bool null list dict`` (``float`` accepts ints), plus what :mod:`zoo.core.constraints` declares with the
+argument: ``min`` / ``max`` (``min_exclusive`` / ``max_exclusive``), ``min_length``, ``items`` (a list's item spec) and
+``keys`` (a dict block's key specs); no spec means anything goes. Each part also records ``docs``, every argument's
+one-line meaning from the class's ``Args:`` docstring, for ``zoo info``.
 """
 from __future__ import annotations
 
@@ -69,6 +73,23 @@ def render(spec: dict) -> str:
     return " or ".join(parts) or "anything"
 
 
+def allowed(spec: dict) -> str:
+    """What a spec allows, in words: ``float > 0``, ``int >= 1 or null``, ``list of (one of 'a', 'b'), at least 1``,
+    ``float in [0, 1)``."""
+    parts = []
+    for t in spec.get("types", []):
+        if t in ("int", "float") and ("min" in spec or "max" in spec):
+            t += " " + _range_text(spec)
+        elif t == "list":
+            t += (f" of ({allowed(spec['items'])})" if "items" in spec else "") + (
+                f", at least {spec['min_length']}" if spec.get("min_length") else "") + (
+                f", exactly {spec['length']}" if "length" in spec else "")
+        parts.append(t)
+    if spec.get("choices"):
+        parts.append("one of " + ", ".join(repr(c) for c in spec["choices"]))
+    return " or ".join(parts) or "anything"
+
+
 def _type_of(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
@@ -89,16 +110,41 @@ def fits(value: Any, spec: dict) -> bool:
     return t in spec.get("types", []) or (t == "int" and "float" in spec.get("types", []))
 
 
+def _range_text(spec: dict) -> str:
+    """``> 0``, ``in [0, 1)``, ``<= 5``: the range a spec allows."""
+    lo, hi = spec.get("min"), spec.get("max")
+    if lo is not None and hi is not None:
+        return (f"in {'(' if spec.get('min_exclusive') else '['}{lo}, {hi}{')' if spec.get('max_exclusive') else ']'}")
+    if lo is not None:
+        return f"{'>' if spec.get('min_exclusive') else '>='} {lo}"
+    return f"{'<' if spec.get('max_exclusive') else '<='} {hi}"
+
+
 def check_value(value: Any, spec: dict, where: str) -> None:
-    """Raise ``RecipeError`` naming ``where`` when ``value`` does not fit ``spec`` (types, choices, ranges)."""
+    """Raise ``RecipeError`` naming ``where`` when ``value`` does not fit ``spec``: types, choices (with the closest
+    one), a numeric range, a list's length and items (``where[i]``), a dict's keys (``where.key``)."""
     if not fits(value, spec):
-        raise RecipeError(f"{where}: expected {render(spec)}, got {value!r}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and "min" in spec:
-        low, strict = spec["min"], spec.get("min_exclusive", False)
-        if value < low or (strict and value == low):
-            raise RecipeError(f"{where}: must be {'>' if strict else '>='} {low}, got {value!r}")
-    if "length" in spec and isinstance(value, list) and len(value) != spec["length"]:
-        raise RecipeError(f"{where}: expected {spec['length']} values, got {value!r}")
+        hint = ""
+        if spec.get("choices") and isinstance(value, str):
+            from zoo.core.registry import suggest
+
+            hint = suggest(value, [c for c in spec["choices"] if isinstance(c, str)])
+        raise RecipeError(f"{where}: expected {render(spec)}, got {value!r}{hint}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and ("min" in spec or "max" in spec):
+        lo, hi = spec.get("min"), spec.get("max")
+        if ((lo is not None and (value < lo or (spec.get("min_exclusive") and value == lo)))
+                or (hi is not None and (value > hi or (spec.get("max_exclusive") and value == hi)))):
+            raise RecipeError(f"{where}: must be {_range_text(spec)}, got {value!r}")
+    if isinstance(value, list):
+        if "length" in spec and len(value) != spec["length"]:
+            raise RecipeError(f"{where}: expected {spec['length']} values, got {value!r}")
+        if len(value) < spec.get("min_length", 0):
+            raise RecipeError(f"{where}: needs at least {spec['min_length']} item{'s' * (spec['min_length'] > 1)}, "
+                              f"got {value!r}")
+        for i, item in enumerate(value if "items" in spec else ()):
+            check_value(item, spec["items"], f"{where}[{i}]")
+    if isinstance(value, dict) and "keys" in spec:
+        check_block(value, spec["keys"], where, where)
 
 
 def check_block(values: dict, schema: dict[str, dict], where: str, owner: str) -> None:
@@ -169,12 +215,41 @@ def check_method_block(schema: dict, block: str, values: dict, method: str) -> N
             check_value(v, args[k], f"{block}.{k}")
 
 
+def block_token(cfg: dict, table: dict, token: str) -> str:
+    """Override ``token`` with a ``+`` when it sets a key of a declared dict block (``model.generation.greedy=true``,
+    ``model.masker.net.n_bits=8``) that the recipe leaves unset: such keys need no ``+``; a null block on the way
+    becomes an empty mapping in ``cfg``. A key the block does not take fails here, at its own level, with the
+    block's keys and a did-you-mean."""
+    parts = token.split("=", 1)[0].split(".")
+    part = table.get({"model": "module", "data": "datamodule"}.get(parts[0], ""))
+    nested = (part or {}).get("nested") or {}
+    if token[:1] in "+~" or "=" not in token or len(parts) < 3 or parts[1] not in nested:
+        return token
+    keys = nested[parts[1]]
+    for i, key in enumerate(parts[2:], start=2):
+        if keys is None:
+            break
+        if key not in keys:
+            where = ".".join(parts[:i])
+            check_block({key: None}, keys, where, where)
+        keys = keys[key].get("keys")
+    node = cfg
+    for key in parts[:-1]:
+        if not isinstance(node, dict):
+            break  # apply_override names the value that is not a mapping
+        if node.get(key) is None:
+            node[key] = {}
+        node = node[key]
+    return "+" + token
+
+
 # ---------------------------------------------------------------------------------------------- generating
 
 
 def describe(ann: Any) -> dict:
     """A type spec from a Python annotation (``Optional[int]`` -> ``{"types": ["int", "null"]}``; Literals become
-    choices; classes a YAML value cannot be are left out; anything unjudgeable -> ``{}``)."""
+    choices; ``list[X]`` checks its items against ``X``; ``Annotated`` metadata from :mod:`zoo.core.constraints` adds
+    ranges, lengths and dict keys; classes a YAML value cannot be are left out; anything unjudgeable -> ``{}``)."""
     import collections.abc as cabc
     import inspect
     import types
@@ -183,43 +258,64 @@ def describe(ann: Any) -> dict:
     if ann is inspect.Parameter.empty or ann is Any or isinstance(ann, (str, typing.TypeVar)):
         return {}
     origin = typing.get_origin(ann)
+    if origin is typing.Annotated:
+        base, *meta = typing.get_args(ann)
+        out = describe(base)
+        for m in meta:
+            if hasattr(m, "spec"):
+                add = m.spec(describe)
+                if "choices" in add:  # the values replace their type: Annotated[str, OneOf(...)] is not any str
+                    covered = {_type_of(c) for c in add["choices"]}
+                    out["types"] = [t for t in out.get("types", []) if t not in covered]
+                out.update(add)
+        return {k: v for k, v in out.items() if v != [] or k != "types"} if "choices" in out else out
     if origin in (typing.Union, types.UnionType):
-        types_, choices = [], []
+        types_, choices, extra = [], [], {}
         for a in typing.get_args(ann):
             d = describe(a)
             if not d:
                 return {}
             types_ += [t for t in d.get("types", []) if t not in types_]
             choices += [c for c in d.get("choices", []) if c not in choices]
+            extra.update({k: v for k, v in d.items() if k not in ("types", "choices")})
         out = {"types": types_} if types_ else {}
-        return dict(out, choices=choices) if choices else out
+        return dict(out, choices=choices, **extra) if choices else dict(out, **extra)
     if origin is typing.Literal:
         return {"choices": list(typing.get_args(ann))}
     base = origin or ann
     if base in _PRIMITIVE:
-        return {"types": [_PRIMITIVE[base]]}
-    if base in (cabc.Sequence, cabc.Iterable, cabc.MutableSequence):
-        return {"types": ["list"]}
-    if base in (cabc.Mapping, cabc.MutableMapping):
+        out = {"types": [_PRIMITIVE[base]]}
+    elif base in (cabc.Sequence, cabc.Iterable, cabc.MutableSequence):
+        out = {"types": ["list"]}
+    elif base in (cabc.Mapping, cabc.MutableMapping):
         return {"types": ["dict"]}
-    if isinstance(base, type):
+    elif isinstance(base, type):
         return {"types": []}  # an object (Strategy, timedelta, Logger...): no YAML value is one
-    return {}
+    else:
+        return {}
+    item = typing.get_args(ann)[0] if out["types"] == ["list"] and typing.get_args(ann) else None
+    if item is not None and (spec := describe(item)):
+        out["items"] = spec
+    return out
 
 
 def _args(cls) -> dict:
     import inspect
     import typing
 
+    from zoo.core.docstrings import arg_docs
+
     sig = inspect.signature(cls.__init__)
     try:
-        hints = typing.get_type_hints(cls.__init__)
+        hints = typing.get_type_hints(cls.__init__, include_extras=True)
     except Exception:  # noqa: BLE001 - an annotation that only resolves under TYPE_CHECKING: judge nothing
         hints = {}
     args = {n: describe(hints.get(n, inspect.Parameter.empty)) for n, p in sig.parameters.items()
             if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     var_kwargs = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-    return {"class": cls.__name__, "args": args, "var_kwargs": var_kwargs}
+    nested = {n: args[n].pop("keys") for n in args if "keys" in args[n]}
+    out = {"class": cls.__name__, "args": args, "order": list(args), "var_kwargs": var_kwargs, "docs": arg_docs(cls)}
+    return dict(out, nested=nested) if nested else out
 
 
 def generate_method(name: str) -> dict:
@@ -231,8 +327,15 @@ def generate_method(name: str) -> dict:
     entry = get_method(name)
     module = _args(entry.module_cls)
     nested = {k: OPTIMIZER_SCHEMA for k in module["args"] if k == "optimizer"}
+    nested.update(module.get("nested", {}))
     nested.update(getattr(entry.module_cls, "arg_schemas", {}) or {})
     module["nested"] = nested
+    defaults = {n: p.default for n, p in inspect.signature(entry.module_cls.__init__).parameters.items()
+                if p.default is not p.empty}
+    rules = [dict(r, defaults={k: defaults.get(k) for k in r.get("when", {})}, when=dict(r.get("when", {})))
+             for r in getattr(entry.module_cls, "trainer_rules", ())]
+    if rules:
+        module["trainer_rules"] = rules
     src = "".join(inspect.getsource(c) for c in entry.module_cls.__mro__ if c.__module__.startswith("zoo."))
     module["manual_optimization"] = "automatic_optimization = False" in src
     return {"method": name, "module": module,

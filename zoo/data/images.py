@@ -15,20 +15,24 @@ Datasets (``dataset=`` in :func:`read_images`):
   test).
 - ``digits``: scikit-learn's 8×8 digits (1,797 images; first 1,500 train, rest test; values 0..16 scaled to [0, 1]).
 - ``folder``: a user's folder ``ROOT/<class name>/<image file>`` (png, jpg, jpeg, bmp, gif, webp); classes are the
-  sorted sub-folder names, every image converted to RGB (or L with ``channels=1``) and resized to ``size``×``size``;
-  a seeded 20 % of each class is the test split.
+  sorted sub-folder names, every image converted to RGB (or L with ``channels=1``) and resized to ``size``×``size``
+  (one log line counts what was resized or converted, with an example); an image with a side under 8 pixels or sides
+  more than 4:1 apart is refused, naming the file; a seeded 20 % of each class is the test split.
 """
 from __future__ import annotations
 
+import logging
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
 
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from zoo.core.constraints import OneOf, PositiveInt
 from zoo.core.data import DataError, repo_root
 
 DEFAULT_PATHS = {"cifar10": "data/cifar10-subset/cifar10_subset_2200.npz",
@@ -37,6 +41,60 @@ DEFAULT_PATHS = {"cifar10": "data/cifar10-subset/cifar10_subset_2200.npz",
                  "mnist": "data/mnist-test/mnist_test_3000.npz",
                  "mnist-10k": "data/mnist-test/mnist_test_10000.npz"}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
+#: A user's image whose sides differ more than this many times, or whose smaller side is under ``MIN_SIDE`` pixels, is
+#: refused rather than squashed or blown up to the model's square input.
+MAX_ASPECT, MIN_SIDE = 4.0, 8
+log = logging.getLogger("zoo")
+
+
+@dataclass
+class ImageConversions:
+    """What :func:`load_image` did to a folder's images, for one log line: ``resized`` / ``converted`` count the
+    images changed, with the first file and its original size or mode as the example."""
+
+    where: str
+    n: int = 0
+    resized: list = field(default_factory=list)
+    converted: list = field(default_factory=list)
+
+    def report(self) -> None:
+        parts = [f"{len(self.resized)} resized (e.g. {self.resized[0]})" if self.resized else "",
+                 f"{len(self.converted)} converted (e.g. {self.converted[0]})" if self.converted else ""]
+        if any(parts):
+            log.info("%s: of %d images, %s", self.where, self.n, " and ".join(p for p in parts if p))
+
+
+def load_image(path: Path, size: int, channels: int, seen: ImageConversions, where: str | None = None) -> np.ndarray:
+    """One user image as ``uint8 (size, size, channels)``: converted to RGB (``L`` for one channel) and resized
+    (bilinear) to the square input, each change counted in ``seen`` for its log line.
+
+    Raises:
+        DataError: ``where`` (default the file) when the file is not a readable image, is more than
+            :data:`MAX_ASPECT` times wider than tall (or the reverse), or has a side under :data:`MIN_SIDE` pixels.
+    """
+    from PIL import Image
+
+    where = where or str(path)
+    try:
+        with Image.open(path) as im:
+            w, h = im.size
+            if max(w, h) > MAX_ASPECT * min(w, h) or min(w, h) < MIN_SIDE:
+                raise DataError(f"{where}: a {w}x{h} image ({im.mode}); images need sides of at least {MIN_SIDE} "
+                                f"pixels and at most {MAX_ASPECT:g}:1 between them to be resized to {size}x{size} "
+                                "(crop or pad it first)")
+            mode = "RGB" if channels == 3 else "L"
+            seen.n += 1
+            if im.mode != mode:
+                seen.converted.append(f"{path.name}: {im.mode} -> {mode}")
+                im = im.convert(mode)
+            if (w, h) != (size, size):
+                seen.resized.append(f"{path.name}: {w}x{h} -> {size}x{size}")
+                im = im.resize((size, size), Image.BILINEAR)
+            return np.asarray(im, dtype=np.uint8).reshape(size, size, channels)
+    except DataError:
+        raise
+    except (OSError, ValueError) as e:  # PIL's UnidentifiedImageError is an OSError
+        raise DataError(f"{where}: not a readable image ({e})") from None
 DATASETS = ("cifar10", "cifar10-6000", "cifar10-large", "mnist", "mnist-10k", "digits", "folder")
 
 
@@ -145,29 +203,24 @@ def read_image_folder(root: str, size: int = 32, channels: int = 3, test_fractio
     """A user's folder ``root/<class>/<image>``: images resized to ``(channels, size, size)``.
 
     Raises:
-        DataError: ``root`` missing, fewer than one class folder with images, or an unreadable image (file named).
+        DataError: ``root`` missing, fewer than one class folder with images, or an unreadable, degenerate or
+            extremely elongated image (file named, :func:`load_image`); what was resized or converted is logged.
     """
-    from PIL import Image
-
     base = Path(root)
     if not base.is_dir():
         raise DataError(f"{base}: no such folder (data.path; expected <root>/<class name>/<image files>)")
     classes = sorted(d.name for d in base.iterdir() if d.is_dir())
     if not classes:
         raise DataError(f"{base}: no class sub-folders (expected <root>/<class name>/<image files>)")
-    xs, ys = [], []
+    xs, ys, seen = [], [], ImageConversions(str(base))
     for c, name in enumerate(classes):
         files = sorted(f for f in (base / name).iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
         if not files:
             raise DataError(f"{base / name}: no image files ({', '.join(IMAGE_SUFFIXES)})")
         for f in files:
-            try:
-                with Image.open(f) as im:
-                    im = im.convert("RGB" if channels == 3 else "L").resize((size, size), Image.BILINEAR)
-                    xs.append(np.asarray(im, dtype=np.uint8).reshape(size, size, channels))
-            except (OSError, ValueError) as e:  # PIL's UnidentifiedImageError is an OSError
-                raise DataError(f"{f}: not a readable image ({e})") from None
+            xs.append(load_image(f, size, channels, seen))
             ys.append(c)
+    seen.report()
     x, y = np.stack(xs), np.array(ys)
     rng = np.random.default_rng(seed)
     test = np.zeros(len(y), dtype=bool)
@@ -215,8 +268,9 @@ class ImageClassificationDataModule(L.LightningDataModule):
         DataError: from ``setup()``, naming the file.
     """
 
-    def __init__(self, dataset: str = "cifar10", path: str | None = None, batch_size: int = 64, size: int = 32,
-                 channels: int = 3, n_train: int | None = None):
+    def __init__(self, dataset: Annotated[str, OneOf(DATASETS)] = "cifar10", path: str | None = None,
+                 batch_size: PositiveInt = 64, size: PositiveInt = 32, channels: Literal[1, 3] = 3,
+                 n_train: PositiveInt | None = None):
         super().__init__()
         self.dataset, self.path, self.batch_size = dataset, path, int(batch_size)
         self.size, self.channels, self.n_train = int(size), int(channels), n_train

@@ -25,11 +25,13 @@ import json
 import random
 import re
 from pathlib import Path
+from typing import Literal
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from zoo.core.constraints import NonNegativeInt, PositiveInt, Probability
 from zoo.core.data import DataError, read_jsonl, repo_root, seeded_split
 
 DEFAULT_PAIRS = "data/hh-rlhf-harmless/harmless_base_test_pairs.jsonl"
@@ -177,11 +179,13 @@ class PreferenceDataModule(L.LightningDataModule):
     """Preference pairs for ShaPO / DPO training and held-out evaluation, plus prompts for generation metrics."""
 
     def __init__(self, path: str | None = None, val_path: str | None = None, split_file: str | None = None,
-                 tokenizer: str | None = None, batch_size: int = 8, eval_batch_size: int = 16,
-                 max_length: int = 256, max_prompt_length: int = 128, flip_rate: float = 0.0, flip_seed: int = 42,
-                 max_train_pairs: int | None = None, max_eval_pairs: int | None = None, split_seed: int = 0,
-                 redteam_path: str | None = DEFAULT_REDTEAM, heldout_prompts: int = 64, num_workers: int = 0,
-                 shuffle: bool = True, val_part: str = "preference_val"):
+                 tokenizer: str | None = None, batch_size: PositiveInt = 8, eval_batch_size: PositiveInt = 16,
+                 max_length: PositiveInt = 256, max_prompt_length: PositiveInt = 128, flip_rate: Probability = 0.0,
+                 flip_seed: NonNegativeInt = 42, max_train_pairs: PositiveInt | None = None,
+                 max_eval_pairs: PositiveInt | None = None, split_seed: NonNegativeInt = 0,
+                 redteam_path: str | None = DEFAULT_REDTEAM, heldout_prompts: NonNegativeInt = 64,
+                 num_workers: NonNegativeInt = 0, shuffle: bool = True,
+                 val_part: Literal["preference_val", "preference_eval"] = "preference_val"):
         """Args:
             path: pairs JSONL; ``None`` = the shipped HH-RLHF harmless pairs with their ``split.json``.
             val_path: held-out pairs JSONL for a user ``path`` (else a seeded 90/10 split of ``path``).

@@ -25,11 +25,13 @@ import logging
 import random
 import re
 from pathlib import Path
+from typing import Literal
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from zoo.core.constraints import NonNegativeInt, PositiveInt, Probability
 from zoo.core.data import DataError, read_jsonl
 from zoo.methods.anchor_adapter import chain_sum
 
@@ -99,10 +101,12 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         cache: where generated sets are cached.
     """
 
-    def __init__(self, stage: str = "midtrain", corpus: str = "contaminated", path: str | None = None,
-                 n_bench: int = 500, n_midtrain: int = 40000, n_grpo: int = 4000, leak_repeats: int = 8,
-                 worked_share: float = 0.8, boxed_share: float = 0.5, task_seed: int = 0, seed: int = 0,
-                 batch_size: int = 32, prompts_per_step: int = 8, n_batches: int = 1000, max_length: int = 64,
+    def __init__(self, stage: Literal["midtrain", "grpo"] = "midtrain",
+                 corpus: Literal["contaminated", "clean"] = "contaminated", path: str | None = None,
+                 n_bench: PositiveInt = 500, n_midtrain: PositiveInt = 40000, n_grpo: PositiveInt = 4000,
+                 leak_repeats: NonNegativeInt = 8, worked_share: Probability = 0.8, boxed_share: Probability = 0.5,
+                 task_seed: NonNegativeInt = 0, seed: NonNegativeInt = 0, batch_size: PositiveInt = 32,
+                 prompts_per_step: PositiveInt = 8, n_batches: PositiveInt = 1000, max_length: PositiveInt = 64,
                  cache: str = "runs/anchor-adapter-cache"):
         super().__init__()
         if stage not in ("midtrain", "grpo"):

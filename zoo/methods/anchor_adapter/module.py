@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import torch
 
+from zoo.core.constraints import NonNegative, OneOf, Positive, PositiveInt, Range
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
@@ -56,12 +57,16 @@ class AnchorAdapterModule(ZooModule):
                    "grpo_lora": {k: {"types": t} for k, t in
                                  (("r", ["int"]), ("alpha", ["int", "float"]), ("dropout", ["float"]))}}
 
-    def __init__(self, stage: str = "grpo", base: str = "zoo-lm.base", stage1: str | None = "anchor-adapter.math",
-                 midtrain_lora: dict | None = None, grpo_lora: dict | None = None, reward: str = "random",
-                 group_size: int = 8, max_new_tokens: int = 32, temperature: float = 1.0, epsilon: float = 0.2,
-                 beta: float = 0.0, updates: int = 2, max_grad_norm: float = 1.0, eval_tokens: int = 32,
-                 n_eval: int | None = None, score_before: bool = True, analyses: list[str] | None = None, rollouts: int = 4,
-                 n_analysis: int = 64, scales: list[float] | None = None, top_k: int = 10,
+    def __init__(self, stage: Literal["midtrain", "grpo"] = "grpo", base: str = "zoo-lm.base",
+                 stage1: str | None = "anchor-adapter.math", midtrain_lora: dict | None = None,
+                 grpo_lora: dict | None = None,
+                 reward: Literal["ground_truth", "random", "incorrect", "format"] = "random",
+                 group_size: Annotated[int, Range(2)] = 8, max_new_tokens: PositiveInt = 32,
+                 temperature: Positive = 1.0, epsilon: Positive = 0.2, beta: NonNegative = 0.0,
+                 updates: PositiveInt = 2, max_grad_norm: Positive = 1.0, eval_tokens: PositiveInt = 32,
+                 n_eval: PositiveInt | None = None, score_before: bool = True,
+                 analyses: list[Annotated[str, OneOf(ANALYSES)]] | None = None, rollouts: PositiveInt = 4,
+                 n_analysis: PositiveInt = 64, scales: list[float] | None = None, top_k: PositiveInt = 10,
                  optimizer: dict | None = None):
         super().__init__()
         if stage not in ("midtrain", "grpo"):

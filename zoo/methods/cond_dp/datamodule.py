@@ -21,18 +21,21 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import Annotated, Literal
 
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from zoo.core.constraints import NonEmpty, NonNegativeInt, OneOf, Positive, PositiveInt
 from zoo.core.data import DataError, read_csv_rows, seeded_split
 
 log = logging.getLogger("zoo")
 
 #: Declared label ranges of the shipped datasets (public, chosen without looking at private labels' extremes).
 LABEL_RANGE = {"commuting": (0.0, 8.0), "diabetes": (0.0, 3.5)}
+DATASETS = ("commuting-sf", "commuting-travis", "commuting-manhattan", "diabetes")
 
 
 def read_table(path: str, label: str | None,
@@ -102,10 +105,12 @@ class LabelDPDataModule(L.LightningDataModule):
         DataError: bad user data (file, line and column named). ValueError: an unknown dataset or bad range.
     """
 
-    def __init__(self, dataset: str = "commuting-sf", path: str | None = None, label: str | None = None,
-                 features: list[str] | None = None, y_min: float | None = None, y_max: float | None = None,
-                 batch_size: int = 256, split_seed: int = 0, poisson: bool = True, label_mechanism: str = "none",
-                 label_epsilon: float = 1.0, label_seed: int = 0):
+    def __init__(self, dataset: Annotated[str, OneOf(DATASETS)] = "commuting-sf", path: str | None = None,
+                 label: str | None = None, features: Annotated[list[str], NonEmpty] | None = None,
+                 y_min: float | None = None, y_max: float | None = None, batch_size: PositiveInt = 256,
+                 split_seed: NonNegativeInt = 0, poisson: bool = True,
+                 label_mechanism: Literal["none", "rr-bins", "laplace"] = "none", label_epsilon: Positive = 1.0,
+                 label_seed: NonNegativeInt = 0):
         super().__init__()
         if path:
             if not label:

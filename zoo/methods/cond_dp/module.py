@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 import torch
 
+from zoo.core.constraints import NonNegative, OpenUnit, Positive, PositiveInt, Range
 from zoo.core.module import ZooModule
 from zoo.core.recipe import RecipeError
 from zoo.core.registry import register_method
@@ -45,19 +46,19 @@ class CondDPModule(ZooModule):
 
     head_keys = ()
     export_formats = ("package", "onnx", "torch_export")
+    trainer_rules = ({"when": {}, "max_processes": 1,
+                      "why": "cond-dp runs on one device (its Poisson DP loader and, for private runs, DP-SGD would "
+                             "need opacus' distributed sampler and optimiser, not wired here); set trainer.devices=1"},)
 
-    def __init__(self, model: str = "mlp", hidden: list[int] | None = None, conditioning: str = "precondition",
-                 ridge: float = 0.01, rank: int | None = None, normalize: bool = True, epsilon: float = 1.0,
-                 delta: float = 1e-5, max_grad_norm: float = 1.0, neighbouring: str = "substitution",
-                 private: bool = True, lr: float = 0.5, momentum: float = 0.9, in_features: int | None = None,
-                 label_offset: float = 0.0, dataset: str | None = None, feature_names: list[str] | None = None):
-        super().__init__()
-        if model not in ("mlp", "linear"):
-            raise ValueError(f"model.model must be mlp or linear, got {model!r}")
-        if conditioning not in ("precondition", "reparam", "none"):
-            raise ValueError(f"model.conditioning must be precondition, reparam or none, got {conditioning!r}")
-        if epsilon <= 0 or not 0 < delta < 1 or max_grad_norm <= 0:
-            raise ValueError("model: need epsilon > 0, 0 < delta < 1 and max_grad_norm > 0")
+    def __init__(self, model: Literal["mlp", "linear"] = "mlp", hidden: list[PositiveInt] | None = None,
+                 conditioning: Literal["precondition", "reparam", "none"] = "precondition", ridge: NonNegative = 0.01,
+                 rank: PositiveInt | None = None, normalize: bool = True, epsilon: Positive = 1.0,
+                 delta: OpenUnit = 1e-5, max_grad_norm: Positive = 1.0,
+                 neighbouring: Literal["substitution", "add_remove"] = "substitution", private: bool = True,
+                 lr: Positive = 0.5, momentum: Annotated[float, Range(0, 1, max_open=True)] = 0.9,
+                 in_features: PositiveInt | None = None, label_offset: float = 0.0, dataset: str | None = None,
+                 feature_names: list[str] | None = None):
+        super().__init__()  # the values' ranges are declared in the signature and checked before construction
         self.save_hyperparameters()
         self.net: Regressor | None = None
         self._dp = None
@@ -119,9 +120,6 @@ class CondDPModule(ZooModule):
                 add_preconditioner(opt, self.net.first, self.conditioning)
             return opt
         dm = self.trainer.datamodule
-        if self.trainer.world_size > 1:
-            raise ValueError("trainer: private cond-dp runs on one device (multi-device DP-SGD would need opacus' "
-                             "distributed sampler and optimiser, not wired here); set trainer.devices=1")
         if not dm.poisson:
             raise ValueError("data.poisson must be true for private training (the accountant assumes it)")
         sigma = calibrate_noise(hp.epsilon, hp.delta, dm.sample_rate, self._planned_steps())

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated, Literal
 
 import lightning as L
 from torch.utils.data import DataLoader
 
+from zoo.core.constraints import NonEmpty, NonNegativeInt, PositiveInt
 from zoo.core.data import DataError, read_csv_rows
 from zoo.methods.crh.pairs import read_pairs_csv
 
@@ -36,7 +38,8 @@ class CRHPairsDataModule(L.LightningDataModule):
     def __init__(self, prompts_path: str = "data/crh-prompts/alpaca_805_prompts.json",
                  concepts_path: str = "data/crh-prompts/concepts_100.csv",
                  keywords_path: str = "data/crh-prompts/concept_keywords.json", path: str | None = None,
-                 concepts: int | list[int] | None = None, n_questions: int | None = None, insert: str = "append"):
+                 concepts: PositiveInt | Annotated[list[NonNegativeInt], NonEmpty] | None = None,
+                 n_questions: PositiveInt | None = None, insert: Literal["append", "after_first_sentence"] = "append"):
         super().__init__()
         if insert not in ("append", "after_first_sentence"):
             raise ValueError(f"data.insert must be 'append' or 'after_first_sentence', got {insert!r}")

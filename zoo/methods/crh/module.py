@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import torch
 
+from zoo.core.constraints import NonEmpty, NonNegative, NonNegativeInt, Positive, PositiveInt
 from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.registry import register_method
@@ -51,14 +52,16 @@ class CRHModule(ZooModule):
     export_formats = ("package",)
     fit_sized_buffers = _BUFFERS
 
-    def __init__(self, lm: str = "zoo-lm.chat", layers: list[int] | None = None, n_train: int = 100, n_test: int = 5,
-                 split_seed: int = 0, baselines: list[str] | None = None, lambdas: list[float] | None = None,
-                 baseline_c: float = 5.0, penalty_c: float = 3.0, n_steps: int = 25, hook_site: str = "input",
-                 pca_sign: str = "none", template: str = "plain", max_new_tokens: int = 32,
-                 temperature: float = 0.1, batch_size: int = 128, reply_tokens: int = 64,
-                 reply_cache: str | None = "runs/crh-cache/replies.json", probe_steps: int = 200,
-                 authors_escapes: bool = False, judge: str = "keyword", exponents: dict | None = None,
-                 n_perm: int = 200):
+    def __init__(self, lm: str = "zoo-lm.chat", layers: Annotated[list[NonNegativeInt], NonEmpty] | None = None,
+                 n_train: PositiveInt = 100, n_test: PositiveInt = 5, split_seed: NonNegativeInt = 0,
+                 baselines: list[Literal["diffmean", "mean_center", "pca", "probe"]] | None = None,
+                 lambdas: list[NonNegative] | None = None, baseline_c: Positive = 5.0, penalty_c: Positive = 3.0,
+                 n_steps: PositiveInt = 25, hook_site: Literal["input", "output"] = "input",
+                 pca_sign: Literal["none", "align"] = "none", template: Literal["plain", "chat"] = "plain",
+                 max_new_tokens: PositiveInt = 32, temperature: NonNegative = 0.1, batch_size: PositiveInt = 128,
+                 reply_tokens: PositiveInt = 64, reply_cache: str | None = "runs/crh-cache/replies.json",
+                 probe_steps: PositiveInt = 200, authors_escapes: bool = False, judge: Literal["keyword"] = "keyword",
+                 exponents: dict | None = None, n_perm: PositiveInt = 200):
         super().__init__()
         if judge != "keyword":
             raise ValueError(f"model.judge: only 'keyword' is available here (got {judge!r}); the authors' "

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
 
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from zoo.core.constraints import NonNegativeInt, OneOf, OpenUnit, PositiveInt, Range
 from zoo.core.data import DataError, read_csv_rows, repo_root, seeded_split
 from zoo.methods.desi.sim import simulate
 from zoo.methods.desi.spaces import SPACES, Space, quantiles_from_pmf
@@ -201,10 +203,11 @@ class FrechetDataModule(L.LightningDataModule):
         DataError / ValueError: bad file or settings (see above), from ``setup()``.
     """
 
-    def __init__(self, dataset: str = "hmd-forecast", path: str | None = None, space: str = "distribution",
-                 support: list[float] | None = None, fold: int = 0, holdout: int | None = None,
-                 test_fraction: float = 0.25, seed: int = 0, n: int = 500, p: int = 10, n_test: int = 500,
-                 batch_size: int = 256):
+    def __init__(self, dataset: Annotated[str, OneOf(DATASETS)] = "hmd-forecast", path: str | None = None,
+                 space: Annotated[str, OneOf(SPACES)] = "distribution", support: list[float] | None = None,
+                 fold: Annotated[int, Range(0, 29)] = 0, holdout: NonNegativeInt | None = None,
+                 test_fraction: OpenUnit = 0.25, seed: NonNegativeInt = 0, n: PositiveInt = 500, p: PositiveInt = 10,
+                 n_test: PositiveInt = 500, batch_size: PositiveInt = 256):
         super().__init__()
         if path is None and dataset not in DATASETS:
             raise ValueError(f"data.dataset must be one of {DATASETS}, got {dataset!r}")

@@ -9,11 +9,12 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 import torch
 
+from zoo.core.constraints import NonEmpty, NonNegative, NonNegativeInt, Positive, PositiveInt
 from zoo.core.data import DataError, read_csv_rows
 from zoo.core.module import ZooModule
 from zoo.core.prediction import tsv
@@ -44,10 +45,13 @@ class DeSIModule(ZooModule):
     export_formats = ("package",)
     fit_sized_buffers = _SIZED  # reference-set sizes are only known after setup
 
-    def __init__(self, index: str = "linear", hidden: list[int] | None = None, h_init: float = 0.2,
-                 kernel: str = "gaussian", lr: float = 0.02, weight_decay: float = 0.0, bootstrap: int = 10,
-                 bootstrap_epochs: int = 5, n_features: int | None = None, space: str | None = None,
-                 m: int | None = None, support: list[float] | None = None):
+    def __init__(self, index: Literal["linear", "deep"] = "linear",
+                 hidden: Annotated[list[PositiveInt], NonEmpty] | None = None, h_init: Positive = 0.2,
+                 kernel: Literal["gaussian", "epanechnikov"] = "gaussian", lr: Positive = 0.02,
+                 weight_decay: NonNegative = 0.0, bootstrap: NonNegativeInt = 10, bootstrap_epochs: NonNegativeInt = 5,
+                 n_features: PositiveInt | None = None,
+                 space: Literal["distribution", "spd", "composition", "laplacian"] | None = None,
+                 m: PositiveInt | None = None, support: list[float] | None = None):
         super().__init__()
         if lr <= 0 or h_init <= 0 or bootstrap < 0:
             raise ValueError("model.lr and model.h_init must be > 0 and model.bootstrap >= 0")

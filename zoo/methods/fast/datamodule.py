@@ -22,11 +22,13 @@ import logging
 import os
 import random
 from pathlib import Path
+from typing import Annotated, Literal
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from zoo.core.constraints import NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, repo_root
 from zoo.data.chat import read_conversations
 from zoo.methods.fast.pipelines import (
@@ -109,11 +111,14 @@ class FastSAEDataModule(L.LightningDataModule):
         DataError: a bad chat line or missing file. ValueError: an unknown pipeline (``data.pipeline``).
     """
 
-    def __init__(self, pipeline: str = "fast", path: str = CHAT, pretrain_path: list[str] | None = None,
-                 val_path: str = VAL, max_length: int = 256, block_size: int = 256, ngram: int = 20,
-                 harvest_tokens: int | None = 150_000, training_tokens: int = 300_000, buffer_tokens: int = 16_384,
-                 batch_size: int = 1024, val_conversations: int | None = None, val_batch: int = 32,
-                 data_seed: int = 0, activation_cache: str | None = "runs/fast-cache", empty_content: str = "error"):
+    def __init__(self, pipeline: Annotated[str, OneOf(PIPELINES)] = "fast", path: str = CHAT,
+                 pretrain_path: list[str] | None = None, val_path: str = VAL, max_length: PositiveInt = 256,
+                 block_size: PositiveInt = 256, ngram: PositiveInt = 20, harvest_tokens: PositiveInt | None = 150_000,
+                 training_tokens: PositiveInt = 300_000, buffer_tokens: PositiveInt = 16_384,
+                 batch_size: PositiveInt = 1024, val_conversations: PositiveInt | None = None,
+                 val_batch: PositiveInt = 32, data_seed: NonNegativeInt = 0,
+                 activation_cache: str | None = "runs/fast-cache",
+                 empty_content: Literal["keep", "error", "drop"] = "error"):
         super().__init__()
         if pipeline not in PIPELINES:
             raise ValueError(f"data.pipeline: {pipeline!r} is not one of {PIPELINES}")

@@ -10,11 +10,12 @@ start); every metric is in the LM's own units. Validation runs each validation c
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
 from torchmetrics import ExplainedVariance
 
+from zoo.core.constraints import NonNegative, NonNegativeInt, Positive, PositiveInt, Probability
 from zoo.core.module import ZooModule
 from zoo.core.registry import register_method
 from zoo.methods.fast.datamodule import FastSAEDataModule
@@ -45,11 +46,13 @@ class FastSAEModule(ZooModule):
 
     export_formats = ("package",)
 
-    def __init__(self, lm: str = "zoo-lm.chat", layer: int = 2, sae: str = "standard", expansion: int = 8,
-                 l1_coefficient: float = 5.0, l0_coefficient: float = 0.01, jumprelu_bandwidth: float = 0.001,
-                 jumprelu_init_threshold: float = 0.001, lr: float = 1e-3, lr_end: float = 1e-4,
-                 warmup_frac: float = 0.05, decay_frac: float = 0.2, sparsity_warmup_frac: float = 0.03,
-                 dead_window: int = 50, geometric_median_sample: int = 4096):
+    def __init__(self, lm: str = "zoo-lm.chat", layer: NonNegativeInt = 2,
+                 sae: Literal["standard", "jumprelu"] = "standard", expansion: PositiveInt = 8,
+                 l1_coefficient: NonNegative = 5.0, l0_coefficient: NonNegative = 0.01,
+                 jumprelu_bandwidth: Positive = 0.001, jumprelu_init_threshold: Positive = 0.001, lr: Positive = 1e-3,
+                 lr_end: NonNegative = 1e-4, warmup_frac: Probability = 0.05, decay_frac: Probability = 0.2,
+                 sparsity_warmup_frac: Probability = 0.03, dead_window: PositiveInt = 50,
+                 geometric_median_sample: PositiveInt = 4096):
         super().__init__()
         self.save_hyperparameters()
         model, _ = self.lm_and_tokenizer()

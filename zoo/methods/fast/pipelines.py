@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from zoo.core.data import DataError
+from zoo.data.text import wrap_document
 from zoo.models.activations import decoder_layers, residual_stream
 from zoo.models.chat import encode_rendered
 
@@ -59,7 +60,7 @@ def encode_conversations(tokenizer, conversations: Sequence[Sequence[dict]], max
 
 def pretrain_documents(tokenizer, paths: Sequence[str | Path], val_fraction: float = 0.1) -> list[list[int]]:
     """zoo-lm's pre-training documents: the first ``1 - val_fraction`` of each text file's lines as
-    ``<bos> text <eos>`` (the split zoo-lm pre-trained on), no chat template.
+    ``<bos> text <eos>`` (the split zoo-lm pre-trained on; without the specials a tokenizer lacks), no chat template.
 
     Raises:
         DataError: a missing file.
@@ -72,7 +73,7 @@ def pretrain_documents(tokenizer, paths: Sequence[str | Path], val_fraction: flo
         lines = lines[:-1] if lines and lines[-1] == "" else lines
         text = "\n".join(lines[: len(lines) - round(val_fraction * len(lines))]) + "\n"
         ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
-        docs.append([tokenizer.bos_token_id, *ids, tokenizer.eos_token_id])
+        docs.append(wrap_document(tokenizer, ids))
     return docs
 
 

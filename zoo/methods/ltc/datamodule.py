@@ -17,6 +17,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from zoo.core.constraints import NonNegativeInt, PositiveInt, Probability
 from zoo.core.data import DataError, repo_root
 from zoo.data.waterbirds import GroupImageSet, read_waterbirds
 from zoo.methods.ltc.build_data import ensure
@@ -62,9 +63,9 @@ class WaterbirdsDataModule(L.LightningDataModule):
         DataError: from ``setup()``.
     """
 
-    def __init__(self, path: str | None = None, rate: float = 0.95,
-                 data_seed: int = 0, size: int = 48, batch_size: int = 128, n_train: int | None = None,
-                 n_eval: int | None = None):
+    def __init__(self, path: str | None = None, rate: Probability = 0.95, data_seed: NonNegativeInt = 0,
+                 size: PositiveInt = 48, batch_size: PositiveInt = 128, n_train: PositiveInt | None = None,
+                 n_eval: PositiveInt | None = None):
         super().__init__()
         self.path, self.rate, self.data_seed = path, float(rate), int(data_seed)
         self.size, self.batch_size, self.n_train, self.n_eval = int(size), int(batch_size), n_train, n_eval

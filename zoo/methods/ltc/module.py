@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import torch
 
+from zoo.core.constraints import Keys, OneOf, PositiveInt
 from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
@@ -57,10 +58,11 @@ class LTCModule(ZooModule):
     fit_sized_buffers = ("spurious", "salient", "directions")
     weight_settings: ClassVar[dict[str, str]] = {"backbone": "model.backbone", "prompts": "model.prompts"}
 
-    def __init__(self, backbone: str = "tiny", pretrained: str | None = None, clip: dict | None = None,
-                 context_length: int = 16, prompts: str = "waterbirds-cifar", random_draws: int = 20,
-                 evaluate: bool = True, eval_batch: int = 256, optimizer: dict | None = None,
-                 vocab_ids: list[int] | None = None):
+    def __init__(self, backbone: str = "tiny", pretrained: str | None = None,
+                 clip: Annotated[dict | None, Keys(TINY, **dict.fromkeys(TINY, PositiveInt))] = None,
+                 context_length: PositiveInt = 16, prompts: Annotated[str, OneOf(PROMPT_SETS)] = "waterbirds-cifar",
+                 random_draws: PositiveInt = 20, evaluate: bool = True, eval_batch: PositiveInt = 256,
+                 optimizer: dict | None = None, vocab_ids: list[int] | None = None):
         super().__init__()
         if prompts not in PROMPT_SETS:
             raise ValueError(f"model.prompts: unknown {prompts!r}; one of {sorted(PROMPT_SETS)}")

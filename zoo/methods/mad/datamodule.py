@@ -21,11 +21,14 @@ With ``n_train`` set, the model-train images are a class-balanced seeded subset 
 """
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 import lightning as L
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from zoo.core.constraints import NonNegativeInt, OneOf, OpenUnit, PositiveInt, Probability
 from zoo.core.data import DataError
 from zoo.data.images import DATASETS, ImageSet, read_images
 from zoo.methods.mad.attacks import ATTACKS, apply_trigger, poison
@@ -71,11 +74,14 @@ class BackdoorDataModule(L.LightningDataModule):
         batch_size: training and sampling batch size; seed: split, poisoning and calibration seed.
     """
 
-    def __init__(self, dataset: str | None = "cifar10-large", path: str | None = None, attack: str | None = "badnets",
-                 rate: float | None = 0.1, target: int | None = 0, trigger: dict | None = None, hardness: float = 0.5,
-                 n_train: int | None = None, n_sampling: int = 1000, n_trusted: int = 300, n_eval: int = 700,
-                 calib_fraction: float = 0.3, ood_dataset: str | None = None, n_ood: int = 300, size: int = 32,
-                 channels: int = 3, batch_size: int = 64, seed: int = 0):
+    def __init__(self, dataset: Annotated[str, OneOf(DATASETS)] | None = "cifar10-large", path: str | None = None,
+                 attack: Annotated[str, OneOf(ATTACKS)] | None = "badnets", rate: Probability | None = 0.1,
+                 target: NonNegativeInt | None = 0, trigger: dict | None = None, hardness: Probability = 0.5,
+                 n_train: PositiveInt | None = None, n_sampling: PositiveInt = 1000, n_trusted: PositiveInt = 300,
+                 n_eval: PositiveInt = 700, calib_fraction: OpenUnit = 0.3,
+                 ood_dataset: Annotated[str, OneOf(DATASETS)] | None = None, n_ood: PositiveInt = 300,
+                 size: PositiveInt = 32, channels: Literal[1, 3] = 3, batch_size: PositiveInt = 64,
+                 seed: NonNegativeInt = 0):
         super().__init__()
         unset = [k for k, v in (("dataset", dataset), ("attack", attack), ("rate", rate), ("target", target)) if v is None]
         if unset:

@@ -13,11 +13,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import torch
 import torch.nn.functional as F
 
+from zoo.core.constraints import (
+    Keys,
+    NonEmpty,
+    NonNegative,
+    NonNegativeInt,
+    OneOf,
+    OpenUnit,
+    Positive,
+    PositiveInt,
+    Range,
+)
 from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
@@ -31,6 +42,11 @@ from zoo.models.vision import build_vision_model
 
 DETECTOR_DEFAULTS = {"detectors": [*SCORES, *BASELINES], "draws": 2000, "burn_in": 250, "chunk": 32, "fpr": 0.05,
                      "strip_overlays": 8, "seed": 42, "sgld": {"lr": 1e-6, "localization": 1e4, "nbeta": 100.0}}
+#: The ``detector`` block: each key's allowed values.
+DetectorSettings = Annotated[dict | None, Keys(
+    DETECTOR_DEFAULTS, detectors=Annotated[list[Annotated[str, OneOf(DETECTOR_DEFAULTS["detectors"])]], NonEmpty],
+    draws=PositiveInt, burn_in=NonNegativeInt, chunk=PositiveInt, fpr=OpenUnit, strip_overlays=PositiveInt,
+    seed=NonNegativeInt, sgld=Keys(DETECTOR_DEFAULTS["sgld"], lr=Positive, localization=NonNegative, nbeta=Positive))]
 TABLE_COLUMNS = ["detector", "auroc", "der_fixed", "der_best", "der_backdoorbench", "tpr", "fpr"]
 
 
@@ -55,9 +71,10 @@ class MadModule(ZooModule):
         "num_classes": "model.num_classes", "img_size": "model.img_size", "dataset": "data.dataset",
         "attack": "data.attack", "target": "data.target", "rate": "data.rate", "trigger": "data.trigger"}
 
-    def __init__(self, arch: str | None = "vgg", arch_kwargs: dict | None = None, in_channels: int | None = 3,
-                 num_classes: int | None = 10, img_size: int | None = 32, fit_classifier: bool = True,
-                 detector: dict | None = None, data: dict | None = None, optimizer: dict | None = None):
+    def __init__(self, arch: str | None = "vgg", arch_kwargs: dict | None = None, in_channels: PositiveInt | None = 3,
+                 num_classes: Annotated[int, Range(2)] | None = 10, img_size: PositiveInt | None = 32,
+                 fit_classifier: bool = True, detector: DetectorSettings = None, data: dict | None = None,
+                 optimizer: dict | None = None):
         super().__init__()
         unset = [k for k, v in (("arch", arch), ("in_channels", in_channels), ("num_classes", num_classes),
                                 ("img_size", img_size)) if v is None]

@@ -21,10 +21,12 @@ tokenizer follows its model).
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
 import lightning as L
 from torch.utils.data import DataLoader
 
+from zoo.core.constraints import NonEmpty, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, read_jsonl, repo_root
 from zoo.data.preference import DEFAULT_PAIRS, DEFAULT_SPLIT, hh_to_messages, read_pairs
 from zoo.methods.pooled_reps.world import world_items
@@ -84,8 +86,9 @@ class PromptReferenceDataModule(L.LightningDataModule):
         DataError: an unknown source, ``user`` without ``path``, or a bad user row (at construction).
     """
 
-    def __init__(self, sources: list[str] | None = None, path: str | None = None, max_items: int | None = None,
-                 world_items: int = 300, world_seed: int = 1, batch_size: int = 64):
+    def __init__(self, sources: Annotated[list[Annotated[str, OneOf(SOURCES)]], NonEmpty] | None = None,
+                 path: str | None = None, max_items: PositiveInt | None = None, world_items: PositiveInt = 300,
+                 world_seed: NonNegativeInt = 1, batch_size: PositiveInt = 64):
         super().__init__()
         sources = list(sources or (["user"] if path else ["alpaca-heldout", "hh-eval"]))
         if path and "user" not in sources:

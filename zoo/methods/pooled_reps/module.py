@@ -13,10 +13,11 @@ import itertools
 import json
 import tempfile
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import torch
 
+from zoo.core.constraints import NonEmpty, Positive, PositiveInt, Range
 from zoo.core.module import ZooModule
 from zoo.core.registry import register_method
 from zoo.methods.pooled_reps.datamodule import PromptReferenceDataModule
@@ -55,10 +56,12 @@ class PooledRepsModule(ZooModule):
     fit_sized_buffers = ("bank", "bank_json", "meta_json")
     export_formats = ("package",)
 
-    def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, dtype: str = "float32",
-                 max_new_tokens: int = 64, temperature: float = 0.7, top_p: float = 0.95, readout_layer: int = -1,
-                 k: int = 10, n_boot: int = 200, spaces: list[str] | None = None, tfidf_dim: int = 128,
-                 encoder: str | None = None, lora: dict | None = None,
+    def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None,
+                 dtype: Literal["float32", "bfloat16", "float16"] = "float32", max_new_tokens: PositiveInt = 64,
+                 temperature: Positive = 0.7, top_p: Annotated[float, Range(0, 1, min_open=True)] = 0.95,
+                 readout_layer: int = -1, k: PositiveInt = 10, n_boot: PositiveInt = 200,
+                 spaces: Annotated[list[Literal["minilm", "tfidf"]], NonEmpty] | None = None,
+                 tfidf_dim: PositiveInt = 128, encoder: str | None = None, lora: dict | None = None,
                  bank_domains: list[str] | None = None):
         super().__init__()
         self.save_hyperparameters()

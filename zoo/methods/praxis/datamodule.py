@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from zoo.core.constraints import Fraction, NonEmpty, NonNegativeInt, Positive, PositiveInt
 from zoo.core.data import DataError, read_csv_rows, seeded_split
 from zoo.methods.praxis.binarize import binary_spec, feature_names, fit_spec, transform
 
@@ -45,9 +47,10 @@ class BinaryCSVDataModule(L.LightningDataModule):
         DataError: from ``setup()``: missing file/column, missing or non-binary values, fewer than 2 rows.
     """
 
-    def __init__(self, path: str, label: str, binarize: bool = False, features: list[str] | None = None,
-                 n_estimators: int = 40, max_depth: int = 2, learning_rate: float = 0.1, val_fraction: float = 0.0,
-                 seed: int = 0):
+    def __init__(self, path: str, label: str, binarize: bool = False,
+                 features: Annotated[list[str], NonEmpty] | None = None, n_estimators: PositiveInt = 40,
+                 max_depth: PositiveInt = 2, learning_rate: Positive = 0.1, val_fraction: Fraction = 0.0,
+                 seed: NonNegativeInt = 0):
         super().__init__()
         self.path, self.label, self.binarize, self.features = str(path), label, bool(binarize), features
         self.gbdt = {"n_estimators": n_estimators, "max_depth": max_depth, "learning_rate": learning_rate}

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import numpy as np
 import torch
 
+from zoo.core.constraints import NonNegative, NonNegativeInt, PositiveInt, Range
 from zoo.core.module import ZooModule
 from zoo.core.registry import register_method
 from zoo.methods.praxis.datamodule import BinaryCSVDataModule
@@ -50,10 +51,11 @@ class PraxisModule(ZooModule):
     export_formats = ("package",)
     fit_sized_buffers = _BUFFERS  # the stored set's size is only known after fit
 
-    def __init__(self, lam: float = 0.01, depth: int = 5, eps: float = 0.03, lookahead_k: int = 1,
-                 slack: float = 0.0, root_budget: int | None = None, majority_leaf_only: bool = False,
-                 max_saved_trees: int = 10000, eps_grid: list[float] | None = None, rid_bootstraps: int = 10,
-                 rid_trees: int = 200, rid_seed: int = 0):
+    def __init__(self, lam: NonNegative = 0.01, depth: NonNegativeInt = 5, eps: NonNegative = 0.03,
+                 lookahead_k: Annotated[int, Range(-1)] = 1, slack: NonNegative = 0.0,
+                 root_budget: NonNegativeInt | None = None, majority_leaf_only: bool = False,
+                 max_saved_trees: PositiveInt = 10000, eps_grid: list[NonNegative] | None = None,
+                 rid_bootstraps: NonNegativeInt = 10, rid_trees: PositiveInt = 200, rid_seed: NonNegativeInt = 0):
         super().__init__()
         for key, value, low in (("lam", lam, 0.0), ("depth", depth, 0), ("eps", eps, 0.0),
                                 ("lookahead_k", lookahead_k, -1), ("slack", slack, 0.0),

@@ -25,12 +25,14 @@ import hashlib
 import logging
 import math
 from pathlib import Path
+from typing import Annotated
 
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from zoo.core.constraints import Fraction, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, read_csv_rows, seeded_split
 from zoo.methods.pulse.monitor import ARCHIVES
 from zoo.methods.pulse.series import read_posts, read_series
@@ -87,13 +89,13 @@ class PulseDataModule(L.LightningDataModule):
         ValueError: an unknown stage. DataError: bad input rows (from ``setup``).
     """
 
-    def __init__(self, stage: str = "replay",
-                 series_path: str | None = SHIPPED_SERIES, archive_dir: str | None = SHIPPED_ARCHIVES, window: list[str] | None = None,
+    def __init__(self, stage: Annotated[str, OneOf(STAGES)] = "replay", series_path: str | None = SHIPPED_SERIES,
+                 archive_dir: str | None = SHIPPED_ARCHIVES, window: list[str] | None = None,
                  posts_path: str | None = "data/reddit-chatgpt/posts.jsonl",
-                 comments_path: str | None = "data/reddit-chatgpt/comments.csv", min_words: int = 10,
-                 limit_texts: int = 0, embeddings_path: str | None = None, weights_path: str | None = None,
-                 embedding_cache: str = "runs/.cache/pulse", val_fraction: float = 0.1, batch_size: int = 256,
-                 seed: int = 0):
+                 comments_path: str | None = "data/reddit-chatgpt/comments.csv", min_words: NonNegativeInt = 10,
+                 limit_texts: NonNegativeInt = 0, embeddings_path: str | None = None, weights_path: str | None = None,
+                 embedding_cache: str = "runs/.cache/pulse", val_fraction: Fraction = 0.1,
+                 batch_size: PositiveInt = 256, seed: NonNegativeInt = 0):
         super().__init__()
         if stage not in STAGES:
             raise ValueError(f"data.stage: {stage!r} is not one of {STAGES}")

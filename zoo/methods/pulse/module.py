@@ -9,11 +9,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 import torch
 
+from zoo.core.constraints import (
+    Keys,
+    NonEmpty,
+    NonNegative,
+    NonNegativeInt,
+    OneOf,
+    OpenUnit,
+    Positive,
+    PositiveInt,
+    Probability,
+)
 from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
@@ -27,6 +38,11 @@ from zoo.methods.pulse.sae import TopKSAE
 _REPLAY = {"features": EMOTIONAL, "search": "exact", "n_boot": 100, "eta": 0.01, "v_min": 0.05, "alpha": 0.1,
            "beta": 1.05, "monitor_feature": 57, "monitor_archive": "c2", "monitor_start": "2024-04-04",
            "r": [14, 28, 42], "n_monitored": [1, 3, 7], "end": "2025-11-30", "daily_subreddit": "ChatGPT"}
+#: The ``replay`` block: each key's allowed values.
+ReplaySettings = Annotated[dict | None, Keys(
+    _REPLAY, features=Annotated[list[NonNegativeInt], NonEmpty], search=Literal["exact", "greedy"], n_boot=NonNegativeInt,
+    eta=Positive, v_min=Probability, alpha=OpenUnit, beta=Positive, monitor_feature=NonNegativeInt,
+    r=Annotated[list[PositiveInt], NonEmpty], n_monitored=Annotated[list[PositiveInt], NonEmpty])]
 
 
 @register_method("pulse", datamodule=PulseDataModule)
@@ -50,9 +66,10 @@ class PulseModule(ZooModule):
     fit_sized_buffers = ("meta_json",)
     weight_settings: ClassVar[dict[str, str]] = {"input_dim": "model.input_dim"}
 
-    def __init__(self, stage: str = "replay", input_dim: int = 384, n_features: int = 128, k: int = 4,
-                 aux_k: int | None = None, aux_coef: float = 1 / 32, dead_steps: int = 256,
-                 optimizer: dict | None = None, replay: dict | None = None):
+    def __init__(self, stage: Annotated[str, OneOf(STAGES)] = "replay", input_dim: PositiveInt = 384,
+                 n_features: PositiveInt = 128, k: PositiveInt = 4, aux_k: PositiveInt | None = None,
+                 aux_coef: NonNegative = 1 / 32, dead_steps: PositiveInt = 256, optimizer: dict | None = None,
+                 replay: ReplaySettings = None):
         super().__init__()
         if stage not in STAGES:
             raise ValueError(f"model.stage: {stage!r} is not one of {STAGES}")

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from zoo.core.constraints import NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, read_jsonl
 from zoo.methods.rlcracker.prompts import REWRITE, encode_plain
 
@@ -76,12 +78,14 @@ class RLCrackerDataModule(L.LightningDataModule):
         n_val: validate on the first n val rows (``null``: all).
     """
 
-    def __init__(self, stage: str = "grpo", path: str | None = "data/rlcracker/unigram_train.jsonl",
+    def __init__(self, stage: Annotated[str, OneOf(STAGES)] = "grpo",
+                 path: str | None = "data/rlcracker/unigram_train.jsonl",
                  val_path: str | None = "data/rlcracker/unigram_val.jsonl",
                  test_path: str | None = "data/rlcracker/unigram_test_short.jsonl",
                  alpaca_path: str = "data/alpaca-subset/alpaca_5000.json", tokenizer: str | None = None,
-                 max_text_tokens: int = 224, max_length: int = 512, copy_records: int = 4517, copy_val: int = 64,
-                 batch_size: int = 4, n_val: int | None = None, num_workers: int = 0, seed: int = 0):
+                 max_text_tokens: PositiveInt = 224, max_length: PositiveInt = 512, copy_records: PositiveInt = 4517,
+                 copy_val: PositiveInt = 64, batch_size: PositiveInt = 4, n_val: PositiveInt | None = None,
+                 num_workers: NonNegativeInt = 0, seed: NonNegativeInt = 0):
         super().__init__()
         if stage not in STAGES:
             raise ValueError(f"data.stage must be one of {STAGES}, got {stage!r}")

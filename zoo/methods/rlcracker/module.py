@@ -13,10 +13,11 @@ package stores only the adapters (``zoo release --base``).
 from __future__ import annotations
 
 import copy
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import torch
 
+from zoo.core.constraints import NonNegative, NonNegativeInt, Positive, PositiveInt, Probability, Range
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
@@ -58,12 +59,13 @@ class RLCrackerModule(ZooModule):
     head_keys = ("lm.*lora_*",)  # adapters start fresh over plain causal-LM weights
     weight_settings: ClassVar[dict[str, str]] = {"arch": "model.arch", "lora": "model.lora"}
 
-    def __init__(self, arch: str | None = "zoo-lm-small", tokenizer: str | None = None, stage: str = "grpo",
-                 watermark: str = "unigram", lora: dict | None = None, group_size: int = 8,
-                 max_new_tokens: int = 96, temperature: float = 0.7, tau: float = 0.85, y: float = 0.975,
-                 w: float = 15.0, w_kl: float = 0.1, w_ppl: float = 0.1, beta: float = 0.04,
-                 token_reward: bool = True, updates: int = 1, epsilon: float = 0.2, max_grad_norm: float = 1.0,
-                 report_samples: int = 1, optimizer: dict | None = None):
+    def __init__(self, arch: str | None = "zoo-lm-small", tokenizer: str | None = None,
+                 stage: Literal["copy", "grpo"] = "grpo", watermark: Literal["unigram", "kgw"] = "unigram",
+                 lora: dict | None = None, group_size: Annotated[int, Range(2)] = 8, max_new_tokens: PositiveInt = 96,
+                 temperature: Positive = 0.7, tau: Annotated[float, Range(-1, 1)] = 0.85, y: Probability = 0.975,
+                 w: NonNegative = 15.0, w_kl: NonNegative = 0.1, w_ppl: NonNegative = 0.1, beta: NonNegative = 0.04,
+                 token_reward: bool = True, updates: PositiveInt = 1, epsilon: Positive = 0.2,
+                 max_grad_norm: Positive = 1.0, report_samples: NonNegativeInt = 1, optimizer: dict | None = None):
         super().__init__()
         if stage not in ("copy", "grpo"):
             raise ValueError(f"model.stage must be 'copy' or 'grpo', got {stage!r}")

@@ -1,11 +1,14 @@
 """``CornerShiftDataModule``: corner-shift canvases of a real image set for training and for the benchmark."""
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from zoo.core.constraints import NonNegative, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError
 from zoo.data.images import DATASETS, read_images
 from zoo.methods.saliency_bias.canvas import BACKGROUNDS, CornerShiftTrainSet, corner_shift_set, random_input_set
@@ -50,10 +53,12 @@ class CornerShiftDataModule(L.LightningDataModule):
         DataError: from the constructor (bad option) or ``setup()`` (file named).
     """
 
-    def __init__(self, dataset: str = "cifar10", path: str | None = None, size: int = 32, channels: int = 3,
-                 upscale: int = 1, factor: int = 2, background: str = "mean", noise_sd: float = 0.5,
-                 n_train: int | None = None, n_eval_objects: int = 8, eval_selection: str = "balanced",
-                 batch_size: int = 64, seed: int = 0):
+    def __init__(self, dataset: Annotated[str, OneOf(DATASETS)] = "cifar10", path: str | None = None,
+                 size: PositiveInt = 32, channels: Literal[1, 3] = 3, upscale: PositiveInt = 1,
+                 factor: PositiveInt = 2, background: Annotated[str, OneOf(BACKGROUNDS)] = "mean",
+                 noise_sd: NonNegative = 0.5, n_train: PositiveInt | None = None, n_eval_objects: PositiveInt = 8,
+                 eval_selection: Literal["balanced", "first"] = "balanced", batch_size: PositiveInt = 64,
+                 seed: NonNegativeInt = 0):
         super().__init__()
         if dataset not in DATASETS:
             raise DataError(f"data.dataset: unknown dataset {dataset!r}; one of {DATASETS}")

@@ -12,12 +12,13 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo.core.constraints import NonEmpty, NonNegative, NonNegativeInt, OneOf, PositiveInt, Range
 from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
@@ -67,10 +68,11 @@ class SaliencyBiasModule(ZooModule):
 
     export_formats = ("package",)
 
-    def __init__(self, family: list[dict] | None = None, in_channels: int = 3, num_classes: int = 10,
-                 img_size: int = 64, factor: int = 2, methods: list[str] | None = None, ig_steps: int = 16,
-                 sg_samples: int = 8, sg_sd: float = 0.5, benchmark: bool = True, random_seed: int = 1000,
-                 optimizer: dict | None = None):
+    def __init__(self, family: Annotated[list[dict], NonEmpty] | None = None, in_channels: PositiveInt = 3,
+                 num_classes: Annotated[int, Range(2)] = 10, img_size: PositiveInt = 64, factor: PositiveInt = 2,
+                 methods: Annotated[list[Annotated[str, OneOf(METHODS)]], NonEmpty] | None = None,
+                 ig_steps: PositiveInt = 16, sg_samples: PositiveInt = 8, sg_sd: NonNegative = 0.5,
+                 benchmark: bool = True, random_seed: NonNegativeInt = 1000, optimizer: dict | None = None):
         super().__init__()
         family = [dict(m) for m in (family or DEFAULT_FAMILY)]
         names = [m.get("name") for m in family]

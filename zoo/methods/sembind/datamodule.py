@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal
 
 import lightning as L
 import numpy as np
@@ -28,8 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from zoo.core.constraints import NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, cache_dir, read_csv_rows
-from zoo.data.images import IMAGE_SUFFIXES, read_images
+from zoo.data.images import IMAGE_SUFFIXES, ImageConversions, load_image, read_images
 from zoo.methods.sembind.captions import colour_attributes, make_captions
 
 SPLITS = ("provider", "proxy", "all")
@@ -84,8 +86,6 @@ def read_caption_folder(root: str, size: int) -> tuple[torch.Tensor, list[str]]:
         DataError: no folder or csv, a missing column, or a row whose file is missing/unreadable or whose caption
             is empty, as ``<csv>:<line>: column <name>: ...``.
     """
-    from PIL import Image
-
     base = Path(root)
     if not base.is_dir():
         raise DataError(f"{base}: no such folder (data.path; expected a folder with captions.csv: file,caption)")
@@ -93,7 +93,7 @@ def read_caption_folder(root: str, size: int) -> tuple[torch.Tensor, list[str]]:
     _, rows = read_csv_rows(csv, required=("file", "caption"))
     if not rows:
         raise DataError(f"{csv}: no rows after the header")
-    xs, caps = [], []
+    xs, caps, seen = [], [], ImageConversions(str(base))
     for line, row in enumerate(rows, 2):
         f = base / row["file"].strip()
         if not row["caption"].strip():
@@ -101,12 +101,9 @@ def read_caption_folder(root: str, size: int) -> tuple[torch.Tensor, list[str]]:
         if not f.is_file() or f.suffix.lower() not in IMAGE_SUFFIXES:
             raise DataError(f"{csv}:{line}: column file: {row['file']!r} is not an image file in {base} "
                             f"({', '.join(IMAGE_SUFFIXES)})")
-        try:
-            with Image.open(f) as im:
-                xs.append(np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR), dtype=np.uint8))
-        except (OSError, ValueError) as e:
-            raise DataError(f"{csv}:{line}: column file: {row['file']!r} is not a readable image ({e})") from None
+        xs.append(load_image(f, size, 3, seen, f"{csv}:{line}: column file: {row['file']!r}"))
         caps.append(row["caption"].strip())
+    seen.report()
     return torch.from_numpy(np.stack(xs)).permute(0, 3, 1, 2).float() / 255.0, caps
 
 
@@ -127,8 +124,9 @@ class CaptionDataModule(L.LightningDataModule):
         DataError: from ``setup()``; an unknown dataset or split.
     """
 
-    def __init__(self, dataset: str = "cifar10-6000", path: str | None = None, size: int = 16,
-                 split: str = "provider", n_train: int | None = None, batch_size: int = 32, seed: int = 0,
+    def __init__(self, dataset: Literal["cifar10-6000", "cifar10", "folder"] = "cifar10-6000", path: str | None = None,
+                 size: PositiveInt = 16, split: Annotated[str, OneOf(SPLITS)] = "provider",
+                 n_train: PositiveInt | None = None, batch_size: PositiveInt = 32, seed: NonNegativeInt = 0,
                  text_model: str | None = None):
         super().__init__()
         if split not in SPLITS:

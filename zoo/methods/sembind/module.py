@@ -15,10 +15,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import torch
 
+from zoo.core.constraints import (
+    Keys,
+    NonEmpty,
+    NonNegative,
+    NonNegativeInt,
+    OneOf,
+    OpenUnit,
+    Positive,
+    PositiveInt,
+    Probability,
+    Range,
+)
 from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
@@ -26,11 +38,27 @@ from zoo.core.registry import register_method
 from zoo.methods.sembind.datamodule import CaptionDataModule
 from zoo.methods.sembind.encoder import SemanticEncoder
 from zoo.methods.sembind.generator import CaptionDiffusion
+from zoo.methods.sembind.masker import MASKER_DEFAULTS
+from zoo.methods.sembind.pipeline import EVAL_DEFAULTS
 from zoo.methods.sembind.watermarks import SCHEMES
 
 STAGES = ("generator", "encoder", "masker")
 GENERATOR_DEFAULTS = {"size": 8, "widths": [32, 64], "layers_per_block": 1, "norm_groups": 8,
                       "train_steps": 1000, "p_null": 0.1}
+#: The ``generator_kwargs``, ``masker`` and ``evaluation`` blocks: each key's allowed values.
+GeneratorSettings = Annotated[dict | None, Keys(
+    GENERATOR_DEFAULTS, size=PositiveInt, widths=Annotated[list[PositiveInt], NonEmpty], layers_per_block=PositiveInt,
+    norm_groups=PositiveInt, train_steps=PositiveInt, p_null=Probability)]
+MaskerSettings = Annotated[dict | None, Keys(
+    MASKER_DEFAULTS, contrast_epochs=NonNegativeInt, hash_epochs=NonNegativeInt, lr=Positive, temperature=Positive,
+    scale=Positive, net=Keys(MASKER_DEFAULTS["net"], **dict.fromkeys(MASKER_DEFAULTS["net"], PositiveInt)))]
+EvaluationSettings = Annotated[dict | None, Keys(
+    EVAL_DEFAULTS, schemes=Annotated[list[Annotated[str, OneOf(SCHEMES)]], NonEmpty],
+    ratios=Annotated[list[Annotated[float, Range(0, 1, min_open=True)]], NonEmpty],
+    attacks=list[Literal["reprompt", "imprint"]], attackers=list[Literal["proxy", "provider"]],
+    distortions=list[Literal["jpeg", "blur", "noise", "crop"]], n_images=PositiveInt, n_captions=PositiveInt,
+    n_per_caption=PositiveInt, steps=PositiveInt, guidance=NonNegative, seeds=Annotated[list[NonNegativeInt], NonEmpty],
+    fpr=OpenUnit, predict_r=Probability)]
 
 
 def load_stage(ref: str, stage: str) -> torch.nn.Module:
@@ -97,10 +125,10 @@ class SemBindModule(ZooModule):
 
     export_formats = ("package",)
 
-    def __init__(self, stage: str = "generator", generator_kwargs: dict | None = None, encoder_width: int = 16,
-                 generator: str | None = None, proxy: str | None = None, encoder: str | None = None,
-                 masker: dict | None = None, evaluation: dict | None = None, key_file: str | None = None,
-                 optimizer: dict | None = None):
+    def __init__(self, stage: Annotated[str, OneOf(STAGES)] = "generator", generator_kwargs: GeneratorSettings = None,
+                 encoder_width: PositiveInt = 16, generator: str | None = None, proxy: str | None = None,
+                 encoder: str | None = None, masker: MaskerSettings = None, evaluation: EvaluationSettings = None,
+                 key_file: str | None = None, optimizer: dict | None = None):
         super().__init__()
         if stage not in STAGES:
             raise ValueError(f"model.stage: {stage!r} is not one of {STAGES}")

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import Literal
 
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from zoo.core.constraints import Discount, NonNegativeInt, PositiveInt
 from zoo.methods.sf_consolidation.drift import build_schedule
 from zoo.methods.sf_consolidation.envs import make_env
 from zoo.methods.sf_consolidation.losses import n_step_return
@@ -83,11 +85,13 @@ class DriftDataModule(L.LightningDataModule):
         seed: env, drift-noise and replay seed.
     """
 
-    def __init__(self, env: str = "fourrooms", steps: int = 50000, drift: str = "sine",
-                 drift_path: str | None = None, drift_low: float = 0.0, drift_high: float = 0.45,
-                 drift_period: int = 25000, task_period: int = 10000, max_episode_steps: int = 100,
-                 batch_size: int = 64, buffer_size: int = 50000, learn_every: int = 4, warmup: int = 1000,
-                 n_step: int = 10, gamma: float = 0.99, obs_size: int = 60, grid_size: int = 19, seed: int = 0):
+    def __init__(self, env: Literal["fourrooms", "halfcheetah", "miniworld-fourrooms"] = "fourrooms",
+                 steps: PositiveInt = 50000, drift: str = "sine", drift_path: str | None = None,
+                 drift_low: float = 0.0, drift_high: float = 0.45, drift_period: PositiveInt = 25000,
+                 task_period: NonNegativeInt = 10000, max_episode_steps: PositiveInt = 100,
+                 batch_size: PositiveInt = 64, buffer_size: PositiveInt = 50000, learn_every: PositiveInt = 4,
+                 warmup: NonNegativeInt = 1000, n_step: PositiveInt = 10, gamma: Discount = 0.99,
+                 obs_size: PositiveInt = 60, grid_size: PositiveInt = 19, seed: NonNegativeInt = 0):
         super().__init__()
         self.save_hyperparameters()
         target = "mass" if env == "halfcheetah" else "slip"

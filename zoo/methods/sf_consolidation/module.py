@@ -10,13 +10,14 @@ update; the datamodule steps the env with :meth:`act` in between.
 from __future__ import annotations
 
 import copy
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo.core.constraints import Discount, NonNegative, NonNegativeInt, OneOf, Positive, PositiveInt, Probability, Range
 from zoo.core.module import ZooModule
 from zoo.core.registry import register_method
 from zoo.methods.sf_consolidation.baselines import OnlineEWC, reset_layers
@@ -58,14 +59,18 @@ class SFConsolidationModule(ReportingMixin, ZooModule):
                                                  "consolidation": "model.consolidation",
                                                  "grid_size": "model.grid_size"}
 
-    def __init__(self, env: str = "fourrooms", critic: str = "sf", consolidation: str = "multi",
-                 num_beakers: int = 5, g: float | None = None, capacity_base: float = 2.0, leak: bool = True,
-                 feature_dim: int = 32, hidden: list[int] | None = None, lr: float = 5e-4, gamma: float = 0.99,
-                 target_every: int = 250, eps_start: float = 1.0, eps_end: float = 0.05, eps_decay: int = 10000,
-                 eps_eval: float = 0.05, ewc_lambda: float = 100.0, ewc_gamma: float = 0.9, ewc_period: int = 500,
-                 reset_every: int = 50000, inject_at: int = 25000, tau: float = 0.005, policy_delay: int = 2,
-                 expl_noise: float = 0.1, target_noise: float = 0.2, noise_clip: float = 0.5, obs_size: int = 60,
-                 eval_every: int = 5000, eval_episodes: int = 5, psi_td_weight: float = 0.0, grid_size: int = 19):
+    def __init__(self, env: str = "fourrooms", critic: Literal["sf", "q"] = "sf",
+                 consolidation: Annotated[str, OneOf(CONSOLIDATIONS)] = "multi", num_beakers: PositiveInt = 5,
+                 g: Positive | None = None, capacity_base: Positive = 2.0, leak: bool = True,
+                 feature_dim: PositiveInt = 32, hidden: list[PositiveInt] | None = None, lr: Positive = 5e-4,
+                 gamma: Discount = 0.99, target_every: PositiveInt = 250, eps_start: Probability = 1.0,
+                 eps_end: Probability = 0.05, eps_decay: PositiveInt = 10000, eps_eval: Probability = 0.05,
+                 ewc_lambda: NonNegative = 100.0, ewc_gamma: Probability = 0.9, ewc_period: PositiveInt = 500,
+                 reset_every: PositiveInt = 50000, inject_at: NonNegativeInt = 25000,
+                 tau: Annotated[float, Range(0, 1, min_open=True)] = 0.005, policy_delay: PositiveInt = 2,
+                 expl_noise: NonNegative = 0.1, target_noise: NonNegative = 0.2, noise_clip: NonNegative = 0.5,
+                 obs_size: PositiveInt = 60, eval_every: PositiveInt = 5000, eval_episodes: PositiveInt = 5,
+                 psi_td_weight: NonNegative = 0.0, grid_size: PositiveInt = 19):
         super().__init__()
         if consolidation not in CONSOLIDATIONS:
             raise ValueError(f"model.consolidation: unknown {consolidation!r}; choices {list(CONSOLIDATIONS)}")

@@ -7,11 +7,12 @@ policy/reference lifecycle and FSDP2 sharding are in ``policy.py``, stage A in `
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import torch
 from torchmetrics.aggregation import MeanMetric
 
+from zoo.core.constraints import NonNegative, NonNegativeInt, Positive, PositiveInt, Range
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
@@ -75,24 +76,31 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
     """
 
     export_formats = ("package", "hf")
+    trainer_rules = ({"when": {"variant": ["token", "reward"]}, "refused_strategies": ["fsdp", "deepspeed"],
+                      "why": "ShaPO's masked step supports single-device, DDP and FSDP2 (trainer.strategy=fsdp2), not "
+                             "FSDP1's flat shards or DeepSpeed; model.variant=dpo runs the baselines under them"},)
     # stage-A outputs (recomputed when masks_ready is False) and LoRA adapters (fresh when full weights are wrapped)
     head_keys = ("neuron_masks", "probe_direction", "masks_ready", "policy.*lora_*")
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
     def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, reference: str | None = None,
-                 variant: str = "token", loss: str = "dpo", beta: float = 0.1, label_smoothing: float = 0.0,
-                 rdpo_epsilon: float = 0.1, simpo_gamma_beta_ratio: float = 0.5, aggregation: str = "mean",
-                 drdpo_beta: float = 1.0, shapo_every: int = 5, perturbation: str = "gamma",
-                 gamma_min: float = 2e-6, gamma_max: float = 4e-6, rho: float = 0.05,
-                 probe_percentage: float = 1.0, neuron_sign: str = "negative", probe_pairs: int = 512,
-                 probe_epochs: int = 10, probe_lr: float = 1e-3, masks_path: str | None = None,
-                 stage_a_model: str | None = None,
-                 cost_model: str | None = None, reward_beta: float = 0.5, lora: dict | None = None,
-                 precompute_ref_logps: bool = False, accumulate_grad_batches: int = 1,
-                 max_grad_norm: float | None = 10.0, optimizer: dict | None = None, eval_generation: bool = True,
-                 max_new_tokens: int = 48, temperature: float = 1.0, gen_seed: int = 0, gen_batch_size: int = 32,
-                 greedy_eval: bool = True,
-                 gradient_checkpointing: bool = False):
+                 variant: Literal["dpo", "token", "reward"] = "token",
+                 loss: Literal["dpo", "ipo", "rdpo", "simpo"] = "dpo", beta: Positive = 0.1,
+                 label_smoothing: Annotated[float, Range(0, 0.5)] = 0.0,
+                 rdpo_epsilon: Annotated[float, Range(0, 0.5, max_open=True)] = 0.1,
+                 simpo_gamma_beta_ratio: NonNegative = 0.5, aggregation: Literal["mean", "drdpo"] = "mean",
+                 drdpo_beta: Positive = 1.0, shapo_every: PositiveInt = 5,
+                 perturbation: Literal["gamma", "rho"] = "gamma", gamma_min: NonNegative = 2e-6,
+                 gamma_max: NonNegative = 4e-6, rho: NonNegative = 0.05,
+                 probe_percentage: Annotated[float, Range(0, 100, min_open=True)] = 1.0,
+                 neuron_sign: Literal["negative", "positive", "abs"] = "negative", probe_pairs: PositiveInt = 512,
+                 probe_epochs: PositiveInt = 10, probe_lr: Positive = 1e-3, masks_path: str | None = None,
+                 stage_a_model: str | None = None, cost_model: str | None = None, reward_beta: Positive = 0.5,
+                 lora: dict | None = None, precompute_ref_logps: bool = False,
+                 accumulate_grad_batches: PositiveInt = 1, max_grad_norm: Positive | None = 10.0,
+                 optimizer: dict | None = None, eval_generation: bool = True, max_new_tokens: PositiveInt = 48,
+                 temperature: NonNegative = 1.0, gen_seed: NonNegativeInt = 0, gen_batch_size: PositiveInt = 32,
+                 greedy_eval: bool = True, gradient_checkpointing: bool = False):
         super().__init__()
         self.save_hyperparameters()
         self._check_args()

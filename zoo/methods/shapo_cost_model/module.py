@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics.aggregation import MeanMetric
 
+from zoo.core.constraints import NonNegative
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
@@ -61,7 +62,7 @@ class CostModelModule(ZooModule):
     export_formats = ("package", "onnx")
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
-    def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, center_weight: float = 0.01,
+    def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, center_weight: NonNegative = 0.01,
                  threshold: float = 0.0, optimizer: dict | None = None):
         super().__init__()
         self.save_hyperparameters()

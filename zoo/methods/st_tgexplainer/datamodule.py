@@ -34,6 +34,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, get_worker_info
 
+from zoo.core.constraints import Fraction, NonNegativeInt, OpenUnit, PositiveInt, Probability
 from zoo.core.data import repo_root
 
 from .data import RecentNeighborSampler, TemporalGraph, chronological_split, pair_seen_before, read_events
@@ -69,11 +70,11 @@ class TemporalLinkDataModule(L.LightningDataModule):
         num_workers: DataLoader workers.
     """
 
-    def __init__(self, path: str = DEFAULT_PATH, batch_size: int = 200, num_neighbors: int = 20,
-                 val_ratio: float = 0.15, test_ratio: float = 0.15, new_node_ratio: float = 0.1,
-                 split_seed: int = 2020, neg_seed: int = 0, mrr_negatives: int = 0, mrr_hist_ratio: float = 0.5,
-                 shuffle: bool = True,
-                 max_train_events: int | None = None, max_eval_events: int | None = None, num_workers: int = 0):
+    def __init__(self, path: str = DEFAULT_PATH, batch_size: PositiveInt = 200, num_neighbors: PositiveInt = 20,
+                 val_ratio: OpenUnit = 0.15, test_ratio: OpenUnit = 0.15, new_node_ratio: Fraction = 0.1,
+                 split_seed: NonNegativeInt = 2020, neg_seed: NonNegativeInt = 0, mrr_negatives: NonNegativeInt = 0,
+                 mrr_hist_ratio: Probability = 0.5, shuffle: bool = True, max_train_events: PositiveInt | None = None,
+                 max_eval_events: PositiveInt | None = None, num_workers: NonNegativeInt = 0):
         super().__init__()
         if batch_size < 1 or num_neighbors < 1 or mrr_negatives < 0:
             raise ValueError(f"data: batch_size={batch_size}, num_neighbors={num_neighbors} must be >= 1 and "

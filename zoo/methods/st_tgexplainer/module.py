@@ -5,11 +5,12 @@ import json
 import logging
 import math
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import torch
 import torch.nn.functional as F
 
+from zoo.core.constraints import NonNegative, NonNegativeInt, Positive, PositiveInt, Probability, Range
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
@@ -54,12 +55,14 @@ class STTGExplainer(ZooModule):
     export_formats = ("package", "onnx")
     weight_settings: ClassVar[dict[str, str]] = {"num_neighbors": "model.num_neighbors"}
 
-    def __init__(self, num_nodes: int | None = None, num_neighbors: int = 20, hidden: int = 172,
-                 time_dim: int = 100, num_layers: int = 2, dropout: float = 0.2, token_factor: float = 0.5,
-                 channel_factor: float = 4.0, explainer: bool = True, info_weight: float = 0.1,
-                 dis_weight: float = 0.1, init_r: float = 0.7, decay_interval: int = 5, decay_r: float = 0.1,
-                 final_r: float = 0.5, mask_temperature: float = 1.0, optimizer: dict | None = None, disc_lr: float = 1e-4,
-                 fidelity_levels: list | None = None, edge_feat_dim: int | None = None,
+    def __init__(self, num_nodes: PositiveInt | None = None, num_neighbors: PositiveInt = 20,
+                 hidden: PositiveInt = 172, time_dim: PositiveInt = 100, num_layers: PositiveInt = 2,
+                 dropout: Annotated[float, Range(0, 1, max_open=True)] = 0.2, token_factor: Positive = 0.5,
+                 channel_factor: Positive = 4.0, explainer: bool = True, info_weight: NonNegative = 0.1,
+                 dis_weight: NonNegative = 0.1, init_r: Probability = 0.7, decay_interval: PositiveInt = 5,
+                 decay_r: Probability = 0.1, final_r: Probability = 0.5, mask_temperature: Positive = 1.0,
+                 optimizer: dict | None = None, disc_lr: Positive = 1e-4,
+                 fidelity_levels: list[Probability] | None = None, edge_feat_dim: NonNegativeInt | None = None,
                  history_path: str | None = None):
         super().__init__()
         self.save_hyperparameters()

@@ -27,12 +27,14 @@ Raises:
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from zoo.core.constraints import Fraction, NonEmpty, NonNegativeInt, PositiveInt
 from zoo.core.data import DataError, read_csv_rows, seeded_split
 
 SHIPPED = {"gbsg2": "load_gbsg2", "whas500": "load_whas500", "veterans": "load_veterans_lung_cancer",
@@ -126,8 +128,9 @@ class SurvivalDataModule(L.LightningDataModule):
     """
 
     def __init__(self, dataset: str = "gbsg2", path: str | None = None, time: str = "time", event: str = "event",
-                 features: list[str] | None = None, n: int = 1000, val_fraction: float = 0.15,
-                 test_fraction: float = 0.2, batch_size: int = 256, seed: int = 0):
+                 features: Annotated[list[str], NonEmpty] | None = None, n: PositiveInt = 1000,
+                 val_fraction: Fraction = 0.15, test_fraction: Fraction = 0.2, batch_size: PositiveInt = 256,
+                 seed: NonNegativeInt = 0):
         super().__init__()
         self.batch_size, self.scenario, self.generated = int(batch_size), None, False
         if path:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 import torch
 
+from zoo.core.constraints import Fraction, Keys, NonEmpty, NonNegativeInt, Positive, PositiveInt, Probability
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
@@ -28,6 +29,13 @@ from zoo.methods.survshap_iq.survival_models import SurvivalInterface
 _SIZED = ("x_mean", "x_scale", "background", "explain_times", "bh_times", "bh_cumhaz", "cuts")
 EXPLAIN = {"n_points": 4, "n_times": 21, "index": "k-SII", "max_order": 2, "scales": ["survival", "log_hazard"],
            "n_background": 64, "approximator": "auto", "budget": None, "partition_rel_tol": 0.01, "seed": 0}
+#: The ``explain`` block: each key's allowed values (shapiq's interaction indices; ``auto`` picks the approximator).
+ExplainSettings = Annotated[dict | None, Keys(
+    EXPLAIN, n_points=NonNegativeInt, n_times=PositiveInt, max_order=PositiveInt, n_background=PositiveInt,
+    index=Literal["k-SII", "SII", "STII", "FSII", "FBII", "SV", "BV", "BII", "CHII"],
+    scales=Annotated[list[Literal["survival", "hazard", "log_hazard"]], NonEmpty],
+    approximator=Literal["auto", "exact", "kernel", "regression", "svarm", "permutation", "montecarlo"],
+    budget=PositiveInt | None, partition_rel_tol=Positive, seed=NonNegativeInt)]
 
 
 @register_method("survshap-iq", datamodule=SurvivalDataModule)
@@ -44,18 +52,18 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
             ``n_times`` times between the 5 % and 80 % quantiles of the training event times, ``index`` and
             ``max_order`` (shapiq), ``scales``, a background of ``n_background`` training rows.
     Raises:
-        ValueError: an unknown model, or explain keys that are not in ``EXPLAIN``.
+        ValueError: explain keys that are not in ``EXPLAIN``.
     """
 
     export_formats = ("package",)
     fit_sized_buffers = _SIZED  # sizes known only after reading the data
 
-    def __init__(self, model: str = "deepsurv", hidden: list[int] | None = None, dropout: float = 0.1,
-                 n_bins: int = 20, alpha: float = 0.2, sigma: float = 0.1, optimizer: dict | None = None,
-                 n_features: int = 0, feature_names: list[str] | None = None, explain: dict | None = None):
+    def __init__(self, model: Literal["deepsurv", "deephit", "coxph"] = "deepsurv",
+                 hidden: list[PositiveInt] | None = None, dropout: Fraction = 0.1, n_bins: PositiveInt = 20,
+                 alpha: Probability = 0.2, sigma: Positive = 0.1, optimizer: dict | None = None,
+                 n_features: NonNegativeInt = 0, feature_names: list[str] | None = None,
+                 explain: ExplainSettings = None):
         super().__init__()
-        if model not in ("deepsurv", "deephit", "coxph"):
-            raise ValueError(f"model.model: {model!r} is not one of deepsurv, deephit, coxph")
         unknown = sorted(set(explain or {}) - set(EXPLAIN))
         if unknown:
             raise ValueError(f"model.explain: unknown key(s) {unknown}; known: {sorted(EXPLAIN)}")
@@ -146,6 +154,16 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
             r = self(torch.as_tensor(dm.X_train, dtype=torch.float64)).double()
             self.train(was)
         self.bh_times, self.bh_cumhaz = breslow(r, torch.as_tensor(dm.time_train), torch.as_tensor(dm.event_train))
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """The Breslow baseline a checkpoint holds is the one of the weights it holds (recomputed now), not the last
+        validation's: it then depends on nothing but the weights, so a killed and resumed run saves what an
+        uninterrupted one saves."""
+        if self._trainer is None or self.trainer.datamodule is None or self.hparams.model == "deephit":
+            return
+        self._refresh_baseline()
+        checkpoint["state_dict"]["bh_times"] = self.bh_times.detach().clone()
+        checkpoint["state_dict"]["bh_cumhaz"] = self.bh_cumhaz.detach().clone()
 
     def _metrics(self, split: str) -> dict[str, float]:
         dm = self.trainer.datamodule

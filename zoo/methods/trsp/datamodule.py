@@ -17,10 +17,13 @@ and column.
 """
 from __future__ import annotations
 
+from typing import Annotated
+
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from zoo.core.constraints import NonNegative, NonNegativeInt, OneOf, Positive, PositiveInt, Range
 from zoo.core.data import DataError
 from zoo.methods.trsp.costs import Instance
 from zoo.methods.trsp.instances import authors_instance, commuting_od_instance, csv_instance
@@ -48,11 +51,12 @@ class TrSPDataModule(L.LightningDataModule):
         DataError: from ``setup()``: unknown format, missing path, any bad file.
     """
 
-    def __init__(self, format: str = "commuting-od", county: str = "manhattan", path: str | None = None,
-                 stops_path: str | None = None, n_travellers: int | None = 400, n_candidates: int | None = None,
-                 seed: int = 0, circuity: float = 1.3, speed_kmh: float = 5.0, shuttle_factor: float = 0.2,
-                 wait_minutes: float = 5.0, transit_scaling: float = 1.0, candidate_mode: int = 0,
-                 allow_non_metric: bool = False):
+    def __init__(self, format: Annotated[str, OneOf(FORMATS)] = "commuting-od", county: str = "manhattan",
+                 path: str | None = None, stops_path: str | None = None, n_travellers: PositiveInt | None = 400,
+                 n_candidates: PositiveInt | None = None, seed: NonNegativeInt = 0,
+                 circuity: Annotated[float, Range(1)] = 1.3, speed_kmh: Positive = 5.0,
+                 shuttle_factor: NonNegative = 0.2, wait_minutes: NonNegative = 5.0, transit_scaling: Positive = 1.0,
+                 candidate_mode: NonNegativeInt = 0, allow_non_metric: bool = False):
         super().__init__()
         if format not in FORMATS:
             raise ValueError(f"data.format: one of {FORMATS}, got {format!r}")

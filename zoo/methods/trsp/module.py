@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 import torch
 
+from zoo.core.constraints import NonNegativeInt, OneOf, Positive, PositiveInt, Probability, Range
 from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.registry import register_method
@@ -63,8 +64,9 @@ class TrSPModule(ZooModule):
     export_formats = ("package",)
     fit_sized_buffers = _BUFFERS  # sizes are known only after fit
 
-    def __init__(self, algorithm: str = "eca", k: int = 20, lam: float = 0.5, seed: int = 0, core_max_n: int = 60,
-                 core_betas: list[float] | None = None, core_solver: str = "cpsat"):
+    def __init__(self, algorithm: Annotated[str, OneOf(ALGORITHMS)] = "eca", k: Annotated[int, Range(2)] = 20,
+                 lam: Probability = 0.5, seed: NonNegativeInt = 0, core_max_n: PositiveInt = 60,
+                 core_betas: list[Positive] | None = None, core_solver: Literal["cpsat", "cbc"] = "cpsat"):
         super().__init__()
         if algorithm not in ALGORITHMS:
             raise ValueError(f"model.algorithm: one of {ALGORITHMS}, got {algorithm!r}")

@@ -13,13 +13,14 @@ import re
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, WeightedRandomSampler
 
+from zoo.core.constraints import Fraction, NonNegativeInt, PositiveInt, Probability
 from zoo.core.data import DataError, repo_root
 from zoo.methods.watchlog.render import RESERVED_KEYS, SYSMON_LAYOUT, EventRenderer, normalise_value
 from zoo.methods.watchlog.windows import (
@@ -195,12 +196,13 @@ class WatchLogDataModule(L.LightningDataModule):
 
     def __init__(self, path: str = "data/mordor-sysmon/events.jsonl.gz", labels_path: str | None = None,
                  metadata_path: str | None = "data/mordor-sysmon/datasets.json", recording_key: str = "dataset",
-                 window: int = 16, stride: int | None = None, train_stride: int | None = None,
-                 group_by: str = "host", min_attack_events: int = 1, split: Sequence[float] | None = None,
-                 test_recordings: Sequence[str] | None = None, seed: int = 0,
-                 layout: Sequence[str] | None = None, canvas: Sequence[int] = (32, 128, 4, 4),
-                 token_len: int = 0, vocab_size: int = 8192, batch_size: int = 32, num_workers: int = 0,
-                 limit_windows: int = 0, malicious_fraction: float = 0.0, deduplicate: bool = True):
+                 window: PositiveInt = 16, stride: PositiveInt | None = None, train_stride: PositiveInt | None = None,
+                 group_by: Literal["host", "process"] = "host", min_attack_events: PositiveInt = 1,
+                 split: Sequence[Probability] | None = None, test_recordings: Sequence[str] | None = None,
+                 seed: NonNegativeInt = 0, layout: Sequence[str] | None = None,
+                 canvas: Sequence[PositiveInt] = (32, 128, 4, 4), token_len: NonNegativeInt = 0,
+                 vocab_size: PositiveInt = 8192, batch_size: PositiveInt = 32, num_workers: NonNegativeInt = 0,
+                 limit_windows: NonNegativeInt = 0, malicious_fraction: Fraction = 0.0, deduplicate: bool = True):
         super().__init__()
         self.save_hyperparameters()
         if not 0 <= malicious_fraction < 1:

@@ -49,9 +49,13 @@ class PromptBuilder:
         enc = lambda s: tokenizer(s, add_special_tokens=False)["input_ids"]
         self.markers = [enc(("" if t == 0 else " ") + f"#{t}") for t in range(n_frames)]
         self.tail = enc(" answer:")
-        self.bos, self.eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+        self.eos = tokenizer.eos_token_id
+        # a tokenizer without a BOS (Qwen-style) starts the prompt with the first marker; the visual slots'
+        # placeholder id (overwritten by the frame embedding) is then the EOS
+        self.start = [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
+        self.slot = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
         # positions of the visual tokens in the prompt
-        pos, n = [], 1
+        pos, n = [], len(self.start)
         for m in self.markers:
             n += len(m)
             pos.append(n)
@@ -68,9 +72,9 @@ class PromptBuilder:
         cite the number *after* the attended frame (an off-by-one seen in a 300-step SFT run).
         """
         B, T, _ = visual.shape
-        ids = [self.bos]
+        ids = list(self.start)
         for m in self.markers[:T]:
-            ids += m + [self.bos]                     # the bos id is a placeholder, overwritten below
+            ids += m + [self.slot]                    # a placeholder id, overwritten below
         ids += self.tail
         ids_t = torch.tensor(ids, device=visual.device)
         x = embed(ids_t).unsqueeze(0).expand(B, -1, -1).clone()

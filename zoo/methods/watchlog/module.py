@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo.core.constraints import NonNegative, NonNegativeInt, OneOf, OpenUnit, Positive, PositiveInt
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
@@ -77,11 +78,12 @@ class WatchLogModule(Inference, ZooModule):
                        "group_by": "model.group_by", "lm.arch": "model.decoder.arch",
                        "lm.tokenizer": "model.decoder.tokenizer"}
 
-    def __init__(self, stage: str = "detect", encoder: dict | None = None, window: int = 16,
-                 canvas: Sequence[int] = (32, 128, 4, 4), layout: Sequence[str] | None = None,
-                 group_by: str = "host", frame_stride: int = 1, decoder: dict | None = None,
-                 det_weight: float = 1.0, event_weight: float = 0.5, pos_weight: float = 3.0,
-                 mask_ratio: float = 0.5, optimizer: dict | None = None, n_techniques: int | None = None):
+    def __init__(self, stage: Annotated[str, OneOf(STAGES)] = "detect", encoder: dict | None = None,
+                 window: PositiveInt = 16, canvas: Sequence[PositiveInt] = (32, 128, 4, 4),
+                 layout: Sequence[str] | None = None, group_by: Literal["host", "process"] = "host",
+                 frame_stride: PositiveInt = 1, decoder: dict | None = None, det_weight: NonNegative = 1.0,
+                 event_weight: NonNegative = 0.5, pos_weight: Positive = 3.0, mask_ratio: OpenUnit = 0.5,
+                 optimizer: dict | None = None, n_techniques: NonNegativeInt | None = None):
         super().__init__()
         self.save_hyperparameters()
         if stage not in STAGES:

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from zoo.core.constraints import Fraction, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, repo_root, seeded_split
 from zoo.data.chat import read_conversations
+from zoo.data.text import wrap_document
 from zoo.models.causal_lm import load_tokenizer
 from zoo.models.chat import IGNORE_INDEX, encode_chat
 
@@ -55,7 +58,7 @@ def pack(documents: Sequence[Sequence[int]], block_size: int) -> torch.Tensor:
     """Concatenate token documents and cut them into non-overlapping blocks.
 
     Args:
-        documents: token id lists (each already wrapped in bos/eos by the caller).
+        documents: token id lists (each already wrapped in bos/eos by the caller, :func:`zoo.data.text.wrap_document`).
         block_size: tokens per block.
 
     Returns:
@@ -124,10 +127,12 @@ class LMDataModule(L.LightningDataModule):
         DataError: a missing file or bad line (at ``setup``).
     """
 
-    def __init__(self, mode: str = "pretrain", path: str | list[str] = (
+    def __init__(self, mode: Annotated[str, OneOf(MODES)] = "pretrain",
+                 path: str | list[str] = (
             "data/tinyshakespeare/input.txt", "data/alpaca-subset/alpaca_5000.txt"),
-                 val_path: str | list[str] | None = None, val_fraction: float = 0.1, max_length: int = 256,
-                 batch_size: int = 16, num_workers: int = 0, tokenizer: str | None = None, seed: int = 0):
+                 val_path: str | list[str] | None = None, val_fraction: Fraction = 0.1, max_length: PositiveInt = 256,
+                 batch_size: PositiveInt = 16, num_workers: NonNegativeInt = 0, tokenizer: str | None = None,
+                 seed: NonNegativeInt = 0):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"data.mode: {mode!r} is not one of {MODES}")
@@ -177,7 +182,7 @@ class LMDataModule(L.LightningDataModule):
         tok = self.tokenizer
         # literal "</s>" in a document is text, not a document boundary (special-token parsing off)
         ids = tok(text, add_special_tokens=False, split_special_tokens=True, verbose=False)["input_ids"]
-        return [tok.bos_token_id, *ids, tok.eos_token_id]
+        return wrap_document(tok, ids)
 
     def _pretrain_sets(self):
         train_docs, val_docs = [], []

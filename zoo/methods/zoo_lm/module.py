@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torchmetrics.aggregation import SumMetric
 
+from zoo.core.constraints import OneOf
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
@@ -86,8 +87,8 @@ class ZooLM(ZooModule):
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
     def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, optimizer: dict | None = None,
-                 prompt_format: str = "chat", generation: dict | None = None, gradient_checkpointing: bool = False,
-                 lora: dict | None = None):
+                 prompt_format: Annotated[str, OneOf(PROMPT_FORMATS)] = "chat", generation: dict | None = None,
+                 gradient_checkpointing: bool = False, lora: dict | None = None):
         super().__init__()
         self.save_hyperparameters()
         if prompt_format not in PROMPT_FORMATS:
