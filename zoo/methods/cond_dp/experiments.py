@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from zoo.core.data import repo_root
+from zoo.core.results import summarise, write_result  # imported first: provenance reads the git state at start
 from zoo.methods.cond_dp.baselines import laplace_labels, rr_on_bins_labels, sufficient_statistics
 from zoo.methods.cond_dp.conditioning import conditioning_matrix
 from zoo.methods.cond_dp.datamodule import LabelDPDataModule
@@ -204,8 +205,6 @@ def _protocol_notes(grid: str) -> str:
 def write_non_private_conditioned(done: list[dict], chosen: dict, grid: str) -> Path:
     """``results/cond-dp/non-private-conditioned.json``: plain SGD with C = I and with Cond-DP's C (both
     realisations), no clipping or noise, each step size tuned on validation as the private methods' are."""
-    from zoo.core.results import summarise, write_result
-
     rows, tuning = tuned_rows(done, chosen)
     notes = (_protocol_notes(grid) + "Non-private SGD (no clipping, no noise, shuffled batches) with the same "
              "conditioning C as Cond-DP: `non-private-precondition` multiplies the first layer's gradient by C, "
@@ -222,8 +221,6 @@ def write_non_private_conditioned(done: list[dict], chosen: dict, grid: str) -> 
 def write(done: list[dict], chosen: dict, grid: str) -> Path:
     """Rows at the tuned step sizes (with MSE relative to the mean non-private MSE) and their summary through
     ``write_result``."""
-    from zoo.core.results import summarise, write_result
-
     rows, tuning = tuned_rows(done, chosen)
     rows = [{k: v for k, v in r.items() if k != "lr"} for r in rows]
     runs = [r for r in done if r["kind"] == "run" and (r["dataset"], r["model"], r["method"], r["epsilon"]) in chosen
