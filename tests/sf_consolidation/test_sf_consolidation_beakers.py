@@ -4,8 +4,7 @@ import torch
 from torch import nn
 
 pytest.importorskip("gymnasium")
-from zoo.methods.sf_consolidation.beakers import (BeakerChain, capacities, consolidate, recall_mask,
-                                                  storage_timescales)
+from zoo.methods.sf_consolidation.beakers import BeakerChain, capacities, consolidate, recall_mask, storage_timescales
 
 
 def scalar_chain(K, u0=1.0, rest=0.0):
