@@ -119,3 +119,30 @@ def test_converted_table_says_so(tmp_path):
     prov = json.loads(path.read_text())["provenance"]
     assert prov["converted_from_commit"] == "a" * 40 and prov["rerun"] is False and prov["command"] == "python old.py"
     assert "numbers from commit aaaaaaaaaa, converted to this format" in render(tmp_path / "results")
+
+
+def test_dirty_tree_tables_are_marked_each(tmp_path):
+    """Each table from a ``dirty: true`` file carries the Dirty tree line above it; a clean one does not."""
+    d = tmp_path / "results" / "m"
+    d.mkdir(parents=True)
+    for name, dirty, extra in (("a-clean", False, {}), ("b-dirty", True, {}),
+                               ("c-converted", True, {"converted_from_commit": "c" * 40, "rerun": False})):
+        prov = {"git_sha": name[0] * 40, "dirty": dirty, "date": "2026-12-01", "machine": {}} | extra
+        (d / f"{name}.json").write_text(json.dumps({"command": "python x.py", "rows": [{"v": 1}],
+                                                    "provenance": prov}))
+    text = render(tmp_path / "results")
+    sections = {s.split("\n", 1)[0]: s for s in text.split("\n### ")[1:]}
+    assert "Dirty tree" not in sections["a-clean"] and "(dirty)" not in sections["a-clean"]
+    assert "> **Dirty tree:** made from a working tree with uncommitted changes on top of commit bbbbbbbbbb" \
+        in sections["b-dirty"]
+    assert sections["b-dirty"].index("Dirty tree") < sections["b-dirty"].index("| v |")
+    assert "**Dirty tree (conversion):**" in sections["c-converted"] and "commit cccccccccc" in sections["c-converted"]
+
+
+def test_committed_pages_mark_every_dirty_file():
+    """docs/results.md and docs/benchmarks.md carry one Dirty tree line per dirty results file of their kind."""
+    root = repo_root()
+    for kind, page in (("result", "results.md"), ("benchmark", "benchmarks.md")):
+        dirty = [f for f in (root / "results").glob("*/*.json")
+                 if (doc := json.loads(f.read_text())).get("kind") == kind and doc["provenance"].get("dirty")]
+        assert (root / "docs" / page).read_text().count("> **Dirty tree") == len(dirty), page

@@ -80,3 +80,29 @@ def test_real_therapy_series_breaks_at_gpt4o():
     s = read_series("data/pulse-aggregates/feature_series_historical.json").window("2023-01-01", "2025-11-30")
     fit = select_changepoints(s, 9, search="greedy")
     assert fit.changepoints[0] == "2024-05-13" and 3.0 < fit.ratio < 8.0
+
+
+def test_default_objective_is_the_papers_on_the_fraction():
+    """``select_changepoints`` minimises sum_t lambda_t - f_t log lambda_t on the daily fraction (paper App. B.2),
+    not the count likelihood with exposure and log y! (whose scale moves the eta stop)."""
+    s = _planted()
+    anchors = anchors_inside(s)[3:9]
+    fit = select_changepoints(s, 0, search="exact", anchors=anchors)
+    f = s.counts[0] / s.n_posts
+    lam = fit.fitted
+    assert fit.path[len(fit.changepoints)] == pytest.approx(float(np.sum(lam - f * np.log(lam))), rel=1e-9)
+    count = select_changepoints(s, 0, search="exact", anchors=anchors, objective="count")
+    X = hinge_design(s, anchors)
+    theta = np.r_[count.beta0, np.zeros(len(anchors))]
+    theta[1 + anchors.index("2024-05-13")] = count.gamma[0]
+    assert count.path[1] == pytest.approx(float(poisson_nll(theta[None], X, s.counts[0].astype(float),
+                                                            s.n_posts.astype(float))[0]), rel=1e-9)
+    with pytest.raises(ValueError, match="objective"):
+        select_changepoints(s, 0, objective="counts")
+
+
+def test_attachment_selects_gpt5_only_under_the_count_objective():
+    s = read_series("data/pulse-aggregates/feature_series_historical.json").window("2023-01-01", "2025-11-30")
+    assert select_changepoints(s, 119, search="greedy").changepoints == ["2024-05-13"]
+    assert select_changepoints(s, 119, search="greedy", objective="count").changepoints == ["2024-05-13",
+                                                                                           "2025-08-07"]

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 pytest.importorskip("gymnasium")
-from zoo.methods.sf_consolidation.beakers import BeakerChain, capacities, consolidate, storage_timescales
+from zoo.methods.sf_consolidation.beakers import BeakerChain, capacities, consolidate, recall_mask, storage_timescales
 
 
 def scalar_chain(K, u0=1.0, rest=0.0):
@@ -23,32 +23,42 @@ def test_g_zero_leaves_chain_inert():
     assert [float(x[0]) for x in b] == [3.0, -1.0, 7.0]
 
 
-def test_k2_without_leak_is_an_ema_at_rate_g_over_c1():
+def test_k2_without_leak_is_an_ema_at_rate_g_over_c2():
     seq = [1.0, 0.0, 2.0, -1.0, 0.5, 3.0, 3.0, 0.0]
     b = scalar_chain(2, rest=0.0)
     ema = 0.0
-    for x in seq:                                                         # before tau_1 = 40: no recall into u_0
+    for x in seq:                                                         # mask [1, 0]: no recall into u_0 yet
         b[0][0].fill_(x)
-        consolidate(b, 0.05, capacities(2), [False, False], leak=False)
-        ema = ema + 0.025 * (x - ema)                                     # g / C_1 = 0.05 / 2
+        consolidate(b, 0.05, capacities(2), [True, False], leak=False)
+        ema = ema + 0.0125 * (x - ema)                                    # last beaker fed at g / C_K = 0.05 / 4
         assert float(b[1][0]) == pytest.approx(ema, abs=1e-7)
         assert float(b[0][0]) == x
 
 
 def test_k2_with_leak_hand_sequence():
-    # u0 = 1 held, u1 = 0: inflow at g/C_1 = 0.025, then leak x (1 - g/C_2) = x 0.9875
+    # u0 = 1 held, u1 = 0: leak x (1 - g/C_2) = x 0.9875, then inflow at g/C_2 = 0.0125 (the authors' JAX order)
     b = scalar_chain(2)
-    consolidate(b, 0.05, capacities(2), [False, False], leak=True)
-    assert float(b[1][0]) == pytest.approx(0.0246875, abs=1e-7)
-    consolidate(b, 0.05, capacities(2), [False, False], leak=True)
-    assert float(b[1][0]) == pytest.approx(0.04845693359375, abs=1e-7)    # (0.0246875 + 0.025 * 0.9753125) * 0.9875
+    consolidate(b, 0.05, capacities(2), [True, False], leak=True)
+    assert float(b[1][0]) == pytest.approx(0.0125, abs=1e-8)
+    consolidate(b, 0.05, capacities(2), [True, False], leak=True)
+    assert float(b[1][0]) == pytest.approx(0.024689453125, abs=1e-8)     # 0.0125 * 0.9875 + 0.0125 * (1 - that)
 
 
 def test_recall_pulls_u0_towards_u1_at_g_over_c1():
     b = [[torch.tensor([1.0])], [torch.tensor([0.0])]]
-    consolidate(b, 0.05, capacities(2), [False, True], leak=False)
+    consolidate(b, 0.05, capacities(2), [True, True], leak=False)
     assert float(b[0][0]) == pytest.approx(0.975)                         # 1 + 0.025 (0 - 1)
-    assert float(b[1][0]) == pytest.approx(0.025 * 0.975)                 # then storage sees the updated u_0
+    assert float(b[1][0]) == pytest.approx(0.0125 * 0.975)                # then storage sees the updated u_0
+
+
+def test_each_flow_is_clipped_to_norm_10_over_the_whole_beaker():
+    # u_1 <- u_1 + 0.0125 (u_0 - u_1): displacement (7.5, 10) has norm 12.5 over both tensors -> scaled to (6, 8)
+    b = [[torch.tensor([600.0]), torch.tensor([800.0])], [torch.tensor([0.0]), torch.tensor([0.0])]]
+    consolidate(b, 0.05, capacities(2), [True, False], leak=False)
+    assert [float(t) for t in b[1]] == pytest.approx([6.0, 8.0], abs=1e-5)
+    b = [[torch.tensor([600.0]), torch.tensor([800.0])], [torch.tensor([0.0]), torch.tensor([0.0])]]
+    consolidate(b, 0.05, capacities(2), [True, False], leak=False, max_norm=1e9)
+    assert [float(t) for t in b[1]] == pytest.approx([7.5, 10.0])
 
 
 def test_constant_u0_converges_in_timescale_order():
@@ -57,7 +67,7 @@ def test_constant_u0_converges_in_timescale_order():
     chain = BeakerChain(net, num_beakers=5, g=0.05, leak=False)
     net.weight.data.fill_(1.0)
     half = {}
-    for n in range(3000):
+    for n in range(5000):
         chain.n_updates.zero_()                                           # keep recall off: u_0 held constant
         chain.step(net)
         net.weight.data.fill_(1.0)
@@ -70,14 +80,30 @@ def test_constant_u0_converges_in_timescale_order():
     assert all(abs(float(chain.beaker(net, k)[0]) - 1.0) < 1e-2 for k in range(1, 5))
 
 
-def test_recall_mask_switches_on_at_tau1():
+def test_recall_mask_is_the_authors_prepend_one_drop_last():
+    tau = storage_timescales(3, 0.05)                                     # [20, 40, 80]
+    assert recall_mask(0, tau) == [True, False, False]
+    assert recall_mask(20, tau) == [True, False, False]                   # strict: tau_0 < n
+    assert recall_mask(21, tau) == [True, True, False]                    # recall into u_0 from n = 21
+    assert recall_mask(40, tau) == [True, True, False]
+    assert recall_mask(41, tau) == [True, True, True]                     # recall into u_1 after tau_1 = 40
+    # K = 3, mask [1, 1, 1]: u_1 also recalls from u_2 at g/C_2, then u_2 is fed at g/C_3 (no leak)
+    b = [[torch.tensor([1.0])], [torch.tensor([0.0])], [torch.tensor([2.0])]]
+    consolidate(b, 0.05, capacities(3), recall_mask(41, tau), leak=False)
+    u0 = 1 + 0.025 * (0 - 1)
+    u1 = 0.025 * u0
+    u1 = u1 + 0.0125 * (2 - u1)
+    assert [float(x[0]) for x in b] == pytest.approx([u0, u1, 2 + 0.00625 * (u1 - 2)])
+
+
+def test_recall_into_u0_starts_after_tau0():
     net = nn.Linear(1, 1, bias=False)
     nn.init.zeros_(net.weight)
     chain = BeakerChain(net, num_beakers=2, g=0.05, leak=False)
-    for n in range(45):
+    for n in range(25):
         net.weight.data.fill_(1.0)
         chain.step(net)
-        if n < 40:
-            assert float(net.weight) == 1.0                               # m_1 = 0 before tau_1 = 40 updates
+        if n <= 20:
+            assert float(net.weight) == 1.0                               # m_1 = [tau_0 = 20 < n] is 0 up to n = 20
     assert float(net.weight) < 1.0
     assert chain.distances(net)[0] == pytest.approx(abs(float(net.weight) - float(chain.beaker(net, 1)[0])))

@@ -123,3 +123,28 @@ def test_csv_replays_exactly_and_bad_rows_name_file_line_column(tmp_path):
 def test_unknown_env_names_key_and_choices():
     with pytest.raises(ValueError, match=r"data.env: unknown environment 'pong'; choices"):
         make_env("pong", const())
+
+
+def test_miniworld_two_tasks_rewards_the_task_goal_and_penalises_the_other():
+    import os
+
+    os.environ.setdefault("PYGLET_HEADLESS", "True")          # before pyglet is imported, as make_env does
+    pytest.importorskip("miniworld")
+    env = make_env("miniworld-fourrooms", const(), seed=0, max_steps=50, task_period=5, obs_size=16)
+    u = env.unwrapped
+    obs, _ = env.reset()
+    assert obs.shape == (3, 16, 16) and u.task == 0
+    assert [tuple(g.pos) for g in u.goals] == [(-4.0, 0.0, 4.0), (4.0, 0.0, -4.0)]  # top-left, bottom-right rooms
+    rewards = []
+    for task_goal in (0, 1):                       # agent put beside goal 0 (the task's, then the other's)
+        env.reset()
+        u.task = task_goal
+        u.agent.pos = u.goals[0].pos + np.array([0.8, 0.0, 0.0])
+        _, r, term, _, _ = env.step(0)             # turn left: stays beside the box
+        assert term
+        rewards.append(r)
+    assert rewards[0] > 0 and rewards[1] == pytest.approx(-rewards[0])
+    for _ in range(6):                             # DriftWrapper switches the task at the reset after 5 steps
+        env.step(0)
+    env.reset()
+    assert u.task == 1

@@ -39,7 +39,7 @@ def slope_test(frac: np.ndarray, theta: float = 1.10) -> dict[str, float]:
 def trend_rows(series: FeatureSeries, features: list[int], name: str, search: str = "exact", n_boot: int = 100,
                seeds: tuple[int, ...] = (0,), eta: float = 0.01, v_min: float = 0.05, alpha: float = 0.05,
                n_tests: int | None = None) -> tuple[list[dict], dict]:
-    """Per feature and bootstrap seed: changepoints, Poisson and OLS ratios, slope test (Bonferroni over
+    """Per feature and bootstrap seed: changepoints, fitted-trend and OLS ratios, slope test (Bonferroni over
     ``n_tests`` features, default ``len(features)``), bootstrap stability. Returns ``(rows, fits)``."""
     rows, fits = [], {}
     n_tests = n_tests or len(features)

@@ -1,8 +1,12 @@
 """Release-anchored Poisson trend fit with changepoint selection (paper App. B.2, D; notes §4.4).
 
-    lambda(t) = beta_0 + sum_{j in S} gamma_j (t - tau_j)_+,      counts y_t ~ Poisson(n_t lambda(t))
+    lambda(t) = beta_0 + sum_{j in S} gamma_j (t - tau_j)_+
 
-``lambda`` is the daily fraction of posts with the feature, ``n_t`` the day's posts (exposure). Time is in years from
+``lambda`` is the daily fraction of posts with the feature. The paper's objective (``objective="fraction"``, the
+default) is on that fraction ``f_t``: ``min sum_t lambda(t) - f_t log lambda(t)``, every day with posts weighted
+alike and no constant. ``objective="count"`` (ours before 2026-12-01) is the exposure model ``y_t ~ Poisson(n_t
+lambda(t))`` on counts, ``sum_t n_t lambda_t - y_t log(n_t lambda_t) + log y_t!``: it weights days by their posts and
+its NLL has another scale, so the relative-gain stop (eta) can select other changepoints. Time is in years from
 the window's first day. Fits are batched Newton steps with a backtracking line search that keeps
 ``lambda >= 1e-8`` (the paper's cvxpy constraint): every subset of the release columns is fitted at once from the
 full design, ``H_b = (y/mu_b^2) @ (z z^T)`` in one matrix product, which is what the benchmark times against
@@ -65,7 +69,8 @@ def poisson_nll(theta: np.ndarray, X: np.ndarray, y: np.ndarray, n: np.ndarray) 
 
 
 def fit_subsets(X: np.ndarray, y: np.ndarray, n: np.ndarray, masks: np.ndarray, max_iter: int = 100,
-                tol: float = 1e-12, knots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                tol: float = 1e-12, knots: np.ndarray | None = None,
+                constant: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Maximum-likelihood fits of every column subset at once.
 
     In ``lambda`` space the NLL is ``(n @ X) theta - sum_{y_t > 0} y_t log(x_t theta) + const``, so only days with
@@ -76,8 +81,10 @@ def fit_subsets(X: np.ndarray, y: np.ndarray, n: np.ndarray, masks: np.ndarray, 
         X: ``(T, p)`` full design; y: ``(T,)`` counts; n: ``(T,)`` exposures (posts per day).
         masks: ``(B, p)`` bool, which columns each fit uses (column 0, the intercept, should be on).
         knots: ``(K, p)`` design rows where ``lambda`` can be smallest (the window's ends and the anchors).
+        constant: add the count likelihood's ``sum log y! - sum y log n``; ``False`` (with ``y`` the daily
+            fraction and ``n`` 1 on days with posts) gives the paper's ``sum n_t lambda_t - y_t log lambda_t``.
     Returns:
-        ``theta (B, p)`` (zeros outside the mask) and ``nll (B,)``, equal to :func:`poisson_nll`.
+        ``theta (B, p)`` (zeros outside the mask) and ``nll (B,)``, equal to :func:`poisson_nll` when ``constant``.
     Raises:
         ValueError: shapes disagree or all counts are zero.
     """
@@ -90,7 +97,7 @@ def fit_subsets(X: np.ndarray, y: np.ndarray, n: np.ndarray, masks: np.ndarray, 
     pos = y > 0
     Xp, yp = X[pos], y[pos]
     lin = n @ X
-    const = gammaln(y + 1.0).sum() - yp @ np.log(n[pos])
+    const = gammaln(y + 1.0).sum() - yp @ np.log(n[pos]) if constant else 0.0
     iu = np.triu_indices(p)
     XX = Xp[:, iu[0]] * Xp[:, iu[1]]  # upper triangle of x x^T: the Hessian is symmetric
     Xk = X if knots is None else knots
@@ -166,7 +173,7 @@ def salience(gamma: np.ndarray, taus: np.ndarray, t_end: float, y_range: float) 
 @dataclass
 class TrendFit:
     """Selected anchors ``changepoints`` (dates), coefficients (``beta0``, ``gamma`` per changepoint, per year),
-    best NLL per subset size ``path``, the pruned anchors and their ``V_j``, the Poisson ratio
+    best NLL per subset size ``path``, the pruned anchors and their ``V_j``, the fitted trend's ratio
     ``lambda(end)/lambda(start)`` and the fitted daily fraction ``fitted (T,)``."""
 
     changepoints: list[str]
@@ -180,18 +187,35 @@ class TrendFit:
 
 
 def select_changepoints(series: FeatureSeries, feature: int, counts: np.ndarray | None = None, search: str = "exact",
-                        eta: float = 0.01, v_min: float = 0.05, anchors: list[str] | None = None) -> TrendFit:
+                        eta: float = 0.01, v_min: float = 0.05, anchors: list[str] | None = None,
+                        objective: str = "fraction") -> TrendFit:
     """Best subset per size (``exact`` over all ``2**J`` subsets, or ``greedy`` forward selection), stopping at the
     smallest size whose successor improves the NLL by less than ``eta`` (relative), then pruning anchors with
-    ``V_j <= v_min`` and refitting (ours: one refit). ``counts (T,)`` replaces the feature's counts (bootstrap)."""
+    ``V_j <= v_min`` and refitting (ours: one refit). ``counts (T,)`` replaces the feature's counts (bootstrap);
+    ``objective`` is ``fraction`` (the paper's) or ``count`` (module docstring).
+
+    Raises:
+        ValueError: an unknown ``search`` or ``objective``.
+    """
     anchors = anchors_inside(series) if anchors is None else anchors
     X, K = hinge_design(series, anchors), knot_rows(series, anchors)
-    y = (series.counts[series.row(feature)] if counts is None else counts).astype(float)
-    n = series.n_posts.astype(float)
+    counts = (series.counts[series.row(feature)] if counts is None else counts).astype(float)
+    posts = series.n_posts.astype(float)
+    frac = counts / np.maximum(posts, 1)
+    if objective == "fraction":
+        y, n, constant = frac, (posts > 0).astype(float), False
+    elif objective == "count":
+        y, n, constant = counts, posts, True
+    else:
+        raise ValueError(f"objective must be fraction | count, got {objective!r}")
+
+    def fit(masks):
+        return fit_subsets(X, y, n, masks, knots=K, constant=constant)
+
     J = len(anchors)
     if search == "exact":
         masks = all_masks(J)
-        theta, nll = fit_subsets(X, y, n, masks, knots=K)
+        theta, nll = fit(masks)
         sizes = masks[:, 1:].sum(1)
         best = [int(np.flatnonzero(sizes == s)[np.argmin(nll[sizes == s])]) for s in range(J + 1)]
         path = [float(nll[b]) for b in best]
@@ -199,28 +223,28 @@ def select_changepoints(series: FeatureSeries, feature: int, counts: np.ndarray 
     elif search == "greedy":
         chosen = np.zeros(J + 1, bool)
         chosen[0] = True
-        path = [float(fit_subsets(X, y, n, chosen[None], knots=K)[1][0])]
+        path = [float(fit(chosen[None])[1][0])]
         while not chosen.all():
             cand = [j for j in range(1, J + 1) if not chosen[j]]
             trial = np.repeat(chosen[None], len(cand), 0)
             trial[np.arange(len(cand)), cand] = True
-            nll = fit_subsets(X, y, n, trial, knots=K)[1]
+            nll = fit(trial)[1]
             k = int(np.argmin(nll))
             if (path[-1] - nll[k]) / abs(path[-1]) < eta:
                 break
             chosen, path = trial[k], path + [float(nll[k])]
     else:
         raise ValueError(f"search must be exact | greedy, got {search!r}")
-    theta = fit_subsets(X, y, n, chosen[None], knots=K)[0][0]
+    theta = fit(chosen[None])[0][0]
     taus = anchor_times(series, anchors)
     sel = np.flatnonzero(chosen[1:])
     t_end = series.days()[-1] / YEAR
-    y_range = np.ptp(rolling_mean(y / np.maximum(n, 1)))
+    y_range = np.ptp(rolling_mean(frac))
     v = salience(theta[1 + sel], taus[sel], t_end, y_range)
     keep = sel[v > v_min]
     final = np.zeros_like(chosen)
     final[0], final[1 + keep] = True, True
-    theta = fit_subsets(X, y, n, final[None], knots=K)[0][0]
+    theta = fit(final[None])[0][0]
     lam = X @ theta
     return TrendFit([anchors[j] for j in keep], float(theta[0]), [float(theta[1 + j]) for j in keep], path,
                     [anchors[j] for j in sel if j not in keep], [float(x) for x in v], float(lam[-1] / lam[0]), lam)

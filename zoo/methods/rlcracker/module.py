@@ -4,8 +4,10 @@ Stage 1 (notes §3.3): for each marked text, ``G`` rewrites are sampled from the
 reward ``r_sem`` of its MiniLM similarity to the marked text, the group advantage ``A``, the token reward
 ``k = KL3_wm − KL3_h`` from the frozen reference π_0 (the policy at the start of the stage), and the loss is the
 shared GRPO surrogate (``zoo.models.grpo.policy_update``, TRL's ``loss_type="grpo"``) on ``R = αA + w_KL k`` with
-``β KL3(π_0‖π_θ)`` plus ``w_ppl`` times the policy's NLL of the rewrite as an answer to the question. Training never
-calls a detector nor knows the key; only the held-out report at the end (``evaluation.py``) does.
+``β KL3(π_0‖π_θ)`` plus ``w_ppl`` times :func:`fluency_nll`, the policy's NLL of question + rewrite (as the
+authors' ``_get_loss_perplexity``: every token of the bare-question prompt and of the completion, not the rewrite
+alone). Training never calls a detector nor knows the key; only the held-out report at the end (``evaluation.py``)
+does.
 
 The policy is a LoRA adapter over ``init_from`` (zoo-lm.chat for stage 0, ``rlcracker.copy`` for stage 1), so a
 package stores only the adapters (``zoo release --base``).
@@ -35,6 +37,24 @@ from zoo.models.causal_lm import (
 )
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def fluency_nll(lm: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean NLL (nats per token) under ``lm`` of every non-padding token of ``ids`` that follows a non-padding token.
+
+    The RLCracker NLL term on ``[question prompt ; completion]`` (``RLCrackerModule._question_inputs``): as the
+    authors' ``_get_loss_perplexity`` (``model(ids, labels=ids).loss``), the question's tokens count as well as the
+    completion's, averaged over all tokens of the batch. Unlike theirs, padding is left out (their labels keep the pad
+    tokens, and a left-padded row's first real token is predicted from a pad; ours are masked by ``mask``).
+
+    Args:
+        ids, mask: ``[N, L]`` token ids and attention mask (left-padded question, right-padded completion).
+    Returns:
+        A scalar tensor with gradient.
+    """
+    lp = grpo.completion_logprobs(lm, ids, mask, ids.shape[1] - 1)
+    m = (mask[:, 1:] * mask[:, :-1]).to(lp.dtype)
+    return -(lp * m).sum() / m.sum().clamp(min=1.0)
 
 
 @register_method("rlcracker", datamodule=RLCrackerDataModule)
@@ -166,8 +186,7 @@ class RLCrackerModule(ZooModule):
         rewards = total_reward(adv, k, alpha, hp.w_kl)
 
         def nll():
-            lp = grpo.completion_logprobs(self.lm, q_ids, q_mask, n)
-            return -hp.w_ppl * (lp * ro.completion_mask).sum() / ro.completion_mask.sum().clamp(min=1.0)
+            return hp.w_ppl * fluency_nll(self.lm, q_ids, q_mask)
 
         backward = self.manual_backward if self._trainer is not None else None  # plain backward outside Lightning
         hist = grpo.policy_update(self.lm, opt, ro, rewards, updates=hp.updates, backward=backward,

@@ -70,6 +70,12 @@ def run_seed(grid: dict, dataset: str, background: str, seed: int, grids_dir: Pa
             "val_accuracy": val, "seconds": time.time() - start}
 
 
+#: Label opening every saliency-bias table: the paper was never found, so these are our measurements, not a
+#: reproduction of its numbers.
+OUR_METRIC = ("Our metric (the paper's text was never found): the corner-shift protocol, CSI and this table are ours, "
+              "not a reproduction of the paper's numbers. ")
+
+
 def tables(rows: list[dict], path_rows: list[dict], grid_name: str, seconds: list[float],
            results_dir: Path | None = None, val_accuracy: list[dict] | None = None) -> list[Path]:
     """Write the four result tables (under ``results_dir``, default ``results/``); returns the paths.
@@ -86,6 +92,7 @@ def tables(rows: list[dict], path_rows: list[dict], grid_name: str, seconds: lis
             "csi_distance minus its uniform-map value (0 = chance, > 0 pulled to the centre); both over the four "
             "corner placements; pointing_centre = centre placements. States: trained, cascade_half (top half of "
             "layers re-initialised), random (all re-initialised), and both on random-noise inputs.")
+    note = OUR_METRIC + note
     out = []
     grad = [r for r in rows if r["method"] == "gradient"]
     out.append(write_result(METHOD, "csi-by-architecture", grad, summary=summarise(

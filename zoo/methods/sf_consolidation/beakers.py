@@ -1,17 +1,25 @@
 """Benna-Fusi synaptic consolidation in parameter space (paper §2.3; ``consolidation_update_fn`` of the authors'
-TD3 agent, re-written).
+agents, re-written).
 
 Beakers ``u_0 .. u_{K-1}`` are copies of one network's parameters; ``u_0`` is the online network trained by
-gradients. Capacities ``C_0 = 1, C_k = 2^k`` (and ``C_K = 2^K`` for the leak), flow ``g`` (default ``0.1 / C_1``),
-recall masks ``m_k = [n >= tau_k]`` with ``tau_k = ceil(C_k / g)`` learning steps. After every learning step, in
-this order (each line sees the values already updated above it, as in the authors' code):
+gradients. Capacities ``C_0 = 1, C_k = 2^k`` (and ``C_K = 2^K`` for the last beaker), flow ``g`` (default
+``0.1 / C_1``), storage timescales ``tau_k = ceil(C_k / g)`` learning steps. The recall mask is the authors'
+``compute_recall_mask`` (both codebases): ``m = [1, [tau_0 < n], ..., [tau_{K-2} < n]]`` (a 1 prepended, the last
+entry dropped), with ``n`` the learning steps done before this one, so recall *into* beaker ``k`` (from ``k+1``,
+gated by ``m_{k+1}`` as in their PyTorch agent; their JAX agent gates the middle beakers by ``m_k``) starts once
+``n > tau_k``. After every learning step, in this order (each line sees the values
+already updated above it, as in the authors' code):
 
     u_0 <- u_0 + (g/C_1) m_1 (u_1 - u_0)                                  recall from the next-slower beaker
     u_k <- u_k + (g/C_k) (u_{k-1} - u_k)                                  storage from the next-faster beaker
     u_k <- u_k + (g/C_{k+1}) m_{k+1} (u_{k+1} - u_k),    0 < k < K-1     recall
     u_{K-1} <- u_{K-1} + (g/C_K) (0 - u_{K-1})                            leak (``leak=True``)
+    u_{K-1} <- u_{K-1} + (g/C_K) (u_{K-2} - u_{K-1})                      storage into the last beaker
 
-each ``a <- a + r (b - a)`` is one ``torch.lerp``. ``K = 2`` without the leak is an EMA of ``u_0`` at rate ``g/C_1``.
+The last beaker's leak and inflow both run at ``g/C_K``, in that order, as in the authors' JAX (Miniworld) agent
+(their PyTorch TD3 agent feeds it at ``g/C_{K-1}`` before the leak). Each ``a <- a + r (b - a)`` is one step whose
+displacement ``r (b - a)`` is rescaled to L2 norm at most ``max_norm`` (10) over the whole beaker, as the authors'
+``update_and_accumulate_tree_flat`` does. ``K = 2`` without the leak is an EMA of ``u_0`` at rate ``g/C_2``.
 """
 from __future__ import annotations
 
@@ -31,22 +39,39 @@ def storage_timescales(num_beakers: int, g: float, base: float = 2.0) -> list[in
     return [math.ceil(c / g) if g > 0 else 2**62 for c in capacities(num_beakers, base)[:num_beakers]]
 
 
+def recall_mask(n: int, tau: list[int]) -> list[bool]:
+    """The authors' recall mask after ``n`` learning steps: ``[True] + [tau_k < n for k = 0..K-2]`` (length ``K``).
+
+    ``mask[k + 1]`` gates recall into beaker ``k``, which therefore starts once ``n > tau_k``.
+    """
+    return [True] + [t < n for t in tau[:-1]]
+
+
+def _flow(dst: list[torch.Tensor], src: list[torch.Tensor] | None, rate: float, max_norm: float) -> None:
+    """``dst <- dst + c r (src - dst)`` in place (``src = None``: towards zero), ``c = min(1, max_norm / (|d| + 1e-6))``
+    with ``|d|`` the L2 norm of the displacement ``r (src - dst)`` over all tensors (the authors' clip)."""
+    delta = torch._foreach_mul(dst, -rate) if src is None else torch._foreach_mul(torch._foreach_sub(src, dst), rate)
+    norm = float(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(delta))))
+    torch._foreach_add_(dst, delta, alpha=min(1.0, max_norm / (norm + 1e-6)))
+
+
 @torch.no_grad()
 def consolidate(beakers: list[list[torch.Tensor]], g: float, caps: list[float], mask: list[bool],
-                leak: bool = True) -> None:
+                leak: bool = True, max_norm: float = 10.0) -> None:
     """One in-place consolidation step over ``beakers[k][j]`` (beaker ``k``, tensor ``j``); formula in the module
-    docstring. ``caps`` from :func:`capacities`, ``mask[k]`` the recall mask ``m_k``."""
+    docstring. ``caps`` from :func:`capacities`, ``mask`` from :func:`recall_mask`, ``max_norm`` the per-flow clip."""
     K = len(beakers)
     if K < 2 or g == 0:
         return
     if mask[1]:
-        torch._foreach_lerp_(beakers[0], beakers[1], g / caps[1])
-    for k in range(1, K):
-        torch._foreach_lerp_(beakers[k], beakers[k - 1], g / caps[k])
-        if k < K - 1 and mask[k + 1]:
-            torch._foreach_lerp_(beakers[k], beakers[k + 1], g / caps[k + 1])
-        if k == K - 1 and leak:
-            torch._foreach_mul_(beakers[k], 1.0 - g / caps[K])
+        _flow(beakers[0], beakers[1], g / caps[1], max_norm)
+    for k in range(1, K - 1):
+        _flow(beakers[k], beakers[k - 1], g / caps[k], max_norm)
+        if mask[k + 1]:
+            _flow(beakers[k], beakers[k + 1], g / caps[k + 1], max_norm)
+    if leak:
+        _flow(beakers[K - 1], None, g / caps[K], max_norm)
+    _flow(beakers[K - 1], beakers[K - 2], g / caps[K], max_norm)
 
 
 class BeakerChain(nn.Module):
@@ -58,14 +83,15 @@ class BeakerChain(nn.Module):
         g: flow ``g``; ``None`` -> ``0.1 / C_1`` (0.05 for capacity base 2).
         base: capacity ratio (``C_k = base^k``).
         leak: leak the last beaker towards zero.
+        max_norm: clip on the L2 norm of each flow's displacement (the authors' 10).
     """
 
     def __init__(self, net: nn.Module, num_beakers: int = 5, g: float | None = None, base: float = 2.0,
-                 leak: bool = True):
+                 leak: bool = True, max_norm: float = 10.0):
         super().__init__()
         if num_beakers < 2:
             raise ValueError(f"num_beakers must be >= 2, got {num_beakers}")
-        self.K, self.base, self.leak = int(num_beakers), float(base), bool(leak)
+        self.K, self.base, self.leak, self.max_norm = int(num_beakers), float(base), bool(leak), float(max_norm)
         self.caps = capacities(self.K, base)
         self.g = 0.1 / self.caps[1] if g is None else float(g)
         self.tau = storage_timescales(self.K, self.g, base)
@@ -87,9 +113,8 @@ class BeakerChain(nn.Module):
 
     def step(self, net: nn.Module) -> None:
         """One consolidation step after a learning step of ``net``."""
-        n = int(self.n_updates)
-        mask = [n >= t for t in self.tau]
-        consolidate([self.beaker(net, k) for k in range(self.K)], self.g, self.caps, mask, self.leak)
+        consolidate([self.beaker(net, k) for k in range(self.K)], self.g, self.caps,
+                    recall_mask(int(self.n_updates), self.tau), self.leak, self.max_norm)
         self.n_updates += 1
 
     @torch.no_grad()

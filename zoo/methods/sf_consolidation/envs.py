@@ -7,7 +7,8 @@ schedule every step: the slip probability replaces a discrete action by a unifor
 ``mujoco.mj_setConst`` so derived quantities follow (on a scratch ``MjData``: it runs the model at ``qpos0`` in the
 data it is given, which would reset the live state and corrupt the forward-velocity reward). Edits to ``model`` survive ``reset`` (which only resets
 ``qpos``/``qvel``). The two Four Rooms tasks (ours; :func:`layout`) alternate every ``task_period`` steps,
-switching at the next reset.
+switching at the next reset. With ``task_period > 0`` Miniworld's Four Rooms becomes the authors' two-task domain
+(:func:`_miniworld_two_tasks_cls`, after their ``Miniworld_Two_Tasks``).
 """
 from __future__ import annotations
 
@@ -173,12 +174,57 @@ class DriftWrapper(gym.Wrapper):
         return self.env.step(action)
 
 
+def _miniworld_two_tasks_cls():
+    """Miniworld's FourRooms with the authors' two tasks (their ``domain/Miniworld/Miniworld_Two_Tasks.py``: a goal
+    in the top-left room and one in the bottom-right, the agent starting anywhere; reaching the task's goal gives
+    Miniworld's reward, the other goal minus it, and either ends the episode). Ours: both goals are red boxes at the
+    rooms' centres (the authors' env registrations are not public)."""
+    from gymnasium import spaces, utils
+    from miniworld.entity import Box
+    from miniworld.miniworld import MiniWorldEnv
+
+    class FourRoomsTwoTasks(MiniWorldEnv, utils.EzPickle):
+        """Four Rooms (Miniworld's layout) with goal ``goals[task]``; ``task`` (0 or 1) is set between episodes."""
+
+        GOAL_POS = ((-4.0, 0.0, 4.0), (4.0, 0.0, -4.0))  # top-left room, bottom-right room
+
+        def __init__(self, max_episode_steps: int = 250, **kwargs):
+            self.task = 0
+            MiniWorldEnv.__init__(self, max_episode_steps=max_episode_steps, **kwargs)
+            utils.EzPickle.__init__(self, max_episode_steps=max_episode_steps, **kwargs)
+            self.action_space = spaces.Discrete(self.actions.move_forward + 1)
+
+        def _gen_world(self):
+            rooms = [self.add_rect_room(min_x=-7, max_x=-1, min_z=1, max_z=7),
+                     self.add_rect_room(min_x=1, max_x=7, min_z=1, max_z=7),
+                     self.add_rect_room(min_x=1, max_x=7, min_z=-7, max_z=-1),
+                     self.add_rect_room(min_x=-7, max_x=-1, min_z=-7, max_z=-1)]
+            self.connect_rooms(rooms[0], rooms[1], min_z=3, max_z=5, max_y=2.2)
+            self.connect_rooms(rooms[1], rooms[2], min_x=3, max_x=5, max_y=2.2)
+            self.connect_rooms(rooms[2], rooms[3], min_z=-5, max_z=-3, max_y=2.2)
+            self.connect_rooms(rooms[3], rooms[0], min_x=-5, max_x=-3, max_y=2.2)
+            self.goals = [self.place_entity(Box(color="red"), pos=np.array(p), dir=0.0) for p in self.GOAL_POS]
+            self.place_agent()
+
+        def step(self, action):
+            obs, reward, terminated, truncated, info = super().step(action)
+            for k, goal in enumerate(self.goals):
+                if self.near(goal):
+                    reward += self._reward() if k == self.task else -self._reward()
+                    terminated = True
+                    break
+            return obs, reward, terminated, truncated, info
+
+    return FourRoomsTwoTasks
+
+
 def make_env(name: str, schedule: DriftSchedule, seed: int = 0, max_steps: int = 100, task_period: int = 0,
              obs_size: int = 60, grid_size: int = 19) -> DriftWrapper:
     """Build env ``name`` (one of :data:`ENVS`) under ``schedule``.
 
     Args:
         max_steps: episode limit (Four Rooms, Miniworld); HalfCheetah keeps gymnasium's 1,000.
+        task_period: alternate the two tasks every this many steps (0: one task; Miniworld: stock FourRooms).
         obs_size: Miniworld image side in pixels.
     Raises:
         ValueError: an unknown name (naming ``data.env`` and the choices).
@@ -193,8 +239,12 @@ def make_env(name: str, schedule: DriftSchedule, seed: int = 0, max_steps: int =
         os.environ.setdefault("PYGLET_HEADLESS", "True")
         import miniworld  # noqa: F401  (registers MiniWorld-*)
 
-        env = PixelsCHW(gym.make("MiniWorld-FourRooms-v0", obs_width=obs_size, obs_height=obs_size,
-                                 max_episode_steps=max_steps))
+        if task_period > 0:                       # the authors' two tasks, alternating every task_period steps
+            env = PixelsCHW(gym.wrappers.TimeLimit(_miniworld_two_tasks_cls()(
+                max_episode_steps=max_steps, obs_width=obs_size, obs_height=obs_size), max_steps))
+        else:
+            env = PixelsCHW(gym.make("MiniWorld-FourRooms-v0", obs_width=obs_size, obs_height=obs_size,
+                                     max_episode_steps=max_steps))
     else:
         raise ValueError(f"data.env: unknown environment {name!r}; choices {list(ENVS)}")
     env.reset(seed=seed)
