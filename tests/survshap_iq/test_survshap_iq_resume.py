@@ -30,7 +30,7 @@ KILL = ("import os, signal, sys\n"
 
 
 def _last(out: Path) -> dict:
-    return torch.load(out / "survshap-iq" / "version_0" / "checkpoints" / "last.ckpt", weights_only=True)
+    return torch.load(out / "survshap-iq-tiny" / "version_0" / "checkpoints" / "last.ckpt", weights_only=True)
 
 
 # (hook the kill happens in, at step, max_steps, checkpoint.every_n_train_steps, step of the checkpoint resumed from)
