@@ -32,6 +32,7 @@ def test_recipe_model_writes_its_own_tables_and_the_scale_table(tmp_path):
         d = next(r for r in delta if r["domain"] == row["domain"] and r["space"] == "tfidf" and r["pairing"] == "true")
         assert row["delta_cka"] == d["delta_cka"]["mean"] and row["delta_lo"] <= row["delta_hi"]
         assert abs(row["prompt_minus_mean"] - (row["prompt"]["mean"] - row["mean"]["mean"])) < 1e-12
+    assert {p.name for p in (folder / "figures").iterdir()} == {"zoo-lm-tiny"}  # zoo-lm.chat's PNGs untouched
     before = (folder / "alignment-zoo-lm-tiny.json").read_text()
     experiments.main(argv)  # resumed from the cache: the same numbers
     assert json.loads((folder / "alignment-zoo-lm-tiny.json").read_text())["rows"] == json.loads(before)["rows"]

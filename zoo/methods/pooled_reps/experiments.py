@@ -12,7 +12,7 @@ prompts, :func:`zoo.methods.pooled_reps.pipeline.prompt_ids`).
 Writes ``results/pooled-reps/alignment<-model><suffix>.json`` (rows: model, domain, space, readout, seed, cka, mknn,
 cknna), ``delta...json`` (Δ = mean − max_t single token, with bootstrap CIs, true and shuffled pairing),
 ``relations...json`` (the paper's qualitative relations as signed gaps per seed), seed-0 PNGs under
-``results/pooled-reps/figures/[<model>/]`` and ``scale.json``, the model-size table of every run that recorded its
+``results/pooled-reps/figures/[<model><suffix>/]`` and ``scale.json``, the model-size table of every run that recorded its
 model (:func:`write_scale`). ``<-model>`` is empty for zoo-lm.chat (its files keep their names). Generations are
 cached under ``runs/pooled-reps-cache/`` per model, domain, item count, seed and ``T`` (a killed run resumes from
 them; delete the folder to regenerate). The world LoRA is fitted once (seed 0) and shared by the decoding seeds.
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     results_dir = args.results_dir or repo_root() / "results"
     cache = args.cache or repo_root() / "runs" / "pooled-reps-cache"
     cache.mkdir(parents=True, exist_ok=True)
-    figures = results_dir / "pooled-reps" / "figures" / tag
+    figures = results_dir / "pooled-reps" / "figures" / name.lstrip("-")  # zoo-lm.chat's full run: figures/
     t_start = time.time()
     rows, deltas, relations, sizes, answers = [], [], [], {}, []
     for domain in args.domains:
@@ -241,8 +241,9 @@ def write_scale(results_dir: Path) -> Path | None:
         return None
     out.sort(key=lambda r: (r["domain"], r["parameters (M)"], r["items"]))
     return write_result("pooled-reps", "scale", out, results_dir=results_dir,
-                        paper="the mean pool's gain over every single token (Δ > 0) grows with model size "
-                              "(Qwen3 0.6B to 14B, figures only); generated pools beat prompt pools",
+                        paper="main model Qwen3-14B (thinking): the mean pool beats every single token (Δ > 0) "
+                              "and generated pools beat prompt pools (numbers only in figures); that the gain grows "
+                              "with model size is issue 44's expectation, not a number of the paper",
                         notes="Model-size axis, unbiased CKA against MiniLM of the reference answer (mean ± sd over "
                               "decoding seeds; Δ = CKA(mean pool) − max_t CKA(h_t) with the seed means of its 95% "
                               f"bootstrap bounds), read from {', '.join(sources)}.")
