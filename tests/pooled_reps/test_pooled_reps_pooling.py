@@ -69,3 +69,23 @@ def test_early_stop_feeds_the_last_token_and_matches_a_full_forward():
         hs = model(input_ids=torch.cat([ids[:, 3:], a.tokens[:, :n]], 1), output_hidden_states=True).hidden_states
     assert torch.allclose(a.states[0, :n], hs[2][0, 3:3 + n], atol=1e-5)
     assert torch.allclose(a.mean[-1, 0], hs[-1][0, 3:3 + n].mean(0), atol=1e-5)
+
+
+def test_hook_pooling_on_a_gemma3_decoder_equals_output_hidden_states():
+    """Gemma-3 (the model-size axis' largest base) pools the same way: a tiny random Gemma3ForCausalLM."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    cfg = Gemma3TextConfig(vocab_size=8192, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=4,
+                           max_position_embeddings=128, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    model = Gemma3ForCausalLM(cfg).eval()
+    _, ids, mask = _model_and_prompts()
+    torch.manual_seed(1)
+    a = pooled_generate(model, ids, mask, 8, [2], temperature=1.0, top_p=1.0, token_layer=1)
+    torch.manual_seed(1)
+    b = pooled_generate_hidden_states(model, ids, mask, 8, [2], temperature=1.0, top_p=1.0, token_layer=1)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.lengths, b.lengths)
+    for key in ("mean", "prompt", "last", "states"):
+        assert torch.allclose(getattr(a, key), getattr(b, key), atol=1e-5), key
+    assert readout_modules(model)[-1] is model.model.norm

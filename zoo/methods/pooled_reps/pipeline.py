@@ -11,14 +11,31 @@ import dataclasses
 
 import torch
 
-from zoo.models.chat import encode_rendered
+from zoo.models.chat import encode_rendered, encode_text
 from zoo.models.generation_pool import PooledGeneration, pooled_generate
+
+TEXT_ROLES = {"user": "User", "assistant": "Assistant"}
+"""Speaker names of the plain-text transcript a tokenizer without a chat template gets (*ours*)."""
+
+
+def prompt_ids(tokenizer, messages: list[dict]) -> list[int]:
+    """Token ids that start a reply to ``messages``.
+
+    With a chat template (zoo-lm, SmolLM2-Instruct): the model's own template with the generation prompt appended,
+    only the template writing control tokens (:func:`zoo.models.chat.encode_rendered`). Without one (a base model
+    such as Gemma-3-270M; *ours*): ``<bos>`` + the transcript ``"User: ...\n\nAssistant: ...\n\nAssistant:"``
+    with special-token parsing off, so the reply is a continuation of the text.
+    """
+    if getattr(tokenizer, "chat_template", None):
+        return encode_rendered(tokenizer, messages, add_generation_prompt=True)[1]
+    text = "".join(f"{TEXT_ROLES[m['role']]}: {m['content']}\n\n" for m in messages) + "Assistant:"
+    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    return bos + encode_text(tokenizer, text)
 
 
 def encode_prompts(tokenizer, items: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded ``input_ids, attention_mask [B, S]`` of the items' chat prompts (generation prompt appended;
-    only the template writes control tokens)."""
-    ids = [encode_rendered(tokenizer, it["messages"], add_generation_prompt=True)[1] for it in items]
+    """Left-padded ``input_ids, attention_mask [B, S]`` of the items' prompts (:func:`prompt_ids`)."""
+    ids = [prompt_ids(tokenizer, it["messages"]) for it in items]
     width = max(map(len, ids))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     input_ids = torch.full((len(ids), width), pad, dtype=torch.long)
