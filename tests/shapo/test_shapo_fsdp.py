@@ -195,6 +195,7 @@ def test_fsdp2_on_two_gloo_ranks(outcomes, case):
         assert results[case] == "ok", f"rank {rank}:\n{results[case]}"
 
 
+@pytest.mark.slow  # ~60 s idle, 150 s under load: two train.py processes twice; the gloo-rank cases above stay default
 def test_train_py_fsdp2_two_cpu_processes_then_resume(tmp_path):
     """`train.py recipe=shapo.yaml` (tiny overlay) under trainer.strategy=fsdp2 on 2 CPU processes (gloo), bf16-mixed
     and gradient checkpointing as in recipes/paper/shapo-llama3.2-3b.yaml: stage A, a DPO step and a ShaPO step,
