@@ -106,8 +106,10 @@ def run(args) -> None:
                 for c in batch["concepts"] if c["cid"] in acts[seed] for layer in layers]
     for concept in batch["concepts"]:  # concept-major: a run cut short has every seed of the concepts it finished
         c = concept["cid"]
-        if args.budget_min is not None and time.time() - t0 > 60 * args.budget_min:
-            _log(f"budget of {args.budget_min} min spent: no further concepts (rerun to resume)")
+        if (args.budget_min is not None and time.time() - t0 > 60 * args.budget_min) or \
+                (args.stop_at and time.strftime("%H:%M", time.gmtime()) >= args.stop_at):
+            _log(f"budget ({args.budget_min} min, stop at {args.stop_at} UTC) spent: no further concepts (rerun to "
+                 "resume)")
             break
         for seed in args.seeds:
             s = dataclasses.replace(base, split_seed=seed)
@@ -316,6 +318,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n-perm", type=int, default=500)
     ap.add_argument("--budget-min", type=float, default=None,
                     help="start no further concept after this many minutes (the tables use the finished ones)")
+    ap.add_argument("--stop-at", default=None, help="start no further concept after this UTC time (HH:MM)")
     ap.add_argument("--out", default=None, help="run folder (default runs/<recipe name>)")
     ap.add_argument("--results-dir", type=Path, default=None, help="default: the repository's results/")
     ap.add_argument("--labels", default="results/crh/smollm2-hand-labels.json")
