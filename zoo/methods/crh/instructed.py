@@ -41,7 +41,8 @@ def directive_text(concept: dict, directive: str) -> str:
     raise ValueError(f"directive must be 'short' or 'authors', got {directive!r}")
 
 
-def question_pools(qids: list[int], concepts: list[dict], per_concept: int | None, seed: int = 0) -> dict[int, list[int]]:
+def question_pools(qids: list[int], concepts: list[dict], per_concept: int | None,
+                   seed: int = 0) -> dict[int, list[int]]:
     """Each concept's question pool: ``per_concept`` questions drawn from ``qids`` (seeded by the concept id, fixed
     across split seeds so their answers are generated once), or all of them (``None``).
 

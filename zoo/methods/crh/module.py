@@ -69,7 +69,8 @@ class CRHModule(ZooModule):
                  pca_sign: Literal["none", "align"] = "none", template: Literal["plain", "chat"] = "plain",
                  max_new_tokens: PositiveInt = 32, temperature: NonNegative = 0.1, batch_size: PositiveInt = 128,
                  reply_tokens: PositiveInt = 64, reply_cache: str | None = "runs/crh-cache/replies.json",
-                 probe_steps: PositiveInt = 200, authors_escapes: bool = False, judge: Literal["keyword", "lm"] = "keyword",
+                 probe_steps: PositiveInt = 200, authors_escapes: bool = False,
+                 judge: Literal["keyword", "lm"] = "keyword",
                  exponents: dict | None = None, n_perm: PositiveInt = 200,
                  pairs: Literal["template", "instructed"] = "template", pair_questions: PositiveInt | None = None,
                  directive: Literal["short", "authors"] = "short", reply_temperature: NonNegative = 0.0,
@@ -83,7 +84,8 @@ class CRHModule(ZooModule):
                                  pca_sign=pca_sign, template=template, max_new_tokens=max_new_tokens,
                                  temperature=temperature, batch_size=batch_size, probe_steps=probe_steps,
                                  authors_escapes=authors_escapes, pairs=pairs, pair_questions=pair_questions,
-                                 directive=directive, reply_temperature=reply_temperature, length_unit=length_unit, judge=judge,
+                                 directive=directive, reply_temperature=reply_temperature,
+                                 length_unit=length_unit, judge=judge,
                                  judge_threshold=judge_threshold)
         self.register_buffer("directions", torch.zeros(0, len(DIRECTIONS), len(self.settings.layers), 0))
         self.register_buffer("concept_ids", torch.zeros(0, dtype=torch.int64))

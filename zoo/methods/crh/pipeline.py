@@ -41,10 +41,10 @@ class Settings:
 
     ``pairs``: ``template`` (ours for LMs that cannot follow an instruction: greedy reply + keyword sentence) or
     ``instructed`` (the authors': the LM's own answers without / with a concept instruction, :mod:`.instructed`;
-    ``pair_questions`` per concept, ``directive``, ``reply_temperature``: 0 greedy). ``length_unit``: the scale of the length grid, ``mu`` (the
-    paper's ``c |mu_c|``) or ``residual`` (``c rho_l``, rho_l = mean norm of the no-concept last-token states of the
-    concept's train questions at the layer). ``judge``: ``keyword`` or ``lm`` (:mod:`.judge`, label 2 when the score
-    is >= ``judge_threshold``)."""
+    ``pair_questions`` per concept, ``directive``, ``reply_temperature``: 0 greedy). ``length_unit``: the scale of the
+    length grid, ``mu`` (the paper's ``c |mu_c|``) or ``residual`` (``c rho_l``, rho_l = mean norm of the no-concept
+    last-token states of the concept's train questions at the layer). ``judge``: ``keyword`` or ``lm``
+    (:mod:`.judge`, label 2 when the score is >= ``judge_threshold``)."""
     layers: list[int] = field(default_factory=lambda: [2, 3])
     n_train: int = 100
     n_test: int = 5

@@ -62,6 +62,11 @@ def recipe_settings(recipe: str, overlays: list[str]) -> tuple[dict, Settings]:
     return cfg, Settings(**{k: v for k, v in cfg["model"].items() if k in fields})
 
 
+def _data_args(cfg: dict) -> dict:
+    """The datamodule arguments the driver uses from the recipe's ``data:`` block (no user pairs CSV)."""
+    return {k: cfg["data"][k] for k in ("prompts_path", "concepts_path", "keywords_path", "concepts", "n_questions")}
+
+
 def _states(model, tok, pairs, layers: list[int], template: str, path: Path) -> dict:
     """:func:`pipeline.pair_states`, cached in ``path`` under a hash of the texts and layers."""
     key = hashlib.sha256(json.dumps([[p.cid, p.qid, p.resp_no, p.resp_with] for p in pairs] + [layers, template])
@@ -86,8 +91,7 @@ def run(args) -> None:
     t0 = time.time()
     torch.manual_seed(cfg["seed"])
     model, tok = load_causal_lm(cfg["model"]["lm"])
-    data = {k: cfg["data"][k] for k in ("prompts_path", "concepts_path", "keywords_path", "concepts", "n_questions")}
-    dm = CRHPairsDataModule(**data)
+    dm = CRHPairsDataModule(**_data_args(cfg))
     dm.setup()
     batch = dm.batch
     pairs = build_pairs(model, tok, batch, base, cfg["model"]["reply_cache"], cfg["model"]["reply_tokens"],
@@ -188,6 +192,9 @@ def tabulate(cfg: dict, base: Settings, batch: dict, pairs, lines: list[dict], g
         for m, pts in line_points(d, keywords[d["cid"]]).items():
             points[m] += pts
     rows, ci = correlation_rows(points, base.layers, seeds, args.n_perm)
+    if not rows:
+        _log("no concept has every seed yet: no table written")
+        return
     counts = {}
     for judge in ("lm", "keyword"):
         labs = [r[3] if judge == "lm" else label(r[4], keywords[d["cid"]]) for d in lines for r in d["rows"]]
@@ -244,9 +251,8 @@ def _lines(out: Path) -> list[dict]:
 def sample(args) -> None:
     """Write ``--n`` steered outputs (not gibberish) for hand labelling to ``--labels``: half from outputs either
     judge calls positive, half from the rest (seeded), shuffled; the ``hand`` field is left empty."""
-    cfg, base = recipe_settings(args.recipe, args.overlay)
-    dm = CRHPairsDataModule(**{k: cfg["data"][k] for k in ("prompts_path", "concepts_path", "keywords_path",
-                                                           "concepts", "n_questions")})
+    cfg, _ = recipe_settings(args.recipe, args.overlay)
+    dm = CRHPairsDataModule(**_data_args(cfg))
     dm.setup()
     concepts = {c["cid"]: c for c in dm.batch["concepts"]}
     items = [{"seed": d["seed"], "cid": d["cid"], "qid": r[0], "step": r[1], "concept": concepts[d["cid"]]["concept"],
