@@ -242,6 +242,48 @@ def tabulate(cfg: dict, base: Settings, batch: dict, pairs, lines: list[dict], g
                         "no-concept residual norm), 3|mu_c|/rho_l (the paper's largest steering length relative to the "
                         "residual), mean cos(theta) of the test d's to mu_c, mean pairwise cosine of the train d's."),
                  results_dir=args.results_dir)
+    if name == "crh-smollm2":
+        write_scale(args.results_dir)
+
+
+SCALE_SOURCES = {"zoo-lm.chat": ("correlation.json", ("steerability", "soft_steerability")),
+                 "smollm2-135m-instruct": ("crh-smollm2-correlation.json", tuple(MEASURES))}
+
+
+def write_scale(results_dir: Path | None = None) -> Path | None:
+    """``results/crh/scale.json``: Implication 2 (Pearson r of steerability / |mu_c|^2 with sin^2/cos) and
+    Implication 3 (Spearman of per-question steerability with the diff-vector similarity) per model, measure and
+    layer, mean over seeds with the 95% t-interval, read from the models' correlation tables; ``None`` when none
+    is present."""
+    from zoo.core.data import repo_root
+
+    root = results_dir or repo_root() / "results"
+    out, sources = [], []
+    for model, (name, measures) in SCALE_SOURCES.items():
+        f = root / "crh" / name
+        if not f.is_file():
+            continue
+        doc = json.loads(f.read_text())
+        counts = doc["label_counts"].get("lm", doc["label_counts"])
+        for key, ci in doc["ci_over_seeds"].items():
+            measure, layer = key.rsplit(" layer ", 1)
+            if measure not in measures:
+                continue
+            r, i3 = ci["pearson_r"], ci["impl3_spearman"]
+            out.append({"model": model, "measure": measure, "layer": int(layer), "seeds": r["n"],
+                        "concepts": max(row["n_concepts"] for row in doc["rows"]),
+                        "concept_outputs": f"{counts['concept']}/{counts['outputs']}",
+                        "impl2_pearson_r": r["mean"], "impl2_lo": r["low"], "impl2_hi": r["high"],
+                        "impl3_spearman": i3["mean"], "impl3_lo": i3["low"], "impl3_hi": i3["high"]})
+        sources.append(f"results/crh/{name}")
+    if not out:
+        return None
+    return write_result("crh", "scale", out, results_dir=results_dir,
+                        paper={"impl2_pearson_r": PAPER, "impl3_spearman": "about 0 (figure only)"},
+                        notes=("Model-size axis of the CRH correlation tests: mean over split seeds with the 95% "
+                               "t-interval (None: the measure is constant, e.g. no output ever judged to hold the "
+                               "concept); concept_outputs = steered outputs labelled 2 by the run's main judge (the "
+                               f"LM judge for SmolLM2, keywords for zoo-lm.chat). Read from {', '.join(sources)}."))
 
 
 def _lines(out: Path) -> list[dict]:
