@@ -127,7 +127,8 @@ class CRHModule(ZooModule):
                  for m in MEASURES} if run["points"] else {}
         run["tests"] = tests
         concepts = {c["cid"]: c for c in batch["concepts"]}
-        meta = {"concepts": {str(c): {"concept": concepts[c]["concept"], "keywords": concepts[c]["keywords"]}
+        meta = {"concepts": {str(c): {"concept": concepts[c]["concept"], "keywords": concepts[c]["keywords"],
+                                      "instruction": concepts[c].get("instruction", "")}
                              for c in run["concepts"]}, "layers": self.settings.layers, "tests": tests}
         self.meta_json = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
         metrics = {"n_concepts": float(len(run["concepts"])),
