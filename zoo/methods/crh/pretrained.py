@@ -38,9 +38,11 @@ MEASURES = {"steerability": "label slope, LM judge (the paper's measure with our
             "keyword_steerability": "label slope, keyword judge",
             "judge_steerability": "slope of the mean LM-judge score (ours, graded)",
             "soft_steerability": "slope of the keyword-token probability (ours, graded)"}
-HAND_RULE = ("1 if the output names or clearly discusses the concept as described (its topic, terms or examples), "
-             "even in passing or garbled; 0 if it does not, including a bare word shared with the concept in "
-             "another sense; read without looking at either judge's verdict")
+HAND_RULE = ("1 if the output names or clearly exhibits the concept as described (its topic, terms or examples), "
+             "even in passing or garbled; for concepts that are kinds of tokens (numbers, codes, symbols, HTML tags, "
+             "place names) one clear instance counts; 0 otherwise, including a bare word shared with the concept in "
+             "another sense, a word from the concept's domain without the concept and a digit cut off mid-number; "
+             "read with the concept and the text only (the judge and keyword fields hidden)")
 
 
 def _log(msg: str) -> None:
@@ -217,8 +219,8 @@ def tabulate(cfg: dict, base: Settings, batch: dict, pairs, lines: list[dict], g
              f"{scale if scale is None else round(scale, 1)}); T {base.temperature:g}, {base.max_new_tokens} tokens. "
              f"Judges: the LM asked yes/no (label 2 when P(yes)/(P(yes)+P(no)) >= {base.judge_threshold:g}) and our "
              f"keywords; gibberish by the authors' regex first. Measures: {json.dumps(MEASURES)}. Label counts: "
-             f"{json.dumps(counts)}; concept rate per step: {json.dumps(by_step)}. 95% t-interval over seeds: "
-             f"{json.dumps(ci)}. Permutation test: {args.n_perm} concept shuffles of the 96-cell grid maximum. "
+             f"{json.dumps(counts)}; concept rate per step: {json.dumps(by_step)}. 95% t-intervals over seeds: "
+             "extra.ci_over_seeds here and results/crh/scale.json. Permutation test: {args.n_perm} concept shuffles of the 96-cell grid maximum. "
              f"Time (one thread, shared CPU): {json.dumps({k: round(v) for k, v in timing.items()})}.")
     write_result("crh", f"{name}-correlation", rows,
                  summary=summarise(rows, ["pearson_r", "spearman_rho", "grid_best_r", "grid_perm_p", "lrh_partial_r",
