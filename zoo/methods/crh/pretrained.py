@@ -351,9 +351,10 @@ def agreement(args) -> None:
     write_result("crh", f"{cfg['name']}-judge-agreement", rows, kind="result",
                  paper="the authors judge with Llama-3.3-70B-Instruct and report no agreement number",
                  notes=(f"{len(items)} steered outputs of {cfg['model']['lm']} (not gibberish) labelled by hand "
-                        f"({args.labels}; rule: {data['rule']}). Strata: {json.dumps(data['strata'])}; the pooled "
-                        "numbers over-weight judge-positive outputs (half the sample). lm = the LM judge at its "
-                        "threshold; for lm_score_auc_vs_hand the accuracy column holds the ROC AUC of the score."),
+                        f"({args.labels}; rule: {data['rule']}). Strata (picked of pool): "
+                        f"{json.dumps(data['strata'])}; pooled numbers weight the strata by their picks, not their "
+                        "pools. lm = the LM judge at its threshold; for lm_score_auc_vs_hand the accuracy column "
+                        "holds the ROC AUC of the score."),
                  results_dir=args.results_dir)
 
 
