@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--stop-at", default=None, help="start no further concept after this UTC time (HH:MM)")
     ap.add_argument("--out", default=None, help="run folder (default runs/<recipe name>)")
     ap.add_argument("--results-dir", type=Path, default=None, help="default: the repository's results/")
-    ap.add_argument("--labels", default="results/crh/smollm2-hand-labels.json")
+    ap.add_argument("--labels", default="data/crh-prompts/smollm2-hand-labels.json")
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
