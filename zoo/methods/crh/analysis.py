@@ -143,3 +143,38 @@ def implication_tests(points: list[dict], a: float = 2.0, p: float = 2.0, t: flo
             "grid": exponent_grid(steer, mu, sin, cos, [r["cid"] for r in kept], n_perm, seed),
             "lrh_partial": partial_correlation(x, steer, mu),
             "implication3": correlate([r["sim"] for r in q3], [r[f"question_{measure}"] for r in q3])}
+
+
+def correlation_rows(points: dict[str, list[dict]], layers: list[int], seeds: list[int], n_perm: int = 200,
+                     a: float = 2.0, p: float = 2.0, t: float = -1.0) -> tuple[list[dict], dict]:
+    """:func:`implication_tests` per (measure, layer, seed) as table rows, and the t-interval over seeds.
+
+    Args:
+        points: ``{measure: per-question points}`` (the rows :func:`implication_tests` takes, with the measure's own
+            ``excluded`` flags); layers, seeds: the cells to test.
+
+    Returns:
+        ``(rows, ci)``: one row per cell with enough points (Pearson / Spearman of Implication 2, the exponent grid's
+        best cell and permutation p, the LRH partial r, Implication 3's Spearman), and ``ci["<measure> layer <l>"]
+        [coefficient] = seed_interval(...)``.
+    """
+    rows = []
+    for measure, layer, seed in itertools.product(points, layers, seeds):
+        sub = [r for r in points[measure] if r["layer"] == layer and r["seed"] == seed]
+        tm = implication_tests(sub, a, p, t, n_perm=n_perm, seed=seed, measure=measure) if sub else {}
+        if "implication2" not in tm:
+            continue
+        grid = tm["grid"]
+        rows.append({"measure": measure, "layer": layer, "seed": seed, "n_concepts": tm["n_concepts"],
+                     "n_points": tm["n_points"], "pearson_r": tm["implication2"]["pearson_r"],
+                     "pearson_p": tm["implication2"]["pearson_p"], "spearman_rho": tm["implication2"]["spearman_rho"],
+                     "spearman_p": tm["implication2"]["spearman_p"], "grid_best_r": grid["best"]["pearson_r"],
+                     "grid_best_apt": None if grid["perm_p"] is None else
+                     f"{grid['best']['a']:g},{grid['best']['p']:g},{grid['best']['t']:g}",
+                     "grid_perm_p": grid["perm_p"], "lrh_partial_r": tm["lrh_partial"]["pearson_r"],
+                     "lrh_partial_p": tm["lrh_partial"]["pearson_p"],
+                     "impl3_spearman": tm["implication3"]["spearman_rho"], "impl3_p": tm["implication3"]["spearman_p"]})
+    ci = {f"{m} layer {layer}": {k: seed_interval([r[k] for r in rows if r["layer"] == layer and r["measure"] == m])
+                                 for k in ("pearson_r", "spearman_rho", "lrh_partial_r", "impl3_spearman")}
+          for m in points for layer in layers}
+    return rows, ci

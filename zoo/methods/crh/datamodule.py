@@ -3,7 +3,9 @@
 Inputs (all UTF-8):
 
 - ``prompts_path``: JSON list of question strings (question id = index); ``data/crh-prompts/alpaca_805_prompts.json``.
-- ``concepts_path``: CSV with columns ``concept_id`` (integer), ``output_concept`` (text); other columns ignored.
+- ``concepts_path``: CSV with columns ``concept_id`` (integer), ``output_concept`` (text) and optionally
+  ``instruction`` (the authors' concept instruction, used by ``pairs: instructed`` with ``directive: authors``);
+  other columns ignored.
 - ``keywords_path``: JSON ``{concept_id: [keyword, ...]}`` with >= 3 keywords per concept (ours, reviewed): they
   build ``r_with`` and are the keyword judge's vocabulary.
 - ``path`` (optional, the user's data): a pairs CSV with columns ``qid, cid, question, concept, resp_no_concept,
@@ -65,7 +67,8 @@ class CRHPairsDataModule(L.LightningDataModule):
                                 "an integer") from None
             if cid not in keywords:
                 raise DataError(f"{self.concepts_path}:{line}: concept {cid} has no keywords in {self.keywords_path}")
-            concepts.append({"cid": cid, "concept": row["output_concept"], "keywords": keywords[cid]})
+            concepts.append({"cid": cid, "concept": row["output_concept"], "keywords": keywords[cid],
+                             "instruction": (row.get("instruction") or "").strip()})
         pairs = read_pairs_csv(self.path) if self.path else None
         if pairs is not None:  # the user's concepts and questions
             known = {c["cid"]: c for c in concepts}

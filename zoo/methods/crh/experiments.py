@@ -11,7 +11,6 @@ run resumes; the table is then written through ``write_result`` from every line 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ import numpy as np
 import torch
 
 from zoo.core.results import summarise, write_result
-from zoo.methods.crh.analysis import implication_tests, seed_interval, sin_cos
+from zoo.methods.crh.analysis import correlation_rows, sin_cos
 from zoo.methods.crh.datamodule import CRHPairsDataModule
 from zoo.methods.crh.labels import CONCEPT, GIBBERISH, label
 from zoo.methods.crh.pairs import cached_replies, prompt_text
@@ -109,31 +108,16 @@ def correlation(args) -> None:
     lines = _run_grid("correlation", args.concepts, args.seeds, s_kw, Path(args.out), args.questions,
                       args.tabulate_only)
     pts = _points(lines, "lambda=0")
-    rows, steer_rows = [], []
+    steer_rows = []
     for p in pts:
         steer_rows.append({"concept_id": p["cid"], "layer": p["layer"], "seed": p["seed"], "qid": p["qid"],
                            "steerability": p["steerability"], "soft_steerability": p["soft_steerability"],
                            "mu_norm": p["mu_norm"], "cos_theta": p["cos"],
                            "sin_cos": float(sin_cos(np.array([p["sin"]]), np.array([p["cos"]]))[0]),
                            "excluded": p["excluded"]})
-    for measure, layer, seed in itertools.product(("steerability", "soft_steerability"), args.layers, args.seeds):
-        sub = [p for p in pts if p["layer"] == layer and p["seed"] == seed]
-        t = implication_tests(sub, n_perm=args.n_perm, seed=seed, measure=measure) if sub else {}
-        if "implication2" in t:
-            rows.append({"measure": measure, "layer": layer, "seed": seed, "n_concepts": t["n_concepts"], "n_points": t["n_points"],
-                         "pearson_r": t["implication2"]["pearson_r"], "pearson_p": t["implication2"]["pearson_p"],
-                         "spearman_rho": t["implication2"]["spearman_rho"],
-                         "spearman_p": t["implication2"]["spearman_p"],
-                         "grid_best_r": t["grid"]["best"]["pearson_r"],
-                         "grid_best_apt": None if t["grid"]["perm_p"] is None else
-                         f"{t['grid']['best']['a']:g},{t['grid']['best']['p']:g},{t['grid']['best']['t']:g}",
-                         "grid_perm_p": t["grid"]["perm_p"], "lrh_partial_r": t["lrh_partial"]["pearson_r"],
-                         "lrh_partial_p": t["lrh_partial"]["pearson_p"],
-                         "impl3_spearman": t["implication3"]["spearman_rho"],
-                         "impl3_p": t["implication3"]["spearman_p"]})
-    ci = {f"{m} layer {layer}": {k: seed_interval([r[k] for r in rows if r["layer"] == layer and r["measure"] == m])
-                                 for k in ("pearson_r", "lrh_partial_r", "impl3_spearman")}
-          for m in ("steerability", "soft_steerability") for layer in args.layers}
+    rows, ci = correlation_rows({m: pts for m in ("steerability", "soft_steerability")}, args.layers, args.seeds,
+                                args.n_perm)
+    ci = {k: {c: v[c] for c in ("pearson_r", "lrh_partial_r", "impl3_spearman")} for k, v in ci.items()}
     n_c = len({d["cid"] for d in lines})
     labs = [r[2] for d in lines for r in d["runs"]["lambda=0"]]
     counts = {"outputs": len(labs), "normal": labs.count(1), "concept": labs.count(CONCEPT),

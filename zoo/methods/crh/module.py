@@ -25,7 +25,8 @@ from zoo.methods.crh.predict import predict_record, predict_text
 from zoo.methods.crh.render import cylinder_view, label_fractions, steerability_scatter
 
 _BUFFERS = ("directions", "concept_ids", "meta_json")
-MEASURES = ("steerability", "soft_steerability")  # the paper's label slope; ours: keyword-probability slope
+MEASURES = ("steerability", "soft_steerability", "judge_steerability")  # the paper's label slope; ours: keyword-
+# probability slope, judge-score slope (LM judge only)
 
 
 @register_method("crh", datamodule=CRHPairsDataModule)
@@ -45,7 +46,15 @@ class CRHModule(ZooModule):
         max_new_tokens, temperature, batch_size: steered generation (32, 0.1, 128).
         reply_tokens, reply_cache: greedy reply length for r_no (64) and the JSON file caching replies.
         probe_steps: Adam steps of the probe (200). authors_escapes: the gibberish regex exactly as written upstream.
-        judge: ``keyword`` (the only judge here; the authors' LLM judge needs an API this project cannot call).
+        judge: ``keyword`` (ours) or ``lm`` (ours: the steered LM asked yes/no, :mod:`.judge`; label 2 when
+            P(yes) / (P(yes) + P(no)) >= ``judge_threshold``); the authors' Llama-3.3-70B judge needs an API.
+        pairs: ``template`` (greedy reply + keyword sentence, for LMs that cannot follow an instruction) or
+            ``instructed`` (the authors': the LM's own answers without / with the concept instruction);
+            ``pair_questions`` questions per concept (``null``: all), ``directive`` ``short`` or ``authors``;
+            ``reply_temperature``: 0 (greedy answers, the default) or sampling (random test LMs, whose greedy
+            answer only repeats the prompt's last token).
+        length_unit: ``mu`` (lengths up to ``c |mu_c|``, the paper) or ``residual`` (up to ``c rho_l``, the layer's
+            mean last-token residual norm: for LMs whose |mu_c| is far from the norm at which steering acts).
         exponents: ``{a, p, t}`` of the Implication-2 test (2, 2, -1). n_perm: permutations for the grid maximum.
     """
 
@@ -60,12 +69,13 @@ class CRHModule(ZooModule):
                  pca_sign: Literal["none", "align"] = "none", template: Literal["plain", "chat"] = "plain",
                  max_new_tokens: PositiveInt = 32, temperature: NonNegative = 0.1, batch_size: PositiveInt = 128,
                  reply_tokens: PositiveInt = 64, reply_cache: str | None = "runs/crh-cache/replies.json",
-                 probe_steps: PositiveInt = 200, authors_escapes: bool = False, judge: Literal["keyword"] = "keyword",
-                 exponents: dict | None = None, n_perm: PositiveInt = 200):
+                 probe_steps: PositiveInt = 200, authors_escapes: bool = False,
+                 judge: Literal["keyword", "lm"] = "keyword",
+                 exponents: dict | None = None, n_perm: PositiveInt = 200,
+                 pairs: Literal["template", "instructed"] = "template", pair_questions: PositiveInt | None = None,
+                 directive: Literal["short", "authors"] = "short", reply_temperature: NonNegative = 0.0,
+                 length_unit: Literal["mu", "residual"] = "mu", judge_threshold: NonNegative = 0.5):
         super().__init__()
-        if judge != "keyword":
-            raise ValueError(f"model.judge: only 'keyword' is available here (got {judge!r}); the authors' "
-                             "Llama-3.3-70B judge needs an API")
         self.save_hyperparameters()
         self.automatic_optimization = False
         self.settings = Settings(layers=list(layers or [2, 3]), n_train=n_train, n_test=n_test, split_seed=split_seed,
@@ -73,7 +83,10 @@ class CRHModule(ZooModule):
                                  baseline_c=baseline_c, penalty_c=penalty_c, n_steps=n_steps, hook_site=hook_site,
                                  pca_sign=pca_sign, template=template, max_new_tokens=max_new_tokens,
                                  temperature=temperature, batch_size=batch_size, probe_steps=probe_steps,
-                                 authors_escapes=authors_escapes)
+                                 authors_escapes=authors_escapes, pairs=pairs, pair_questions=pair_questions,
+                                 directive=directive, reply_temperature=reply_temperature,
+                                 length_unit=length_unit, judge=judge,
+                                 judge_threshold=judge_threshold)
         self.register_buffer("directions", torch.zeros(0, len(DIRECTIONS), len(self.settings.layers), 0))
         self.register_buffer("concept_ids", torch.zeros(0, dtype=torch.int64))
         self.register_buffer("meta_json", torch.zeros(0, dtype=torch.uint8))
@@ -114,7 +127,8 @@ class CRHModule(ZooModule):
                  for m in MEASURES} if run["points"] else {}
         run["tests"] = tests
         concepts = {c["cid"]: c for c in batch["concepts"]}
-        meta = {"concepts": {str(c): {"concept": concepts[c]["concept"], "keywords": concepts[c]["keywords"]}
+        meta = {"concepts": {str(c): {"concept": concepts[c]["concept"], "keywords": concepts[c]["keywords"],
+                                      "instruction": concepts[c].get("instruction", "")}
                              for c in run["concepts"]}, "layers": self.settings.layers, "tests": tests}
         self.meta_json = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
         metrics = {"n_concepts": float(len(run["concepts"])),
@@ -142,9 +156,9 @@ class CRHModule(ZooModule):
                  "tests.json": out / "tests.json"}
         files["outputs.json"].write_text(json.dumps([
             {"cid": c, "layer": layer, "run": name, "qid": q, "step": k, "length": length, "label": lab, "text": text,
-             "keyword_mass": mass}
+             "keyword_mass": mass, "judge_score": score}
             for (c, layer), res in run["results"].items() for name, rows in res["runs"].items()
-            for q, k, length, lab, text, mass in rows], indent=0))
+            for q, k, length, lab, text, mass, score in rows], indent=0))
         files["points.json"].write_text(json.dumps(run["points"], indent=0))
         files["tests.json"].write_text(json.dumps(run["tests"], indent=1))
         if run["points"]:

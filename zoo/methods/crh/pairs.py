@@ -71,16 +71,19 @@ def with_concept(resp_no: str, sentence: str, insert: str = "append") -> str:
 
 @torch.no_grad()
 def greedy_replies(model, tokenizer, prompts: list[str], max_new_tokens: int = 64, batch_size: int = 64,
-                   add_special_tokens: bool = True) -> list[str]:
-    """The LM's greedy replies (``generate``, left padding) to ``prompts``, decoded without special tokens."""
+                   add_special_tokens: bool = True, temperature: float = 0.0, seed: int = 0) -> list[str]:
+    """The LM's replies (``generate``, left padding) to ``prompts``, decoded without special tokens: greedy
+    (``temperature`` 0, the default) or sampled at ``temperature`` with ``torch.manual_seed(seed + batch start)``."""
     side, tokenizer.padding_side = tokenizer.padding_side, "left"
     out = []
     try:
         for i in range(0, len(prompts), batch_size):
             enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True,
                             add_special_tokens=add_special_tokens).to(model.device)
-            gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                                 pad_token_id=tokenizer.pad_token_id)
+            sample = {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature > 0 else \
+                {"do_sample": False}
+            torch.manual_seed(seed + i)
+            gen = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sample)
             out += tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
     finally:
         tokenizer.padding_side = side
