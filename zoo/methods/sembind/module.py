@@ -56,9 +56,9 @@ EvaluationSettings = Annotated[dict | None, Keys(
     EVAL_DEFAULTS, schemes=Annotated[list[Annotated[str, OneOf(SCHEMES)]], NonEmpty],
     ratios=Annotated[list[Annotated[float, Range(0, 1, min_open=True)]], NonEmpty],
     attacks=list[Literal["reprompt", "imprint"]], attackers=list[Literal["proxy", "provider"]],
-    distortions=list[Literal["jpeg", "blur", "noise", "crop"]], n_images=PositiveInt, n_captions=PositiveInt,
-    n_per_caption=PositiveInt, steps=PositiveInt, guidance=NonNegative, seeds=Annotated[list[NonNegativeInt], NonEmpty],
-    fpr=OpenUnit, predict_r=Probability)]
+    distortions=list[Literal["jpeg", "blur", "noise", "crop"]], n_images=PositiveInt, n_calibration=PositiveInt,
+    n_null=PositiveInt, n_captions=PositiveInt, n_per_caption=PositiveInt, steps=PositiveInt, guidance=NonNegative,
+    seeds=Annotated[list[NonNegativeInt], NonEmpty], fpr=OpenUnit, predict_r=Probability)]
 
 
 def load_stage(ref: str, stage: str) -> torch.nn.Module:
