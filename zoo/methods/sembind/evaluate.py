@@ -49,11 +49,12 @@ def forging_partners(y: torch.Tensor, idx: torch.Tensor, seed: int) -> torch.Ten
 def null_latents(G, masker, enc, dm, captions: torch.Tensor, n: int, seed: int, steps: int, guidance: float,
                  batch: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
     """``n`` unmarked generations from captions drawn (with replacement) from the test indices ``captions``, with
-    noise from ``torch.Generator(seed)``: their DDIM inversions ``(n, 3, S, S)`` and semantic codes ``(n, n_bits)``
+    noise from ``torch.Generator(seed)``: their DDIM inversions ``(n, *G.latent_shape)`` and semantic codes
+    ``(n, n_bits)``
     (``batch`` images at a time)."""
     g = torch.Generator().manual_seed(seed)
     chosen = captions[torch.randint(0, len(captions), (n,), generator=g)]
-    z = torch.randn((n, 3, G.size, G.size), generator=g)
+    z = torch.randn((n, *G.latent_shape), generator=g)
     inv, code = [], []
     for start in range(0, n, batch):
         part = chosen[start:start + batch].tolist()
@@ -80,9 +81,8 @@ def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, see
     e_f = embed_captions([ts.captions[i] for i in fidx.tolist()], dm.text_model)
     sims = (e * e_f).sum(1)  # cosine of the forging caption to the original (unit-norm MiniLM)
     similar = sims >= sims.median()
-    size = G.size
-    shape = (3, size, size)
-    cover = torch.nn.functional.interpolate(ts.x[fidx], size=(size, size), mode="bilinear", antialias=True) * 2 - 1
+    shape, side = G.latent_shape, G.image_size
+    cover = torch.nn.functional.interpolate(ts.x[fidx], size=(side, side), mode="bilinear", antialias=True) * 2 - 1
     g = torch.Generator().manual_seed(seed)
     z = torch.randn((len(idx), *shape), generator=g)
     steps, fpr, imp = cfg["steps"], cfg["fpr"], cfg["imprint"]

@@ -140,8 +140,7 @@ def train_masker_on_generations(masker, generator, encoder, dm, masker_cfg: dict
     e = embed_captions(caps, dm.text_model).repeat_interleave(cfg["n_per_caption"], 0)
     labels = torch.arange(len(caps)).repeat_interleave(cfg["n_per_caption"])
     g = torch.Generator().manual_seed(10_001)
-    size = generator.size
-    z = torch.randn((len(e), 3, size, size), generator=g)
+    z = torch.randn((len(e), *generator.latent_shape), generator=g)
     x = generator.sample(z, e, cfg["steps"], cfg["guidance"])
     with torch.no_grad():
         feats = encoder.features(to_unit(x))
