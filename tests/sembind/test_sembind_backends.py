@@ -10,6 +10,7 @@ from zoo.methods.sembind.backends import Dinov2Encoder, LatentCaptionDiffusion
 from zoo.methods.sembind.datamodule import CaptionDataModule
 from zoo.methods.sembind.evaluate import evaluate_seed
 from zoo.methods.sembind.masker import SemanticMasker
+from zoo.methods.sembind.module import load_stage
 from zoo.methods.sembind.pipeline import DEMO_KEYS
 
 
@@ -45,6 +46,7 @@ def test_latent_diffusion_shapes_inversion_gradient_and_folder(tmp_path):
     assert G.invert(x, 2).shape == (2, *G.latent_shape) and grad.abs().sum() > 0
     G.vae.save_pretrained(tmp_path / "vae")
     G.unet.save_pretrained(tmp_path / "unet")
+    assert isinstance(load_stage(str(tmp_path), "generator"), LatentCaptionDiffusion)
     H = LatentCaptionDiffusion.from_pretrained(tmp_path, tokens=2)
     H.proj.load_state_dict(G.proj.state_dict())
     assert torch.allclose(H.eval().sample(z, e, 2, 2.0), x, atol=1e-5)
@@ -59,6 +61,7 @@ def test_dinov2_encoder_features_and_folder(tmp_path):
     assert f.shape == (3, enc.dim) == (3, 16)
     enc.model.save_pretrained(tmp_path)
     assert torch.allclose(Dinov2Encoder.from_pretrained(tmp_path, image_size=16).eval().features(x), f, atol=1e-6)
+    assert load_stage(str(tmp_path), "encoder").dim == 16
     with pytest.raises(ValueError, match="not a multiple of the patch size 4"):
         Dinov2Encoder(enc.model, image_size=18)
 
