@@ -114,7 +114,7 @@ def _drawn_baselines(F_pool: np.ndarray, n_points: int, size: int, rng: np.rando
     return out
 
 
-def local_accuracy_factors(seeds=(0, 1, 2), n: int = 1000, n_population: int = 20_000) -> list[dict]:
+def local_accuracy_factors(seeds=(0, 1, 2), n: int = 1000, n_population: int = 5000) -> list[dict]:
     """The authors' local accuracy of exact (efficient) explanations under each protocol factor, per scenario,
     model and seed. By :func:`centring_gap` it needs only predictions: ``LA(t)`` is the gap between each point's
     background mean and the mean over the explained points (``la_minus_gap`` in the simulation table measures the
@@ -269,7 +269,7 @@ def main(argv=None) -> None:
                            "imputer drawing 100 of them per point and time; 'authors, whole background': same sets, "
                            "no draw; 'disjoint': n_explained rows of the 20 % against n_background rows of the 80 %; "
                            "'baseline imputer': the 20 % against the training mean row; 'population': the 20 % "
-                           "against 20,000 fresh draws.")
+                           "against 5,000 fresh draws.")
     elif a.what == "baseline":
         rows = additive_baseline(seeds)
         write_result(METHOD, "additive-baseline", rows,
