@@ -15,6 +15,8 @@ def test_masker_recipe_runs_and_predicts(tmp_path, capsys):
     kinds = {(r["scheme"], r["defense"], r["attack"]) for r in ev["rows"]}
     assert ("tree-ring", "sembind", "imprint") in kinds and ("gaussian-shading", "plain", "reprompt") in kinds
     assert all(0.0 <= r["tpr"] <= 1.0 and 0.0 <= r["far"] <= 1.0 for r in ev["rows"])
+    # FPR on the 4 scored clean + 4 held-out unmarked images, at a threshold set on 4 other ones (steps of 1/8)
+    assert all(r["far"] == r["fpr"] and (8 * r["fpr"]).is_integer() for r in ev["rows"] if r["attack"] == "none")
     assert sorted(p.name for p in (run / "sembind").glob("*.png")) == ["grid.png", "histograms.png", "r_curve.png",
                                                                        "spectra.png"]
     out = tmp_path / "pred"

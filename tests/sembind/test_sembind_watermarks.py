@@ -12,6 +12,7 @@ from zoo.methods.sembind.watermarks import (
     RingID,
     TreeRing,
     _fft,
+    calibrate,
     chacha20_bits,
     empirical_threshold,
 )
@@ -115,3 +116,19 @@ def test_empirical_threshold_by_hand():
     s = torch.arange(100.0)
     assert empirical_threshold(s, 0.05) == 94.0  # 95..99 above: 5 %
     assert empirical_threshold(s, 0.0) == 99.0
+
+
+def test_calibrate_by_hand():
+    cal = torch.arange(1000.0).flip(0)              # 0..999 in any order; 990..999 lie above 989: 1 %
+    tau, fpr = calibrate(cal, torch.tensor([100.0, 989.0, 989.5, 2000.0]), 0.01)
+    assert tau == 989.0 and fpr == 0.5              # 989.5 and 2000 exceed tau; a score equal to tau does not
+    tau, fpr = calibrate(torch.tensor([3.0, 1.0, 2.0, 0.0]), torch.tensor([0.5, 1.5, 2.5, 3.5]), 0.25)
+    assert tau == 2.0 and fpr == 0.5
+
+
+def test_calibrate_refuses_the_in_sample_maximum():
+    """16 nulls at 1 % FPR give the maximum as threshold (null FPR 0 by construction, steps of 1/16): refused."""
+    with pytest.raises(ValueError, match="16 calibration null scores cannot resolve an FPR of 0.01: need at least 100"):
+        calibrate(torch.randn(16), torch.randn(16), 0.01)
+    with pytest.raises(ValueError, match="no test null scores"):
+        calibrate(torch.randn(100), torch.randn(0), 0.01)

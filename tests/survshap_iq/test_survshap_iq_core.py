@@ -4,8 +4,9 @@ import pytest
 import shapiq
 
 from zoo.methods.survshap_iq.decomposition import all_coalitions, classify_components, moebius_transform, survfd
+from zoo.methods.survshap_iq.experiments import disjoint_split
 from zoo.methods.survshap_iq.explain import survshap_iq, survshap_iq_separate
-from zoo.methods.survshap_iq.metrics import local_accuracy
+from zoo.methods.survshap_iq.metrics import centring_gap, local_accuracy
 from zoo.methods.survshap_iq.simulation import asymmetry_scenario, scenario, symmetric_background
 from zoo.methods.survshap_iq.survival_models import ClosedFormModel, SksurvModel
 
@@ -64,6 +65,18 @@ def test_theorem_3_2_recovers_the_true_partition(k):
     assert classify_components(dec) == sc.true_partition()
 
 
+def test_theorem_3_2_on_a_fitted_cox_model():
+    """A Cox PH fit of scenario 1 (linear, time-independent) is additive in x with time only in h_0, so SurvFD of
+    its log-hazard recovers the true partition at the fitted-model tolerance (it failed while H came from -log S,
+    which saturates where S underflows)."""
+    sc = scenario(1)
+    X, t, e = sc.sample(1000, seed=0)
+    model = SksurvModel("coxph").fit(X, t, e)
+    times = np.linspace(1.0, 69.0, 41)
+    dec = survfd(model.target("log_hazard", times), X[:8], symmetric_background(200, seed=0), times)
+    assert classify_components(dec, rel_tol=0.01) == sc.true_partition()
+
+
 def test_theorem_3_3_asymmetric_propagation():
     sc = asymmetry_scenario()     # Z = {x1, x3} time-dependent, {x1, x2, x3} time-independent
     X, _, _ = sc.sample(30, seed=0)
@@ -119,16 +132,41 @@ def test_survival_scale_carries_interactions_log_hazard_does_not():
     assert np.abs(s.values[:, pair[(0, 1)]]).max() > 1e-3 and np.abs(s.values[:, pair[(1, 2)]]).max() > 1e-3
 
 
-def test_local_accuracy_below_0015_on_the_simulations():
-    for k in (3, 10):
-        sc = scenario(k)
-        X, t, e = sc.sample(400, seed=k)
-        pts = X[:40]                               # explained set = background (the residual's centring)
-        for model in (ClosedFormModel(sc), SksurvModel("coxph").fit(X, t, e)):
-            f = model.target("survival", TIMES)
-            curves = [survshap_iq(f, x, pts, TIMES) for x in pts]
-            la = local_accuracy(np.stack([c.prediction for c in curves]), np.stack([c.values.sum(1) for c in curves]))
-            assert la.max() < 0.015
+def test_local_accuracy_cannot_fail_when_the_background_is_the_explained_set():
+    """The authors' LA centres by the mean over the explained points. With those points as the background, exact
+    k-SII and a wrong but efficient attribution (everything on x2) both score exactly 0, so "LA = 0" checks nothing
+    (issue 39). With a disjoint background both score the same non-zero value, centring_gap: the gap between the
+    two sample means."""
+    sc = scenario(3)
+    X, t, e = sc.sample(400, seed=3)
+    ip, ib = disjoint_split(len(X), 30, 60, seed=0)
+    assert not set(ip) & set(ib)
+    for model in (ClosedFormModel(sc), SksurvModel("coxph").fit(X, t, e)):
+        f = model.target("survival", TIMES)
+        pts = X[ip]
+        F = f(pts)
+        for background, zero in ((pts, True), (X[ib], False)):
+            curves = [survshap_iq(f, x, background, TIMES) for x in pts]
+            exact = local_accuracy(F, np.stack([c.values.sum(1) for c in curves]))
+            wrong = local_accuracy(F, F - f(background).mean(axis=0))      # one player takes everything
+            assert np.allclose(exact, wrong, atol=1e-12)
+            assert np.allclose(exact, centring_gap(F, f(background).mean(axis=0)), atol=1e-12)
+            assert (exact.max() < 1e-12) == zero
+        assert exact.max() > 0.01
+
+
+def test_centring_gap_by_hand_and_per_point_baselines():
+    F = np.array([[1.0], [3.0]])
+    assert centring_gap(F, np.array([2.0]))[0] == 0.0
+    assert centring_gap(F, np.array([3.0]))[0] == pytest.approx(np.sqrt(1.0 / 5.0))
+    assert centring_gap(F, np.array([[1.0], [3.0]]))[0] == pytest.approx(np.sqrt(1.0 / 5.0))   # gaps -1, +1
+
+
+def test_disjoint_split_refuses_overlap():
+    ip, ib = disjoint_split(10, 4, 6, seed=1)
+    assert sorted(np.concatenate([ip, ib]).tolist()) == list(range(10))
+    with pytest.raises(ValueError, match="do not fit"):
+        disjoint_split(10, 5, 6, seed=1)
 
 
 def test_local_accuracy_hand_values():

@@ -75,8 +75,21 @@ def test_deephit_survival_and_loss():
 def test_step_function_and_grid_hazard():
     S = step_at(np.array([1.0, 3.0]), np.array([[0.9, 0.5]]), np.array([0.5, 1.0, 2.0, 3.0, 4.0]))
     assert S[0].tolist() == [1.0, 0.9, 0.9, 0.5, 0.5]
-    h = grid_hazard(np.exp(-0.1 * np.array([[1.0, 2.0, 4.0]])), np.array([1.0, 2.0, 4.0]))
+    h = grid_hazard(0.1 * np.array([[1.0, 2.0, 4.0]]), np.array([1.0, 2.0, 4.0]))
     assert h[0] == pytest.approx([0.1, 0.1, 0.1])
+
+
+def test_cox_log_hazard_stays_additive_where_survival_underflows():
+    """A Cox model's grid log-hazard minus x'beta is the same curve for every x, also for high-risk rows whose
+    S(t|x) < 1e-12 (computing H as -log S would saturate there and leak x into the time axis)."""
+    sc = scenario(1)
+    X, t, e = sc.sample(500, seed=0)
+    m = SksurvModel("coxph").fit(X, t, e)
+    Z = np.array([[0.0, 0.0, 0.0], [3.0, -3.0, -3.0]])           # the second: x'beta ~ 5, S(69) ~ 1e-30
+    times = np.linspace(1.0, 69.0, 41)
+    assert m.predict_survival(Z, times)[1, -1] < 1e-12
+    rest = m.predict_log_hazard(Z, times) - (Z @ m.estimator.coef_)[:, None]
+    assert np.allclose(rest[0], rest[1], atol=1e-8)
 
 
 @pytest.mark.parametrize("kind", ["coxph", "gbsa", "rsf"])

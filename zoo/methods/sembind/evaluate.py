@@ -1,8 +1,13 @@
 """The evaluation grid: watermark schemes × {plain, SemBind r} × attacks × attackers for one seed (see
-:mod:`pipeline` for the protocol). Rows per (scheme, defense, r, attack, attacker) with ``tpr`` (clean), ``far``
-(forgeries accepted at the clean threshold; for ``attack = none`` the unmarked images' false positive rate),
+:mod:`pipeline` for the protocol). Rows per (scheme, defense, r, attack, attacker) with ``tpr`` (clean), ``fpr``
+(unmarked images above the threshold), ``far`` (forgeries accepted; for ``attack = none`` equal to ``fpr``),
 ``auc``, ``tpr_<distortion>``, the mean forging-caption similarity (MiniLM cosine) and, for forgeries, the FAR of the
 half with the more similar forging captions (``far_similar``) and of the other half (``far_dissimilar``).
+
+Calibration: the threshold at the target FPR comes from ``n_calibration`` unmarked generations that are never
+scored (:func:`watermarks.calibrate`); ``fpr`` and ``auc`` are measured on other unmarked images: the ``n_images``
+clean generations of the scored captions plus ``n_null`` further ones. Both null sets use captions of the
+evaluation half other than the scored ones and noise of their own seed stream (:func:`null_latents`).
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from zoo.methods.sembind.pipeline import (
     to_unit,
     verify_scores,
 )
-from zoo.methods.sembind.watermarks import GaussianShading, build_scheme, empirical_threshold
+from zoo.methods.sembind.watermarks import GaussianShading, build_scheme, calibrate
 
 
 def _share(flags: torch.Tensor) -> float | None:
@@ -41,6 +46,26 @@ def forging_partners(y: torch.Tensor, idx: torch.Tensor, seed: int) -> torch.Ten
     return torch.tensor(out)
 
 
+def null_latents(G, masker, enc, dm, captions: torch.Tensor, n: int, seed: int, steps: int, guidance: float,
+                 batch: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` unmarked generations from captions drawn (with replacement) from the test indices ``captions``, with
+    noise from ``torch.Generator(seed)``: their DDIM inversions ``(n, *G.latent_shape)`` and semantic codes
+    ``(n, n_bits)``
+    (``batch`` images at a time)."""
+    g = torch.Generator().manual_seed(seed)
+    chosen = captions[torch.randint(0, len(captions), (n,), generator=g)]
+    z = torch.randn((n, *G.latent_shape), generator=g)
+    inv, code = [], []
+    for start in range(0, n, batch):
+        part = chosen[start:start + batch].tolist()
+        x = G.sample(z[start:start + batch], embed_captions([dm.test_set.captions[i] for i in part], dm.text_model),
+                     steps, guidance)
+        with torch.no_grad():
+            inv.append(G.invert(x, steps))
+        code.append(codes(masker, enc, x))
+    return torch.cat(inv), torch.cat(code)
+
+
 def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, seed: int,
                   keep_images: bool = False) -> dict:
     """One seed of the grid. Returns ``{"rows": [...], "scores": {...}, "images": {...}}`` (images only when
@@ -56,9 +81,8 @@ def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, see
     e_f = embed_captions([ts.captions[i] for i in fidx.tolist()], dm.text_model)
     sims = (e * e_f).sum(1)  # cosine of the forging caption to the original (unit-norm MiniLM)
     similar = sims >= sims.median()
-    size = G.size
-    shape = (3, size, size)
-    cover = torch.nn.functional.interpolate(ts.x[fidx], size=(size, size), mode="bilinear", antialias=True) * 2 - 1
+    shape, side = G.latent_shape, G.image_size
+    cover = torch.nn.functional.interpolate(ts.x[fidx], size=(side, side), mode="bilinear", antialias=True) * 2 - 1
     g = torch.Generator().manual_seed(seed)
     z = torch.randn((len(idx), *shape), generator=g)
     steps, fpr, imp = cfg["steps"], cfg["fpr"], cfg["imprint"]
@@ -66,6 +90,12 @@ def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, see
     with torch.no_grad():
         inv_clean = G.invert(x_clean, steps)
     code_clean = codes(masker, enc, x_clean)
+    others = pool[~torch.isin(pool, idx)]
+    inv_cal, code_cal = null_latents(G, masker, enc, dm, others, cfg["n_calibration"], seed + 10_000, steps,
+                                     cfg["guidance"])
+    inv_null, code_null = null_latents(G, masker, enc, dm, others, cfg["n_null"], seed + 20_000, steps,
+                                       cfg["guidance"])
+    inv_null, code_null = torch.cat([inv_clean, inv_null]), torch.cat([code_clean, code_null])
     rows, scores, images = [], {}, {"clean": to_unit(x_clean)} if keep_images else {}
     for name in cfg["schemes"]:
         scheme = build_scheme(name, shape, keys[name], cfg["watermark"])
@@ -82,20 +112,21 @@ def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, see
                     z_hat = G.invert(images_, steps)
                 return verify_scores(scheme, z_hat, mod, None if mod is None else codes(masker, enc, images_))
 
-            null = verify_scores(scheme, inv_clean, mod, None if mod is None else code_clean)
+            null = verify_scores(scheme, inv_null, mod, None if mod is None else code_null)
+            tau, fpr_measured = calibrate(verify_scores(scheme, inv_cal, mod, None if mod is None else code_cal),
+                                          null, fpr)
             pos = verify(x)
-            tau = empirical_threshold(null, fpr)
             labels = torch.cat([torch.ones(len(pos)), torch.zeros(len(null))]).long()
             base = {"seed": seed, "scheme": name, "defense": defense, "r": r, "tpr": float((pos > tau).float().mean()),
-                    "auc": float(binary_auroc(torch.cat([pos, null]), labels)), "threshold": tau,
-                    "similarity": float(sims.mean())}
+                    "fpr": fpr_measured, "auc": float(binary_auroc(torch.cat([pos, null]), labels)),
+                    "threshold": tau, "similarity": float(sims.mean())}
             if isinstance(scheme, GaussianShading):
                 base["binomial_threshold"] = scheme.threshold(fpr)
             if mod is not None:
                 base["pilot_final_hamming"] = float((m != codes(masker, enc, x)).float().mean())
             for d in cfg["distortions"]:
                 base[f"tpr_{d}"] = float((verify(DISTORTIONS[d](x)) > tau).float().mean())
-            rows.append({**base, "attack": "none", "attacker": "none", "far": float((null > tau).float().mean())})
+            rows.append({**base, "attack": "none", "attacker": "none", "far": fpr_measured})
             tag = f"{name}/{defense}{'' if mod is None else r}"
             scores[tag] = {"marked": pos.tolist(), "unmarked": null.tolist(), "threshold": tau}
             for who in cfg["attackers"]:

@@ -20,7 +20,7 @@ from zoo.core.results import summarise, write_result
 
 GRID = {"schemes": ["tree-ring", "gaussian-shading", "ringid", "wind"], "ratios": [0.25, 0.5, 1.0],
         "attacks": ["reprompt", "imprint"], "attackers": ["proxy", "provider"], "distortions": ["jpeg"],
-        "n_images": 16, "steps": 10, "guidance": 2.0, "fpr": 0.01,
+        "n_images": 16, "n_calibration": 1000, "n_null": 1000, "steps": 10, "guidance": 2.0, "fpr": 0.01,
         "imprint": {"eps": 8 / 255, "iters": 3, "inversion_steps": 5}}
 """The reduced grid run here (see the card for the full grid's cost)."""
 PAPER = {"claim": "forgeries rejected over four latent watermarks with quality kept; r trades robustness for "
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _write(rows: list[dict], masker: str) -> None:
-    metrics = ["tpr", "far", "far_similar", "far_dissimilar", "auc", "tpr_jpeg", "pilot_final_hamming"]
+    metrics = ["tpr", "fpr", "far", "far_similar", "far_dissimilar", "auc", "tpr_jpeg", "pilot_final_hamming"]
     summary = summarise(rows, metrics, by=["scheme", "defense", "r", "attack", "attacker"])
     seeds = sorted({r["seed"] for r in rows})
     write_result("sembind", "forgery", rows, summary=summary, paper=PAPER, notes=_notes(rows, seeds),
@@ -91,6 +91,7 @@ def _notes(rows: list[dict], seeds: list[int]) -> str:
     far_imprint = {w: m("far", defense="plain", attack="imprint", attacker=w) for w in ("proxy", "provider")}
     far_sb = m("far", defense="sembind", r=1.0, attack="reprompt", attacker="provider")
     tpr_plain, tpr_sb = m("tpr", defense="plain", attack="none"), m("tpr", defense="sembind", r=1.0, attack="none")
+    fpr_plain, fpr_sb = m("fpr", defense="plain", attack="none"), m("fpr", defense="sembind", attack="none")
     hamming = m("pilot_final_hamming", defense="sembind", attack="none")
     forgery_works = far_plain["provider"] >= 0.5
     defended = forgery_works and far_sb <= 0.1 and tpr_sb >= 0.8 * tpr_plain
@@ -107,12 +108,15 @@ def _notes(rows: list[dict], seeds: list[int]) -> str:
     else:
         reason = "the attacks themselves mostly fail on this 8x8 generator, so there is little forgery to defend"
     return (f"{verdict} {reason}. Means over schemes and seeds: clean TPR at 1% FPR plain {tpr_plain:.2f}, SemBind "
-            f"r=1 {tpr_sb:.2f}; FAR of reprompt forgery on plain watermarks by the proxy {far_plain['proxy']:.2f}, by "
+            f"r=1 {tpr_sb:.2f}; measured FPR on held-out unmarked images plain {fpr_plain:.3f}, SemBind (all r) "
+            f"{fpr_sb:.3f}; FAR of reprompt forgery on plain watermarks by the proxy {far_plain['proxy']:.2f}, by "
             f"the provider's own model {far_plain['provider']:.2f}; imprint {far_imprint['proxy']:.2f} / "
             f"{far_imprint['provider']:.2f}; SemBind r=1 reprompt by the provider {far_sb:.2f}. Seeds {seeds} (test "
             f"captions, forging captions, noise; one released masker); {GRID['n_images']} images per seed; 8x8 pixel "
-            "diffusion trained here for 1,500 steps (not SD 2.1); thresholds at 1% FPR from the same seed's unmarked "
-            "generations (with 16 of them: their maximum); far for attack none is the unmarked images' FPR.")
+            f"diffusion trained here for 1,500 steps (not SD 2.1); thresholds at 1% FPR calibrated per seed, scheme and "
+            f"defense on {GRID['n_calibration']} unmarked generations that are never scored; fpr (and far for attack "
+            f"none) measured on {GRID['n_images']} + {GRID['n_null']} other unmarked generations (captions of the "
+            f"evaluation half other than the scored ones, noise of their own seed stream).")
 
 if __name__ == "__main__":
     main()

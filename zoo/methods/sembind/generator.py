@@ -30,6 +30,7 @@ class CaptionDiffusion(nn.Module):
 
         widths = tuple(int(w) for w in widths)
         self.size, self.train_steps = int(size), int(train_steps)
+        self.latent_shape, self.image_size = (3, self.size, self.size), self.size  # pixel space: z_T is image-shaped
         self.unet = UNet2DModel(sample_size=self.size, in_channels=3, out_channels=3, block_out_channels=widths,
                                 layers_per_block=layers_per_block, down_block_types=("DownBlock2D",) * len(widths),
                                 up_block_types=("UpBlock2D",) * len(widths), class_embed_type="identity",

@@ -56,19 +56,28 @@ EvaluationSettings = Annotated[dict | None, Keys(
     EVAL_DEFAULTS, schemes=Annotated[list[Annotated[str, OneOf(SCHEMES)]], NonEmpty],
     ratios=Annotated[list[Annotated[float, Range(0, 1, min_open=True)]], NonEmpty],
     attacks=list[Literal["reprompt", "imprint"]], attackers=list[Literal["proxy", "provider"]],
-    distortions=list[Literal["jpeg", "blur", "noise", "crop"]], n_images=PositiveInt, n_captions=PositiveInt,
-    n_per_caption=PositiveInt, steps=PositiveInt, guidance=NonNegative, seeds=Annotated[list[NonNegativeInt], NonEmpty],
-    fpr=OpenUnit, predict_r=Probability)]
+    distortions=list[Literal["jpeg", "blur", "noise", "crop"]], n_images=PositiveInt, n_calibration=PositiveInt,
+    n_null=PositiveInt, n_captions=PositiveInt, n_per_caption=PositiveInt, steps=PositiveInt, guidance=NonNegative,
+    seeds=Annotated[list[NonNegativeInt], NonEmpty], fpr=OpenUnit, predict_r=Probability)]
 
 
 def load_stage(ref: str, stage: str) -> torch.nn.Module:
-    """The network saved by a ``stage`` run: a zoo id or package folder, in eval mode with gradients off.
+    """The network saved by a ``stage`` run (a zoo id or package folder), or a paper-scale backend
+    (:mod:`backends`): for ``generator`` a diffusers Stable Diffusion folder (``unet/`` and ``vae/``), for ``encoder``
+    a transformers DINOv2 folder (``config.json`` with ``model_type: dinov2``); in eval mode with gradients off.
 
     Raises:
         DataError: the package was made by another stage or method.
     """
     from zoo.core.hub import load_package
+    from zoo.methods.sembind.backends import Dinov2Encoder, LatentCaptionDiffusion
 
+    folder = Path(ref)
+    if stage == "generator" and (folder / "unet").is_dir() and (folder / "vae").is_dir():
+        return LatentCaptionDiffusion.from_pretrained(folder).eval().requires_grad_(False)
+    config = folder / "config.json"
+    if stage == "encoder" and config.is_file() and json.loads(config.read_text()).get("model_type") == "dinov2":
+        return Dinov2Encoder.from_pretrained(folder).eval().requires_grad_(False)
     cfg, state = load_package(ref)
     model = cfg.get("model", {})
     if cfg.get("method") != "sembind" or model.get("stage") != stage:

@@ -2,8 +2,8 @@
 
 Generation (provider ``G``, caption embedding ``e``): ``z_w = WM(z)``; plain: ``x = G(e, z_w)``; SemBind: pilot
 ``x_p = G(e, z_w)``, code ``m = f(x_p)``, ``x = G(e, Mod_m(z_w))``. Verification of ``x'``: ``ẑ = G⁻¹(x')`` (DDIM
-inversion, null caption); plain: ``score(ẑ)``; SemBind: ``score(Mod_{f(x')}(ẑ))``. The threshold is the score of
-the unmarked generations at ``fpr`` (TPR at that FPR; AUC by torchmetrics).
+inversion, null caption); plain: ``score(ẑ)``; SemBind: ``score(Mod_{f(x')}(ẑ))``. The threshold at ``fpr``
+comes from ``n_calibration`` held-out unmarked generations; TPR, the measured FPR and AUC are on other images.
 
 Forgery by an attacker ``A`` (the proxy, or the provider's own model as the worst case; Müller et al. 2024):
 ``reprompt``: ``x_f = A(e_f, A⁻¹(x))`` with another test caption ``e_f``; ``imprint``: a real cover image ``x_c``
@@ -30,7 +30,8 @@ DEMO_KEYS = {"tree-ring": 101, "gaussian-shading": 202, "ringid": 303, "wind": 4
 """Public demo keys (seeds): anyone can forge images marked with them. ``model.key_file`` takes your own."""
 EVAL_DEFAULTS = {"schemes": list(SCHEMES), "ratios": [0.25, 0.5, 1.0], "attacks": ["reprompt", "imprint"],
                  "attackers": ["proxy", "provider"], "distortions": ["jpeg", "blur", "noise", "crop"],
-                 "n_images": 16, "n_captions": 48, "n_per_caption": 4, "steps": 10, "guidance": 2.0,
+                 "n_images": 16, "n_calibration": 512, "n_null": 512, "n_captions": 48, "n_per_caption": 4,
+                 "steps": 10, "guidance": 2.0,
                  "seeds": [0, 1, 2], "fpr": 0.01, "predict_r": 0.5, "watermark": {},
                  "imprint": {"eps": 8 / 255, "iters": 5, "inversion_steps": 5}}
 
@@ -139,8 +140,7 @@ def train_masker_on_generations(masker, generator, encoder, dm, masker_cfg: dict
     e = embed_captions(caps, dm.text_model).repeat_interleave(cfg["n_per_caption"], 0)
     labels = torch.arange(len(caps)).repeat_interleave(cfg["n_per_caption"])
     g = torch.Generator().manual_seed(10_001)
-    size = generator.size
-    z = torch.randn((len(e), 3, size, size), generator=g)
+    z = torch.randn((len(e), *generator.latent_shape), generator=g)
     x = generator.sample(z, e, cfg["steps"], cfg["guidance"])
     with torch.no_grad():
         feats = encoder.features(to_unit(x))

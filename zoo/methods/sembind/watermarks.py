@@ -1,8 +1,9 @@
 """Four latent watermarks on the initial noise ``z_T (B, C, H, W)`` of a diffusion model (own code, notes §1.7).
 
 Each scheme has ``inject(z, generator) -> z_T`` (``z`` fresh N(0, I) noise) and ``score(z_hat) -> (B,)`` (higher =
-more watermark-like) on a DDIM-inverted latent; thresholds for a target FPR come from null scores
-(:func:`empirical_threshold`), or for Gaussian Shading from the binomial tail (:meth:`GaussianShading.threshold`).
+more watermark-like) on a DDIM-inverted latent; thresholds for a target FPR come from held-out null scores
+(:func:`calibrate`, :func:`empirical_threshold`), or for Gaussian Shading from the binomial tail
+(:meth:`GaussianShading.threshold`).
 
 - :class:`TreeRing` (Wen et al. 2023): a ring key in the centred 2-D FFT of one channel inside a disc of radius
   ``radius`` (10 at 64×64 in the official code, scaled here to the latent side); score = minus the mean L1
@@ -48,6 +49,32 @@ def empirical_threshold(null_scores: torch.Tensor, fpr: float) -> float:
     s = torch.sort(null_scores.flatten().double(), descending=True).values
     k = math.floor(fpr * len(s))
     return float(s[min(k, len(s) - 1)])
+
+
+def calibrate(calibration_scores: torch.Tensor, test_scores: torch.Tensor, fpr: float) -> tuple[float, float]:
+    """Threshold at a target FPR from held-out null scores, and the FPR it gives on other null scores.
+
+    ``tau = empirical_threshold(calibration_scores, fpr)``; the measured FPR is ``mean(test_scores > tau)``. The two
+    sets must be different images: calibrating on the scored nulls makes their FPR ``<= fpr`` by construction.
+
+    Args:
+        calibration_scores: ``(N_cal,)`` scores of unmarked images used only to set ``tau``.
+        test_scores: ``(N_test,)`` scores of other unmarked images.
+        fpr: target false positive rate in ``(0, 1)``.
+    Returns:
+        ``(tau, measured_fpr)``.
+    Raises:
+        ValueError: ``floor(fpr * N_cal) < 1``: the threshold would be the calibration maximum, so the target is not
+            resolved (with 16 nulls at 1 % FPR, rates move in steps of 1/16); or no test scores.
+    """
+    n = len(calibration_scores)
+    if math.floor(fpr * n) < 1:
+        raise ValueError(f"{n} calibration null scores cannot resolve an FPR of {fpr}: need at least "
+                         f"{math.ceil(1 / fpr)}")
+    if len(test_scores) == 0:
+        raise ValueError("no test null scores to measure the FPR on")
+    tau = empirical_threshold(calibration_scores, fpr)
+    return tau, float((test_scores.flatten().double() > tau).double().mean())
 
 
 class RingKey:

@@ -1,4 +1,5 @@
-"""Evaluation measures: local accuracy of an explanation (Sec. 4), Harrell's C-index and the integrated Brier score."""
+"""Evaluation measures: local accuracy of an explanation (Sec. 4) and what it reduces to for efficient indices,
+Harrell's C-index and the integrated Brier score."""
 from __future__ import annotations
 
 import numpy as np
@@ -18,6 +19,32 @@ def local_accuracy(predictions: np.ndarray, attributions: np.ndarray) -> np.ndar
     F = np.asarray(predictions, dtype=float)
     resid = F - F.mean(axis=0, keepdims=True) - np.asarray(attributions, dtype=float)
     return np.sqrt((resid ** 2).mean(axis=0) / np.maximum((F ** 2).mean(axis=0), 1e-300))
+
+
+def centring_gap(predictions: np.ndarray, baselines: np.ndarray) -> np.ndarray:
+    """What :func:`local_accuracy` equals for every efficient explanation (ours; the reason it is not a test of the
+    explainer).
+
+    An efficient index (SV, k-SII, FSII, STII; exact values) sums to ``F(t|x_i) - b_i(t)`` with ``b_i(t) = v(t|∅)``
+    the mean prediction over point ``i``'s background, so the authors' residual is
+    ``F - mean_j F - (F - b_i) = b_i(t) - mean_j F(t|x_j)``, the gap between two sample means, whatever the
+    attributions are:
+
+    ``LA(t) = sqrt( mean_i (b_i(t) - mean_j F(t|x_j))^2 / mean_i F(t|x_i)^2 )``.
+
+    It is 0 when the background is the explained set, and of the order of
+    ``sd_x F(t|x) * sqrt(1/n_explained + 1/n_background) / rms F`` for disjoint samples.
+
+    Args:
+        predictions: ``(n, T)`` ``F(t|x_i)`` of the explained points.
+        baselines: ``(T,)`` one background mean for all points, or ``(n, T)`` one per point (shapiq's imputer draws
+            its own replacement rows per explainer).
+    Returns:
+        ``(T,)``.
+    """
+    F = np.asarray(predictions, dtype=float)
+    gap = np.broadcast_to(np.asarray(baselines, dtype=float), F.shape) - F.mean(axis=0, keepdims=True)
+    return np.sqrt((gap ** 2).mean(axis=0) / np.maximum((F ** 2).mean(axis=0), 1e-300))
 
 
 def structured_y(time: np.ndarray, event: np.ndarray) -> np.ndarray:

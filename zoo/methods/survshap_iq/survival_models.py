@@ -6,8 +6,11 @@ models (Cox PH, gradient-boosted Cox, random survival forest) are wrapped by :cl
 networks (DeepSurv, DeepHit) and the closed-form simulation models implement the same methods.
 
 For models whose survival is a step function, the hazard on an explanation grid ``t_1 < ... < t_T`` is the
-average hazard over each grid interval (ours): ``h(t_k) = (H(t_k) - H(t_{k-1})) / (t_k - t_{k-1})`` with
-``H = -log S`` and ``t_0 = 0``, so that for a Cox model ``log h = log h_0 + x'beta`` stays additive.
+average hazard over each grid interval (ours): ``h(t_k) = (H(t_k) - H(t_{k-1})) / (t_k - t_{k-1})`` with ``t_0 = 0``,
+so that for a Cox model ``log h = log h_0 + x'beta`` stays additive. ``H`` is the model's own cumulative hazard
+where it has one (scikit-survival), else ``-log S``; ``-log S`` saturates where ``S`` underflows (``S < 1e-12``
+clips ``H`` at 27.6), which makes a proportional-hazards model's late log-hazard look time-dependent and
+non-additive.
 """
 from __future__ import annotations
 
@@ -24,9 +27,10 @@ def step_at(step_times: np.ndarray, step_values: np.ndarray, times: np.ndarray, 
     return np.where(idx[None, :] < 0, before, vals)
 
 
-def grid_hazard(survival: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """Average hazard over each grid interval from ``survival (n, T)`` at ``times (T,)`` (see module docstring)."""
-    H = -np.log(np.clip(survival, TINY, 1.0))
+def grid_hazard(cumulative_hazard: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Average hazard over each grid interval from the cumulative hazard ``H (n, T)`` at ``times (T,)`` (see the
+    module docstring)."""
+    H = np.asarray(cumulative_hazard, dtype=float)
     H0 = np.concatenate([np.zeros((len(H), 1)), H[:, :-1]], axis=1)
     t = np.asarray(times, dtype=float)
     width = np.diff(np.concatenate([[0.0], t]))
@@ -34,13 +38,17 @@ def grid_hazard(survival: np.ndarray, times: np.ndarray) -> np.ndarray:
 
 
 class SurvivalInterface:
-    """Hazard scales from ``predict_survival``; subclasses may override with closed forms."""
+    """Hazard scales from ``predict_survival`` (or ``predict_cumulative_hazard``); subclasses may override with
+    closed forms."""
 
     def predict_survival(self, X: np.ndarray, times: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def predict_cumulative_hazard(self, X: np.ndarray, times: np.ndarray) -> np.ndarray:
+        return -np.log(np.clip(self.predict_survival(X, times), TINY, 1.0))
+
     def predict_hazard(self, X: np.ndarray, times: np.ndarray) -> np.ndarray:
-        return grid_hazard(self.predict_survival(X, times), times)
+        return grid_hazard(self.predict_cumulative_hazard(X, times), times)
 
     def predict_log_hazard(self, X: np.ndarray, times: np.ndarray) -> np.ndarray:
         return np.log(np.maximum(self.predict_hazard(X, times), TINY))
@@ -99,6 +107,11 @@ class SksurvModel(SurvivalInterface):
         est = self.estimator
         surv = est.predict_survival_function(np.asarray(X, float), return_array=True)
         return step_at(est.unique_times_, surv, times)
+
+    def predict_cumulative_hazard(self, X: np.ndarray, times: np.ndarray) -> np.ndarray:
+        est = self.estimator
+        chf = est.predict_cumulative_hazard_function(np.asarray(X, float), return_array=True)
+        return step_at(est.unique_times_, chf, times, before=0.0)
 
     def predict_risk(self, X: np.ndarray) -> np.ndarray:
         return np.asarray(self.estimator.predict(np.asarray(X, float)), dtype=float)
