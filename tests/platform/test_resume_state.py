@@ -37,6 +37,38 @@ def test_what_reading_a_batch_draws_does_not_depend_on_the_process_history():
     assert len({round(float(x) % 1, 6) for b in straight for x in b}) == 12  # twelve distinct draws
 
 
+def test_weighted_draws_are_per_epoch_and_epoch_0_is_the_samplers_own():
+    weights = torch.tensor([0.1, 0.5, 0.2, 0.2], dtype=torch.double)
+    own = list(torch.utils.data.WeightedRandomSampler(weights, 8, generator=torch.Generator().manual_seed(3)))
+
+    def epoch_draws(epoch, skip=0):
+        return list(resumable.ResumableWeightedSampler(weights, 8, True, range(4), 1, 0, 3, lambda: epoch, skip))
+
+    assert epoch_draws(0) == own
+    assert epoch_draws(1) != own and epoch_draws(1) == epoch_draws(1)
+    assert epoch_draws(1, skip=4) == epoch_draws(1)[4:]
+    halves = [list(resumable.ResumableWeightedSampler(weights, 7, True, range(4), 2, r, 3, lambda: 0)) for r in (0, 1)]
+    assert len(halves[0]) == len(halves[1]) == 4  # 7 draws padded to 8, as DistributedSampler pads
+
+
+class GlobalPoisson:
+    """A batch sampler that draws each batch's members from the global RNG when asked (as Opacus' does)."""
+
+    def __len__(self) -> int:
+        return 5
+
+    def __iter__(self):
+        for _ in range(5):
+            yield (torch.rand(10) < 0.5).nonzero().flatten().tolist()
+
+
+def test_a_batch_sampler_of_its_own_draws_batch_k_the_same_after_a_resume():
+    straight = list(resumable.SeededBatches(GlobalPoisson(), 7, lambda: 2, 0))
+    torch.manual_seed(99)
+    resumed = list(resumable.SeededBatches(GlobalPoisson(), 7, lambda: 2, 0, skip=3))
+    assert resumed == straight[3:] and len({tuple(b) for b in straight}) > 1
+
+
 class Fits(ZooModule):
     """One weight trained by SGD and halved after each batch (as pulse renormalises its decoder); ``calibrated``
     counts epoch ends and ``fitted`` copies the weight when the fit ends (as watchlog's threshold and LTC's directions

@@ -20,8 +20,8 @@ RNG that depends on the position in training rather than on the history of the p
   so they too are the same after a resume (Lightning reads a batch ahead of the step that trains on it, and a
   resumed process reads its first batches without the steps before them having run). Under DDP it is also the
   distributed sampler (each rank its share, as Lightning's would be). Such a DataLoader tells Lightning it is resumable (an empty ``state_dict``: its position is the loop's), so a mid-epoch
-  resume does not warn that the data order may differ. A batch sampler of the method's own (Opacus' Poisson
-  sampler) is wrapped in :class:`SeededBatches`: the global RNGs are seeded by batch position before each batch is
+  resume does not warn that the data order may differ. On one process, a batch sampler of the method's own
+  (Opacus' Poisson sampler) is wrapped in :class:`SeededBatches`: the global RNGs are seeded by batch position before each batch is
   drawn, so a sampler that draws from them (and any draw made while reading) repeats itself after a resume.
 * :func:`make_val_loaders_whole`: under DDP every rank validates on the whole validation set, so logged validation
   equals a single-process evaluation for every metric (``ZooModule.log`` also defaults to ``sync_dist=True``).
@@ -333,8 +333,9 @@ def _resumable(dl, trainer: L.Trainer, seed: int):
 
     if not isinstance(dl, DataLoader) or dl.batch_sampler is None:  # not a DataLoader, or no batching (iterable)
         return dl
-    if type(dl.batch_sampler) is not BatchSampler:
-        return _seeded_batches(dl, trainer, seed) if hasattr(type(dl.batch_sampler), "__len__") else dl
+    if type(dl.batch_sampler) is not BatchSampler:  # under DDP Lightning's own rules apply to it, as before
+        sized = hasattr(type(dl.batch_sampler), "__len__")
+        return _seeded_batches(dl, trainer, seed) if sized and trainer.world_size == 1 else dl
     sampler, world, rank, epoch = dl.sampler, trainer.world_size, trainer.global_rank, lambda: trainer.current_epoch
     if isinstance(sampler, RandomSampler) and not sampler.replacement and sampler._num_samples is None:
         new = ResumableSampler(dl.dataset, world, rank, True, seed, epoch, batch_size=dl.batch_size)
