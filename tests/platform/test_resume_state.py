@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.core import resumable
+from zoo.core import resumable, resumable_data
 from zoo.core.module import ZooModule
 
 
@@ -23,7 +23,7 @@ class Noisy(Dataset):
 
 
 def _read(skip: int) -> list[torch.Tensor]:
-    sampler = resumable.ResumableSampler(Noisy(), 1, 0, True, 7, lambda: 1, skip=skip, batch_size=3)
+    sampler = resumable_data.ResumableSampler(Noisy(), 1, 0, True, 7, lambda: 1, skip=skip, batch_size=3)
     return list(DataLoader(Noisy(), batch_size=3, sampler=sampler))
 
 
@@ -42,12 +42,12 @@ def test_weighted_draws_are_per_epoch_and_epoch_0_is_the_samplers_own():
     own = list(torch.utils.data.WeightedRandomSampler(weights, 8, generator=torch.Generator().manual_seed(3)))
 
     def epoch_draws(epoch, skip=0):
-        return list(resumable.ResumableWeightedSampler(weights, 8, True, range(4), 1, 0, 3, lambda: epoch, skip))
+        return list(resumable_data.ResumableWeightedSampler(weights, 8, True, range(4), 1, 0, 3, lambda: epoch, skip))
 
     assert epoch_draws(0) == own
     assert epoch_draws(1) != own and epoch_draws(1) == epoch_draws(1)
     assert epoch_draws(1, skip=4) == epoch_draws(1)[4:]
-    halves = [list(resumable.ResumableWeightedSampler(weights, 7, True, range(4), 2, r, 3, lambda: 0)) for r in (0, 1)]
+    halves = [list(resumable_data.ResumableWeightedSampler(weights, 7, True, range(4), 2, r, 3, lambda: 0)) for r in (0, 1)]
     assert len(halves[0]) == len(halves[1]) == 4  # 7 draws padded to 8, as DistributedSampler pads
 
 
@@ -63,9 +63,9 @@ class GlobalPoisson:
 
 
 def test_a_batch_sampler_of_its_own_draws_batch_k_the_same_after_a_resume():
-    straight = list(resumable.SeededBatches(GlobalPoisson(), 7, lambda: 2, 0))
+    straight = list(resumable_data.SeededBatches(GlobalPoisson(), 7, lambda: 2, 0))
     torch.manual_seed(99)
-    resumed = list(resumable.SeededBatches(GlobalPoisson(), 7, lambda: 2, 0, skip=3))
+    resumed = list(resumable_data.SeededBatches(GlobalPoisson(), 7, lambda: 2, 0, skip=3))
     assert resumed == straight[3:] and len({tuple(b) for b in straight}) > 1
 
 
