@@ -44,6 +44,14 @@ class ZooModule(L.LightningModule):
         kwargs.setdefault("sync_dist", True)
         super().log(name, value, *args, **kwargs)
 
+    @property
+    def resuming(self) -> bool:
+        """True during a fit that continues a checkpoint (``resume=auto``, ``trainer.fit(ckpt_path=...)``), from
+        ``on_fit_start`` on. Lightning restores the weights before ``on_fit_start`` but the step counter only after it
+        (``global_step`` still reads 0 there), so a module that initialises state at fit start (a data-derived scale,
+        a bias set from a data sample) asks this, not ``global_step``, whether the checkpoint already holds it."""
+        return self._trainer is not None and self.trainer.ckpt_path is not None
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         for name in self.fit_sized_buffers:  # shapes known only after fit: take the saved ones
             if prefix + name in state_dict:

@@ -1,48 +1,40 @@
-"""What makes a killed run continue as if it had never stopped: atomic checkpoints, a resumable data order, and an
-RNG that depends on the position in training rather than on the history of the process.
+"""What makes a killed run continue as if it had never stopped: atomic checkpoints that hold what the module set
+after them, a resumable data order (:mod:`zoo.core.resumable_data`), and an RNG that depends on the position in
+training rather than on the history of the process.
 
 * :class:`LastCheckpoint` writes ``checkpoints/last.ckpt`` every ``checkpoint.every_n_train_steps`` optimiser steps,
   every ``checkpoint.every_n_minutes`` minutes, at each epoch end and at the end of fit; every write goes to a
   ``.part`` file that is then renamed (``os.replace``), so a kill at any moment leaves the previous complete file.
+  State a module changes after that write at the same step (in its own ``on_train_batch_end``,
+  ``on_train_epoch_end`` or ``on_train_end``, which Lightning calls after the callbacks': decoder columns
+  renormalised, a threshold calibrated on validation, a retrieval index, directions found by a post-hoc pipeline) is
+  written into that ``last.ckpt`` at the next epoch's or batch's start and at the end of the fit.
 * :class:`AtomicModelCheckpoint` is Lightning's best-k ``ModelCheckpoint`` with the same write-then-rename; a best
   checkpoint chosen by the validation right after ``last.ckpt`` was written (at the same step) is recorded in that
   ``last.ckpt`` too, so a resume knows every best file and keeps honouring ``save_top_k``.
-* :func:`make_train_loader_resumable` swaps the training DataLoader's shuffling (``RandomSampler``) or sequential
-  sampler for :class:`ResumableSampler`: the order of an epoch is a function of ``(seed, epoch)`` only, and after a
-  mid-epoch resume the batches the checkpoint had already trained on are skipped (the count comes from the restored
-  loop state). Under DDP it is also the distributed sampler (each rank its share, as Lightning's would be). Such a
-  DataLoader tells Lightning it is resumable (an empty ``state_dict``: its position is the loop's), so a mid-epoch
-  resume does not warn that the data order may differ.
-* :func:`make_val_loaders_whole`: under DDP every rank validates on the whole validation set, so logged validation
-  equals a single-process evaluation for every metric (``ZooModule.log`` also defaults to ``sync_dist=True``).
+* :func:`prepare_dataloaders`: the training DataLoader's order and data-side draws depend on the seed, the epoch and
+  the batch position only (:mod:`zoo.core.resumable_data`); under DDP every rank validates on the whole set.
 * :class:`MainOptimizerSteps` makes ``trainer.max_steps`` count updates of the main optimiser only (a method's
   discriminator or other extra optimisers do not count), so ``max_steps`` means the same batches for every method.
 * :class:`StepSeededRng` reseeds ``torch``, ``numpy`` and ``random`` at the start of every training batch from
   ``(seed, epoch, batch index, rank)``, so dropout masks and other draws of batch *k* are the same whether or not the
   process was restarted before it.
 
-Not covered: samplers other than random / sequential (weighted, custom, iterable datasets) keep their own order and
-are logged as not resumable mid-epoch; random transforms drawn inside DataLoader worker processes.
+Not covered: what :mod:`zoo.core.resumable_data` lists; a kill in the moment between a checkpoint and the rewrite
+that adds the state the module's own hooks set after it (the previous, complete file is kept).
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import logging
 import os
-import random
 import time
 from pathlib import Path
 
 import lightning as L
-import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
-from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
 from zoo.core import runs
-
-log = logging.getLogger("zoo")
+from zoo.core.resumable_data import make_train_loader_resumable, make_val_loaders_whole, position_seed, seed_all
 
 DEFAULT_EVERY_N_TRAIN_STEPS = 50
 DEFAULT_EVERY_N_MINUTES = 10.0
@@ -82,7 +74,7 @@ class LastCheckpoint(Callback):
         self.path = Path(dirpath) / "last.ckpt"
         self.every_n_steps, self.every_n_epochs = every_n_steps, every_n_epochs
         self.every_s = None if every_n_minutes is None else 60.0 * every_n_minutes
-        self._saved_step, self._t = -1, time.monotonic()
+        self._saved_step, self._t, self._saved_state = -1, time.monotonic(), None
 
     def _skip(self, trainer: L.Trainer) -> bool:
         return bool(trainer.fast_dev_run) or trainer.sanity_checking or trainer.global_step == self._saved_step
@@ -93,6 +85,29 @@ class LastCheckpoint(Callback):
         for logger in trainer.loggers:  # rows up to the checkpoint reach the disk with it
             logger.save()
         self._saved_step, self._t = trainer.global_step, time.monotonic()
+        self._saved_state = _fingerprint(trainer.lightning_module)
+
+    def refresh_module_state(self, trainer: L.Trainer) -> None:
+        """When ``last.ckpt`` was written at this step and the module's weights or buffers changed since (in its own
+        ``on_train_batch_end`` / ``on_train_epoch_end`` / ``on_train_end``, which run after this callback's), write
+        the module's current ``state_dict`` and hparams into it, keeping the loop, optimiser and callback state of
+        the step (all ranks call this together; rank 0 rewrites the file atomically)."""
+        if trainer.fast_dev_run or self._saved_step != trainer.global_step or self._saved_state is None:
+            return
+        changed = trainer.strategy.broadcast(_fingerprint(trainer.lightning_module) != self._saved_state, src=0)
+        if not changed:
+            return
+        state = trainer.strategy.lightning_module_state_dict()  # a collective under sharded strategies
+        if trainer.is_global_zero and self.path.is_file():
+            ckpt = torch.load(self.path, map_location="cpu", weights_only=True)  # our own file; never unpickle code
+            ckpt["state_dict"] = state
+            if "hyper_parameters" in ckpt:  # sizes set with that state (a fitted index's row count)
+                ckpt["hyper_parameters"] = dict(trainer.lightning_module.hparams)
+            part = Path(f"{self.path}.part")
+            torch.save(ckpt, part)
+            os.replace(part, self.path)
+        trainer.strategy.barrier("zoo.refresh_module_state")
+        self._saved_state = _fingerprint(trainer.lightning_module)
 
     def record_callback_state(self, trainer: L.Trainer, callback: Callback) -> None:
         """Rank 0: when ``last.ckpt`` was written at this step (at the end of the training batch, before the validation
@@ -122,9 +137,26 @@ class LastCheckpoint(Callback):
         if not self._skip(trainer) and self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
             self.save(trainer)
 
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self.refresh_module_state(trainer)  # the epoch-end checkpoint as the module's on_train_epoch_end left it
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.refresh_module_state(trainer)  # the step's checkpoint as the module's on_train_batch_end left it
+
     def on_train_end(self, trainer, pl_module) -> None:
         if not self._skip(trainer):
             self.save(trainer)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self.refresh_module_state(trainer)  # after the module's on_train_end
+
+
+def _fingerprint(module) -> dict:
+    """What identifies the module's current weights and buffers without copying them: each state-dict entry's
+    object, in-place version counter and shape (an assignment or an in-place write changes one of them; a write
+    through ``tensor.data`` does not, and is not seen)."""
+    return {k: (id(v), v._version, tuple(v.shape)) for k, v in module.state_dict(keep_vars=True).items()
+            if isinstance(v, torch.Tensor)}
 
 
 class RunStatus(Callback):
@@ -147,11 +179,6 @@ class RunStatus(Callback):
                       "killed" if isinstance(exception, (KeyboardInterrupt, SystemExit)) else "failed")
 
 
-def _mix(*parts: int) -> int:
-    """A 63-bit seed from integers (stable across processes and Python versions, unlike ``hash``)."""
-    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little") >> 1
-
-
 class StepSeededRng(Callback):
     """At the start of each training batch, seed ``torch`` (CPU and CUDA), ``numpy`` and ``random`` from
     ``(seed, epoch, batch_idx, global_rank)``: the draws of a batch depend on where training is, not on what the
@@ -161,102 +188,7 @@ class StepSeededRng(Callback):
         self.seed = int(seed)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        s = _mix(self.seed, trainer.current_epoch, batch_idx, trainer.global_rank)
-        torch.manual_seed(s)
-        np.random.seed(s % 2**32)
-        random.seed(s)
-
-
-class ResumableSampler(DistributedSampler):
-    """Each rank's share of a permutation drawn from ``seed + epoch`` (or of ``range(n)`` when not shuffling), as
-    ``DistributedSampler``; the first ``skip`` indices of the first epoch iterated are left out (batches a resumed
-    checkpoint had already trained on). With one replica it is a plain seeded sampler.
-
-    The epoch is read from ``epoch()`` (the trainer's ``current_epoch``) each time an epoch starts, not taken from
-    Lightning's ``set_epoch``: after a resume from a checkpoint written at an epoch's end, Lightning passes the
-    epoch just finished (its ``processed`` count was not yet incremented), which would replay that epoch's order."""
-
-    def __init__(self, dataset, num_replicas: int, rank: int, shuffle: bool, seed: int, epoch, skip: int = 0):
-        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=False)
-        self._epoch_of, self._skip = epoch, skip
-
-    def set_epoch(self, epoch: int) -> None:
-        """Ignored: the epoch comes from ``epoch()`` (see the class docstring)."""
-
-    def __iter__(self):
-        self.epoch = int(self._epoch_of())
-        indices = list(super().__iter__())
-        skip, self._skip = self._skip, 0
-        return iter(indices[skip:] if skip < len(indices) else indices)
-
-
-def _resumable(dl, trainer: L.Trainer, seed: int):
-    from lightning.pytorch.trainer.states import RunningStage
-    from lightning.pytorch.utilities.data import _update_dataloader
-
-    if not isinstance(dl, DataLoader) or type(dl.batch_sampler) is not BatchSampler:
-        return dl
-    sampler = dl.sampler
-    if isinstance(sampler, RandomSampler) and not sampler.replacement and sampler._num_samples is None:
-        shuffle = True
-    elif isinstance(sampler, SequentialSampler):
-        shuffle = False
-    else:
-        log.info("train dataloader with %s: its order is not resumable mid-epoch", type(sampler).__name__)
-        return dl
-    epoch_loop = trainer.fit_loop.epoch_loop
-    per_rank = -(-len(dl.dataset) // trainer.world_size)
-    done = epoch_loop.batch_progress.current.ready if epoch_loop.restarting else 0
-    skip = done * dl.batch_size if done * dl.batch_size < per_rank else 0
-    new = ResumableSampler(dl.dataset, trainer.world_size, trainer.global_rank, shuffle, seed,
-                           lambda: trainer.current_epoch, skip)
-    loader = _update_dataloader(dl, new, RunningStage.TRAINING)
-    # stateful for Lightning (no mid-epoch resume warning): the position it would store is the loop's own
-    loader.state_dict, loader.load_state_dict = dict, _ignore
-    return loader
-
-
-def _ignore(state: dict) -> None:
-    return None
-
-
-def _whole(dl, trainer: L.Trainer):
-    """Under DDP, a sequential evaluation DataLoader reads the whole set on every rank (a one-replica
-    ``DistributedSampler``, which Lightning leaves alone) instead of a padded shard."""
-    from lightning.pytorch.trainer.states import RunningStage
-    from lightning.pytorch.utilities.data import _update_dataloader
-
-    if isinstance(dl, (list, tuple)):
-        return type(dl)(_whole(d, trainer) for d in dl)
-    if isinstance(dl, dict):
-        return {k: _whole(d, trainer) for k, d in dl.items()}
-    if trainer.world_size == 1 or not isinstance(dl, DataLoader) or not isinstance(dl.sampler, SequentialSampler):
-        return dl
-    whole = DistributedSampler(dl.dataset, num_replicas=1, rank=0, shuffle=False)
-    return _update_dataloader(dl, whole, RunningStage.VALIDATING)
-
-
-def _wrap_hook(owner, name: str, transform) -> None:
-    original = getattr(owner, name)
-
-    @functools.wraps(original)
-    def hook():
-        return transform(original(), owner.trainer)
-
-    setattr(owner, name, hook)
-
-
-def make_train_loader_resumable(owner, trainer_seed: int) -> None:
-    """Wrap ``owner.train_dataloader`` (the datamodule's, else the module's) so the DataLoader Lightning requests uses
-    :class:`ResumableSampler`. Call before ``trainer.fit``; the owner's ``trainer`` is set by then."""
-    _wrap_hook(owner, "train_dataloader", lambda dl, trainer: _resumable(dl, trainer, trainer_seed))
-
-
-def make_val_loaders_whole(owner) -> None:
-    """Wrap ``owner.val_dataloader`` so that under DDP every rank validates on the whole validation set: logged
-    validation metrics are then exactly those of one process (and of ``zoo eval``) for any metric, averages or not
-    (AP, AUC...), at the cost of repeating validation on each rank."""
-    _wrap_hook(owner, "val_dataloader", _whole)
+        seed_all(position_seed(self.seed, trainer.current_epoch, batch_idx, trainer.global_rank))
 
 
 def _do_nothing() -> None:

@@ -90,7 +90,7 @@ class FastSAEModule(ZooModule):
     # ---- training ----------------------------------------------------------------------------------------------
     def on_fit_start(self) -> None:
         dm = self.trainer.datamodule
-        if self.init_from_ref is None and self.global_step == 0:
+        if self.init_from_ref is None and not self.resuming:
             self.act_scale.fill_(dm.norm_scale())
             sample = dm.sample(self.hparams.geometric_median_sample) * self.act_scale
             with torch.no_grad():

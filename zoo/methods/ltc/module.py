@@ -144,9 +144,11 @@ class LTCModule(ZooModule):
 
     # ---- the post-hoc pipeline -----------------------------------------------------------------------------------
     def on_train_epoch_end(self) -> None:
-        """After the last epoch (before the checkpoint callback saves, so S, Y and the means are in it)."""
+        """After the last epoch: ``trainer.max_epochs`` reached, or ``trainer.max_steps`` (``max_epochs=-1`` counts
+        steps only). S, Y, the means and the directions reach ``last.ckpt`` (``zoo.core.resumable.LastCheckpoint``
+        writes the module's state left by this hook into it)."""
         t = self.trainer
-        if t.current_epoch + 1 >= t.max_epochs or 0 < t.max_steps <= t.global_step:
+        if 0 < t.max_epochs <= t.current_epoch + 1 or 0 < t.max_steps <= t.global_step:
             self.on_train_end()
 
     def on_fit_start(self) -> None:

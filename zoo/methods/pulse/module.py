@@ -101,7 +101,8 @@ class PulseModule(ZooModule):
 
     def on_fit_start(self) -> None:
         dm = self.trainer.datamodule
-        if self.hparams.stage == "sae" and not self.meta_json.numel() and self.init_from_ref is None:
+        if self.hparams.stage == "sae" and not self.meta_json.numel() and self.init_from_ref is None and \
+                not self.resuming:
             if dm.X.shape[1] != self.hparams.input_dim:
                 raise DataError(f"embeddings have width {dm.X.shape[1]}, model.input_dim is {self.hparams.input_dim}")
             self.sae.init_from_data(dm.X, torch.Generator().manual_seed(int(torch.initial_seed()) % 2**31))

@@ -11,6 +11,11 @@ decrease, negative scales or slips outside [0, 1] fail naming file, line and col
 A batch is a dict of tensors: ``obs (B, *obs)``, ``action (B,)`` long or ``(B, A)`` float, ``reward (B,)`` the
 one-step reward, ``next_obs``, ``discount (B,)`` = ``gamma (1 - terminal)``, ``n_return (B,)``, ``n_obs``,
 ``n_discount (B,)`` = ``gamma^k (1 - terminal)``, and ``t`` (the environment step, a 0-d long tensor).
+
+Training is one pass of ``steps`` environment steps (a second epoch in the same process yields no batch). A
+checkpoint records the environment step reached (:meth:`DriftDataModule.state_dict`): resuming a finished pass
+trains nothing more, as the uninterrupted run would; a pass stopped half-way is refused on resume, since the
+environment, the replay buffer and the episode log live outside checkpoints (start the run again instead).
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from zoo.core.constraints import Discount, NonNegativeInt, PositiveInt
+from zoo.core.recipe import RecipeError
 from zoo.methods.sf_consolidation.drift import build_schedule
 from zoo.methods.sf_consolidation.envs import make_env
 from zoo.methods.sf_consolidation.losses import n_step_return
@@ -106,6 +112,25 @@ class DriftDataModule(L.LightningDataModule):
         self.policy: Callable | None = None
         self.episodes: list[dict] = []
         self.slips: list[bool] = []
+        self.restored_steps = 0
+
+    def state_dict(self) -> dict[str, int]:
+        """``{"env_steps": t}``: how far the environment stream got (in every checkpoint)."""
+        return {"env_steps": int(self.env.t)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """On resume: a finished pass stays finished (the stream yields nothing more).
+
+        Raises:
+            RecipeError: the checkpoint was written mid-pass (its environment and replay buffer are not saved).
+        """
+        t = int(state.get("env_steps", 0))
+        if t < self.hparams.steps:
+            raise RecipeError(
+                f"sf-consolidation: this checkpoint was written at environment step {t} of data.steps="
+                f"{self.hparams.steps}; the environment, its replay buffer and the episode log are not saved in "
+                "checkpoints, so the run cannot continue where it stopped: start it again without resume")
+        self.env.t = self.restored_steps = t
 
     def train_dataloader(self):
         return DataLoader(_Stepper(self), batch_size=None, num_workers=0)

@@ -85,7 +85,8 @@ class ReportingMixin:
                           "slip_prob": dm.schedule.slip_prob[::100].tolist(), "every": 100}}
 
     def on_train_end(self):
-        if getattr(self, "_dm", None) is None:
+        dm = getattr(self, "_dm", None)
+        if dm is None or dm.env.t == dm.restored_steps:  # a resumed, finished pass: its outputs are already written
             return
         out = self.artifact_dir()
         if self.trainer.is_global_zero:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, get_worker_info
+from torch.utils.data import DataLoader
 
 from zoo.core.constraints import Fraction, NonNegativeInt, OpenUnit, PositiveInt, Probability
 from zoo.core.data import repo_root
@@ -60,7 +60,9 @@ class TemporalLinkDataModule(L.LightningDataModule):
         val_ratio, test_ratio: chronological fractions (0.15 / 0.15 as in DyGLib).
         new_node_ratio: fraction of nodes held out of training for the inductive test (DyGLib: 0.1).
         split_seed: seed of the held-out node draw.
-        neg_seed: seed of the fixed validation/test negatives (training negatives use ``neg_seed + 1``).
+        neg_seed: seed of the fixed validation/test negatives. Training negatives are redrawn every batch from the
+            global torch RNG, which ``zoo train`` seeds per batch position (``zoo.core.resumable``), so a resumed run
+            draws the negatives the uninterrupted run drew.
         mrr_negatives: M negatives per test event for MRR (0 = no MRR).
         mrr_hist_ratio: fraction of the M MRR negatives that are historical destinations (TGB ``hist_rnd``: 0.5).
         shuffle: shuffle training batches (the authors' default ``--shuffle True``; order does not leak
@@ -126,7 +128,6 @@ class TemporalLinkDataModule(L.LightningDataModule):
                 self.fixed_mrr_neg[name] = hist_rnd.sample(src, t, self.mrr_negatives, g)
                 self.fixed_ind_mrr_neg[name] = self.inductive_negatives.sample(src[new], t[new], self.mrr_negatives,
                                                                                g_ind)
-        self._train_gen = torch.Generator().manual_seed(self.neg_seed + 1)
 
     @property
     def num_nodes(self) -> int:
@@ -175,10 +176,7 @@ class TemporalLinkDataModule(L.LightningDataModule):
     def _train_collate(self, idx: list) -> dict:
         idx = torch.as_tensor(idx, dtype=torch.long)
         d = self.graph.data
-        # in a worker process use torch's per-worker seeded generator: a copied ``_train_gen`` would repeat
-        # the same negatives in every worker
-        gen = self._train_gen if get_worker_info() is None else None
-        neg = self.train_negatives.sample(d.src[idx], d.t[idx], 1, gen)[:, 0]
+        neg = self.train_negatives.sample(d.src[idx], d.t[idx], 1)[:, 0]  # the global RNG (per worker: its own)
         return self.make_batch(idx, neg, self.train_sampler)
 
     def _eval_collate(self, name: str):

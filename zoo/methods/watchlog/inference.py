@@ -78,6 +78,7 @@ class Inference:
         self.technique_prototypes = torch.tensor(protos, dtype=torch.float32, device=dev)
         self.technique_names = codes.to(dev)
         self.technique_tau = torch.tensor(tau, device=dev)
+        self.hparams["n_techniques"] = len(names)  # the checkpoint's hparams size the index its weights hold
         return {"techniques": len(names), "tau": tau}
 
     @torch.no_grad()
