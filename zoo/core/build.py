@@ -219,10 +219,10 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     datamodule = build_datamodule(cfg)
     check_run(cfg, module, datamodule)  # bad data and refused trainer settings fail here too, named
     run_dir, resume_ckpt = run.open_run_dir(cfg)
-    if cfg.get("resume") and not resume_ckpt and not run._is_child_rank():
+    if cfg.get("resume") and not resume_ckpt and not run.is_child_rank():
         log.info("resume=auto: no run of %s under %s to resume: starting fresh in %s", cfg["name"],
                  run_dir.parent, run_dir)
-    if not run._is_child_rank():
+    if not run.is_child_rank():
         changed = run.write_config(run_dir, cfg, resuming=bool(resume_ckpt))
         for line in changed:
             log.warning("resume: recipe differs from the saved config.yaml at %s", line)
@@ -247,7 +247,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
                 trainer.save_checkpoint(str(run_dir / "checkpoints" / "last.ckpt"), weights_only=False)
     except BaseException:
         # a fresh run that failed before writing any checkpoint leaves nothing worth keeping (nor for resume=auto)
-        if not resume_ckpt and not run._is_child_rank() and not any((run_dir / "checkpoints").glob("*.ckpt")):
+        if not resume_ckpt and not run.is_child_rank() and not any((run_dir / "checkpoints").glob("*.ckpt")):
             shutil.rmtree(run_dir, ignore_errors=True)
             if run_dir.parent.is_dir() and not any(run_dir.parent.iterdir()):
                 run_dir.parent.rmdir()  # nor an empty runs/<name>/

@@ -55,7 +55,7 @@ def register_method(name: str, *, datamodule: type | None = None) -> Callable[[t
     return deco
 
 
-def _known() -> dict[str, str]:
+def known_methods() -> dict[str, str]:
     """Built-in methods plus plug-ins named in ``$ZOO_PLUGINS`` (``name=package.module,...``)."""
     import os
 
@@ -74,7 +74,7 @@ def list_methods(pattern: str = "*") -> list[str]:
     """Sorted registry names matching the fnmatch ``pattern``; imports no method code."""
     import fnmatch
 
-    return sorted(n for n in set(_known()) | set(_METHODS) if fnmatch.fnmatch(n, pattern))
+    return sorted(n for n in set(known_methods()) | set(_METHODS) if fnmatch.fnmatch(n, pattern))
 
 
 def method_extra(name: str) -> str | None:
@@ -147,7 +147,7 @@ def get_method(name: str) -> MethodEntry:
             not installed (the message is the install command).
     """
     if name not in _METHODS:
-        known = _known()
+        known = known_methods()
         if name not in known:
             raise RegistryError(
                 f"unknown method {name!r}{suggest(name, known)}; known methods: {', '.join(sorted(known))}"

@@ -36,6 +36,11 @@ def eq7_mse(sq_err: torch.Tensor, seq_index: torch.Tensor, hidden_size: int, mas
     return float((sums / counts).mean() / hidden_size)
 
 
+POSITION_EDGES = [0, 1, 2, 4, 8, 16, 32, 64, 128, 257]
+"""Token-position bins of :func:`error_by_position` in the experiments and their plots (bin ``b`` is
+``[edges[b], edges[b+1])``; 257 closes the last bin past the 256-token sequences)."""
+
+
 def error_by_position(sq_err: torch.Tensor, position: torch.Tensor, hidden_size: int, edges: Sequence[int]
                       ) -> list[float | None]:
     """Mean squared error per hidden dimension of the tokens whose position falls in ``[edges[b], edges[b+1])``
