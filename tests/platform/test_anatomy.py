@@ -23,10 +23,9 @@ VERDICTS = ("Verdict: reproduced", "Verdict: partly", "Verdict: not at this scal
 MAX_LINES = 400
 # methods with baselines: their baselines live in baselines.py (not as flags or inside experiments.py)
 WITH_BASELINES = {"watchlog"}
-# the imports of zoo.methods that core may make: the registry's static tables (names and extras: dicts of strings,
-# no method code)
-CORE_MAY_IMPORT = {("zoo/core/registry.py", "zoo.methods"), ("zoo/core/registry.py", "zoo.methods.METHODS"),
-                   ("zoo/core/registry.py", "zoo.methods.EXTRAS")}
+# the imports of zoo.methods that core may make: the registry's name table (a dict of strings found by listing the
+# folders, no method code)
+CORE_MAY_IMPORT = {("zoo/core/registry.py", "zoo.methods"), ("zoo/core/registry.py", "zoo.methods.METHODS")}
 
 
 def package_dir(name: str) -> Path:
@@ -72,6 +71,20 @@ def test_method_package_has_the_anatomy(name):
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
+def test_method_package_declares_its_facts(name):
+    """The package's ``__init__.py`` holds the method's facts (zoo/core/facts.py) and imports nothing, so the registry,
+    the README generator and the platform tests read them without importing torch or the method's extra."""
+    from zoo.core.facts import FACTS
+    from zoo.core.registry import missing_facts
+
+    init = package_dir(name) / "__init__.py"
+    assert not [m for m, _ in imports(init)], f"{name}: {init.relative_to(ROOT)} must import nothing"
+    missing = missing_facts(name)
+    assert not missing, (f"{name}: {init.relative_to(ROOT)} lacks " +
+                         "; ".join(f"{f} = ... ({FACTS[f]})" for f in missing))
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
 def test_registered_datamodule_is_reached_from_datamodule_py(name):
     """``datamodule.py`` defines the method's datamodule or re-exports the shared one it registers."""
     import importlib
@@ -83,6 +96,24 @@ def test_registered_datamodule_is_reached_from_datamodule_py(name):
     assert entry.datamodule_cls is not None, f"{name}: register_method names no datamodule"
     assert getattr(mod, entry.datamodule_cls.__name__, None) is entry.datamodule_cls, (
         f"{name}: {mod.__name__} neither defines nor re-exports {entry.datamodule_cls.__name__}")
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_module_follows_the_template(name):
+    """The registered class is a ``ZooModule`` (its hooks have defaults there, none found by ``hasattr``), and each
+    export format it lists has the hook behind it: ``hf`` an ``export_hf``, ``onnx``/``torch_export`` a graph."""
+    from zoo.core.module import ZooModule
+    from zoo.core.registry import get_method
+
+    cls = get_method(name).module_cls
+    assert issubclass(cls, ZooModule), f"{name}: {cls.__name__} must subclass zoo.core.module.ZooModule"
+    if "hf" in cls.export_formats:
+        assert cls.export_hf is not ZooModule.export_hf, f"{name}: lists 'hf' but does not override export_hf"
+    if {"onnx", "torch_export"} & set(cls.export_formats):
+        assert (cls.example_input is not ZooModule.example_input or cls.export_graph is not ZooModule.export_graph
+                or cls.export_graphs is not ZooModule.export_graphs), f"{name}: lists a graph format but no graph"
+    assert cls.predict_cli is not ZooModule.predict_cli or cls.predict_record is not ZooModule.predict_record, (
+        f"{name}: defines neither predict_record nor predict_cli (zoo predict)")
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))

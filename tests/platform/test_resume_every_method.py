@@ -1,21 +1,22 @@
 """Resume is exact for every registered method that trains (#40): a tiny run stopped half-way and resumed with
 ``resume=auto`` ends with the same weights, registered buffers and optimiser state as the same run made in one go.
 
-The method's recipe is the lifecycle test's (``test_method_lifecycle.CASES``: the README's first recipe per method),
-with its ``recipes/tiny/`` overlay. A step-counting overlay (``trainer.max_steps > 0``) runs 4 steps straight against
+The method's recipe is the lifecycle test's (its ``EXAMPLE`` fact, ``test_method_lifecycle.example``), with its
+``recipes/tiny/`` overlay. A step-counting overlay (``trainer.max_steps > 0``) runs 4 steps straight against
 2 + 2; an epoch-counting one runs 2 epochs against 1 + 1. A fit that takes no optimiser step has nothing to resume
 (skipped, saying so), and cond-dp, whose DP noise is calibrated to the planned steps, refuses an extension
-(``FIXED_PLAN``, tested by the lifecycle test). Slow: 3 tiny fits per method, 12 min for all at load 3.
+(``extend_refused`` in its ``EXAMPLE``, tested by the lifecycle test). Slow: 3 tiny fits per method, 12 min for all at load 3.
 
 ``NOT_EXACT`` lists what this test found on its first run (2026-12-01), each a strict xfail until fixed (#40)."""
 import logging
 
 import pytest
 import torch
-from test_method_lifecycle import CASES, FIXED_PLAN
+from test_method_lifecycle import example
 from test_resume_exact import _same
 
 from zoo.cli import compose_and_validate, main
+from zoo.core.registry import method_fact
 from zoo.methods import METHODS
 
 #: Resumes found not exact, with what differs (first run, 2026-12-01).
@@ -38,12 +39,12 @@ def _last(out) -> dict:
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=NOT_EXACT[n], strict=True))
                                   if n in NOT_EXACT else n for n in sorted(METHODS)])
 def test_stopped_and_resumed_equals_straight(name, tmp_path, monkeypatch):
-    if name in FIXED_PLAN:
+    if method_fact(name, "EXAMPLE").get("extend_refused"):
         pytest.skip("refuses to extend a run (its plan is fixed)")
-    recipe = CASES[name][0]
+    recipe_args = example(name)[0]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(logging.root, "handlers", list(logging.root.handlers))
-    base = [f"recipe={recipe}.yaml", f"overlay=tiny/{recipe}.yaml", "export.formats=[]", "logger.kind=none"]
+    base = [*recipe_args, "export.formats=[]", "logger.kind=none"]
     by_steps = (compose_and_validate(base)["trainer"].get("max_steps") or -1) > 0
     plan = (["trainer.max_epochs=-1", "trainer.max_steps={}"] if by_steps else
             ["trainer.max_steps=-1", "trainer.max_epochs={}"])

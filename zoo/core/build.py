@@ -342,12 +342,13 @@ def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()
 
 
 def evaluate(module, cfg: dict, overrides_data: dict | None = None) -> dict[str, float]:
-    """Metrics of a trained module on its recipe's data: ``module.evaluate(datamodule)`` where the method defines it
-    and it returns metrics (not ``None``), else ``trainer.validate`` (and ``trainer.test`` given a ``test_step``)."""
+    """Metrics of a trained module on its recipe's data: ``module.evaluate(datamodule)`` where it returns metrics
+    (:meth:`zoo.core.module.ZooModule.evaluate`; the default returns ``None``), else ``trainer.validate`` (and
+    ``trainer.test`` given a ``test_step``)."""
     quiet_lightning_noise()
     data_cfg = dict(cfg.get("data") or {}, **(overrides_data or {}))
     datamodule = build_datamodule(dict(cfg, data=data_cfg))
-    if (own := module.evaluate(datamodule) if hasattr(module, "evaluate") else None) is not None:
+    if (own := module.evaluate(datamodule)) is not None:
         return _plain(own)
     trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False)

@@ -1,8 +1,9 @@
 """Method registry: ``@register_method`` on a LightningModule, lazy lookup by name.
 
-``zoo.methods.METHODS`` maps every registry name to the module that registers it, so listing methods
-never imports method code; the first ``get_method(name)`` imports that module, whose decorator fills
-``_METHODS``.
+``zoo.methods.METHODS`` maps every registry name to the module that registers it (found from the folders under
+``zoo/methods/``), so listing methods never imports method code; the first ``get_method(name)`` imports that module,
+whose decorator fills ``_METHODS``. A method's other facts (its extra, README row, examples) are read from its
+package's ``__init__.py`` (:mod:`zoo.core.facts`).
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from zoo.core.facts import FactError, read_fact, undeclared
 
 
 class RegistryError(KeyError):
@@ -77,11 +80,31 @@ def list_methods(pattern: str = "*") -> list[str]:
     return sorted(n for n in set(known_methods()) | set(_METHODS) if fnmatch.fnmatch(n, pattern))
 
 
-def method_extra(name: str) -> str | None:
-    """The pyproject extra ``name`` needs beyond the core install (``zoo.methods.EXTRAS``), or None."""
-    from zoo.methods import EXTRAS
+def method_fact(name: str, fact: str, default: Any = FactError) -> Any:
+    """Fact ``fact`` of method ``name`` (:data:`zoo.core.facts.FACTS`), read from its package's ``__init__.py``
+    without importing the method.
 
-    return EXTRAS.get(name)
+    Raises:
+        RegistryError: unknown method.
+        FactError: not declared and no ``default``; the message names the file and what to add.
+    """
+    known = known_methods()
+    if name not in known:
+        raise RegistryError(f"unknown method {name!r}{suggest(name, known)}; known methods: {', '.join(sorted(known))}")
+    return read_fact(name, known[name], fact, default)
+
+
+def missing_facts(name: str) -> list[str]:
+    """The facts (:data:`zoo.core.facts.FACTS`) method ``name``'s package does not declare (empty: all there)."""
+    known = known_methods()
+    if name not in known:
+        raise RegistryError(f"unknown method {name!r}")
+    return undeclared(known[name])
+
+
+def method_extra(name: str) -> str | None:
+    """The pyproject extra ``name`` needs beyond the core install (its ``EXTRA`` fact), or None."""
+    return method_fact(name, "EXTRA", None)
 
 
 def install_command(extra: str | None) -> str:
@@ -95,7 +118,7 @@ def install_hint(name: str) -> str:
 
 
 def method_missing(name: str) -> list[str]:
-    """Distributions of method ``name``'s extra (``zoo.methods.EXTRAS``) that are not installed (empty: the method is
+    """Distributions of method ``name``'s extra (its ``EXTRA`` fact) that are not installed (empty: the method is
     ready); see :func:`missing_requirements`. Imports no method code."""
     extra = method_extra(name)
     return missing_requirements(extra) if extra else []
