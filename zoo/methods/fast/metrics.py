@@ -52,11 +52,6 @@ def error_by_position(sq_err: torch.Tensor, position: torch.Tensor, hidden_size:
     return out
 
 
-def feature_frequency(feature_acts: torch.Tensor) -> torch.Tensor:
-    """Share of tokens on which each feature is active (> 0): ``[n_tokens, d_sae] -> [d_sae]``."""
-    return (feature_acts > 0).float().mean(dim=0)
-
-
 def dead_dense(freq: torch.Tensor, dense_above: float = 0.1) -> tuple[float, float]:
     """Fractions of features never active (dead) and active on more than ``dense_above`` of tokens (dense)."""
     return float((freq == 0).float().mean()), float((freq > dense_above).float().mean())
