@@ -3,12 +3,13 @@ directory, ``zoo info NAME``; a tiny ``train`` of the recipe its ``EXAMPLE`` fac
 method package's ``__init__.py``) with its ``recipes/tiny/`` overlay; ``resume=auto`` of that run (step-counting
 methods are extended by raising ``trainer.max_steps`` and must end at the new step, except those whose ``EXAMPLE``
 says the extension is refused (cond-dp), which must refuse with those words; the others are finished runs and must
-say there is nothing to train); ``zoo predict RUN_DIR ARGS`` with the ``EXAMPLE``'s arguments, and again with ``--json`` (its record must match the method's ``predict_schema``, with no table
-inside a string); ``zoo eval RUN_DIR``; and ``zoo export RUN_DIR --formats F`` for every format the method declares,
-each file checked.
+say there is nothing to train); ``zoo predict RUN_DIR ARGS`` with the ``EXAMPLE``'s arguments, and again with
+``--json`` (its record must match the method's ``predict_schema``, with no table inside a string); ``zoo eval
+RUN_DIR``; and ``zoo export RUN_DIR --formats F`` for every format the method declares, each file checked.
 
-Nothing here names a method: a new one is picked up from the registry, and one without its facts fails naming
-the file and the fact to add. The 21 methods took 131 s here (2 shared CPU cores, one test process, 2026-12-01); part of the default run."""
+Nothing here names a method: a new one is picked up from the registry, and one without its facts fails naming the file
+and the fact to add. The 21 methods took 131 s here (2 shared CPU cores, one test process, 2026-12-01; 567 s at load ~4 on
+2026-12-02); part of the default run."""
 import json
 import logging
 import re

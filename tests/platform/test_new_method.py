@@ -1,8 +1,9 @@
 """Adding a method touches its own folder, its recipes and nothing else (#43 "Done when"): a throwaway method, written
 by the fixture below into a tmp folder (a package with its facts in ``__init__.py`` and the template ``module.py`` of
-docs/adding-a-method.md; a recipe and its ``tiny/`` overlay) and registered through ``ZOO_PLUGINS``, is picked up by the registry-driven platform
-checks with no table to edit: its facts, the whole CLI lifecycle (info, train, resume, predict, predict --json,
-eval, export) and its bad-data row. Without a fact, the check fails naming the file and what to add.
+docs/adding-a-method.md; a recipe and its ``tiny/`` overlay) and registered through ``ZOO_PLUGINS``, is picked up by
+the registry-driven platform checks with no table to edit: its facts, the whole CLI lifecycle (info, train, resume,
+predict, predict --json, eval, export) and its bad-data row. Without a fact, the check fails naming the file and what
+to add.
 
 Slow (about 30 s: one tiny train, a resume, eval and export of a 3-parameter model)."""
 from __future__ import annotations
@@ -12,9 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from test_data_checked_first import check_bad_row
 from test_method_lifecycle import check_lifecycle
+
 from zoo.core.data import repo_root
 from zoo.core.facts import FACTS, FactError
 from zoo.core.registry import missing_facts

@@ -1,6 +1,6 @@
 """README's per-method parts (the methods table, the export table, the sentence of extras) are generated from each
-method's facts and table (no torch import) by ``python -m zoo.core.readme`` (#43), as docs/results.md is by ``zoo.core.results``: this
-fails when README drifts from them, and ``zoo info`` prints the same export formats."""
+method's facts and table (no torch import) by ``python -m zoo.core.readme`` (#43), as docs/results.md is by
+``zoo.core.results``: this fails when README drifts from them, and ``zoo info`` prints the same export formats."""
 from zoo.cli import main
 from zoo.core import readme
 from zoo.core.data import repo_root

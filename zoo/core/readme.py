@@ -85,7 +85,7 @@ def render(text: str, generated: dict[str, str]) -> str:
         if not pattern.search(text):
             raise SystemExit(f"README.md has no '<!-- BEGIN generated: {name} ... -->' ... "
                              f"'<!-- END generated: {name} -->' block")
-        text = pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
+        text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(2), text)
     return text
 
 
