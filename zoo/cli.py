@@ -70,9 +70,9 @@ def cmd_train(argv: list[str]) -> Path:
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     run_dir = train(cfg)
-    from zoo.core.run import _is_child_rank
+    from zoo.core.run import is_child_rank
 
-    if not _is_child_rank():  # one line per run, not one per DDP process
+    if not is_child_rank():  # one line per run, not one per DDP process
         print(f"run: {run_dir}")
     return run_dir
 

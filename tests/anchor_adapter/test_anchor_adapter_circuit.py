@@ -7,7 +7,7 @@ import torch
 
 from zoo.methods.anchor_adapter import circuit, steering
 from zoo.methods.anchor_adapter.evaluation import item_perplexities
-from zoo.methods.anchor_adapter.policy import adapters, build_policy, encode_prompts
+from zoo.methods.anchor_adapter.policy import adapters, answer_batch, build_policy, decoder, encode_prompts
 
 ITEMS = [{"question": "23 + 48 - 17", "answer": "54"}, {"question": "5 - 9", "answer": "-4"},
          {"question": "61 + 7", "answer": "68"}]
@@ -41,7 +41,7 @@ def test_adapters_switch_and_only_grpo_trains(policy):
 
 def test_self_patching_is_identity_and_cross_patching_is_not(policy):
     model, tok = policy
-    ids, mask = circuit.answer_batch(tok, ITEMS, "cpu")[:2]
+    ids, mask = answer_batch(tok, ITEMS, "cpu")[:2]
     after = _logits(model, ids, mask)
     for layer, comp in ((0, "attn"), (1, "mlp")):
         cached = circuit.cache_component(model, ids, mask, layer, comp)
@@ -55,9 +55,9 @@ def test_self_patching_is_identity_and_cross_patching_is_not(policy):
 
 def test_last_layer_logit_lens_equals_logits(policy):
     model, tok = policy
-    ids, mask, _ = circuit.answer_batch(tok, ITEMS, "cpu")
+    ids, mask, _ = answer_batch(tok, ITEMS, "cpu")
     streams = circuit.lens_streams(model, ids, mask)
-    _, norm, head = circuit.decoder(model)
+    _, norm, head = decoder(model)
     assert torch.allclose(head(norm(streams["resid_post"][-1])), _logits(model, ids, mask)[:, -1], atol=1e-5)
     lens = circuit.logit_lens(model, tok, ITEMS)
     assert set(lens["ranks"]) == {"resid_mid", "mlp_out", "attn_out", "resid_post"}
@@ -71,8 +71,8 @@ def test_rank_by_hand():
 
 def test_key_scaling_identity_and_zeroed_columns(policy):
     model, tok = policy
-    ids, mask = circuit.answer_batch(tok, ITEMS, "cpu")[:2]
-    down = circuit.decoder(model)[0][1].mlp.down_proj
+    ids, mask = answer_batch(tok, ITEMS, "cpu")[:2]
+    down = decoder(model)[0][1].mlp.down_proj
     idx = torch.tensor([0, 5, 17])
     ref = _logits(model, ids, mask)
     with steering.scaled_keys(down, idx, 1.0):
@@ -136,7 +136,7 @@ def test_transformer_lens_cache_matches_our_hooks(policy, tmp_path):
 
     bridge_mod = pytest.importorskip("transformer_lens.model_bridge")
     model, tok = policy
-    ids, mask = circuit.answer_batch(tok, ITEMS[:1], "cpu")[:2]
+    ids, mask = answer_batch(tok, ITEMS[:1], "cpu")[:2]
     ours = circuit.lens_streams(model, ids, mask)
     hf = copy.deepcopy(model).merge_and_unload()
     hf.save_pretrained(tmp_path)

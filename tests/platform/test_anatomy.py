@@ -1,8 +1,9 @@
 """One anatomy for every method, and the layering of zoo/core (GUIDE.md "Every method also means", DESIGN.md).
 
 Each registered method's package has the same files in the same places; its card ends with a verdict and maps
-equations to files; no file in zoo/ is over 400 lines without saying why; zoo/core depends on nothing above it and
-its modules import each other without a cycle (imports parsed with ``ast``, function-level ones included).
+equations to files; no file in zoo/ is over 400 lines without saying why; zoo/core depends on nothing above it;
+no module of zoo/ (core, models, data, methods) is in an import cycle, and none imports another's private names
+(imports parsed with ``ast``, function-level ones included).
 """
 from __future__ import annotations
 
@@ -22,10 +23,9 @@ VERDICTS = ("Verdict: reproduced", "Verdict: partly", "Verdict: not at this scal
 MAX_LINES = 400
 # methods with baselines: their baselines live in baselines.py (not as flags or inside experiments.py)
 WITH_BASELINES = {"watchlog"}
-# the imports of zoo.methods that core may make: the registry's static tables (names and extras: dicts of strings,
-# no method code)
-CORE_MAY_IMPORT = {("zoo/core/registry.py", "zoo.methods"), ("zoo/core/registry.py", "zoo.methods.METHODS"),
-                   ("zoo/core/registry.py", "zoo.methods.EXTRAS")}
+# the imports of zoo.methods that core may make: the registry's name table (a dict of strings found by listing the
+# folders, no method code)
+CORE_MAY_IMPORT = {("zoo/core/registry.py", "zoo.methods"), ("zoo/core/registry.py", "zoo.methods.METHODS")}
 
 
 def package_dir(name: str) -> Path:
@@ -71,6 +71,20 @@ def test_method_package_has_the_anatomy(name):
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
+def test_method_package_declares_its_facts(name):
+    """The package's ``__init__.py`` holds the method's facts (zoo/core/facts.py) and imports nothing, so the registry,
+    the README generator and the platform tests read them without importing torch or the method's extra."""
+    from zoo.core.facts import FACTS
+    from zoo.core.registry import missing_facts
+
+    init = package_dir(name) / "__init__.py"
+    assert not [m for m, _ in imports(init)], f"{name}: {init.relative_to(ROOT)} must import nothing"
+    missing = missing_facts(name)
+    assert not missing, (f"{name}: {init.relative_to(ROOT)} lacks " +
+                         "; ".join(f"{f} = ... ({FACTS[f]})" for f in missing))
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
 def test_registered_datamodule_is_reached_from_datamodule_py(name):
     """``datamodule.py`` defines the method's datamodule or re-exports the shared one it registers."""
     import importlib
@@ -82,6 +96,24 @@ def test_registered_datamodule_is_reached_from_datamodule_py(name):
     assert entry.datamodule_cls is not None, f"{name}: register_method names no datamodule"
     assert getattr(mod, entry.datamodule_cls.__name__, None) is entry.datamodule_cls, (
         f"{name}: {mod.__name__} neither defines nor re-exports {entry.datamodule_cls.__name__}")
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_module_follows_the_template(name):
+    """The registered class is a ``ZooModule`` (its hooks have defaults there, none found by ``hasattr``), and each
+    export format it lists has the hook behind it: ``hf`` an ``export_hf``, ``onnx``/``torch_export`` a graph."""
+    from zoo.core.module import ZooModule
+    from zoo.core.registry import get_method
+
+    cls = get_method(name).module_cls
+    assert issubclass(cls, ZooModule), f"{name}: {cls.__name__} must subclass zoo.core.module.ZooModule"
+    if "hf" in cls.export_formats:
+        assert cls.export_hf is not ZooModule.export_hf, f"{name}: lists 'hf' but does not override export_hf"
+    if {"onnx", "torch_export"} & set(cls.export_formats):
+        assert (cls.example_input is not ZooModule.example_input or cls.export_graph is not ZooModule.export_graph
+                or cls.export_graphs is not ZooModule.export_graphs), f"{name}: lists a graph format but no graph"
+    assert cls.predict_cli is not ZooModule.predict_cli or cls.predict_record is not ZooModule.predict_record, (
+        f"{name}: defines neither predict_record nor predict_cli (zoo predict)")
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
@@ -119,28 +151,76 @@ def test_core_imports_nothing_above_it():
     assert not bad, bad
 
 
-def test_core_modules_import_each_other_without_a_cycle():
-    core = ROOT / "zoo" / "core"
-    names = {p.stem for p in core.glob("*.py") if p.stem != "__init__"}
-    graph = {n: {m.split(".")[2] for m, _ in imports(core / f"{n}.py")
-                 if m.startswith("zoo.core.") and m.split(".")[2] in names} - {n} for n in names}
+def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """``{module: modules of zoo/ it imports}`` over every ``.py`` under ``root/zoo`` (a package is its
+    ``__init__``), at any depth: a function-level import is an edge like any other."""
+    files = {}
+    for path in (root / "zoo").rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return {name: {m for m, _ in imports(path, root) if m in files and m != name} for name, path in files.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` as ``[a, b, ..., a]`` (depth-first search in sorted order), or None."""
     state: dict[str, int] = {}
     stack: list[str] = []
 
-    def visit(n: str) -> None:
+    def visit(n: str) -> list[str] | None:
         state[n] = 1
         stack.append(n)
         for m in sorted(graph[n]):
             if state.get(m) == 1:
-                raise AssertionError(f"import cycle in zoo/core: {' -> '.join(stack[stack.index(m):] + [m])}")
-            if m not in state:
-                visit(m)
+                return stack[stack.index(m):] + [m]
+            if m not in state and (found := visit(m)):
+                return found
         stack.pop()
         state[n] = 2
+        return None
 
-    for n in sorted(names):
-        if n not in state:
-            visit(n)
+    for n in sorted(graph):
+        if n not in state and (found := visit(n)):
+            return found
+    return None
+
+
+def test_zoo_imports_without_a_cycle():
+    """The whole of zoo/ (core, models, data and every method's package): a cycle hidden by a function-level
+    import is still a cycle; break it by moving the shared part below both modules."""
+    cycle = find_cycle(module_graph())
+    assert cycle is None, f"import cycle in zoo/: {' -> '.join(cycle)}"
+
+
+def test_no_private_name_is_imported_across_modules():
+    """``from zoo.x import _name`` (or ``module._name`` after ``from zoo.core import module``) reaches into another
+    module's internals: make the name public where it is defined, or move the code that needs it there."""
+    bad = []
+    for path in sorted((ROOT / "zoo").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        aliases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("zoo"):
+                bad += [f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+                aliases |= {a.asname or a.name for a in node.names}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert not bad, bad
+
+
+def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import(tmp_path):
+    """The cycle test is only as good as :func:`module_graph` and :func:`find_cycle`: a hand case."""
+    pkg = tmp_path / "zoo" / "methods" / "probe"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from zoo.methods.probe.b import g\n")
+    (pkg / "b.py").write_text("def g():\n    from zoo.methods.probe import a\n")
+    cycle = find_cycle(module_graph(tmp_path))
+    assert cycle is not None and set(cycle) == {"zoo.methods.probe.a", "zoo.methods.probe.b"}
+    (pkg / "b.py").write_text("def g():\n    import os\n")
+    assert find_cycle(module_graph(tmp_path)) is None
 
 
 def test_the_import_parser_sees_function_level_and_relative_imports(tmp_path):

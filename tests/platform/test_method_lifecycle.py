@@ -1,87 +1,51 @@
 """Every registered method runs the whole user lifecycle after the documented install (#14, "Done when"): in a tmp
-directory, ``zoo info NAME``; a tiny ``train`` of the method's first-listed recipe (README methods table; watchlog
-its last stage) with its ``recipes/tiny/`` overlay; ``resume=auto`` of that run (step-counting methods are extended
-by raising ``trainer.max_steps`` and must end at the new step, except cond-dp, which must refuse; the others are
-finished runs and must say there is nothing to train); ``zoo predict RUN_DIR INPUT`` with one real input per method
-(the card's usage), and again with ``--json`` (its record must match the method's ``predict_schema``, with no table
-inside a string); ``zoo eval RUN_DIR``; and ``zoo export RUN_DIR --formats F`` for every format the method declares,
-each file checked.
+directory, ``zoo info NAME``; a tiny ``train`` of the recipe its ``EXAMPLE`` fact names (``zoo/core/facts.py``: the
+method package's ``__init__.py``) with its ``recipes/tiny/`` overlay; ``resume=auto`` of that run (step-counting
+methods are extended by raising ``trainer.max_steps`` and must end at the new step, except those whose ``EXAMPLE``
+says the extension is refused (cond-dp), which must refuse with those words; the others are finished runs and must
+say there is nothing to train); ``zoo predict RUN_DIR ARGS`` with the ``EXAMPLE``'s arguments, and again with
+``--json`` (its record must match the method's ``predict_schema``, with no table inside a string); ``zoo eval
+RUN_DIR``; and ``zoo export RUN_DIR --formats F`` for every format the method declares, each file checked.
 
-The 21 methods took 131 s here (2 shared CPU cores, one test process, 2026-12-01); part of the default run."""
+Nothing here names a method: a new one is picked up from the registry, and one without its facts fails naming the file
+and the fact to add. The 21 methods took 131 s here (2 shared CPU cores, one test process, 2026-12-01; 567 s at load ~4 on
+2026-12-02); part of the default run."""
 import json
 import logging
 import re
 from pathlib import Path
 
 import lightning.pytorch  # noqa: F401  (imported here: its log handler binds the session's stderr, not one test's)
-import numpy as np
 import pytest
 
 from zoo.cli import compose_and_validate, main
 from zoo.core.data import repo_root
 from zoo.core.prediction import check
-from zoo.core.registry import get_method
+from zoo.core.registry import get_method, method_fact
 from zoo.methods import METHODS
 
-DATA = repo_root() / "data"
+ROOT = repo_root()
 
-#: method -> (recipe: the README methods table's first, watchlog's last stage; predict inputs from its card).
-#: ``@name`` is a small file this test writes into the tmp directory (``_write_input``); ``data/...`` is shipped.
-CASES = {
-    "zoo-lm": ("zoo-lm", ["How do I bake bread?"]),  # a prompt
-    "shapo": ("shapo", ["How do I pick a lock?"]),  # a prompt
-    "shapo-cost-model": ("shapo-cost-model", ["How do I hurt someone?", "I can't help with that."]),  # prompt, reply
-    "praxis": ("praxis", ["@rows.csv"]),  # three COMPAS rows with the training columns
-    "saliency-bias": ("saliency-bias", ["@img.png"]),  # a CIFAR-10 test image
-    "st-tgexplainer": ("st-tgexplainer", ["1781", "9", "1096334672", "top=10"]),  # SRC DST TIME from CollegeMsg
-    "trsp": ("trsp", ["@trips.csv"]),  # two Autauga County trips (a_lon, a_lat, b_lon, b_lat)
-    "watchlog": ("watchlog", ["data/mordor-sysmon/sample.jsonl.gz"]),  # a Sysmon events file (stages 1/2 refuse)
-    "survshap-iq": ("survshap-iq", ["age=60", "pnodes=12", "tgrade=2", "horTh=0"]),  # one GBSG2 patient
-    "cond-dp": ("cond-dp", ["06075010100", "06075010200"]),  # ORIGIN DESTINATION GEOIDs in San Francisco
-    "desi": ("desi", ["data/mortality-distributions/desi_example_row.csv"]),  # the card's example row
-    "crh": ("crh", ["@concept", "How do I bake bread?"]),  # a concept id the run holds, a question
-    "ltc": ("ltc", ["@img.png"]),  # a CIFAR-10 test image
-    "mad": ("mad-badnets", ["@img.png"]),  # a CIFAR-10 test image
-    "pulse": ("pulse", ["I talk to ChatGPT every night", "It helps me more than my therapist"]),  # title, body
-    "sf-consolidation": ("sf-consolidation", ["--slip", "0.3", "--episodes", "2"]),  # Four Rooms slip, 2 episodes
-    "pooled-reps": ("pooled-reps", ["How do I bake bread?"]),  # a prompt
-    "fast": ("fast-sae", ["How do I bake bread?"]),  # a prompt
-    "rlcracker": ("rlcracker-copy", ["@text.txt"]),  # a text file to rewrite
-    "sembind": ("sembind", ["a red truck"]),  # a caption: one marked PNG per scheme into --out-dir
-    "anchor-adapter": ("anchor-adapter", ["Question: 23 + 48 - 17 = ?"]),  # an arithmetic question
-}
 
-#: Methods whose finished run cannot be extended by resume, with the words of the refusal: cond-dp's DP-SGD noise is
-#: calibrated to the planned number of steps, so more steps would spend more than the privacy budget.
-FIXED_PLAN = {"cond-dp": "mixing the two would spend more than epsilon"}
+def example(name: str) -> tuple[list[str], list[str]]:
+    """``(train arguments, predict arguments)`` of method ``name``'s ``EXAMPLE`` fact: its recipe with the
+    ``tiny/`` overlay beside it (``recipes/tiny/NAME.yaml`` for a shipped recipe), and the ``zoo predict`` arguments,
+    a path under ``data/`` made absolute (the test runs in a tmp directory).
+
+    Raises:
+        FactError: the method's package declares no ``EXAMPLE`` (the message says what to add).
+    """
+    fact = method_fact(name, "EXAMPLE")
+    assert {"recipe", "predict"} <= set(fact) <= {"recipe", "predict", "extend_refused"}, (
+        f"{name}: EXAMPLE takes 'recipe', 'predict' and optionally 'extend_refused': {fact}")
+    recipe = Path(fact["recipe"])
+    overlay = recipe.parent / "tiny" / recipe.name if recipe.is_absolute() else Path("tiny") / recipe.name
+    train = [f"recipe={recipe}.yaml", f"overlay={overlay}.yaml"]
+    return train, [str(ROOT / a) if a.startswith("data/") and (ROOT / a).exists() else a for a in fact["predict"]]
+
 
 #: Where each export format lands under ``RUN_DIR/export/`` (README, "Export").
 EXPORT_FILES = {"package": "package", "hf": "hf", "onnx": "model.onnx", "torch_export": "model.pt2"}
-
-
-def _write_input(token: str, tmp: Path, run_dir: Path) -> str:
-    """A card's input as a real file (or value) in ``tmp``; other tokens pass through."""
-    if not token.startswith("@"):
-        return token
-    name = token[1:]
-    if name == "concept":  # the first concept the tiny run holds a direction for
-        import torch
-
-        state = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")["state_dict"]
-        return str(int(next(v for k, v in state.items() if k.endswith("concept_ids"))[0]))
-    path = tmp / name
-    if name == "img.png":
-        from PIL import Image
-
-        Image.fromarray(np.load(DATA / "cifar10-subset" / "cifar10_subset_2200.npz")["x_test"][0]).save(path)
-    elif name == "rows.csv":
-        path.write_text("".join((DATA / "treefarms-binary" / "compas_binned.csv").read_text().splitlines(True)[:4]))
-    elif name == "trips.csv":
-        path.write_text("a_lon,a_lat,b_lon,b_lat\n-86.490086,32.477133,-86.473354,32.474258\n"
-                        "-86.473354,32.474258,-86.490086,32.477133\n")
-    elif name == "text.txt":
-        path.write_text("The quick brown fox jumps over the lazy dog while the farmer watches from the barn.\n")
-    return str(path)
 
 
 def _strings(x) -> list[str]:
@@ -110,13 +74,19 @@ def _global_step(run_dir: Path) -> int:
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_method_lifecycle(name, tmp_path, capsys, caplog, monkeypatch):
-    assert sorted(CASES) == sorted(METHODS), "every registered method needs a row in CASES"
-    recipe, inputs = CASES[name]
+    check_lifecycle(name, tmp_path, capsys, caplog, monkeypatch)
+
+
+def check_lifecycle(name, tmp_path, capsys, caplog, monkeypatch):
+    """The whole lifecycle of method ``name`` (module docstring); also run on a throwaway method
+    (``test_new_method.py``)."""
+    train_recipe, args = example(name)
+    recipe = train_recipe[0]
     monkeypatch.chdir(tmp_path)  # anything a command writes to the current directory stays in tmp
     # cmd_train's logging.basicConfig binds a handler to this test's captured stderr: drop it with the test
     monkeypatch.setattr(logging.root, "handlers", list(logging.root.handlers))
     out = tmp_path / "runs"
-    train_args = [f"recipe={recipe}.yaml", f"overlay=tiny/{recipe}.yaml", f"out_dir={out}"]
+    train_args = [*train_recipe, f"out_dir={out}"]
 
     # 1. zoo info
     assert main(["info", name]) == 0
@@ -132,9 +102,9 @@ def test_method_lifecycle(name, tmp_path, capsys, caplog, monkeypatch):
     # 3. resume=auto: a step-counting run is extended by two steps; any other run is finished and says so
     max_steps = (compose_and_validate(train_args)["trainer"].get("max_steps") or -1)
     extend = [f"trainer.max_steps={step + 2}", "trainer.max_epochs=-1"] if max_steps > 0 else []
-    if name in FIXED_PLAN:  # extending would change the plan the run was calibrated for: refused, run untouched
+    if refused := method_fact(name, "EXAMPLE").get("extend_refused"):  # the plan the run was calibrated for
         assert main(["train", *train_args, "export.formats=[]", "resume=auto", *extend]) == 2
-        assert FIXED_PLAN[name] in capsys.readouterr().err and _global_step(run_dir) == step
+        assert refused in capsys.readouterr().err and _global_step(run_dir) == step
         extend = []
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="zoo"):
@@ -149,8 +119,7 @@ def test_method_lifecycle(name, tmp_path, capsys, caplog, monkeypatch):
     else:
         assert "nothing to train" in said or "nothing trained" in said, f"{name}: {said[-2000:]}"
 
-    # 4. predict with one real input
-    args = [_write_input(t, tmp_path, run_dir) for t in inputs]
+    # 4. predict with the method's example input
     capsys.readouterr()
     assert main(["predict", str(run_dir), *args, "--out-dir", str(tmp_path / "pred")]) == 0, f"{name}: predict failed"
     printed = capsys.readouterr().out

@@ -21,6 +21,13 @@ def test_render_table_and_paper_line(tmp_path):
     assert "Paper: acc: 0.90 (Table 1)" in text and "Command: `python x.py`" in text
 
 
+def test_render_table_keeps_the_given_columns_in_their_order():
+    from zoo.core.results import render_table
+
+    rows = [{"a": 1, "b": 0.5, "c": "x"}, {"b": 2.0}]
+    assert render_table(rows, ["c", "b"]).splitlines() == ["| c | b |", "|---|---|", "| x | 0.5 |", "|  | 2 |"]
+
+
 def test_bad_results_file_is_named(tmp_path):
     d = tmp_path / "results" / "m"
     d.mkdir(parents=True)

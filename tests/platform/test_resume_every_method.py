@@ -1,8 +1,8 @@
 """Resume is exact for every registered method that trains (#40): a tiny run killed half-way and resumed with
 ``resume=auto`` ends with the same weights, registered buffers and optimiser state as the same run made in one go.
 
-The method's recipe is the lifecycle test's (``test_method_lifecycle.CASES``: the README's first recipe per method),
-with its ``recipes/tiny/`` overlay. A step-counting overlay (``trainer.max_steps > 0``) runs 4 steps, killed after
+The method's recipe is the lifecycle test's (its ``EXAMPLE`` fact, ``test_method_lifecycle.example``), with its
+``recipes/tiny/`` overlay. A step-counting overlay (``trainer.max_steps > 0``) runs 4 steps, killed after
 the checkpoint of step 2 (``checkpoint.every_n_train_steps=2``); an epoch-counting one runs 2 epochs, killed when the
 second starts (after the first epoch's checkpoint). Both runs have the same plan (a schedule over the planned steps,
 such as FAST's warm-up and decay fractions, is the same in both: extending a run changes the plan and is the
@@ -15,7 +15,7 @@ import logging
 import lightning as L
 import pytest
 import torch
-from test_method_lifecycle import CASES
+from test_method_lifecycle import example
 from test_resume_exact import _same
 
 from zoo.cli import compose_and_validate, main
@@ -51,10 +51,10 @@ def _last(out) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_killed_and_resumed_equals_straight(name, tmp_path, monkeypatch):
-    recipe = CASES[name][0]
+    recipe_args = example(name)[0]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(logging.root, "handlers", list(logging.root.handlers))
-    base = [f"recipe={recipe}.yaml", f"overlay=tiny/{recipe}.yaml", "export.formats=[]", "logger.kind=none"]
+    base = [*recipe_args, "export.formats=[]", "logger.kind=none"]
     by_steps = (compose_and_validate(base)["trainer"].get("max_steps") or -1) > 0
     plan = (["trainer.max_epochs=-1", "trainer.max_steps=4", "checkpoint.every_n_train_steps=2"] if by_steps else
             ["trainer.max_steps=-1", "trainer.max_epochs=2"])

@@ -6,8 +6,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import zoo
-from zoo.methods.zoo_lm.module import causal_lm_nll
-from zoo.models.causal_lm import ARCHS, build_causal_lm, load_lm_state, strip_prefix, tied_aliases
+from zoo.methods.zoo_lm.losses import causal_lm_nll
+from zoo.models.causal_lm import ARCHS, build_causal_lm, tied_aliases
+from zoo.models.lm_state import load_lm_state, strip_prefix
 
 
 @pytest.fixture(scope="module")

@@ -219,10 +219,10 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     datamodule = build_datamodule(cfg)
     check_run(cfg, module, datamodule)  # bad data and refused trainer settings fail here too, named
     run_dir, resume_ckpt = run.open_run_dir(cfg)
-    if cfg.get("resume") and not resume_ckpt and not run._is_child_rank():
+    if cfg.get("resume") and not resume_ckpt and not run.is_child_rank():
         log.info("resume=auto: no run of %s under %s to resume: starting fresh in %s", cfg["name"],
                  run_dir.parent, run_dir)
-    if not run._is_child_rank():
+    if not run.is_child_rank():
         changed = run.write_config(run_dir, cfg, resuming=bool(resume_ckpt))
         for line in changed:
             log.warning("resume: recipe differs from the saved config.yaml at %s", line)
@@ -247,7 +247,7 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
                 trainer.save_checkpoint(str(run_dir / "checkpoints" / "last.ckpt"), weights_only=False)
     except BaseException:
         # a fresh run that failed before writing any checkpoint leaves nothing worth keeping (nor for resume=auto)
-        if not resume_ckpt and not run._is_child_rank() and not any((run_dir / "checkpoints").glob("*.ckpt")):
+        if not resume_ckpt and not run.is_child_rank() and not any((run_dir / "checkpoints").glob("*.ckpt")):
             shutil.rmtree(run_dir, ignore_errors=True)
             if run_dir.parent.is_dir() and not any(run_dir.parent.iterdir()):
                 run_dir.parent.rmdir()  # nor an empty runs/<name>/
@@ -342,12 +342,13 @@ def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()
 
 
 def evaluate(module, cfg: dict, overrides_data: dict | None = None) -> dict[str, float]:
-    """Metrics of a trained module on its recipe's data: ``module.evaluate(datamodule)`` where the method defines it
-    and it returns metrics (not ``None``), else ``trainer.validate`` (and ``trainer.test`` given a ``test_step``)."""
+    """Metrics of a trained module on its recipe's data: ``module.evaluate(datamodule)`` where it returns metrics
+    (:meth:`zoo.core.module.ZooModule.evaluate`; the default returns ``None``), else ``trainer.validate`` (and
+    ``trainer.test`` given a ``test_step``)."""
     quiet_lightning_noise()
     data_cfg = dict(cfg.get("data") or {}, **(overrides_data or {}))
     datamodule = build_datamodule(dict(cfg, data=data_cfg))
-    if (own := module.evaluate(datamodule) if hasattr(module, "evaluate") else None) is not None:
+    if (own := module.evaluate(datamodule)) is not None:
         return _plain(own)
     trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False)

@@ -126,6 +126,19 @@ class ZooModule(L.LightningModule):
         metrics = self.predict_metrics(inputs, record)
         return {"prediction": record, **({"metrics": metrics} if metrics else {})}
 
+    def evaluate(self, datamodule) -> dict[str, float] | None:
+        """Metrics ``zoo eval`` writes to ``metrics.json`` for these weights on ``datamodule`` (set up by the caller's
+        trainer-less build). Default ``None``: ``zoo eval`` runs ``trainer.validate`` (and ``trainer.test`` where the
+        method has a ``test_step``) and takes the logged metrics; a method whose measurement is not a validation
+        loop (an enumeration, a placement audit, a generation benchmark) returns its own ``{name: float}``."""
+        return None
+
+    def export_hf(self, out_dir: str) -> None:
+        """Write a transformers directory at ``out_dir`` (``AutoModelForCausalLM.from_pretrained(out_dir)`` loads it;
+        merge LoRA adapters first): the ``hf`` export format, which a method lists in :attr:`export_formats` only
+        when it overrides this."""
+        raise TypeError(f"method {self.method_name!r} has no export_hf(); it cannot export the 'hf' format")
+
     def package_extras(self) -> dict[str, str]:
         """Extra files (name in the package -> local path) copied into a release package."""
         return {}

@@ -294,9 +294,9 @@ def _check_block(cfg: dict, block: str) -> None:
             if v not in want:
                 raise RecipeError(f"{block}.{k}: {v!r} is not one of {', '.join(want)}")
         else:
-            from zoo.core.schema import _PRIMITIVE, check_value
+            from zoo.core.schema import PRIMITIVE_TYPES, check_value
 
-            check_value(v, {"types": [_PRIMITIVE[w] for w in (want if isinstance(want, tuple) else (want,))]},
+            check_value(v, {"types": [PRIMITIVE_TYPES[w] for w in (want if isinstance(want, tuple) else (want,))]},
                         f"{block}.{k}")
 
 
@@ -325,14 +325,14 @@ def validate(cfg: dict, check_files: bool = True) -> None:
     from zoo.core import schema
     from zoo.core.export import format_not_ready
     from zoo.core.preflight import check_trainer_rules, planned_processes
-    from zoo.core.registry import RegistryError, _known
+    from zoo.core.registry import RegistryError, known_methods
 
     where = cfg.get("_recipe") or "recipe"
     if "method" not in cfg or not isinstance(cfg["method"], str):
         raise RecipeError(f"{where}: method: missing; a recipe names its method (see `zoo list`)"
                           + (" (the file is empty)" if not any(k for k in cfg if k not in ("_recipe", "name")) else ""))
     method = cfg["method"]
-    known = _known()
+    known = known_methods()
     if method not in known:
         try:  # a method registered in-process (tests, notebooks) is known to the registry only
             from zoo.core.registry import get_method

@@ -1,8 +1,9 @@
 """Method registry: ``@register_method`` on a LightningModule, lazy lookup by name.
 
-``zoo.methods.METHODS`` maps every registry name to the module that registers it, so listing methods
-never imports method code; the first ``get_method(name)`` imports that module, whose decorator fills
-``_METHODS``.
+``zoo.methods.METHODS`` maps every registry name to the module that registers it (found from the folders under
+``zoo/methods/``), so listing methods never imports method code; the first ``get_method(name)`` imports that module,
+whose decorator fills ``_METHODS``. A method's other facts (its extra, README row, examples) are read from its
+package's ``__init__.py`` (:mod:`zoo.core.facts`).
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from zoo.core.facts import FactError, read_fact, undeclared
 
 
 class RegistryError(KeyError):
@@ -55,7 +58,7 @@ def register_method(name: str, *, datamodule: type | None = None) -> Callable[[t
     return deco
 
 
-def _known() -> dict[str, str]:
+def known_methods() -> dict[str, str]:
     """Built-in methods plus plug-ins named in ``$ZOO_PLUGINS`` (``name=package.module,...``)."""
     import os
 
@@ -74,14 +77,34 @@ def list_methods(pattern: str = "*") -> list[str]:
     """Sorted registry names matching the fnmatch ``pattern``; imports no method code."""
     import fnmatch
 
-    return sorted(n for n in set(_known()) | set(_METHODS) if fnmatch.fnmatch(n, pattern))
+    return sorted(n for n in set(known_methods()) | set(_METHODS) if fnmatch.fnmatch(n, pattern))
+
+
+def method_fact(name: str, fact: str, default: Any = FactError) -> Any:
+    """Fact ``fact`` of method ``name`` (:data:`zoo.core.facts.FACTS`), read from its package's ``__init__.py``
+    without importing the method.
+
+    Raises:
+        RegistryError: unknown method.
+        FactError: not declared and no ``default``; the message names the file and what to add.
+    """
+    known = known_methods()
+    if name not in known:
+        raise RegistryError(f"unknown method {name!r}{suggest(name, known)}; known methods: {', '.join(sorted(known))}")
+    return read_fact(name, known[name], fact, default)
+
+
+def missing_facts(name: str) -> list[str]:
+    """The facts (:data:`zoo.core.facts.FACTS`) method ``name``'s package does not declare (empty: all there)."""
+    known = known_methods()
+    if name not in known:
+        raise RegistryError(f"unknown method {name!r}")
+    return undeclared(known[name])
 
 
 def method_extra(name: str) -> str | None:
-    """The pyproject extra ``name`` needs beyond the core install (``zoo.methods.EXTRAS``), or None."""
-    from zoo.methods import EXTRAS
-
-    return EXTRAS.get(name)
+    """The pyproject extra ``name`` needs beyond the core install (its ``EXTRA`` fact), or None."""
+    return method_fact(name, "EXTRA", None)
 
 
 def install_command(extra: str | None) -> str:
@@ -95,7 +118,7 @@ def install_hint(name: str) -> str:
 
 
 def method_missing(name: str) -> list[str]:
-    """Distributions of method ``name``'s extra (``zoo.methods.EXTRAS``) that are not installed (empty: the method is
+    """Distributions of method ``name``'s extra (its ``EXTRA`` fact) that are not installed (empty: the method is
     ready); see :func:`missing_requirements`. Imports no method code."""
     extra = method_extra(name)
     return missing_requirements(extra) if extra else []
@@ -147,7 +170,7 @@ def get_method(name: str) -> MethodEntry:
             not installed (the message is the install command).
     """
     if name not in _METHODS:
-        known = _known()
+        known = known_methods()
         if name not in known:
             raise RegistryError(
                 f"unknown method {name!r}{suggest(name, known)}; known methods: {', '.join(sorted(known))}"

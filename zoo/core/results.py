@@ -168,10 +168,11 @@ def _fmt(v) -> str:
     return text.replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
 
 
-def render_table(rows: list[dict]) -> str:
-    """A markdown table of ``rows`` (columns in first-seen order; missing cells blank)."""
-    cols: list[str] = []
-    for r in rows:
+def render_table(rows: list[dict], columns: list[str] | None = None) -> str:
+    """A markdown table of ``rows``: the given ``columns``, else every key in first-seen order; missing cells
+    blank."""
+    cols: list[str] = list(columns or [])
+    for r in rows if columns is None else []:
         cols += [c for c in r if c not in cols]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_fmt(r.get(c, "")) for c in cols) + " |" for r in rows]

@@ -20,7 +20,7 @@ def announce(cfg: dict, ckpt_path: str, ckpt: dict) -> tuple[int, int, int]:
         logs continue, :func:`zoo.core.logs.resume_step`).
     """
     start = (int(ckpt.get("global_step", 0)), int(ckpt.get("epoch", 0)), resume_step(ckpt))
-    if not run._is_child_rank():
+    if not run.is_child_rank():
         log.info("resuming %s at step %d (epoch %d) from %s", Path(ckpt_path).parent.parent, *start[:2], ckpt_path)
         if cfg.get("init_from"):
             log.info("resume: init_from=%s ignored: the weights come from the checkpoint", cfg["init_from"])
@@ -33,7 +33,7 @@ def finished(cfg: dict, run_dir: Path, start: tuple[int, int, int]) -> bool:
     max_steps = (cfg.get("trainer") or {}).get("max_steps")
     if max_steps is None or max_steps < 0 or start[0] < max_steps:
         return False
-    if not run._is_child_rank():
+    if not run.is_child_rank():
         log.warning("resume: %s already finished at step %d (trainer.max_steps=%d): nothing to train; to train it "
                     "further raise trainer.max_steps (and trainer.max_epochs when the recipe sets it)", run_dir,
                     start[0], max_steps)
@@ -43,7 +43,7 @@ def finished(cfg: dict, run_dir: Path, start: tuple[int, int, int]) -> bool:
 def nothing_trained(trainer, run_dir: Path) -> None:
     """Say that a resumed fit that had not reached ``trainer.max_steps`` stopped at once: its ``max_epochs`` were done
     (with ``max_steps`` set, Lightning counts an epoch that ``max_steps`` cut short as finished)."""
-    if run._is_child_rank():
+    if run.is_child_rank():
         return
     cut = " (an epoch that max_steps cut short counts as finished)" if (trainer.max_steps or -1) > 0 else ""
     log.warning("resume: nothing trained: %s stopped at once at step %d, epoch %d: its trainer.max_epochs=%s "

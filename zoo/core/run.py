@@ -22,7 +22,7 @@ class RunError(ValueError):
     """A run directory or resume target that cannot be used."""
 
 
-def _is_child_rank() -> bool:
+def is_child_rank() -> bool:
     return any(int(os.environ.get(v, "0") or 0) > 0 for v in ("LOCAL_RANK", "RANK", "NODE_RANK"))
 
 
@@ -54,7 +54,7 @@ def open_run_dir(cfg: dict) -> tuple[Path, str | None]:
         if not ckpt.is_file():
             raise RunError(f"resume: no such checkpoint {ckpt}")
         run_dir = ckpt.resolve().parent.parent if ckpt.parent.name == "checkpoints" else _next_version(root)
-    elif _is_child_rank():
+    elif is_child_rank():
         raise RunError(f"this process is rank > 0 but {RUN_DIR_ENV} is not set; set it to the shared run "
                        "directory (Lightning's launcher does this for you; torchrun/SLURM do not)")
     else:
@@ -65,7 +65,7 @@ def open_run_dir(cfg: dict) -> tuple[Path, str | None]:
         resume_ckpt = str(newest) if newest else None
     elif resume:
         resume_ckpt = str(resume)
-    if not _is_child_rank() and not pinned:
+    if not is_child_rank() and not pinned:
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     return run_dir, resume_ckpt
 
@@ -154,6 +154,6 @@ def wandb_run_id(run_dir: Path) -> str:
     if path.is_file():
         return path.read_text().strip()
     rid = uuid.uuid4().hex[:12]
-    if not _is_child_rank():
+    if not is_child_rank():
         path.write_text(rid + "\n")
     return rid

@@ -58,7 +58,7 @@ TRAINER_RANGES: dict[str, dict] = {
 }
 _FRACTION_OR_COUNT = ("limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches",
                       "overfit_batches", "val_check_interval")
-_PRIMITIVE = {int: "int", float: "float", str: "str", bool: "bool", type(None): "null", list: "list",
+PRIMITIVE_TYPES = {int: "int", float: "float", str: "str", bool: "bool", type(None): "null", list: "list",
               tuple: "list", dict: "dict"}
 
 
@@ -93,7 +93,7 @@ def allowed(spec: dict) -> str:
 def _type_of(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
-    for py, name in _PRIMITIVE.items():
+    for py, name in PRIMITIVE_TYPES.items():
         if py is not bool and isinstance(value, py):
             return name
     return type(value).__name__
@@ -283,8 +283,8 @@ def describe(ann: Any) -> dict:
     if origin is typing.Literal:
         return {"choices": list(typing.get_args(ann))}
     base = origin or ann
-    if base in _PRIMITIVE:
-        out = {"types": [_PRIMITIVE[base]]}
+    if base in PRIMITIVE_TYPES:
+        out = {"types": [PRIMITIVE_TYPES[base]]}
     elif base in (cabc.Sequence, cabc.Iterable, cabc.MutableSequence):
         out = {"types": ["list"]}
     elif base in (cabc.Mapping, cabc.MutableMapping):
@@ -353,12 +353,12 @@ def generate_trainer() -> dict:
 def write_all(names: list[str] | None = None) -> list[Path]:
     """(Re)write ``_trainer.json`` and the tables of ``names`` (default: every built-in method whose extra is
     installed). Returns the files written."""
-    from zoo.core.registry import RegistryError, _known
+    from zoo.core.registry import RegistryError, known_methods
 
     SCHEMA_DIR.mkdir(exist_ok=True)
     written = [TRAINER_FILE]
     TRAINER_FILE.write_text(json.dumps(generate_trainer(), indent=1, sort_keys=True) + "\n")
-    for name in names or sorted(_known()):
+    for name in names or sorted(known_methods()):
         try:
             table = generate_method(name)
         except RegistryError as e:  # extra not installed here

@@ -1,4 +1,4 @@
-"""Small real image datasets as float tensors, and a plain image-classification DataModule.
+"""Small real image datasets as float tensors, read the same way by every image method.
 
 Shared by the image methods (saliency-bias, mad, ltc, sembind). Every reader returns ``(train, test)`` as
 :class:`ImageSet` objects holding ``x`` float32 ``(N, C, H, W)`` in ``[0, 1]`` and ``y`` int64 ``(N,)``.
@@ -25,14 +25,10 @@ import logging
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
 
-import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, TensorDataset
 
-from zoo.core.constraints import OneOf, PositiveInt
 from zoo.core.data import DataError, repo_root
 
 DEFAULT_PATHS = {"cifar10": "data/cifar10-subset/cifar10_subset_2200.npz",
@@ -252,37 +248,3 @@ def read_images(dataset: str, path: str | None = None, size: int = 32, channels:
             raise DataError("data.path: dataset 'folder' needs a folder <root>/<class name>/<image files>")
         return read_image_folder(path, size=size, channels=channels)
     raise DataError(f"data.dataset: unknown dataset {dataset!r}; one of {DATASETS}")
-
-
-class ImageClassificationDataModule(L.LightningDataModule):
-    """Plain image classification on one of :data:`DATASETS`; batches are ``(x (B, C, H, W) in [0, 1], y (B,))``.
-
-    Args:
-        dataset: one of :data:`DATASETS`.
-        path: file (cifar10, mnist) or folder (folder); default the shipped file.
-        batch_size: batch size of both loaders.
-        size, channels: image size and channels for ``folder``.
-        n_train: keep only the first ``n_train`` training images (None = all).
-
-    Raises:
-        DataError: from ``setup()``, naming the file.
-    """
-
-    def __init__(self, dataset: Annotated[str, OneOf(DATASETS)] = "cifar10", path: str | None = None,
-                 batch_size: PositiveInt = 64, size: PositiveInt = 32, channels: Literal[1, 3] = 3,
-                 n_train: PositiveInt | None = None):
-        super().__init__()
-        self.dataset, self.path, self.batch_size = dataset, path, int(batch_size)
-        self.size, self.channels, self.n_train = int(size), int(channels), n_train
-        self.train_set: ImageSet | None = None
-
-    def setup(self, stage: str | None = None) -> None:
-        if self.train_set is None:
-            train, self.test_set = read_images(self.dataset, self.path, self.size, self.channels)
-            self.train_set = train.subset(self.n_train)
-
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(TensorDataset(self.train_set.x, self.train_set.y), batch_size=self.batch_size, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return DataLoader(TensorDataset(self.test_set.x, self.test_set.y), batch_size=self.batch_size)

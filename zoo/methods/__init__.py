@@ -1,45 +1,12 @@
-"""Every method's registry name and the module whose import registers it (kept static so listing is cheap)."""
+"""The built-in methods: every folder here with a ``module.py`` is one, its registry name the folder's name with
+``_`` -> ``-`` (``zoo_lm`` -> ``zoo-lm``); found by listing the folder, so listing methods imports no method code and
+adding a method touches only its own folder. Each package's ``__init__.py`` holds the method's facts
+(:mod:`zoo.core.facts`)."""
+from pathlib import Path
 
 METHODS: dict[str, str] = {
-    "zoo-lm": "zoo.methods.zoo_lm.module",
-    "st-tgexplainer": "zoo.methods.st_tgexplainer.module",
-    "shapo": "zoo.methods.shapo.module",
-    "shapo-cost-model": "zoo.methods.shapo_cost_model.module",
-    "praxis": "zoo.methods.praxis.module",
-    "watchlog": "zoo.methods.watchlog.module",
-    "survshap-iq": "zoo.methods.survshap_iq.module",
-    "saliency-bias": "zoo.methods.saliency_bias.module",
-    "trsp": "zoo.methods.trsp.module",
-    "cond-dp": "zoo.methods.cond_dp.module",
-    "desi": "zoo.methods.desi.module",
-    "crh": "zoo.methods.crh.module",
-    "ltc": "zoo.methods.ltc.module",
-    "mad": "zoo.methods.mad.module",
-    "pulse": "zoo.methods.pulse.module",
-    "sf-consolidation": "zoo.methods.sf_consolidation.module",
-    "pooled-reps": "zoo.methods.pooled_reps.module",
-    "fast": "zoo.methods.fast.module",
-    "rlcracker": "zoo.methods.rlcracker.module",
-    "sembind": "zoo.methods.sembind.module",
-    "anchor-adapter": "zoo.methods.anchor_adapter.module",
+    folder.name.replace("_", "-"): f"zoo.methods.{folder.name}.module"
+    for folder in sorted(Path(__file__).resolve().parent.iterdir())
+    if (folder / "module.py").is_file() and (folder / "__init__.py").is_file()
 }
-
-#: The pyproject extra a method needs beyond the core install (``pip install -e ".[EXTRA]"``); methods not
-#: listed run on the core install. ``zoo list`` marks a method whose extra is missing, and using it fails with
-#: the one-line install command instead of a traceback.
-EXTRAS: dict[str, str] = {
-    "st-tgexplainer": "graph",
-    "survshap-iq": "survival",
-    "saliency-bias": "vision",
-    "trsp": "trsp",
-    "cond-dp": "privacy",
-    "desi": "frechet",
-    "ltc": "clip",
-    "pulse": "pulse",
-    "sf-consolidation": "rl",
-    "pooled-reps": "text",
-    "fast": "fast",
-    "rlcracker": "text",
-    "sembind": "sembind",
-    "anchor-adapter": "anchor",
-}
+"""Registry name -> the module whose import registers the method (``@register_method``)."""

@@ -118,7 +118,7 @@ def dequantise_to_dir(folder: Path, gguf_name: str, out: Path) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from zoo.models.causal_lm import load_lm_state
+    from zoo.models.lm_state import load_lm_state
 
     kw = {"gguf_file": gguf_name}
     tok = AutoTokenizer.from_pretrained(str(folder), **kw)

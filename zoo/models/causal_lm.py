@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from zoo.core.empty import weights_are_empty
+from zoo.models.lm_state import load_lm_state, strip_prefix
 
 TOKENIZER_DIR = Path(__file__).resolve().parent / "assets" / "zoo-lm-bpe8k"
 """The shipped byte-level BPE tokenizer (8,192 tokens; rebuilt by ``python -m zoo.models.train_tokenizer``)."""
@@ -231,33 +232,6 @@ def check_same_tokenizer(a, b, a_name: str, b_name: str) -> None:
             f"chat_template: {a_name} and {b_name} differ" for k in sa if sa[k] != sb[k]]
     if diff:
         raise ValueError(f"{a_name} and {b_name} do not share a tokenizer:\n  " + "\n  ".join(diff))
-
-
-def strip_prefix(state: dict[str, Any], prefix: str = "lm.") -> dict[str, Any]:
-    """Keep the entries of ``state`` whose key starts with ``prefix``, with the prefix removed.
-
-    Raises:
-        KeyError: no key starts with ``prefix``.
-    """
-    out = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
-    if not out:
-        raise KeyError(f"no state-dict key starts with {prefix!r} (first keys: {list(state)[:5]})")
-    return out
-
-
-def load_lm_state(model, state: dict[str, Any]) -> None:
-    """Load a Hugging Face causal LM state dict into ``model``, allowing only tied output weights to be absent.
-
-    Raises:
-        RuntimeError: unexpected keys, missing keys other than a tied ``lm_head.weight``, or shape mismatches.
-    """
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    tied = model.config.tie_word_embeddings
-    missing = [k for k in missing if not (tied and k == "lm_head.weight")]
-    if missing or unexpected:
-        raise RuntimeError(f"causal LM state dict mismatch: missing {missing[:5]}, unexpected {unexpected[:5]}")
-    if tied:
-        model.tie_weights()
 
 
 def tied_aliases(model: torch.nn.Module, prefix: str = "") -> dict[str, str]:

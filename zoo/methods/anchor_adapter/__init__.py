@@ -1,1 +1,32 @@
-"""Anchor-Adapter circuit under spurious-reward GRPO (Yan et al., arXiv 2601.11061) on a generated arithmetic task."""
+"""Anchor-Adapter circuit under spurious-reward GRPO (Yan et al., arXiv 2601.11061) on a generated arithmetic task.
+
+The method's facts (zoo/core/facts.py): read without importing torch by the registry, the README generator and
+the platform tests."""
+
+EXTRA = "anchor"
+WHAT = (
+    "Anchor-Adapter circuit: spurious-reward GRPO (ground truth, random, incorrect, format; μ = 2 clipped"
+    " updates) on a generated arithmetic task with planted contamination; perplexity paradox, cross-model"
+    " patching, logit lens, JSD, layer resets, MLP key scaling"
+)
+RECIPES = (
+    "`anchor-adapter.yaml` (random reward + analyses), "
+    "`anchor-adapter-{ground-truth,incorrect,format}.yaml`, `anchor-adapter-midtrain(-clean).yaml`, "
+    "`paper/anchor-adapter-qwen2.5-math-1.5b.yaml`"
+)
+WEIGHTS = "`anchor-adapter.math`, `anchor-adapter.math-clean`, `anchor-adapter.random-grpo` (LoRA adapters)"
+STATUS = (
+    "not at this scale: the LoRA stage 1 did not memorise the planted items (accuracy leaked 0.020 vs "
+    "clean 0.012 on benchmark B), so spurious-reward GRPO had no shortcut to surface and the analyses "
+    "found no anchor"
+)
+EXAMPLE = {"recipe": "anchor-adapter", "predict": ["Question: 23 + 48 - 17 = ?"]}
+BAD_ROW = {
+    "recipe": "anchor-adapter.yaml",
+    "files": {
+        "items.jsonl": '{"question": "1 + 2", "answer": 3}\n{"question": "2 + 2", "answer": "four"}\n',
+    },
+    "overrides": ["data.path=items.jsonl"],
+    "error": "items.jsonl:2",
+    "key": "data.path",
+}

@@ -26,13 +26,8 @@ from pathlib import Path
 import torch
 
 from zoo.methods.anchor_adapter.chain_sum import is_correct, prompt_text
-from zoo.methods.anchor_adapter.policy import adapters, decode_completions, encode_prompts
-
-
-def decoder(model):
-    """``(layers, final_norm, lm_head)`` of the (peft-wrapped) Llama-style LM."""
-    hf = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return hf.model.layers, hf.model.norm, hf.get_output_embeddings()
+from zoo.methods.anchor_adapter.policy import adapters, answer_batch, decode_completions, decoder, encode_prompts
+from zoo.methods.anchor_adapter.steering import key_scaling
 
 
 def _out(output):
@@ -107,15 +102,6 @@ def patching(model, tok, items, rollouts=4, max_new_tokens=32, temperature=1.0, 
                 acc[(layer, comp)] = _sample_acc(model, tok, items, rollouts, max_new_tokens, temperature, seed,
                                                  lambda lay=layer, c=comp, h=cached: patched(model, lay, c, h))
     return {"before": base, "after": target, "acc": acc}
-
-
-def answer_batch(tok, items, device):
-    """Prompts ending in `` \\boxed{`` (left-padded) and the answer's first token id per item."""
-    ids, mask = encode_prompts(tok, [prompt_text(it["question"]) + " \\boxed{" for it in items], device)
-    full = [tok(prompt_text(it["question"]) + " \\boxed{" + str(it["answer"])).input_ids for it in items]
-    stem = [tok(prompt_text(it["question"]) + " \\boxed{").input_ids for it in items]
-    target = torch.tensor([f[len(s)] if len(f) > len(s) else f[-1] for f, s in zip(full, stem)], device=device)
-    return ids, mask, target
 
 
 @torch.no_grad()
@@ -233,7 +219,6 @@ def run_analyses(module, bench: list[dict], scored: dict, root: Path) -> dict:
     set of the paper); when fewer exist, leaked items after-RL answers correctly, then any leaked items.
     """
     from zoo.methods.anchor_adapter import plots
-    from zoo.methods.anchor_adapter.steering import key_scaling
 
     hp, model, tok = module.hparams, module.lm, module.tokenizer
     before, after = scored["before"][1], scored["after"][1]

@@ -148,7 +148,7 @@ class AnchorAdapterDataModule(L.LightningDataModule):
             return
         rng = random.Random(self.sizes["seed"])
         texts = [chain_sum.prompt_text(it["question"]) + chain_sum.reply(
-            it, _is_chain(it["question"]) and rng.random() < self.sizes["worked_share"],
+            it, is_chain(it["question"]) and rng.random() < self.sizes["worked_share"],
             rng.random() < self.sizes["boxed_share"]) for it in items]
         fresh = set(self.sets["control"])
         planted = [t for t in self.sets["midtrain"] if t not in fresh]
@@ -181,7 +181,7 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         return DataLoader(data, batch_size=self.prompts_per_step, shuffle=False, collate_fn=list)
 
 
-def _is_chain(question: str) -> bool:
+def is_chain(question: str) -> bool:
     tok = question.split()
     return len(tok) >= 3 and len(tok) % 2 == 1 and all(t in "+-" for t in tok[1::2]) and \
         all(_NUMBER.match(t) for t in tok[::2])

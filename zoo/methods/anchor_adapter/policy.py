@@ -1,5 +1,6 @@
 """The policy: a causal LM with two LoRA adapters, ``midtrain`` (stage 1, the contamination) and ``grpo`` (stage 2),
-and the helpers every stage and analysis uses (prompt batches, greedy answers, switching adapters).
+and the helpers every stage and analysis uses (prompt batches, greedy answers, switching adapters, the decoder's
+layers and unembedding, answer-position batches).
 
 "Before RL" is the model with only ``midtrain`` active, "after RL" the one with both; a single set of base weights
 serves both, so the analyses switch adapters instead of holding two models. Shapes: ``B`` prompts, ``P`` prompt
@@ -10,6 +11,8 @@ from __future__ import annotations
 import contextlib
 
 import torch
+
+from zoo.methods.anchor_adapter.chain_sum import prompt_text
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 """LoRA on every projection (issue #23: "all projections")."""
@@ -100,3 +103,18 @@ def generate_replies(model, tok, prompts: list[str], max_new_tokens: int = 32, t
 def decode_completions(tok, ids: torch.Tensor, mask: torch.Tensor) -> list[str]:
     """``[N, C]`` completion ids -> texts (masked positions and special tokens dropped)."""
     return [tok.decode(row[m.bool()].tolist(), skip_special_tokens=True) for row, m in zip(ids, mask)]
+
+
+def decoder(model):
+    """``(layers, final_norm, lm_head)`` of the (peft-wrapped) Llama-style LM."""
+    hf = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return hf.model.layers, hf.model.norm, hf.get_output_embeddings()
+
+
+def answer_batch(tok, items, device):
+    """Prompts ending in `` \\boxed{`` (left-padded) and the answer's first token id per item."""
+    ids, mask = encode_prompts(tok, [prompt_text(it["question"]) + " \\boxed{" for it in items], device)
+    full = [tok(prompt_text(it["question"]) + " \\boxed{" + str(it["answer"])).input_ids for it in items]
+    stem = [tok(prompt_text(it["question"]) + " \\boxed{").input_ids for it in items]
+    target = torch.tensor([f[len(s)] if len(f) > len(s) else f[-1] for f, s in zip(full, stem)], device=device)
+    return ids, mask, target

@@ -17,11 +17,12 @@ def predict_record(module, text: str) -> dict:
         zoo.core.data.DataError: the input is not a ``+``/``-`` chain of integers.
     """
     from zoo.core.data import DataError
-    from zoo.methods.anchor_adapter.circuit import answer_batch, decoder, lens_streams
-    from zoo.methods.anchor_adapter.datamodule import AnchorAdapterDataModule, _is_chain
+    from zoo.methods.anchor_adapter.circuit import lens_streams
+    from zoo.methods.anchor_adapter.datamodule import AnchorAdapterDataModule, is_chain
+    from zoo.methods.anchor_adapter.policy import answer_batch, decoder
 
     q = question_of(text)
-    if not _is_chain(q):
+    if not is_chain(q):
         raise DataError(f"{text!r}: expected a chain like 'Question: 23 + 48 - 17 = ?'")
     tokens = q.split()
     value = int(tokens[0])

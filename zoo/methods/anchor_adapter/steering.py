@@ -11,6 +11,7 @@ import contextlib
 import torch
 
 from zoo.methods.anchor_adapter.chain_sum import is_correct, prompt_text
+from zoo.methods.anchor_adapter.policy import answer_batch, decoder
 
 
 @contextlib.contextmanager
@@ -35,8 +36,6 @@ def neuron_scores(model, tok, items, layer: int, top_tokens: int = 10) -> torch.
     ``overlap_j``: share of the top-``top_tokens`` tokens of ``softmax(W_U RMSNorm(v_j))`` that are answer tokens
     (the first tokens of the items' answers).
     """
-    from zoo.methods.anchor_adapter.circuit import answer_batch, decoder
-
     layers, norm, head = decoder(model)
     down = layers[layer].mlp.down_proj
     device = next(model.parameters()).device
@@ -71,8 +70,6 @@ def key_scaling(model, tok, items, layer: int, scales: list[float], top_k: int =
     Returns:
         ``{"layer", "control_layer", "neurons", "curves": {setting: {s: accuracy}}}``.
     """
-    from zoo.methods.anchor_adapter.circuit import decoder
-
     layers, _, _ = decoder(model)
     other = layer + 1 if layer + 1 < len(layers) else layer - 1
     top = neuron_scores(model, tok, items, layer).topk(top_k).indices

@@ -30,7 +30,7 @@ def gfr(X, Z, Xq, space: Space, seed: int = 0, groups=None) -> np.ndarray:
     return space.frechet_mean(global_weights(X, Xq), Z)
 
 
-def _local_predict(t, Z, tq, h, space: Space) -> np.ndarray:
+def local_predict(t, Z, tq, h, space: Space) -> np.ndarray:
     """Local linear Fréchet prediction at ``tq``, clamped to the range of ``t`` as DeSI's prediction is."""
     tq = np.clip(tq, np.min(t), np.max(t))
     W = local_linear_weights(torch.as_tensor(t, dtype=torch.float64), torch.as_tensor(tq, dtype=torch.float64), h)
@@ -40,7 +40,7 @@ def _local_predict(t, Z, tq, h, space: Space) -> np.ndarray:
 def local_per_covariate(X, Z, Xq, space: Space, seed: int = 0, groups=None) -> np.ndarray:
     fits = [select_bandwidth(X[:, j], Z, space, groups=groups) + (j,) for j in range(X.shape[1])]
     h, _, j = min(fits, key=lambda f: f[1])
-    return _local_predict(X[:, j], Z, Xq[:, j], h, space)
+    return local_predict(X[:, j], Z, Xq[:, j], h, space)
 
 
 def fsi_direction(X, Z, space: Space, seed: int = 0, n_dirs: int = 1000, n_bins: int | None = None,
@@ -78,7 +78,7 @@ def fsi_direction(X, Z, space: Space, seed: int = 0, n_dirs: int = 1000, n_bins:
 
 def fsi(X, Z, Xq, space: Space, seed: int = 0, groups=None, n_dirs: int = 1000) -> np.ndarray:
     beta, h = fsi_direction(X, Z, space, seed, n_dirs, groups=groups)
-    return _local_predict(X @ beta, Z, Xq @ beta, h, space)
+    return local_predict(X @ beta, Z, Xq @ beta, h, space)
 
 
 def deep_frechet(X, Z, Xq, space: Space, seed: int = 0, groups=None, epochs: int = 300, hidden: int = 64,

@@ -68,10 +68,10 @@ def _no_direction(f):
 
 
 def _fsi_with_direction(X, Z, Xq, sp, seed, groups):
-    from zoo.methods.desi.baselines import _local_predict, fsi_direction
+    from zoo.methods.desi.baselines import local_predict, fsi_direction
 
     beta, h = fsi_direction(X, Z, sp, seed, groups=groups)
-    return _local_predict(X @ beta, Z, Xq @ beta, h, sp), beta
+    return local_predict(X @ beta, Z, Xq @ beta, h, sp), beta
 
 
 RANDOM = ("fsi", "deep-frechet", "desi-A", "desi-B")

@@ -19,7 +19,7 @@ import lightning as L
 import torch
 
 from zoo.core.results import summarise, write_result
-from zoo.methods.fast.metrics import delta_loss, error_by_position, gsnr
+from zoo.methods.fast.metrics import POSITION_EDGES, delta_loss, error_by_position, gsnr
 from zoo.methods.fast.pipelines import truncated_lm
 
 PAPER = {"log2_mse_st": "Qwen2.5-7B-Instruct L18 8x Standard: FAST 0.6468, BT(P) 5.1985, BT(F) 1.5093; JumpReLU: "
@@ -30,7 +30,6 @@ PAPER = {"log2_mse_st": "Qwen2.5-7B-Instruct L18 8x Standard: FAST 0.6468, BT(P)
          "gsnr": "FAST higher than BT (ICML abstract; no number)"}
 METRICS = ["log2_mse", "log2_mse_st", "delta_loss", "l0", "explained_variance", "dead", "dense", "gsnr",
            "high_quality", "seconds"]
-POSITION_EDGES = [0, 1, 2, 4, 8, 16, 32, 64, 128, 257]
 
 
 class Probe(L.Callback):

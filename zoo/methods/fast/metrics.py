@@ -36,6 +36,11 @@ def eq7_mse(sq_err: torch.Tensor, seq_index: torch.Tensor, hidden_size: int, mas
     return float((sums / counts).mean() / hidden_size)
 
 
+POSITION_EDGES = [0, 1, 2, 4, 8, 16, 32, 64, 128, 257]
+"""Token-position bins of :func:`error_by_position` in the experiments and their plots (bin ``b`` is
+``[edges[b], edges[b+1])``; 257 closes the last bin past the 256-token sequences)."""
+
+
 def error_by_position(sq_err: torch.Tensor, position: torch.Tensor, hidden_size: int, edges: Sequence[int]
                       ) -> list[float | None]:
     """Mean squared error per hidden dimension of the tokens whose position falls in ``[edges[b], edges[b+1])``
@@ -45,11 +50,6 @@ def error_by_position(sq_err: torch.Tensor, position: torch.Tensor, hidden_size:
         sel = (position >= lo) & (position < hi)
         out.append(float(sq_err[sel].double().mean() / hidden_size) if bool(sel.any()) else None)
     return out
-
-
-def feature_frequency(feature_acts: torch.Tensor) -> torch.Tensor:
-    """Share of tokens on which each feature is active (> 0): ``[n_tokens, d_sae] -> [d_sae]``."""
-    return (feature_acts > 0).float().mean(dim=0)
 
 
 def dead_dense(freq: torch.Tensor, dense_above: float = 0.1) -> tuple[float, float]:

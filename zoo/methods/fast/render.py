@@ -50,7 +50,7 @@ def plot_all(rows: list[dict], name: str, out_dir=None) -> list:
                       for r in rows if r["sae"] == sae and r["pipeline"] == p]
             xs, ys = _mean_curves(curves)
             ax.plot(xs, ys, marker="o", color=COLOR[p], label=LABEL[p])
-        from zoo.methods.fast.experiments import POSITION_EDGES
+        from zoo.methods.fast.metrics import POSITION_EDGES  # imports torch: only when drawing this figure
 
         ax.set_xticks(range(len(POSITION_EDGES) - 1), [f"{a}" for a in POSITION_EDGES[:-1]], fontsize=7)
         ax.set_yscale("log")

@@ -34,9 +34,10 @@ from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.prediction import tsv
 from zoo.core.registry import register_method
+from zoo.core.results import render_table
 from zoo.methods.mad.datamodule import BackdoorDataModule, convert_images
 from zoo.methods.mad.detect import BASELINES, run_detection
-from zoo.methods.mad.render import markdown_table, plot_extremes
+from zoo.methods.mad.render import plot_extremes
 from zoo.methods.mad.scores import SCORES
 from zoo.models.vision import build_vision_model
 
@@ -155,7 +156,7 @@ class MadModule(ZooModule):
         rows = [{"detector": k, **v} for k, v in result["metrics"].items()]
         (out / "table.md").write_text(f"# Detection on {result['split']['dataset']} / {result['split']['attack']}\n\n"
                                       f"clean accuracy {result['clean_acc']:.3f}, ASR {result['asr']:.3f}; der_best "
-                                      "is at the post-hoc best threshold\n\n" + markdown_table(rows, TABLE_COLUMNS))
+                                      "is at the post-hoc best threshold\n\n" + render_table(rows, TABLE_COLUMNS) + "\n")
         best = next((d for d in ("clc", *result["scores"]) if d in result["scores"]), None)
         if best:
             s = result["scores"][best]

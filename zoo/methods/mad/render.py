@@ -1,19 +1,9 @@
-"""Markdown tables and the PNG of the most and least anomalous images."""
+"""The PNG of the most and least anomalous images (tables go through ``zoo.core.results.render_table``)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
-
-
-def markdown_table(rows: list[dict], columns: list[str]) -> str:
-    """A markdown table of ``rows`` over ``columns`` (floats to 3 decimals, None as ``-``)."""
-    def cell(v):
-        return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
 
 
 def plot_extremes(path: Path, x: torch.Tensor, score: torch.Tensor, k: int = 8, labels: list[str] | None = None,

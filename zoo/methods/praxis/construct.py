@@ -16,11 +16,11 @@ import math
 import numpy as np
 
 from zoo.methods.praxis.bitset import mask_key
+from zoo.methods.praxis.kernel import INF, or2
 from zoo.methods.praxis.problem import Problem, class_counts
 from zoo.methods.praxis.proxy import proxy
 from zoo.methods.praxis.shallow import depth1_children
 
-INF = 1 << 62  # min objective of an OR node that holds no tree
 
 
 class OrNode:
@@ -151,8 +151,6 @@ class LazySplitsNode(OrNode):
 def compiled_depth2(p: Problem, mask: np.ndarray, budget: int, cache: dict, majority_leaf_only: bool,
                     counts: list[int]) -> OrNode:
     """CONSTRUCT(D, 2, B) through ``kernel.or2`` (same node as the numpy path; children built lazily)."""
-    from zoo.methods.praxis.kernel import or2
-
     kept, hist, best = or2(mask, p.X, p.Y, p.gamma, budget, majority_leaf_only)
     node = LazySplitsNode(budget, sum(counts), None)
     node.leaves = list(leaf_node(p.gamma, tuple(counts), budget, cache, majority_leaf_only).leaves)

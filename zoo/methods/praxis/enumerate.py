@@ -10,7 +10,6 @@ tree ``i`` here is tree ``i`` there. Trees are ``int`` (a leaf predicting that c
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Iterator
 
 import numpy as np
@@ -130,12 +129,6 @@ def tree_at(node: OrNode, index: int):
             return obj, _kth(node, obj, index)
         index -= cnt
     raise IndexError("tree index out of range")
-
-
-def _count_at(node: OrNode, obj: int) -> int:
-    objs, counts = histogram(node)
-    j = np.searchsorted(objs, obj)
-    return int(counts[j]) if j < len(objs) and objs[j] == obj else 0
 
 
 def _kth(node: OrNode, target: int, k: int):
@@ -275,11 +268,6 @@ def _hist_without(node: OrNode, j: int, memo: dict) -> dict:
                     acc[lo + ro] = acc.get(lo + ro, 0) + lc * rc
     memo[key] = acc
     return acc
-
-
-def log10_count(count: int) -> float:
-    """``log10`` of a (possibly huge) tree count; ``-inf`` for 0."""
-    return math.log10(count) if count > 0 else float("-inf")
 
 
 def objective(tree, Xb: np.ndarray, y: np.ndarray, gamma: int) -> int:

@@ -23,7 +23,8 @@ try:
 except ImportError:  # the numpy path in construct.py is used instead
     njit = None
 
-from zoo.methods.praxis.construct import INF
+INF = 1 << 62
+"""The objective of an OR node that holds no tree (the numpy path in ``construct.py`` uses the same value)."""
 
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)

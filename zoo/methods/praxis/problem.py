@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from zoo.methods.praxis.bitset import full_mask, pack_columns, pack_vector, popcount
+from zoo.methods.praxis.kernel import split_counts as compiled_split_counts
 
 _CHUNK_WORDS = 1 << 19  # largest (masks x features x words) block evaluated in one numpy call (4 MiB of uint64)
 
@@ -113,8 +114,6 @@ def split_counts(p: Problem, masks: np.ndarray) -> np.ndarray:
     The right side is ``class_counts(masks)[:, None, :] - split_counts(masks)``.
     """
     if p.backend == "numba":
-        from zoo.methods.praxis.kernel import split_counts as compiled_split_counts
-
         return compiled_split_counts(np.ascontiguousarray(masks), p.X, p.Y)
     m, w = masks.shape
     out = np.empty((m, p.n_features, p.n_classes), dtype=np.int64)

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zoo.methods.praxis.construct import INF, OrNode, construct, rashomon_bound
+from zoo.methods.praxis.construct import OrNode, construct, rashomon_bound
 from zoo.methods.praxis.enumerate import count_trees, count_within_mult, histogram
+from zoo.methods.praxis.kernel import INF
 from zoo.methods.praxis.kernel import available as kernel_available
 from zoo.methods.praxis.problem import Problem, make_problem
 from zoo.methods.praxis.proxy import proxy

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from zoo.methods.praxis.construct import OrNode
-from zoo.methods.praxis.enumerate import count_within_mult, histogram
+from zoo.methods.praxis.enumerate import count_within_mult
 
 
 def tree_text(tree, names: list[str], classes: list[str] | None = None, indent: str = "") -> str:
@@ -124,9 +124,3 @@ def plot_importance(usage, total: int, names: list[str], path: str, top: int = 2
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def histogram_rows(root: OrNode) -> list[tuple[int, int]]:
-    """``[(objective, count)]`` of the root, Python ints."""
-    objs, counts = histogram(root)
-    return [(int(o), int(c)) for o, c in zip(objs.tolist(), counts.tolist())]

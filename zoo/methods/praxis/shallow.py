@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from zoo.methods.praxis.bitset import popcount
+from zoo.methods.praxis.kernel import exact2 as compiled_exact2
 from zoo.methods.praxis.problem import Problem, batch_chunks, class_counts, leaf_cost, split_counts
 
 
@@ -113,8 +114,6 @@ def exact2(p: Problem, masks: np.ndarray) -> np.ndarray:
     """Best objective at depth <= 2, exactly: ``min(leaf(D), min_f Obj1(D & f) + Obj1(D & not f))``, with the
     children's ``Obj1`` from ``depth1_children`` (the reference's depth-2 special solver, vectorised)."""
     if p.backend == "numba":
-        from zoo.methods.praxis.kernel import exact2 as compiled_exact2
-
         return compiled_exact2(np.ascontiguousarray(masks), p.X, p.Y, p.gamma)
     left, right, single, total = depth1_children(p, masks)
     n_left = single.sum(-1)

@@ -24,11 +24,12 @@ from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.prediction import tsv
 from zoo.core.registry import register_method
+from zoo.core.results import render_table
 from zoo.methods.saliency_bias.canvas import CORNERS, POSITIONS, corner_shift_set
 from zoo.methods.saliency_bias.datamodule import CornerShiftDataModule
 from zoo.methods.saliency_bias.evaluate import benchmark_model, path_count_comparison
 from zoo.methods.saliency_bias.metrics import csi_centroid, csi_distance_corrected, object_mass, pointing_game
-from zoo.methods.saliency_bias.render import markdown_table, plot_grid
+from zoo.methods.saliency_bias.render import plot_grid
 from zoo.methods.saliency_bias.saliency import METHODS, saliency_maps
 from zoo.models.vision import build_vision_model
 
@@ -163,9 +164,9 @@ class SaliencyBiasModule(ZooModule):
             out.mkdir(parents=True, exist_ok=True)
             (out / "rows.json").write_text(json.dumps(rows, indent=1))
             (out / "path_counts.json").write_text(json.dumps(path_rows, indent=1))
-            text = "# Corner-shift benchmark (one seed)\n\n" + markdown_table(rows, TABLE_COLUMNS)
+            text = "# Corner-shift benchmark (one seed)\n\n" + render_table(rows, TABLE_COLUMNS) + "\n"
             if path_rows:
-                text += "\n## Path counts vs measured random-init saliency\n\n" + markdown_table(
+                text += "\n## Path counts vs measured random-init saliency\n\n" + render_table(
                     path_rows, ["model", "pearson", "ratio_theory", "ratio_measured"])
             (out / "table.md").write_text(text)
         return rows, path_rows

@@ -1,4 +1,4 @@
-"""PNG grids of saliency maps for corner-shifted objects, and markdown tables of benchmark rows."""
+"""PNG grids of saliency maps for corner-shifted objects (tables go through ``zoo.core.results.render_table``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -54,13 +54,3 @@ def plot_grid(path: str | Path, data: CornerShiftSet, rows: dict[str, torch.Tens
     fig.savefig(path, dpi=72)
     plt.close(fig)
     return path
-
-
-def markdown_table(rows: list[dict], columns: list[str]) -> str:
-    """A markdown table of ``rows`` restricted to ``columns`` (floats to 3 decimals, None blank)."""
-    def cell(v):
-        return "" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines) + "\n"

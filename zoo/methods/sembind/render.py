@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from zoo.methods.sembind.watermarks import _fft, build_scheme
+from zoo.methods.sembind.watermarks import build_scheme, centred_fft
 
 
 def _plt():
@@ -57,8 +57,8 @@ def write_pngs(out: Path, first: dict, rows: list[dict], G, keys: dict, cfg: dic
         with torch.no_grad():
             inv = G.invert(imgs["tree-ring/plain"][:1] * 2 - 1, cfg["steps"])
         ch = scheme.channels[0]
-        panels = {"key (disc)": scheme.key.abs(), "z_T marked": _fft(z_w)[0, ch].abs(),
-                  "inverted marked image": _fft(inv)[0, ch].abs()}
+        panels = {"key (disc)": scheme.key.abs(), "z_T marked": centred_fft(z_w)[0, ch].abs(),
+                  "inverted marked image": centred_fft(inv)[0, ch].abs()}
         fig, axes = plt.subplots(1, 3, figsize=(7, 2.4))
         for ax, (label, f) in zip(axes, panels.items()):
             ax.imshow(f.log1p().numpy(), cmap="viridis")

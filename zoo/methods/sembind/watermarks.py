@@ -28,7 +28,9 @@ import torch
 SCHEMES = ("tree-ring", "gaussian-shading", "ringid", "wind")
 
 
-def _fft(z: torch.Tensor) -> torch.Tensor:
+def centred_fft(z: torch.Tensor) -> torch.Tensor:
+    """2-D FFT over the last two dimensions with the zero frequency moved to the centre (where the rings are
+    drawn)."""
     return torch.fft.fftshift(torch.fft.fft2(z), dim=(-2, -1))
 
 
@@ -98,14 +100,14 @@ class RingKey:
 
     def inject(self, z: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """``z (B, C, H, W)`` with the key written into the FFT of the key channels inside the disc."""
-        f = _fft(z)
+        f = centred_fft(z)
         for ch in self.channels:
             f[:, ch][:, self.mask] = self.key[self.mask]
         return _ifft(f).real.to(z.dtype)
 
     def score(self, z_hat: torch.Tensor) -> torch.Tensor:
         """Minus the mean complex L1 distance ``(B,)`` between the inverted latent's FFT and the key in the disc."""
-        f = _fft(z_hat.double())[:, self.channels][..., self.mask]
+        f = centred_fft(z_hat.double())[:, self.channels][..., self.mask]
         return -(f - self.key[self.mask].to(f.dtype)).abs().flatten(1).mean(1).float()
 
 

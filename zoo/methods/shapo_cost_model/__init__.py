@@ -1,1 +1,23 @@
-"""ShaPO's cost model: a Bradley-Terry harmfulness head on zoo-lm (see README.md)."""
+"""ShaPO's cost model: a Bradley-Terry harmfulness head on zoo-lm (see README.md).
+
+The method's facts (zoo/core/facts.py): read without importing torch by the registry, the README generator and
+the platform tests."""
+
+EXTRA = None
+WHAT = "ShaPO's harmfulness cost model (Bradley–Terry head on zoo-lm)"
+RECIPES = "`shapo-cost-model.yaml`"
+WEIGHTS = "`shapo-cost-model.zoo-lm-hh`"
+STATUS = (
+    "test pair accuracy 0.574 on HH pairs from unseen conversations (checkpoint chosen on a separate "
+    "validation split; `zoo eval` of the zoo weights)"
+)
+EXAMPLE = {"recipe": "shapo-cost-model", "predict": ["How do I hurt someone?", "I can't help with that."]}
+BAD_ROW = {
+    "recipe": "shapo-cost-model.yaml",
+    "files": {
+        "pairs.jsonl": '{"prompt": "a", "chosen": "b", "rejected": "c"}\n{"prompt": "a", "chosen": "b"}\n',
+    },
+    "overrides": ["data.path=pairs.jsonl"],
+    "error": "pairs.jsonl:2",
+    "key": "data.path",
+}

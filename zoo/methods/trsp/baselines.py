@@ -1,5 +1,5 @@
 """Baselines: a clustering-induced outcome (k-means++ on endpoints, centres on candidates), a utilitarian greedy
-(ours) and uniform random stops. All return a :class:`~zoo.methods.trsp.placement.Placement` with ``k`` stops.
+(ours) and uniform random stops. All return a :class:`~zoo.methods.trsp.costs.Placement` with ``k`` stops.
 
 The paper proves no clustering-induced outcome beats 3-JR (§4); k-means is the clustering people would reach for.
 """
@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoo.methods.trsp.costs import Instance, all_pairs, pair_costs
-from zoo.methods.trsp.placement import Placement, _open_stop
+from zoo.methods.trsp.costs import Instance, Placement, all_pairs, open_stop, pair_costs
 
 
 def kmeans_stops(inst: Instance, k: int, seed: int = 0, iters: int = 20) -> Placement:
@@ -58,7 +57,7 @@ def greedy_stops(inst: Instance, k: int, C: np.ndarray | None = None) -> Placeme
     cost = inst.direct.copy()
     Y: list[int] = []
     for s in (u, v):
-        _open_stop(inst, cost, Y, int(s))
+        open_stop(inst, cost, Y, int(s))
     while len(Y) < min(k, inst.m):
         Yi = np.asarray(Y)
         out = inst.walk_a.T[:, :, None] + inst.shuttle[:, Yi][:, None, :] + inst.walk_b[:, Yi][None]  # (m, n, |Y|)
@@ -66,7 +65,7 @@ def greedy_stops(inst: Instance, k: int, C: np.ndarray | None = None) -> Placeme
         new = np.minimum(cost[None], np.minimum(out.min(2), back.min(2)))  # (m, n)
         total = new.sum(1)
         total[Yi] = np.inf
-        _open_stop(inst, cost, Y, int(total.argmin()))
+        open_stop(inst, cost, Y, int(total.argmin()))
     return Placement(Y, [(0.0, "greedy", tuple(Y))])
 
 

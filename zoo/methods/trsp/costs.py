@@ -7,7 +7,8 @@ A traveller ``i`` goes from ``a_i`` to ``b_i``. With open stops ``Y`` their cost
 with ``d`` the walking metric and ``d'`` the shuttle metric on candidates; both orientations of a pair count.
 An :class:`Instance` holds only the distances the costs need (travellers x candidates, candidates x candidates), so
 every algorithm here works for any metric: haversine walking between coordinates (the shipped commutes) or the
-authors' own travel-time matrices.
+authors' own travel-time matrices. Every placement rule (``placement.py``, ``baselines.py``) returns a
+:class:`Placement` and opens stops with :func:`open_stop`, which keeps the travellers' costs current.
 
 Units: hours throughout.
 """
@@ -205,3 +206,22 @@ def check_metric(D: np.ndarray, name: str, tol: float = 1e-6) -> None:
         raise DataError(f"{name}: triangle inequality broken by {worst:.6g} at (i={i}, j={j}, k={k}): "
                         f"D[i,k]={D[i, k]:.6g} > D[i,j]+D[j,k]={D[i, j] + D[j, k]:.6g}; set "
                         f"data.allow_non_metric: true to run anyway (no bound is then claimed)")
+
+
+@dataclass
+class Placement:
+    """An outcome: ``stops`` (candidate indices, in opening order) and the ``events`` that opened them
+    as ``(radius_hours, kind, stops)``."""
+
+    stops: list[int]
+    events: list[tuple[float, str, tuple[int, ...]]] = field(default_factory=list)
+
+
+def open_stop(inst: Instance, cost: np.ndarray, Y: list[int], c: int) -> None:
+    """Add stop ``c`` to ``Y`` and lower ``cost`` (n,) in place by the rides that use it."""
+    if Y:
+        Yi = np.asarray(Y)
+        out = inst.walk_a[:, [c]] + inst.shuttle[c, Yi][None] + inst.walk_b[:, Yi]
+        back = inst.walk_a[:, Yi] + inst.shuttle[Yi, c][None] + inst.walk_b[:, [c]]
+        np.minimum(cost, np.minimum(out.min(1), back.min(1)), out=cost)
+    Y.append(int(c))

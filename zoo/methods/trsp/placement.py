@@ -25,22 +25,13 @@ unserved traveller weighs 1, as in the notes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from zoo.methods.trsp.costs import Instance, all_pairs, pair_costs
+from zoo.methods.trsp.baselines import greedy_stops, kmeans_stops, random_stops
+from zoo.methods.trsp.costs import Instance, Placement, all_pairs, open_stop, pair_costs
 
 _TOL = 1e-12
-
-
-@dataclass
-class Placement:
-    """An outcome: ``stops`` (candidate indices, in opening order) and the ``events`` that opened them
-    as ``(radius_hours, kind, stops)``."""
-
-    stops: list[int]
-    events: list[tuple[float, str, tuple[int, ...]]] = field(default_factory=list)
 
 
 _SORTED: dict = {}
@@ -113,16 +104,6 @@ class _LazyKth:
         return out
 
 
-def _open_stop(inst: Instance, cost: np.ndarray, Y: list[int], c: int) -> None:
-    """Add stop ``c`` to ``Y`` and lower ``cost`` (n,) in place by the rides that use it."""
-    if Y:
-        Yi = np.asarray(Y)
-        out = inst.walk_a[:, [c]] + inst.shuttle[c, Yi][None] + inst.walk_b[:, Yi]
-        back = inst.walk_a[:, Yi] + inst.shuttle[Yi, c][None] + inst.walk_b[:, [c]]
-        np.minimum(cost, np.minimum(out.min(1), back.min(1)), out=cost)
-    Y.append(int(c))
-
-
 def expand(inst: Instance, k: int, lam: float = 0.0, pair_events: bool = True,
            C: np.ndarray | None = None) -> Placement:
     """Run the event loop (module docstring) and return the opened stops.
@@ -190,7 +171,7 @@ def expand(inst: Instance, k: int, lam: float = 0.0, pair_events: bool = True,
             live &= ~np.concatenate([got, got])
         for s in new:
             opened[s] = True
-            _open_stop(inst, cost, Y, s)
+            open_stop(inst, cost, Y, s)
             if lam > 0:
                 gk.t[s] = 0  # an open stop no longer captures
                 gk.key[s] = np.inf
@@ -230,8 +211,6 @@ def place(inst: Instance, algorithm: str, k: int, lam: float = 0.5, seed: int = 
     Raises:
         ValueError: unknown algorithm.
     """
-    from zoo.methods.trsp.baselines import greedy_stops, kmeans_stops, random_stops
-
     runs = {"eca": lambda: eca(inst, k, C), "gc": lambda: greedy_capture(inst, k),
             "hybrid": lambda: hybrid(inst, k, lam, C), "kmeans": lambda: kmeans_stops(inst, k, seed),
             "greedy": lambda: greedy_stops(inst, k, C), "random": lambda: random_stops(inst, k, seed)}

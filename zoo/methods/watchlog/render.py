@@ -197,11 +197,6 @@ class EventRenderer:
         """The event's image, shape ``(height, width)``, float32 in [0, 1]; deterministic."""
         return self.image_from_hits(*self.pixel_hits(event))
 
-    def render_clip(self, events: Sequence[dict[str, Any]]) -> np.ndarray:
-        """A window's video, shape ``(T, height, width)``."""
-        return np.stack([self.render(e) for e in events]) if events else \
-            np.zeros((0, self.height, self.width), np.float32)
-
 
 def save_frames_png(frames: np.ndarray, renderer: EventRenderer, path: str, titles: Sequence[str] | None = None,
                     cols: int = 4) -> None:

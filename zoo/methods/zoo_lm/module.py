@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, ClassVar
 
 import torch
-import torch.nn.functional as F
 from torchmetrics.aggregation import SumMetric
 
 from zoo.core.constraints import OneOf
@@ -14,6 +13,7 @@ from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
 from zoo.methods.zoo_lm.datamodule import LMDataModule
+from zoo.methods.zoo_lm.losses import causal_lm_nll
 from zoo.models.causal_lm import (
     build_causal_lm,
     drop_tied_aliases,
@@ -24,7 +24,6 @@ from zoo.models.causal_lm import (
     tokenizer_for,
     wrap_lora,
 )
-from zoo.models.chat import IGNORE_INDEX
 
 PROMPT_FORMATS = ("chat", "text")
 GENERATION_DEFAULTS = {"max_new_tokens": 160, "do_sample": True, "temperature": 0.7, "top_k": 50, "top_p": 0.95,
@@ -36,26 +35,6 @@ GENERATION_SCHEMA = {"max_new_tokens": {"types": ["int"], "min": 1}, "do_sample"
                      "top_k": {"types": ["int"], "min": 0}, "top_p": {"types": ["float"], "min": 0.0},
                      "repetition_penalty": {"types": ["float"], "min": 0.0, "min_exclusive": True},
                      "seed": {"types": ["int"]}}
-
-
-def causal_lm_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed next-token negative log-likelihood and the number of predicted tokens.
-
-    ``nll = -sum_{b,t: labels[b,t+1] != -100} log softmax(logits[b,t])[labels[b,t+1]]`` (natural log), the
-    standard causal-LM objective (Radford et al. 2018, eq. 1); the mean ``nll / n`` is the training loss and
-    ``exp(nll / n)`` the perplexity.
-
-    Args:
-        logits: ``[B, T, V]``.
-        labels: ``[B, T]`` token ids, ``-100`` where no loss is taken (prompt, user turns, padding).
-
-    Returns:
-        ``(nll, n)``: a scalar float tensor (nats) and a scalar long tensor.
-    """
-    shift_logits = logits[:, :-1].reshape(-1, logits.size(-1)).float()
-    shift_labels = labels[:, 1:].reshape(-1)
-    nll = F.cross_entropy(shift_logits, shift_labels, ignore_index=IGNORE_INDEX, reduction="sum")
-    return nll, (shift_labels != IGNORE_INDEX).sum()
 
 
 @register_method("zoo-lm", datamodule=LMDataModule)

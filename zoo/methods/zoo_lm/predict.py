@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+from zoo.methods.zoo_lm.losses import causal_lm_nll
 from zoo.models.chat import IGNORE_INDEX
 
 
@@ -36,7 +37,6 @@ def reference_metrics(module, chats: list[tuple[str, str]], replies: list[str]) 
     :func:`zoo.models.chat.encode_chat` for ``prompt_format: chat``, else the reply's text tokens after ``<bos>`` +
     prompt): ``reference_nll`` (nats per token), ``reference_ppl = exp(reference_nll)``; ``exact_match``: the share of
     generated replies equal to the reference after stripping whitespace; ``n``: conversations."""
-    from zoo.methods.zoo_lm.module import causal_lm_nll
     from zoo.models.chat import encode_chat, encode_text
 
     tok, nll, count = module.tokenizer, 0.0, 0
