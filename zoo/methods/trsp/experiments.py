@@ -127,29 +127,29 @@ def run(rounds: int, deadline: str | None, counties=COUNTIES, only: str | None =
         stop = datetime.now(UTC).replace(hour=h, minute=mnt, second=0, microsecond=0)
     done_jr = {(r["county"], r["round"]) for r in _read(JR_STORE)}
     done_core = {(r["county"], r["round"]) for r in _read("core")}
-    def jr(rnd):
-        for county in counties:
-            if (county, rnd) not in done_jr:
-                _append(JR_STORE, jr_round(county, rnd, figures=rnd == 0))
-            print(f"{datetime.now(UTC):%H:%M:%S} JR round {rnd} {county} done", flush=True)
+    def jr(rnd, county):
+        if (county, rnd) not in done_jr:
+            _append(JR_STORE, jr_round(county, rnd, figures=rnd == 0))
+        print(f"{datetime.now(UTC):%H:%M:%S} JR round {rnd} {county} done", flush=True)
 
-    def core(rnd):
-        for county in counties:
-            if (county, rnd) not in done_core:
-                _append("core", core_round(county, rnd))
-            print(f"{datetime.now(UTC):%H:%M:%S} core round {rnd} {county} done", flush=True)
+    def core(rnd, county):
+        if (county, rnd) not in done_core:
+            _append("core", core_round(county, rnd))
+        print(f"{datetime.now(UTC):%H:%M:%S} core round {rnd} {county} done", flush=True)
 
-    first = min(3, rounds)  # three seeds of each before anything else
+    first = min(3, rounds)  # three seeds of each county before anything else (county by county)
     steps = [f for f, name in ((jr, "jr"), (core, "core")) if only in (None, name)]
     for step in steps:
-        for rnd in range(first):
-            step(rnd)
+        for county in counties:
+            for rnd in range(first):
+                step(rnd, county)
     for rnd in range(first, rounds):
         if stop and datetime.now(UTC) >= stop:
             print(f"deadline {deadline} reached before round {rnd}", flush=True)
             break
         for step in steps:
-            step(rnd)
+            for county in counties:
+                step(rnd, county)
 
 
 def finish() -> None:
