@@ -35,6 +35,10 @@ def test_authors_candidate_design_draws_stops_from_the_point_pool():
     ends = np.concatenate([own.trips[:, :2], own.trips[:, 2:]])
     assert (np.abs(own.stops[:, None, :] - ends[None]).max(-1) < 1e-12).any(1).all()
     assert np.isclose(np.minimum(own.walk_a.min(1), own.walk_b.min(1)), 0).sum() >= 20
+    dm = TrSPDataModule(county="autauga", n_travellers=30, n_candidates=40, seed=2, candidates="endpoints",
+                        pool_size=200)
+    dm.setup()
+    assert np.array_equal(dm.instance.stops, own.stops)
     with pytest.raises(ValueError, match="pool_size"):
         commuting_od_instance("autauga", n_travellers=30, candidates="pool", pool_size=10)
     with pytest.raises(ValueError, match="candidates"):
