@@ -1,4 +1,5 @@
-"""Fair side-by-side timing for benchmarks: every ratio in docs/benchmarks.md comes through :func:`compare`.
+"""Fair side-by-side timing for benchmarks (issue #41): the shared loop behind the ratios of benchmarks/{trsp, desi,
+cond_dp, crh, sf_consolidation, survshap_iq, threads}.py, so that no script writes its own.
 
 Fair by construction:
 
