@@ -3,8 +3,9 @@
 Peer: ``opacus.PrivacyEngine(accountant="rdp").make_private(...)`` on a 271 → 64 → 64 → 1 MLP over the SF OD
 pairs (Poisson batches of expected size 256). Ours: :func:`zoo.methods.cond_dp.privacy.make_private` with the
 ``precondition`` hook (and, separately, ``reparam``: the same DP-SGD on C^{1/2} x). Each side runs blocks of
-``--steps`` optimiser steps (data loading, forward, backward, clip, noise, accountant, update); blocks alternate
-so background load hits every side alike, and the ratio is of median per-step times.
+``--steps`` optimiser steps (data loading, forward, backward, clip, noise, accountant, update) through
+``zoo.core.timing.compare``: one untimed warm-up block per side, then blocks interleaved in alternating order
+(opacus is not always first), one thread; the ratio is of median block times (per step: / ``--steps``).
 
     nice -n 10 python benchmarks/cond_dp.py [--steps 40] [--repeats 5]
 """
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
 import torch
 from opacus import PrivacyEngine
@@ -21,6 +20,7 @@ from opacus.data_loader import DPDataLoader
 from torch.utils.data import DataLoader, TensorDataset
 
 from zoo.core.results import write_result
+from zoo.core.timing import compare
 from zoo.methods.cond_dp.conditioning import conditioning_matrix
 from zoo.methods.cond_dp.datamodule import LabelDPDataModule
 from zoo.methods.cond_dp.networks import Regressor
@@ -28,11 +28,10 @@ from zoo.methods.cond_dp.privacy import make_private
 from zoo.methods.cond_dp.training import build_regressor
 
 
-def _block(opt, model, loader, steps: int) -> float:
-    """Seconds per step over ``steps`` steps (median of per-step times)."""
-    times, it = [], iter(loader)
+def _block(opt, model, loader, steps: int) -> None:
+    """``steps`` optimiser steps (the loader restarts when exhausted)."""
+    it = iter(loader)
     for _ in range(steps):
-        t = time.perf_counter()
         try:
             xb, yb = next(it)
         except StopIteration:
@@ -41,8 +40,6 @@ def _block(opt, model, loader, steps: int) -> float:
         opt.zero_grad()
         torch.mean((model(xb) - yb) ** 2).backward()
         opt.step()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -51,7 +48,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--sigma", type=float, default=1.0)
     a = p.parse_args(argv)
-    torch.set_num_threads(1)
     dm = LabelDPDataModule(dataset="commuting-sf", batch_size=256)
     data = TensorDataset(torch.as_tensor(dm.X_train, dtype=torch.float32), torch.as_tensor(dm.y_train,
                                                                                             dtype=torch.float32))
@@ -75,24 +71,22 @@ def main(argv: list[str] | None = None) -> None:
                           neighbouring="add_remove", preconditioner=pre)
         sides[f"cond-dp {mode}"] = (dp.optimizer, model, DPDataLoader(data, sample_rate=q),
                                     lambda dp=dp: dp.epsilon(1e-5))
-    per_step = {k: [] for k in sides}
     load = [os.getloadavg()[0]]
-    for _ in range(a.repeats):
-        for name, (opt, model, loader, _) in sides.items():
-            per_step[name].append(_block(opt, model, loader, a.steps))
+    t = compare({name: (lambda side=side: _block(side[0], side[1], side[2], a.steps)) for name, side in sides.items()},
+                repeats=a.repeats, warmup=1, threads=1)
     load.append(os.getloadavg()[0])
-    peer = statistics.median(per_step["opacus DP-SGD"])
     rows = []
     for name, (_, _, _, eps) in sides.items():
-        med = statistics.median(per_step[name])
-        rows.append({"side": name, "ms_per_step": 1000 * med, "ratio_to_opacus": med / peer,
-                     "epsilon_after_run": eps(), "steps": a.steps * a.repeats})
-        print(f"{name:24s} {1000 * med:7.2f} ms/step  ratio {med / peer:.3f}  ε {eps():.4f}")
+        med = t.median(name) / a.steps
+        ratio = t.ratio(name, "opacus DP-SGD")
+        rows.append({"side": name, "ms_per_step": 1000 * med, "ratio_to_opacus": ratio,
+                     "epsilon_after_run": eps(), "steps": a.steps * (a.repeats + 1)})
+        print(f"{name:24s} {1000 * med:7.2f} ms/step  ratio {ratio:.3f}  ε {eps():.4f}")
     write_result("cond-dp", "bench-step", rows, kind="benchmark", packages=["opacus"],
                  paper="Cond-DP claims no extra privacy cost; target here (issue #29): step time ≤ 1.10× opacus DP-SGD",
                  notes=(f"SF OD pairs, MLP 271-64-64-1, Poisson q = {q:.5f} (expected batch {B}), σ = {a.sigma}, "
-                        f"clip 1, {a.repeats} alternating blocks of {a.steps} steps per side, torch threads 1, "
-                        f"median per-step time; 1-min load average {load[0]:.1f} -> {load[1]:.1f} on 2 cores. "
+                        f"clip 1, blocks of {a.steps} steps; {t.describe()} 1-min load average {load[0]:.1f} -> "
+                        f"{load[1]:.1f} on 2 cores. "
                         "Equal steps at equal (σ, q) give identical ε on every side."))
 
 

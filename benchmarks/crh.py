@@ -2,8 +2,9 @@
 per sequence, every forward) against plain unsteered ``generate`` and against the authors' mechanism (a
 ``register_forward_pre_hook`` on block l, as ``steering_opt``), on zoo-lm.chat.
 
-Same prompts (AlpacaEval), same greedy decoding, same new-token count; sides alternate in each repeat so
-background load hits them alike; the ratio is of median times. Before timing, the steered sides must give equal
+Same prompts (AlpacaEval), same greedy decoding, same new-token count; timed by ``zoo.core.timing.compare`` (one
+untimed warm-up generate per side, repeats interleaved in alternating order, one thread); the ratio is of median
+times. Before timing, the steered sides must give equal
 logits (max |diff| <= 1e-6) on a forward pass and identical greedy tokens.
 
     nice -n 10 python benchmarks/crh.py [--batch 32] [--tokens 32] [--repeats 5]
@@ -14,12 +15,11 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
-import time
 
 import torch
 
 from zoo.core.results import write_result
+from zoo.core.timing import compare
 from zoo.methods.crh.pairs import prompt_text
 from zoo.methods.crh.steering import steer_site
 from zoo.models.activations import decoder_layers, steer
@@ -46,7 +46,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--layer", type=int, default=2)
     a = ap.parse_args(argv)
-    torch.set_num_threads(1)
     model, tok = load_causal_lm("zoo-lm.chat")
     with open("data/crh-prompts/alpaca_805_prompts.json") as f:
         questions = json.load(f)[:a.batch]
@@ -67,37 +66,29 @@ def main(argv: list[str] | None = None) -> None:
 
     def gen(ctx):
         with ctx(), torch.no_grad():
-            t = time.perf_counter()
-            out = model.generate(**enc, max_new_tokens=a.tokens, min_new_tokens=a.tokens, do_sample=False,
-                                 pad_token_id=tok.pad_token_id)
-            return time.perf_counter() - t, out
+            return model.generate(**enc, max_new_tokens=a.tokens, min_new_tokens=a.tokens, do_sample=False,
+                                  pad_token_id=tok.pad_token_id)
 
     sides = {"unsteered generate": contextlib.nullcontext, "ours: activations.steer": ours,
              "authors: forward pre-hook": peer}
-    times = {k: [] for k in sides}
-    outs = {}
     load = [os.getloadavg()[0]]
-    gen(ours)  # warm-up
-    for _ in range(a.repeats):
-        for name, ctx in sides.items():
-            seconds, outs[name] = gen(ctx)
-            times[name].append(seconds)
+    t = compare({name: (lambda ctx=ctx: gen(ctx)) for name, ctx in sides.items()}, repeats=a.repeats, warmup=1,
+                threads=1)
+    outs = t.outputs
     load.append(os.getloadavg()[0])
     same = bool(torch.equal(outs["ours: activations.steer"], outs["authors: forward pre-hook"]))
-    base = statistics.median(times["unsteered generate"])
-    peer_t = statistics.median(times["authors: forward pre-hook"])
     rows = []
     for name in sides:
-        med = statistics.median(times[name])
+        med = t.median(name)
         rows.append({"side": name, "tokens_per_s": a.batch * a.tokens / med, "seconds": med,
-                     "ratio_to_unsteered": med / base, "ratio_to_pre_hook": med / peer_t})
-        print(f"{name:28s} {a.batch * a.tokens / med:8.1f} tok/s  x{med / base:.3f} of unsteered")
+                     "ratio_to_unsteered": t.ratio(name, "unsteered generate"),
+                     "ratio_to_pre_hook": t.ratio(name, "authors: forward pre-hook")})
+        print(f"{name:28s} {a.batch * a.tokens / med:8.1f} tok/s  x{rows[-1]['ratio_to_unsteered']:.3f} of unsteered")
     write_result("crh", "bench-steered-generation", rows, kind="benchmark",
                  paper="issue #22 target: steered generation <= 1.05x the time of unsteered generate",
                  notes=(f"zoo-lm.chat, {a.batch} AlpacaEval prompts (left-padded), greedy, {a.tokens} new tokens, "
                         f"steering at layer {a.layer} (block {a.layer - 1}'s output = block {a.layer}'s input), one "
-                        f"vector per sequence on every forward; {a.repeats} alternating repeats, median time, torch "
-                        f"threads 1; logits max |ours - pre-hook| = {max_diff:.1e}, greedy tokens identical: {same}; "
+                        f"vector per sequence on every forward; {t.describe()} Logits max |ours - pre-hook| = {max_diff:.1e}, greedy tokens identical: {same}; "
                         f"1-min load {load[0]:.1f} -> {load[1]:.1f} on 2 cores. nnsight 0.8.1 not measured (not "
                         "installed here; see the card)."))
 

@@ -5,21 +5,19 @@ Peers: SB3 ``DQN`` on the slippery Four Rooms (batch 64, one update per 4 env st
 with drifting mass (batch 128, one update per 2 env steps). Ours: the module's own ``learn`` step driven over the
 datamodule's stream (as the experiments do), as the plain baseline (``q`` critic, no consolidation: the like-for-like
 pair) and as SF + 5 beakers (the cost of SF and consolidation). After a warm-up block (replay filled, learning on),
-blocks of ``--steps`` env steps alternate between sides so that background load hits all alike; ratios are of
-median steps/s. Targets (issue 26): ours plain >= 0.8x SB3; SF + beakers <= 1.15x the plain time.
+blocks of ``--steps`` env steps are timed by ``zoo.core.timing.compare`` (one more untimed block per side, then
+blocks interleaved in alternating order, one thread); ratios are of median steps/s. Targets (issue 26): ours plain >= 0.8x SB3; SF + beakers <= 1.15x the plain time.
 
     nice -n 10 python benchmarks/sf_consolidation.py [--steps 1000] [--repeats 3]
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import os
-import statistics
-import time
-
-import torch
 
 from zoo.core.results import write_result
+from zoo.core.timing import compare
 from zoo.methods.sf_consolidation.baselines import sb3_reference
 from zoo.methods.sf_consolidation.datamodule import DriftDataModule
 from zoo.methods.sf_consolidation.module import SFConsolidationModule
@@ -68,7 +66,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--envs", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     a = p.parse_args(argv)
-    torch.set_num_threads(1)
     total = a.warmup + a.steps * (a.repeats + 1) + 10
     rows, load = [], [os.getloadavg()[0]]
     for env in a.envs:
@@ -76,14 +73,10 @@ def main(argv: list[str] | None = None) -> None:
                  "ours-sf-multi": Ours(env, "sf", "multi", total, a.warmup)}
         for side in sides.values():
             side.block(a.warmup)                                              # fill the replay, learning starts
-        rate = {k: [] for k in sides}
-        for _ in range(a.repeats):
-            for name, side in sides.items():
-                t = time.perf_counter()
-                side.block(a.steps)
-                rate[name].append(a.steps / (time.perf_counter() - t))
-            load.append(os.getloadavg()[0])
-        med = {k: statistics.median(v) for k, v in rate.items()}
+        t = compare({name: functools.partial(side.block, a.steps) for name, side in sides.items()},
+                    repeats=a.repeats, warmup=1, threads=1)
+        load.append(os.getloadavg()[0])
+        med = {k: a.steps / t.median(k) for k in sides}
         rows.append({"env": env, "peer": "stable-baselines3 " + SETTINGS[env][1].upper(),
                      "sb3_steps_per_s": med["sb3"], "ours_plain_steps_per_s": med["ours-plain"],
                      "ours_sf_multi_steps_per_s": med["ours-sf-multi"],
@@ -93,8 +86,8 @@ def main(argv: list[str] | None = None) -> None:
                      "repeats": a.repeats, "block_steps": a.steps})
         print(rows[-1], flush=True)
     loads = ", ".join(f"{x:.1f}" for x in load)
-    notes = (f"Env steps/s with learning (one process, alternating blocks of {a.steps} steps after a {a.warmup}-step "
-             f"warm-up, median of {a.repeats} blocks), 64-64 nets, same batch and update schedule and the same drift "
+    notes = (f"Env steps/s with learning (one process, blocks of {a.steps} steps after a {a.warmup}-step replay "
+             f"fill; {t.describe()}), 64-64 nets, same batch and update schedule and the same drift "
              "on both sides. Targets: ratio_plain_vs_sb3 >= 0.8; time_ratio_sf_multi_vs_plain <= 1.15 (SF head + 5 "
              f"beakers over the plain Q net). Load (1-min average) during the run: {loads}.")
     print(write_result("sf-consolidation", "bench-steps", rows, kind="benchmark", notes=notes,

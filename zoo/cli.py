@@ -77,12 +77,18 @@ def cmd_train(argv: list[str]) -> Path:
     return run_dir
 
 
-def _not_ready(method: str) -> str:
+def _not_ready(method: str, seen: dict | None = None) -> str:
     """``  (not ready: pip install -e ".[privacy]"; missing opacus)`` for a method whose extra is not installed, else
-    ''."""
-    from zoo.core.registry import install_hint, method_missing
+    ''. ``seen`` memoises the answer per extra within one command (many methods share an extra)."""
+    from zoo.core.registry import install_hint, method_extra, missing_requirements
 
-    missing = method_missing(method)
+    extra = method_extra(method)
+    if not extra:
+        return ""
+    seen = {} if seen is None else seen
+    if extra not in seen:
+        seen[extra] = missing_requirements(extra)
+    missing = seen[extra]
     return f"  (not ready: {install_hint(method)}; missing {', '.join(missing)})" if missing else ""
 
 
@@ -90,13 +96,14 @@ def cmd_list(_args) -> None:
     import zoo
     from zoo.core import hub
 
+    seen: dict[str, list[str]] = {}
+    manifest = hub.read_manifest()
     print("methods:")
     for m in zoo.list_methods():
-        print(f"  {m}{_not_ready(m)}")
+        print(f"  {m}{_not_ready(m, seen)}")
     print("zoo weights:")
-    manifest = hub.read_manifest()
-    for i in zoo.list_pretrained():
-        print(f"  {i}{_not_ready(manifest[i].get('method') or i.split('.')[0])}")
+    for i in sorted(manifest):
+        print(f"  {i}{_not_ready(manifest[i].get('method') or i.split('.')[0], seen)}")
     from zoo.core.bases import BASES, describe
 
     print("pretrained bases (model.arch=NAME; zoo predict|eval NAME):")

@@ -175,3 +175,17 @@ def test_info_reads_the_table_without_importing_torch():
     explain = next(i for i, x in enumerate(lines) if x.startswith("  explain: dict or null  -- what"))
     assert "    index: one of 'k-SII', 'SII', 'STII', 'FSII', 'FBII', 'SV', 'BV', 'BII', 'CHII'" in lines[explain:]
     assert "  test_fraction: float in [0, 1)  -- shares of rows held out (seeded split by ``seed``)." in lines
+
+
+def test_zoo_list_stays_light():
+    """``zoo list`` (target < 1 s, issue #41) imports no torch, numpy or Lightning and none of the recipe/export/run
+    machinery: the CLI catches ``UserError`` instead of importing every module that defines an error type."""
+    import subprocess
+    import sys
+
+    code = ("import sys, io, contextlib\nfrom zoo.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()): main(['list'])\n"
+            "print(' '.join(m for m in ('torch', 'numpy', 'lightning', 'zoo.core.export', 'zoo.core.recipe', "
+            "'zoo.core.run') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ""

@@ -18,6 +18,33 @@ def test_commuting_od_instance_is_real_and_seeded():
     assert sub.m == 50
 
 
+def test_authors_candidate_design_draws_stops_from_the_point_pool():
+    """candidates="pool": m stops drawn from the pool's endpoints (some travellers then stand on a stop, which the
+    tract centroids never allowed); "endpoints": every stop is one of the travellers' own endpoints."""
+    pool = commuting_od_instance("autauga", n_travellers=30, n_candidates=100, seed=2, candidates="pool",
+                                 pool_size=200)
+    again = commuting_od_instance("autauga", n_travellers=30, n_candidates=100, seed=2, candidates="pool",
+                                  pool_size=200)
+    assert (pool.n, pool.m) == (30, 100) and np.array_equal(pool.stops, again.stops)
+    assert len(set(pool.names)) == 100 and all(nm[0] in "od" for nm in pool.names)
+    ends = np.concatenate([pool.trips[:, :2], pool.trips[:, 2:]])
+    on_stop = (np.abs(ends[:, None, :] - pool.stops[None]).max(-1) < 1e-12).any(1)
+    assert 0 < on_stop.sum() < 60  # a few of the 60 endpoints are among the 100 of 400 pool points drawn
+    own = commuting_od_instance("autauga", n_travellers=30, n_candidates=40, seed=2, candidates="endpoints",
+                                pool_size=200)
+    ends = np.concatenate([own.trips[:, :2], own.trips[:, 2:]])
+    assert (np.abs(own.stops[:, None, :] - ends[None]).max(-1) < 1e-12).any(1).all()
+    assert np.isclose(np.minimum(own.walk_a.min(1), own.walk_b.min(1)), 0).sum() >= 20
+    dm = TrSPDataModule(county="autauga", n_travellers=30, n_candidates=40, seed=2, candidates="endpoints",
+                        pool_size=200)
+    dm.setup()
+    assert np.array_equal(dm.instance.stops, own.stops)
+    with pytest.raises(ValueError, match="pool_size"):
+        commuting_od_instance("autauga", n_travellers=30, candidates="pool", pool_size=10)
+    with pytest.raises(ValueError, match="candidates"):
+        commuting_od_instance("autauga", candidates="centroids")
+
+
 def write_authors(folder, walk, car, routes="pickup_point_id,dropoff_point_id\n0,2\n1,3\n2,0\n"):
     folder.mkdir(exist_ok=True)
     np.savez(folder / "matrix_pedestrian_sec.npz", walk)

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from zoo.core.errors import UserError
+
 
 @dataclass(frozen=True)
 class Base:
@@ -72,7 +74,7 @@ PROVENANCE_FILE = "zoo-base.json"
 directory without it is an unfinished fetch and is not used."""
 
 
-class BaseError(ValueError):
+class BaseError(UserError, ValueError):
     """A base that cannot be fetched or used: unknown id, a failed download, a GGUF file whose sha256 differs, or the
     ``bases`` extra missing."""
 

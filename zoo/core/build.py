@@ -214,6 +214,8 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
         The run directory.
     """
     quiet_lightning_noise()
+    if cfg.get("threads"):  # before the model is built (recipe key, default 1 in _defaults.yaml; null: torch's own)
+        torch.set_num_threads(int(cfg["threads"]))
     set_seed(int(cfg.get("seed", 0)))
     module = build_module(cfg)  # bad values fail here, before a run directory exists
     datamodule = build_datamodule(cfg)

@@ -9,8 +9,10 @@ import random
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from zoo.core.errors import UserError
 
-class DataError(ValueError):
+
+class DataError(UserError, ValueError):
     """Bad input data; the message starts with ``file:line:`` so the row can be found."""
 
 

@@ -1,10 +1,24 @@
-"""The error types that mean "the user's input is wrong": the CLI prints them without a traceback."""
-from zoo.core.bases import BaseError
-from zoo.core.data import DataError
-from zoo.core.export import ExportError
-from zoo.core.hub import HubError
-from zoo.core.recipe import RecipeError
-from zoo.core.registry import RegistryError
-from zoo.core.run import RunError
+"""The error types that mean "the user's input is wrong": the CLI prints them without a traceback.
 
-USER_ERRORS = (BaseError, DataError, ExportError, HubError, RecipeError, RegistryError, RunError)
+Every such type subclasses :class:`UserError` (and the builtin it always was, ``ValueError`` or ``KeyError``), so the
+CLI catches them without importing the modules that define them (``zoo list`` stays fast). The concrete types are
+importable from here too, loaded on first use.
+"""
+import importlib
+
+
+class UserError(Exception):
+    """Base of every user-input error (bad recipe, data, base, export, hub id, registry name, run directory)."""
+
+
+USER_ERRORS = (UserError,)
+
+_HOMES = {"BaseError": "zoo.core.bases", "DataError": "zoo.core.data", "ExportError": "zoo.core.export",
+          "HubError": "zoo.core.hub", "RecipeError": "zoo.core.recipe", "RegistryError": "zoo.core.registry",
+          "RunError": "zoo.core.run"}
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

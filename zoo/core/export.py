@@ -14,13 +14,14 @@ import yaml
 
 from zoo.core import hub
 from zoo.core.bases import BASES
+from zoo.core.errors import UserError
 
 #: The pyproject extra an export format needs beyond the core install (``hf`` and ``torch_export`` need only
 #: transformers and torch).
 FORMAT_EXTRAS: dict[str, str] = {"onnx": "export"}
 
 
-class ExportError(ValueError):
+class ExportError(UserError, ValueError):
     """An export format the method does not support or whose extra is not installed, or an export whose parity check
     failed."""
 

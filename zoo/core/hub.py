@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from zoo.core import delta
+from zoo.core.errors import UserError
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*\.[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-class HubError(ValueError):
+class HubError(UserError, ValueError):
     """A zoo id, package or weight file that cannot be used (unknown, missing, tampered, wrong shapes)."""
 
 
@@ -60,7 +61,7 @@ def read_manifest() -> dict[str, dict]:
     if not path.is_file():
         return {}
     try:
-        doc = yaml.safe_load(path.read_text()) or {}
+        doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}  # libyaml
     except yaml.YAMLError as e:
         raise HubError(f"{path}: invalid YAML: {e}") from None
     weights = doc.get("weights", {})

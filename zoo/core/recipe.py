@@ -21,8 +21,8 @@ from typing import Any
 from zoo.core.registry import suggest
 from zoo.core.schema import RecipeError
 
-TOP_KEYS = ("method", "base", "name", "seed", "init_from", "resume", "out_dir", "model", "data", "trainer",
-            "checkpoint", "logger", "export", "card")
+TOP_KEYS = ("method", "base", "name", "seed", "threads", "init_from", "resume", "out_dir", "model", "data",
+            "trainer", "checkpoint", "logger", "export", "card")
 BLOCK_SCHEMA: dict[str, dict[str, Any]] = {
     # key -> (type or tuple of types, check or None)
     "checkpoint": {"monitor": (str, type(None)), "mode": ("min", "max"), "save_top_k": int,
@@ -343,6 +343,9 @@ def validate(cfg: dict, check_files: bool = True) -> None:
     seed = cfg.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise RecipeError(f"seed: expected a non-negative integer, got {seed!r}")
+    threads = cfg.get("threads")
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+        raise RecipeError(f"threads: expected a positive integer (torch intra-op threads) or null, got {threads!r}")
     if not isinstance(cfg.get("name"), str) or not cfg["name"] or "/" in cfg["name"]:
         raise RecipeError(f"name: expected a run name without '/', got {cfg.get('name')!r}")
     table = schema.method_schema(method)

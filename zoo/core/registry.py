@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from zoo.core.errors import UserError
 from zoo.core.facts import FactError, read_fact, undeclared
 
 
-class RegistryError(KeyError):
+class RegistryError(UserError, KeyError):
     """An unknown or duplicate method name, or a constructor argument the class does not take."""
 
     def __str__(self) -> str:  # KeyError quotes its message; we want it plain

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import yaml
 
+from zoo.core.errors import UserError
+
 RUN_DIR_ENV = "ZOO_RUN_DIR"
 
 
-class RunError(ValueError):
+class RunError(UserError, ValueError):
     """A run directory or resume target that cannot be used."""
 
 

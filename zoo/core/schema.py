@@ -23,10 +23,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from zoo.core.errors import UserError
+
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 
 
-class RecipeError(ValueError):
+class RecipeError(UserError, ValueError):
     """A recipe that cannot be loaded or does not validate; raised before any training starts (also importable as
     ``zoo.core.recipe.RecipeError``)."""
 

@@ -3,7 +3,9 @@
 ``format`` picks the reader (one per input format, in ``instances.py``):
 
 * ``commuting-od`` (default): the shipped LODES 2018 commutes of ``county``, ``n_travellers`` sampled by flow,
-  candidates = tract centroids (``n_candidates`` of them, seeded, or all). ``path`` may name another folder holding
+  candidates = tract centroids (``candidates: tracts``; ``n_candidates`` of them, seeded, or all), or the authors'
+  design (``candidates: pool``: ``n_candidates`` drawn from the endpoints of a pool of ``pool_size`` commuters the
+  travellers are drawn from; ``endpoints``: from the travellers' own endpoints). ``path`` may name another folder holding
   ``<fips>_regions.csv`` / ``<fips>_od.csv`` in the schema of ``zoo.data.commuting_od``.
 * ``authors``: ``path`` is a folder with the authors' ``agents_routes.csv`` (``pickup_point_id, dropoff_point_id``),
   ``matrix_pedestrian_sec.npz``, ``matrix_auto_sec.npz``; shuttle = ``transit_scaling`` x car seconds;
@@ -26,7 +28,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from zoo.core.constraints import NonNegative, NonNegativeInt, OneOf, Positive, PositiveInt, Range
 from zoo.core.data import DataError
 from zoo.methods.trsp.costs import Instance
-from zoo.methods.trsp.instances import authors_instance, commuting_od_instance, csv_instance
+from zoo.methods.trsp.instances import CANDIDATES, authors_instance, commuting_od_instance, csv_instance
 
 FORMATS = ("commuting-od", "authors", "csv")
 
@@ -41,6 +43,8 @@ class TrSPDataModule(L.LightningDataModule):
         stops_path: candidate stops CSV (``csv``).
         n_travellers: n (sampled; ``authors``: a seeded subset, None = all).
         n_candidates: m (a seeded subset of candidates; None = all).
+        candidates, pool_size: the candidate set of ``commuting-od`` (``tracts``, ``pool``, ``endpoints``) and the
+            commuters in the point pool (``instances.commuting_od_instance``).
         seed: seeds sampling and jitter.
         circuity, speed_kmh, shuttle_factor, wait_minutes: the metric (coordinates formats).
         transit_scaling, candidate_mode, allow_non_metric: the authors' format.
@@ -56,12 +60,14 @@ class TrSPDataModule(L.LightningDataModule):
                  n_candidates: PositiveInt | None = None, seed: NonNegativeInt = 0,
                  circuity: Annotated[float, Range(1)] = 1.3, speed_kmh: Positive = 5.0,
                  shuttle_factor: NonNegative = 0.2, wait_minutes: NonNegative = 5.0, transit_scaling: Positive = 1.0,
-                 candidate_mode: NonNegativeInt = 0, allow_non_metric: bool = False):
+                 candidate_mode: NonNegativeInt = 0, allow_non_metric: bool = False,
+                 candidates: Annotated[str, OneOf(CANDIDATES)] = "tracts", pool_size: PositiveInt = 4000):
         super().__init__()
         if format not in FORMATS:
             raise ValueError(f"data.format: one of {FORMATS}, got {format!r}")
         self.format, self.county, self.path, self.stops_path = format, county, path, stops_path
         self.n_travellers, self.n_candidates, self.seed = n_travellers, n_candidates, seed
+        self.candidates, self.pool_size = candidates, pool_size
         self.metric = {"circuity": circuity, "speed_kmh": speed_kmh, "shuttle_factor": shuttle_factor,
                        "wait_hours": wait_minutes / 60}
         self.transit_scaling, self.candidate_mode, self.allow_non_metric = transit_scaling, candidate_mode, \
@@ -73,7 +79,8 @@ class TrSPDataModule(L.LightningDataModule):
             return
         if self.format == "commuting-od":
             self.instance = commuting_od_instance(self.county, self.n_travellers or 400, self.n_candidates,
-                                                  self.seed, self.path, **self.metric)
+                                                  self.seed, self.path, candidates=self.candidates,
+                                                  pool_size=self.pool_size, **self.metric)
         elif self.format == "authors":
             if not self.path:
                 raise DataError("data.path: the authors' format needs the folder of agents_routes.csv and the .npz")

@@ -40,33 +40,65 @@ def _load_county(county: str, root: str | None):
     return load_county(county, root)  # parsed once per process: the experiment samples many rounds
 
 
+CANDIDATES = ("tracts", "pool", "endpoints")
+
+
 def commuting_od_instance(county: str = "manhattan", n_travellers: int = 400, n_candidates: int | None = None,
-                          seed: int = 0, root: str | None = None, jitter: bool = True, **metric) -> Instance:
+                          seed: int = 0, root: str | None = None, jitter: bool = True, candidates: str = "tracts",
+                          pool_size: int = 4000, **metric) -> Instance:
     """Real commutes of one county as a TrSP instance (see module docstring).
 
     Args:
         county: FIPS code or alias (``manhattan``, ``travis``, ``sf``, ``autauga``).
-        n_travellers: n, sampled with replacement in proportion to LODES commuters per tract pair.
-        n_candidates: m, a seeded subset of tract centroids (None = all tracts).
+        n_travellers: n, sampled with replacement in proportion to LODES commuters per tract pair (``tracts``), or
+            drawn without replacement from the sampled pool (``pool``, ``endpoints``).
+        n_candidates: m, a seeded subset of the candidate set (None = all tracts; the whole pool's endpoints; the
+            travellers' 2n endpoints).
         seed: seeds the sample, the jitter and the candidate subset.
         root: folder of the shipped CSVs (default ``data/commuting-od``).
+        candidates: ``tracts``, ``pool`` or ``endpoints`` (module docstring).
+        pool_size: commuters in the point pool (``pool``, ``endpoints``; ours: the authors' pool is their whole
+            carpooling dataset, not public). Must be ``>= n_travellers``.
         metric: ``shuttle_factor``, ``wait_hours``, ``circuity``, ``speed_kmh`` of :func:`costs.from_points`.
+
+    Raises:
+        ValueError: unknown ``candidates``, a pool smaller than n, or more candidates asked than the pool holds.
     """
+    if candidates not in CANDIDATES:
+        raise ValueError(f"candidates: one of {CANDIDATES}, got {candidates!r}")
     regions, flows = _load_county(county, root)
     rng = np.random.default_rng(seed)
     w = flows.commuters / flows.commuters.sum()
-    pick = rng.choice(len(w), size=n_travellers, p=w)
+    size = n_travellers if candidates == "tracts" else pool_size
+    if size < n_travellers:
+        raise ValueError(f"pool_size: need at least n_travellers = {n_travellers} commuters, got {pool_size}")
+    pick = rng.choice(len(w), size=size, p=w)
     o, d = flows.origin[pick], flows.destination[pick]
     radius = np.sqrt(regions.area_m2 / np.pi)
     a, b = regions.lonlat[o], regions.lonlat[d]
     if jitter:
         a, b = _jitter(a, radius[o], rng), _jitter(b, radius[d], rng)
-    m = len(regions.geoid)
-    cand = np.sort(rng.choice(m, size=n_candidates, replace=False)) if n_candidates and n_candidates < m else \
-        np.arange(m)
-    inst = from_points(a, b, regions.lonlat[cand], names=[regions.geoid[j] for j in cand], **metric)
+    if candidates == "tracts":
+        m = len(regions.geoid)
+        cand = np.sort(rng.choice(m, size=n_candidates, replace=False)) if n_candidates and n_candidates < m else \
+            np.arange(m)
+        stops, names = regions.lonlat[cand], [regions.geoid[j] for j in cand]
+    else:  # the authors' sample_function: travellers from the pool, candidates from a point set
+        who = np.sort(rng.choice(size, n_travellers, replace=False))
+        pool_pts = np.concatenate([a, b])  # point p < size: origin of commuter p, else destination of p - size
+        own = np.concatenate([who, who + size])
+        from_pts = own if candidates == "endpoints" and (n_candidates or 0) <= len(own) else np.arange(2 * size)
+        m = n_candidates or len(from_pts)
+        if m > len(from_pts):
+            raise ValueError(f"n_candidates: {m} asked, the point set holds {len(from_pts)}")
+        cand = np.sort(rng.choice(from_pts, m, replace=False))
+        stops, names = pool_pts[cand], [f"{'o' if p < size else 'd'}{p % size}" for p in cand]
+        a, b, o, d = a[who], b[who], o[who], d[who]
+    inst = from_points(a, b, stops, names=names, **metric)
     inst.info = {"source": "commuting-od", "county": COUNTIES[county_fips(county)], "fips": county_fips(county),
-                 "seed": seed, "origin_tract": o.tolist(), "destination_tract": d.tolist()}
+                 "seed": seed, "candidates": candidates, "origin_tract": o.tolist(), "destination_tract": d.tolist()}
+    if candidates != "tracts":
+        inst.info["pool_size"] = pool_size
     return inst
 
 

@@ -82,20 +82,25 @@ class _LazyKth:
         self.key[rows] = self._exact(rows, active)
 
     def argmin(self, active: np.ndarray) -> tuple[float, int]:
-        """The row with the least exact t-th smallest active value: ``(value, row)``; ``(inf, -1)`` if none."""
-        while True:
-            if len(self.key) <= self.batch:
-                self.refresh(np.arange(len(self.key)), active)
-                j = int(self.key.argmin())
-                return (float(self.key[j]), j) if np.isfinite(self.key[j]) else (np.inf, -1)
-            part = np.argpartition(self.key, self.batch)
-            rows, bound = part[:self.batch], self.key[part[self.batch]]
-            if not np.isfinite(self.key[rows]).any():
-                return np.inf, -1
+        """The row with the least exact t-th smallest active value: ``(value, row)``; ``(inf, -1)`` if none.
+
+        Rows are re-evaluated in ascending order of their stored bounds (one sort per call), a batch at a time,
+        until the best exact value found is at most the next unvisited bound.
+        """
+        order = np.argsort(self.key, kind="stable")
+        best, arg = np.inf, -1
+        for s in range(0, len(order), self.batch):
+            rows = order[s:s + self.batch]
+            if not np.isfinite(self.key[rows[0]]):
+                break  # an infinite bound stays infinite: weights only fall
             self.refresh(rows, active)
-            j = int(rows[self.key[rows].argmin()])
-            if self.key[j] <= bound:
-                return (float(self.key[j]), j) if np.isfinite(self.key[j]) else (np.inf, -1)
+            i = int(self.key[rows].argmin())
+            if self.key[rows[i]] < best:
+                best, arg = float(self.key[rows[i]]), int(rows[i])
+            nxt = self.key[order[s + self.batch]] if s + self.batch < len(order) else np.inf
+            if best <= nxt:
+                break
+        return (best, arg) if np.isfinite(best) else (np.inf, -1)
 
     def cost_row(self, row: int) -> np.ndarray:
         """Row ``row`` of M in column order."""
@@ -134,7 +139,9 @@ def expand(inst: Instance, k: int, lam: float = 0.0, pair_events: bool = True,
         pairs = all_pairs(m)
         pk = _LazyKth(pair_costs(inst, pairs) if C is None else C, np.full(len(pairs), 2 * t2),
                       np.full(n, 2, np.int32))  # weights and thresholds in endpoints
-        touching = [np.flatnonzero((pairs == j).any(1)) for j in range(m)]
+        ends = pairs.ravel(order="F")  # stop of each (pair, side): all u, then all v
+        by_stop = np.argsort(ends, kind="stable")
+        touching = np.split(by_stop % len(pairs), np.cumsum(np.bincount(ends, minlength=m))[:-1])  # pairs of stop j
     if lam > 0:
         E = inst.endpoint_walk.T  # (m, 2n)
         gk = _LazyKth(E, np.full(m, t2), live)
