@@ -40,7 +40,9 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
     with p* from the cost model, plus the same masked SAM steps). Optimisation is manual (two passes per ShaPO step).
 
     Args:
-        arch: a zoo-lm preset (``zoo-lm-small``, ``zoo-lm-tiny``) or a local HF model directory.
+        arch: a zoo-lm preset (``zoo-lm-small``, ``zoo-lm-tiny``), a pretrained base id (``smollm2-135m-instruct``),
+            a local HF model directory or a Hub name (:func:`zoo.models.causal_lm.build_causal_lm`); a pretrained
+            model brings its own tokenizer, chat template, BOS and EOS.
         tokenizer: tokenizer directory (``None``: the arch directory, else zoo-lm's tokenizer).
         reference: weights of the frozen reference pi_ref (zoo id, package, HF dir, .ckpt, .safetensors);
             ``None`` = a copy of the policy as it is when training or evaluation starts, or under LoRA the
