@@ -215,10 +215,12 @@ def main(argv: list[str] | None = None) -> None:
                     med["ours DPO"]})
     notes = (f"Model {model_name} ({n_params / 1e6:.2f}M parameters), batch {args.batch} HH-RLHF pairs (tokens chosen + "
              f"rejected: ours {ours_tokens}, TRL {trl_tokens}; scored: ours {ours_scored}, TRL {trl_scored}), torch "
-             f"threads {torch.get_num_threads()}, medians of {args.reps} steps after {args.warmup} warm-up. 'bare': "
-             "loss + backward + clip + AdamW called directly on both sides, interleaved. 'framework': "
-             "lightning.Trainer.fit on our module vs DPOTrainer.train(), median interval between step starts, run "
-             "one after the other. Targets (issue 4): DPO <= 1.0x, ShaPO <= 1.2x TRL. Load (1-minute average) "
+             f"threads {torch.get_num_threads()}, medians of {args.reps} steps after {args.warmup} warm-up. " +
+             ("'bare': loss + backward + clip + AdamW called directly on both sides, interleaved. "
+              if "bare" in args.levels else "") +
+             ("'framework': lightning.Trainer.fit on our module vs DPOTrainer.train(), median interval between step "
+              "starts, run one after the other. " if "framework" in args.levels else "") +
+             "Targets (issue 4): DPO <= 1.0x, ShaPO <= 1.2x TRL. Load (1-minute average) "
              f"{load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end.")
     name = "step-time" if args.arch == "zoo-lm-small" and not lora else \
         f"step-time-{args.arch}" + (f"-lora{args.lora_r}" if lora else "")
