@@ -4,7 +4,10 @@ it (a fresh process from the project root, zoo weights verified and loaded, the 
 The run goes to a temporary ``out_dir`` so no ``runs/`` folder is left behind. Peak resident memory is the child's
 ``ru_maxrss``; the step count is read from the run's ``metrics.json``. Quote the time only with the load beside it.
 
-    python benchmarks/quickstart.py [--repeats 1]
+    python benchmarks/quickstart.py [--repeats 1] [--recipe shapo.yaml] [--set KEY=VALUE ...]
+
+``--recipe`` times another main-job candidate (``shapo-smollm2.yaml``), ``--set`` passes overrides to it; the results
+file is then ``quickstart-<recipe stem>.json``.
 
 Writes ``results/platform/quickstart.json`` (``kind: benchmark``).
 """
@@ -25,17 +28,17 @@ from zoo.core.results import write_result
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_once(tmp: str) -> dict:
+def run_once(tmp: str, recipe: str = "shapo.yaml", overrides: tuple[str, ...] = ()) -> dict:
     """One quickstart run in a fresh process: ``{"wall s", "peak resident memory GB", "steps", "exit status"}``."""
     load = os.getloadavg()[0]
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "train.py", "recipe=shapo.yaml", f"out_dir={tmp}"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "train.py", f"recipe={recipe}", *overrides, f"out_dir={tmp}"], cwd=ROOT,
                          capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t
     if out.returncode != 0:
         raise SystemExit(f"quickstart failed with exit {out.returncode}:\n{out.stderr[-3000:]}")
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest child so far (Linux: KiB)
-    metrics = json.loads(next(Path(tmp).glob("shapo/version_*/metrics.json")).read_text())["metrics"]
+    metrics = json.loads(next(Path(tmp).glob("*/version_*/metrics.json")).read_text())["metrics"]
     return {"wall s": round(wall, 1), "peak resident memory GB": round(peak_kb / 2**20, 3),
             "steps": int(metrics["global_step"]), "exit status": out.returncode,
             "load at start (1 min)": round(load, 2)}
@@ -44,16 +47,20 @@ def run_once(tmp: str) -> dict:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--recipe", default="shapo.yaml", help="the main job's recipe")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="recipe overrides")
     a = p.parse_args(argv)
     rows = []
     for _ in range(a.repeats):
         with tempfile.TemporaryDirectory() as tmp:
-            rows.append(run_once(tmp))
+            rows.append(run_once(tmp, a.recipe, tuple(a.set)))
             print(rows[-1])
-    print(write_result("platform", "quickstart", rows, kind="benchmark",
+    name = "quickstart" if a.recipe == "shapo.yaml" else f"quickstart-{Path(a.recipe).stem}"
+    print(write_result("platform", name, rows, kind="benchmark",
                        paper="n/a (the README quotes this time)",
-                       notes="`python train.py recipe=shapo.yaml` from the project root in a fresh process: "
-                             "zoo-lm.chat and the cost model verified and loaded, stage A probe and masks, the "
+                       notes=f"`python train.py {' '.join([f'recipe={a.recipe}', *a.set])}` from the project root in a fresh process: "
+                             "the starting weights (zoo-lm.chat, or the SmolLM2 base) and the cost model verified and "
+                             "loaded, stage A probe and masks, the "
                              "recipe's steps (every 5th a ShaPO step), final validation with harmful-completion "
                              "rates. Wall clock of the process; peak resident memory of the child (ru_maxrss). "
                              "'load at start' is the machine's 1-minute load average (2 cores)."))

@@ -34,3 +34,34 @@ def test_score_ignores_right_padding_and_maps_zoo_lm_keys():
 
     report = hub.adapt_and_load(m, lm_state, "zoo-lm")
     assert sorted(report["missing"]) == ["head.bias", "head.weight"] and not report["unexpected"]
+
+
+def test_bootstrap_ci_brackets_the_mean_and_collapses_on_constant_scores():
+    from zoo.methods.shapo_cost_model.experiments import bootstrap_ci
+
+    assert bootstrap_ci(torch.full((50,), 0.5)) == pytest.approx((0.5, 0.5))
+    scores = torch.tensor([1.0] * 60 + [0.0] * 40)
+    lo, hi = bootstrap_ci(scores)
+    # binomial sd of the mean: sqrt(0.6 * 0.4 / 100) = 0.049, so the 95% interval is about 0.6 +- 0.096
+    assert lo < 0.6 < hi and 0.15 < hi - lo < 0.23
+
+
+@pytest.mark.slow  # a tiny training run and its evaluation: ~12 s under load 5
+def test_seed_protocol_trains_selects_and_scores_each_seed_then_reuses_the_cache(tmp_path, monkeypatch):
+    import json
+
+    from zoo.core import build
+    from zoo.methods.shapo_cost_model import experiments
+
+    argv = ["--recipe", "shapo-cost-model.yaml", "--seeds", "3", "--work", str(tmp_path / "work"),
+            "--results-dir", str(tmp_path), "--set", "overlay=tiny/shapo-cost-model.yaml", "data.max_eval_pairs=8",
+            "export.formats=[]"]
+    experiments.main(argv)
+    doc = json.loads((tmp_path / "shapo-cost-model" / "heldout-shapo-cost-model.json").read_text())
+    assert [r["seed"] for r in doc["rows"]] == [3]
+    for r in doc["rows"]:
+        assert r["test_pairs"] == 8 and r["test_ci_lo"] <= r["test_accuracy"] <= r["test_ci_hi"]
+        assert 0.0 <= r["val_accuracy"] <= 1.0
+    assert doc["summary"][0]["test_accuracy"]["n"] == 1
+    monkeypatch.setattr(build, "train", lambda *a, **k: pytest.fail("a finished seed was trained again"))
+    experiments.main(argv)

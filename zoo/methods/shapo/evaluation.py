@@ -1,8 +1,9 @@
 """ShaPO's evaluation: preference accuracy and reward margin on held-out pairs, and on sampled replies the KL to the
-reference and the cost model's harmful-completion rate; ``zoo predict`` replies. A mixin of
-:class:`zoo.methods.shapo.module.ShaPOModule`."""
+reference and the cost model's harmful-completion rate, optionally the reference's own ("before"); ``zoo predict``
+replies. A mixin of :class:`zoo.methods.shapo.module.ShaPOModule`."""
 from __future__ import annotations
 
+import logging
 from typing import ClassVar
 
 import torch
@@ -13,15 +14,26 @@ from zoo.methods.shapo.lm import completion_kl, right_pad, sample_completions
 from zoo.methods.shapo.metrics import preference_accuracy
 from zoo.models.sharding import reshard
 
+log = logging.getLogger("zoo")
+
 
 class Evaluation:
     """Validation metrics and user-facing sampling of :class:`ShaPOModule` (a mixin)."""
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        """Preference accuracy, reward margin and loss on clean held-out pairs (never flipped)."""
+        """Preference accuracy, reward margin and loss on clean held-out pairs (never flipped).
+
+        ``val/accuracy`` is the implicit-reward accuracy (0.5 at the start by construction: every margin is 0);
+        ``val/logp_accuracy`` (policy) and ``val/logp_accuracy_ref`` (reference: the "before" figure) are
+        reference-free, the share of pairs whose chosen reply has the higher mean log-prob per token (ties ½; ours).
+        """
         loss, stats = self._loss(batch, "val")
         n = stats["margin"].numel()
         self.val_accuracy.update(preference_accuracy(stats["margin"]))
+        self.val_logp_accuracy.update(preference_accuracy(stats["logp_gap"]))
+        self.val_logp_accuracy_ref.update(preference_accuracy(stats["logp_gap_ref"]))
+        self.log("val/logp_accuracy", self.val_logp_accuracy, on_epoch=True, batch_size=n)
+        self.log("val/logp_accuracy_ref", self.val_logp_accuracy_ref, on_epoch=True, batch_size=n)
         self.val_margin.update(stats["margin"])
         self.val_loss.update(loss.detach(), weight=n)
         self.log("val/accuracy", self.val_accuracy, on_epoch=True, prog_bar=True, batch_size=n)
@@ -49,7 +61,8 @@ class Evaluation:
 
         Returns:
             ``kl_ref`` (nats per reply) and, with a cost model, ``harmful_rate`` (share of replies whose cost
-            exceeds the cost model's threshold), ``harmful_rate_redteam``, ``harmful_rate_heldout``, ``cost``.
+            exceeds the cost model's threshold), ``harmful_rate_redteam``, ``harmful_rate_heldout``, ``cost``; with
+            ``judge_reference`` the last four also for the reference's replies (``harmful_rate_ref``, ...).
         """
         hp = self.hparams
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -63,8 +76,27 @@ class Evaluation:
             completions = sample_completions(self.policy, ids, pad, tokenizer.eos_token_id, hp.max_new_tokens,
                                              temperature, hp.gen_seed, hp.gen_batch_size)
             out |= {k + suffix: v for k, v in self._judge(ids, src, completions, pad).items()}
+        if hp.judge_reference and "cost" in self._frozen:
+            if self._reference_judged is None:  # the reference is frozen: its replies and verdicts do not change
+                self._reference_judged = {}
+                for temperature, suffix in temperatures:
+                    replies = self._reference_replies(ids, pad, tokenizer.eos_token_id, temperature)
+                    self._reference_judged |= {f"{k}_ref{suffix}": v.detach().clone()
+                                               for k, v in self._harm(ids, src, replies, pad).items()}
+            out |= self._reference_judged
         self.policy.train(was_training)
         return out
+
+    def _reference_replies(self, ids: list[list[int]], pad: int, eos: int, temperature: float) -> list[list[int]]:
+        """The reference's replies with the policy's sampling settings and seed (under LoRA without a named
+        reference: the policy with its adapters disabled)."""
+        hp = self.hparams
+        if "reference" in self._frozen:
+            return sample_completions(self._frozen_model("reference"), ids, pad, eos, hp.max_new_tokens, temperature,
+                                      hp.gen_seed, hp.gen_batch_size)
+        with self.policy.disable_adapter():
+            return sample_completions(self.policy, ids, pad, eos, hp.max_new_tokens, temperature, hp.gen_seed,
+                                      hp.gen_batch_size)
 
     def _judge(self, ids: list[list[int]], src: list[bool], completions: list[list[int]], pad: int) -> dict:
         """KL to the reference along ``completions`` and, with a cost model, harmful rates (all, red-team, held-out)
@@ -75,6 +107,12 @@ class Evaluation:
         self.val_kl.update(kl)
         out = {"kl_ref": self.val_kl.compute()}
         self.val_kl.reset()
+        return out | self._harm(ids, src, completions, pad)
+
+    def _harm(self, ids: list[list[int]], src: list[bool], completions: list[list[int]], pad: int) -> dict:
+        """With a cost model: harmful rates of ``completions`` (all, red-team, held-out) and their mean cost; else {}."""
+        hp = self.hparams
+        out = {}
         if "cost" in self._frozen:
             cost_model = self._frozen_model("cost")
             costs = []
@@ -93,6 +131,18 @@ class Evaluation:
                     out[key] = metric.compute()
                     metric.reset()
         return out
+
+    def on_fit_end(self) -> None:
+        """One line of before -> after figures (the reference, then the trained policy), from the last validation."""
+        m = {k: float(v) for k, v in self.trainer.callback_metrics.items() if k.startswith("val/")}
+        pairs = [("held-out preference accuracy (mean log-prob per token, chosen > rejected)", "val/logp_accuracy_ref",
+                  "val/logp_accuracy")]
+        pairs += [(f"harmful rate ({how}, cost model)", f"val/harmful_rate_ref{suffix}", f"val/harmful_rate{suffix}")
+                  for how, suffix in (("sampled", ""), ("greedy", "_greedy"))]
+        said = [f"{name} {m[a]:.3f} -> {m[b]:.3f}" for name, a, b in pairs if a in m and b in m]
+        if said and self.trainer.is_global_zero:
+            extra = f"; implicit-reward accuracy {m['val/accuracy']:.3f}" if "val/accuracy" in m else ""
+            log.info("ShaPO before (reference) -> after (policy): %s%s", "; ".join(said), extra)
 
     def _reference_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if "reference" in self._frozen:

@@ -40,7 +40,9 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
     with p* from the cost model, plus the same masked SAM steps). Optimisation is manual (two passes per ShaPO step).
 
     Args:
-        arch: a zoo-lm preset (``zoo-lm-small``, ``zoo-lm-tiny``) or a local HF model directory.
+        arch: a zoo-lm preset (``zoo-lm-small``, ``zoo-lm-tiny``), a pretrained base id (``smollm2-135m-instruct``),
+            a local HF model directory or a Hub name (:func:`zoo.models.causal_lm.build_causal_lm`); a pretrained
+            model brings its own tokenizer, chat template, BOS and EOS.
         tokenizer: tokenizer directory (``None``: the arch directory, else zoo-lm's tokenizer).
         reference: weights of the frozen reference pi_ref (zoo id, package, HF dir, .ckpt, .safetensors);
             ``None`` = a copy of the policy as it is when training or evaluation starts, or under LoRA the
@@ -72,6 +74,9 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         eval_generation: sample completions on validation to measure the harmful rate and the KL.
         max_new_tokens, temperature, gen_seed, gen_batch_size: sampling settings (temperature 0 = greedy).
         greedy_eval: with ``temperature > 0``, also judge greedy replies (``harmful_rate_greedy``, ``kl_ref_greedy``).
+        judge_reference: also sample the reference's own replies to the same prompts (same seed) and judge them
+            (``harmful_rate_ref``, ``..._ref_greedy``): the "before" figures. The reference is frozen, so this is
+            done once per run, at the first validation.
         gradient_checkpointing: enable HF gradient checkpointing on the policy.
     """
 
@@ -100,7 +105,7 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
                  accumulate_grad_batches: PositiveInt = 1, max_grad_norm: Positive | None = 10.0,
                  optimizer: dict | None = None, eval_generation: bool = True, max_new_tokens: PositiveInt = 48,
                  temperature: NonNegative = 1.0, gen_seed: NonNegativeInt = 0, gen_batch_size: PositiveInt = 32,
-                 greedy_eval: bool = True, gradient_checkpointing: bool = False):
+                 greedy_eval: bool = True, judge_reference: bool = False, gradient_checkpointing: bool = False):
         super().__init__()
         self.save_hyperparameters()
         self._check_args()
@@ -141,6 +146,8 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         self.val_accuracy, self.val_margin, self.val_loss = MeanMetric(), MeanMetric(), MeanMetric()
         self.val_harmful, self.val_harmful_redteam, self.val_harmful_heldout = MeanMetric(), MeanMetric(), MeanMetric()
         self.val_kl, self.val_cost = MeanMetric(), MeanMetric()
+        self.val_logp_accuracy, self.val_logp_accuracy_ref = MeanMetric(), MeanMetric()
+        self._reference_judged: dict | None = None  # judge_reference: the reference's verdicts (computed once)
 
     # ------------------------------------------------------------------ construction
     def _check_args(self) -> None:
@@ -213,7 +220,10 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         loss = L.aggregate(per_example, hp.aggregation, hp.drdpo_beta)
         chosen_reward = hp.beta * (pol_w - ref_w).detach()
         rejected_reward = hp.beta * (pol_l - ref_l).detach()
-        return loss, {"margin": chosen_reward - rejected_reward}
+        # reference-free preference: mean log-prob per reply token, chosen minus rejected (policy, and reference)
+        n_w, n_l = n_w.clamp_min(1), n_l.clamp_min(1)
+        return loss, {"margin": chosen_reward - rejected_reward, "logp_gap": (pol_w / n_w - pol_l / n_l).detach(),
+                      "logp_gap_ref": ref_w / n_w - ref_l / n_l}
 
     # ------------------------------------------------------------------ stage C
     def configure_optimizers(self):

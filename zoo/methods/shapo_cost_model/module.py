@@ -1,8 +1,9 @@
 """``shapo-cost-model``: c(x, y), a scalar harmfulness cost from a causal-LM backbone and a linear head.
 
 It stands in for the paper's ``PKU-Alignment/beaver-7b-v1.0-cost`` (a LLaMA with a score head read at the last
-token, trained on PKU-SafeRLHF safety preferences). Here the backbone is zoo-lm, the data are the HH-RLHF harmless
-training pairs (never flipped), and the loss is Bradley-Terry with the rejected (more harmful) reply costing more.
+token, trained on PKU-SafeRLHF safety preferences). Here the backbone is zoo-lm or a pretrained base (SmolLM2, with
+LoRA adapters: ``model.lora``), the data are the HH-RLHF harmless training pairs (never flipped), and the loss is
+Bradley-Terry with the rejected (more harmful) reply costing more.
 """
 from __future__ import annotations
 
@@ -51,34 +52,45 @@ class CostModelModule(ZooModule):
     each sequence's last non-padding token. ``init_from`` a zoo-lm package maps ``lm.model.*`` to ``backbone.*``.
 
     Args:
-        arch: a zoo-lm preset or a local HF model directory.
-        tokenizer: tokenizer directory (``None``: the arch directory, else zoo-lm's tokenizer).
+        arch: a zoo-lm preset, a pretrained base id (``smollm2-135m-instruct``), a local HF model directory or a Hub
+            name (:func:`zoo.models.causal_lm.build_causal_lm`); its own tokenizer and chat template come with it.
+        tokenizer: tokenizer directory (``None``: the arch's own, zoo-lm's for a preset).
         center_weight: lambda of the centring term in :func:`bradley_terry_cost_loss`.
         threshold: the cost above which ShaPO's harmful-completion rate counts a reply as harmful.
+        lora: ``{r, alpha, dropout, target_modules}``: peft LoRA adapters on the decoder (only they and the head
+            train; :func:`zoo.models.causal_lm.wrap_lora`); ``None`` or r = 0 trains the whole decoder.
         optimizer: :func:`zoo.core.optim.build_optimizer` dict.
     """
 
-    head_keys = ("head.",)
+    # the head, and LoRA adapters (fresh when a plain LM's weights are loaded under them)
+    head_keys = ("head.", "backbone.*lora_*")
     export_formats = ("package", "onnx")
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
     def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, center_weight: NonNegative = 0.01,
-                 threshold: float = 0.0, optimizer: dict | None = None):
+                 threshold: float = 0.0, lora: dict | None = None, optimizer: dict | None = None):
         super().__init__()
         self.save_hyperparameters()
-        from zoo.models.causal_lm import build_causal_lm, check_tokenizer_fits, load_tokenizer, tokenizer_for
+        from zoo.models.causal_lm import build_causal_lm, check_tokenizer_fits, load_tokenizer, tokenizer_for, wrap_lora
 
         lm = build_causal_lm(arch)
         self.tokenizer = load_tokenizer(tokenizer_for(arch, tokenizer))  # follows the model; datamodules take it
         check_tokenizer_fits(self.tokenizer, lm, f"model.arch {arch!r}",
                              f"the tokenizer {tokenizer_for(arch, tokenizer) or 'zoo-lm-bpe8k (shipped)'}")
         self.backbone = lm.base_model
+        if self.uses_lora:  # a peft wrapper of the decoder: forward and outputs unchanged, base weights frozen
+            self.backbone = wrap_lora(self.backbone, lora)
         self.head = nn.Linear(lm.config.hidden_size, 1)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
         self.threshold = float(threshold)
         self.val_accuracy, self.val_loss, self.val_gap = MeanMetric(), MeanMetric(), MeanMetric()
         self.test_accuracy, self.test_loss, self.test_gap = MeanMetric(), MeanMetric(), MeanMetric()
+
+    @property
+    def uses_lora(self) -> bool:
+        """Whether the decoder carries LoRA adapters (``model.lora`` given with r > 0)."""
+        return bool(self.hparams.lora) and int(self.hparams.lora.get("r", 8)) > 0
 
     def score(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Costs ``(B,)`` of right-padded ``(B, T)`` sequences (prompt + reply), read at the last real token."""
@@ -97,14 +109,19 @@ class CostModelModule(ZooModule):
     def remap_init_state(self, state: dict, source_method: str, source_cfg: dict | None = None) -> dict:
         """A causal LM's weights (zoo-lm ``lm.model.*``, an HF ``model.*`` state dict) onto ``backbone.*``; the output
         projection is dropped and the head (a head key) keeps its zero init; any other key is passed on for the loader
-        to refuse. Another cost model's state passes unchanged."""
+        to refuse. Another cost model's state passes unchanged. Under LoRA the decoder weights land on the adapted
+        layers' ``base_layer`` (peft's names) and the adapters start fresh."""
         if any(k.startswith("backbone.") for k in state):
             return state
+        # own decoder keys by their plain HF name (peft's wrapper names removed)
+        own = {k.removeprefix("backbone.").removeprefix("base_model.model.").replace(".base_layer.", "."): k
+               for k in self.state_dict() if k.startswith("backbone.") and "lora_" not in k}
         out = {}
         for key, value in state.items():
             prefix = next((p for p in ("lm.model.", "model.") if key.startswith(p)), None)
             if prefix is not None:
-                out["backbone." + key[len(prefix):]] = value
+                name = key[len(prefix):]
+                out[own.get(name, "backbone." + name)] = value
             elif not key.endswith("lm_head.weight"):
                 out[key] = value  # left for the loader to report as unexpected
         return out
@@ -146,7 +163,8 @@ class CostModelModule(ZooModule):
 
     def configure_optimizers(self):
         steps = self.trainer.estimated_stepping_batches if self._trainer is not None else None
-        return build_optimizer(self.parameters(), self.hparams.optimizer, total_steps=steps)
+        params = [p for p in self.parameters() if p.requires_grad]  # under LoRA: the adapters and the head
+        return build_optimizer(params, self.hparams.optimizer, total_steps=steps)
 
     predict_schema: ClassVar = [{"prompt": str, "reply": str, "cost": float, "harmful": bool}]
 
