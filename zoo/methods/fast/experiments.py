@@ -347,6 +347,17 @@ def save_setup(args, log: Path) -> None:
     log.with_suffix(".setup.json").write_text(json.dumps(args.context))
 
 
+def past(stop_at: str | None) -> bool:
+    """Whether the UTC clock is past ``HH:MM`` today (``--stop-at``: no SAE is started after it)."""
+    import datetime as dt
+
+    if not stop_at:
+        return False
+    now = dt.datetime.now(dt.UTC)
+    hour, minute = map(int, stop_at.split(":"))
+    return now >= now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+
+
 def run_logged(args, name: str, grid: list[tuple]) -> list[dict]:
     """Train every ``(layer, sae, setting, pipeline, seed)`` of ``grid`` not yet in ``runs/fast-exp/<name>.jsonl``
     (a killed run resumes where it stopped) and return all rows of that log."""
@@ -361,6 +372,13 @@ def run_logged(args, name: str, grid: list[tuple]) -> list[dict]:
         key = (pipeline, sae, seed, layer, *(setting.get(k) if k in SAE_SETTINGS[sae] else None
                                              for k in SETTING_COLUMNS))
         if key in done:
+            continue
+        reuse = [r for r in args.reuse if row_key(r) == key]  # the sweep trained this very SAE already
+        if reuse or past(args.stop_at):
+            if reuse:
+                rows.append(reuse[0])
+                with log.open("a") as f:
+                    f.write(json.dumps(reuse[0]) + "\n")
             continue
         row, probe = train_one(args, pipeline, sae, seed, layer, setting)
         rows.append(row)
@@ -377,10 +395,11 @@ def table(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if not isinstance(v, (list, dict)) and v is not None} for r in rows]
 
 
-def sweep(args, layer: int) -> dict[str, dict]:
+def sweep(args, layer: int) -> tuple[dict[str, dict], list[dict]]:
     """The short sparsity sweep (FAST pipeline, first seed, the grid's token budget): Standard λ over ``--sweep-l1``
     and JumpReLU ``(θ₀, λ)`` over ``--sweep-jumprelu``, each listed from the weakest penalty to the strongest;
-    writes ``results/fast/<name>-sweep.json`` and returns each SAE's chosen setting (:func:`choose_setting`)."""
+    writes ``results/fast/<name>-sweep.json`` and returns each SAE's chosen setting (:func:`choose_setting`) and the
+    sweep's rows (the grid reuses the chosen ones: the same SAE)."""
     cands = {"standard": [{"l1_coefficient": v} for v in args.sweep_l1],
              "jumprelu": parse_jumprelu(args.sweep_jumprelu)}
     grid = [(layer, sae, c, "fast", args.seeds[0]) for sae in args.saes for c in cands[sae]]
@@ -396,7 +415,7 @@ def sweep(args, layer: int) -> dict[str, dict]:
                        f"{args.max_l0_fraction:.0%} of the dictionary, else the sparsest. Chosen: "
                        + "; ".join(f"{sae} {c}" for sae, c in chosen.items()) + ". " + notes_text(args.context, args),
                  packages=["sae-lens"], results_dir=args.results_dir)
-    return chosen
+    return chosen, rows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -428,11 +447,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--write-only", action="store_true", help="write the tables from the rows trained so far")
     p.add_argument("--peer", action="store_true", help="only the sae-lens runner baseline on BT(P)")
     p.add_argument("--gap", action="store_true", help="only the study of our BT(P) trainer vs sae-lens' settings")
+    p.add_argument("--stop-at", default=None, help="UTC HH:MM after which no SAE is started (tables are written "
+                                                   "from the rows so far; rerun to resume)")
     p.add_argument("--out-dir", default="runs/fast-exp", help="run directories and the resume logs")
     p.add_argument("--results-dir", type=Path, default=None, help="where results/ is (default: the repo's)")
     p.add_argument("--name", default="pipelines")
     args = p.parse_args(argv)
-    args.random_sets, args.context, args.base_ce, args.probes = None, None, {}, {}
+    args.random_sets, args.context, args.base_ce, args.probes, args.reuse = None, None, {}, {}, []
     torch.set_num_threads(1)
     if args.peer:
         return peer(args)
@@ -445,9 +466,11 @@ def main(argv: list[str] | None = None) -> None:
     layer = args.layer if args.layer is not None else int(recipe["model"]["layer"])
     args.layer_used = layer
     settings = {"standard": [{"l1_coefficient": v} for v in args.l1],
-                "jumprelu": parse_jumprelu(args.jumprelu) if args.jumprelu else [{}]}
+                "jumprelu": parse_jumprelu(args.jumprelu) if args.jumprelu
+                else [{k: recipe["model"][k] for k in SAE_SETTINGS["jumprelu"]}]}
     if args.sweep and not args.write_only:
-        settings = {sae: [c] for sae, c in sweep(args, layer).items()}
+        chosen, args.reuse = sweep(args, layer)
+        settings = {sae: [c] for sae, c in chosen.items()}
     grid = [(lay, sae, setting, pipeline, seed) for lay in [layer] + ([1] if args.layer1 else [])
             for seed in (args.seeds if lay == layer else args.seeds[:1])  # seeds outermost: a stopped run stays balanced
             for sae in args.saes for setting in settings[sae] for pipeline in args.pipelines]
