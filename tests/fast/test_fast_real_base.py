@@ -3,6 +3,7 @@ padding is its EOS (hand-built ids), BT(P) documents ending with the base's own 
 sweep's choice rule and position bins (hand values), Delta loss from a known base CE; the experiments on the tiny
 overlay of fast-smollm2.yaml end to end (slow)."""
 import json
+from typing import ClassVar
 
 import pytest
 import torch
@@ -17,9 +18,9 @@ from zoo.models.chat import encode_rendered
 class ChatMLTokens:
     """SmolLM2's special-token layout (``<|endoftext|>`` 0, ``<|im_start|>`` 1 = BOS, ``<|im_end|>`` 2 = EOS = pad)
     over a hand vocabulary; ``assistant`` is two tokens, as in SmolLM2's tokenizer."""
-    pieces = {0: "<|endoftext|>", 1: "<|im_start|>", 2: "<|im_end|>", 3: "system", 4: "\n", 5: "You", 6: " are",
+    pieces: ClassVar = {0: "<|endoftext|>", 1: "<|im_start|>", 2: "<|im_end|>", 3: "system", 4: "\n", 5: "You", 6: " are",
               7: "user", 8: "Hi", 9: "ass", 10: "istant", 11: "Hello", 12: " user"}
-    all_special_ids = [1, 2, 0]
+    all_special_ids: ClassVar = [1, 2, 0]
     bos_token_id, eos_token_id, pad_token_id = 1, 2, 2
 
     def decode(self, ids):
@@ -134,3 +135,21 @@ def test_experiments_on_the_tiny_smollm2_overlay_sweep_grid_and_resume(tmp_path)
     before = grid["rows"]
     experiments.main(argv)  # resumed from the logs: nothing retrained, the same rows
     assert json.loads((folder / "tiny.json").read_text())["rows"] == before
+
+
+def test_model_size_table_puts_each_grid_beside_the_paper(tmp_path):
+    from zoo.core.results import write_result
+    from zoo.methods.fast import experiments
+
+    def row(pipeline, seed, st, **extra):
+        return {"pipeline": pipeline, "sae": "standard", "seed": seed, "log2_mse_st": st, "log2_mse": st + 1,
+                "delta_loss": 1.0, "l0": 41.0, **extra}
+
+    write_result("fast", "pipelines-standard", [row("fast", 0, 1.0), row("fast", 1, 2.0)], results_dir=tmp_path)
+    write_result("fast", "smollm2", [row("bt_chat", 0, 3.0, d_sae=4608)], results_dir=tmp_path)
+    experiments.main(["--compare", "--results-dir", str(tmp_path)])
+    doc = json.loads((tmp_path / "fast" / "by-model.json").read_text())
+    assert [(r["model"], r["pipeline"], r["l0_fraction"], r["paper_log2_mse_st"]) for r in doc["rows"]] == [
+        ("zoo-lm.chat (no clip)", "fast", 41 / 2048, 0.6468), ("zoo-lm.chat (no clip)", "fast", 41 / 2048, 0.6468),
+        ("SmolLM2-135M-Instruct (clip 1.0)", "bt_chat", 41 / 4608, 1.5093)]
+    assert doc["summary"][0]["log2_mse_st"]["mean"] == 1.5 and doc["summary"][0]["seeds"] == 2

@@ -418,6 +418,47 @@ def sweep(args, layer: int) -> tuple[dict[str, dict], list[dict]]:
     return chosen, rows
 
 
+#: The paper's log₂ MSE_st (Qwen2.5-7B-Instruct, layer 18, 8x), the row the model-size table ends with.
+PAPER_MSE_ST = {("standard", "fast"): 0.6468, ("standard", "bt_pretrain"): 5.1985, ("standard", "bt_chat"): 1.5093,
+                ("jumprelu", "fast"): -9.7604, ("jumprelu", "bt_pretrain"): -4.0005, ("jumprelu", "bt_chat"): -8.0743}
+#: Results files of the pipeline grids, by the model (and training) they were measured on.
+GRIDS = {"pipelines-standard": "zoo-lm.chat (no clip)", "pipelines-jumprelu": "zoo-lm.chat (no clip)",
+         "pipelines-standard-clip": "zoo-lm.chat (clip 1.0)", "smollm2": "SmolLM2-135M-Instruct (clip 1.0)"}
+
+
+def compare(args) -> None:
+    """The model-size table ``results/fast/by-model.json``: each grid's per-seed rows (zoo-lm.chat, SmolLM2) side by
+    side per SAE and pipeline, with the paper's log₂ MSE_st beside them."""
+    import json
+
+    from zoo.core.data import repo_root
+
+    folder = (args.results_dir or repo_root() / "results") / "fast"
+    rows, sources = [], []
+    for name, model in GRIDS.items():
+        path = folder / f"{name}.json"
+        if not path.is_file():
+            continue
+        sources.append(f"{name}.json (commit {json.loads(path.read_text())['provenance']['git_sha'][:10]})")
+        rows += [{"model": model, **{k: r.get(k) for k in ("sae", "pipeline", "seed", "log2_mse_st", "log2_mse",
+                                                             "delta_loss", "l0", "d_sae")}}
+                 for r in json.loads(path.read_text())["rows"]]
+    for r in rows:
+        r["d_sae"] = r["d_sae"] or 2048  # the zoo-lm grids (8 x 256) did not store it
+        r["l0_fraction"] = r["l0"] / r["d_sae"]
+        r["paper_log2_mse_st"] = PAPER_MSE_ST[(r["sae"], r["pipeline"])]
+    metrics = ["log2_mse_st", "log2_mse", "delta_loss", "l0", "l0_fraction", "paper_log2_mse_st"]
+    write_result("fast", "by-model", rows, summary=summarise(rows, metrics, by=["sae", "pipeline", "model"]),
+                 paper="Qwen2.5-7B-Instruct L18 8x log2 MSE_st in paper_log2_mse_st (the paper's smallest model is "
+                       "Qwen2.5-0.5B-Instruct; its table gives 7B's)",
+                 notes="Per-seed rows of " + ", ".join(sources) + ", grouped by SAE and pipeline: the same "
+                       "measurements (eq. 7 on held-out zoo-lm-chat conversations each alone, template tokens of each "
+                       "model's own chat template) on the 5.3M-parameter zoo-lm.chat (block 2 of 4) and the "
+                       "135M-parameter SmolLM2-135M-Instruct (block 15 of 30). The zoo-lm grids were trained "
+                       "without gradient clipping except pipelines-standard-clip; budgets differ (see each file).",
+                 packages=["sae-lens"], results_dir=args.results_dir)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--recipe", default="fast-sae.yaml", help="the recipe every SAE is trained from")
@@ -447,6 +488,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--write-only", action="store_true", help="write the tables from the rows trained so far")
     p.add_argument("--peer", action="store_true", help="only the sae-lens runner baseline on BT(P)")
     p.add_argument("--gap", action="store_true", help="only the study of our BT(P) trainer vs sae-lens' settings")
+    p.add_argument("--compare", action="store_true", help="only the model-size table from the grids' results files")
     p.add_argument("--stop-at", default=None, help="UTC HH:MM after which no SAE is started (tables are written "
                                                    "from the rows so far; rerun to resume)")
     p.add_argument("--out-dir", default="runs/fast-exp", help="run directories and the resume logs")
@@ -459,6 +501,8 @@ def main(argv: list[str] | None = None) -> None:
         return peer(args)
     if args.gap:
         return gap(args)
+    if args.compare:
+        return compare(args)
     from zoo.cli import compose_and_validate
     from zoo.methods.fast.render import plot_all
 
