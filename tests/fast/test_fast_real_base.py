@@ -122,7 +122,7 @@ def test_experiments_on_the_tiny_smollm2_overlay_sweep_grid_and_resume(tmp_path)
     grid = json.loads((folder / "tiny.json").read_text())
     assert len(grid["rows"]) == 2 * 2 * 2 and {r["seed"] for r in grid["rows"]} == {0, 1}
     chosen = [r for r in sweep["rows"] if r["sae"] == "standard"
-              and "Chosen: standard {'l1_coefficient': %s}" % r["l1"] in sweep["notes"]]
+              and f"Chosen: standard {{'l1_coefficient': {r['l1']}}}" in sweep["notes"]]
     assert len(chosen) == 1 and all(r["l1"] == chosen[0]["l1"] for r in grid["rows"] if r["sae"] == "standard")
     for r in grid["rows"]:
         assert 0 < r["l0"] <= r["d_sae"] == 512 and r["l0_fraction"] == pytest.approx(r["l0"] / 512)
