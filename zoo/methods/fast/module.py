@@ -38,7 +38,8 @@ class FastSAEModule(ZooModule):
     """A sparse autoencoder on block ``layer`` of ``lm``.
 
     Args:
-        lm: zoo id or local HF directory of the causal LM (not stored in checkpoints).
+        lm: zoo id, base id (``smollm2-135m-instruct``), local HF directory or Hub name of the causal LM (not stored
+            in checkpoints).
         layer: decoder block whose output is read (0-based; zoo-lm has 0-3, SmolLM2-135M 0-29).
         sae: ``standard`` (ReLU, L1) or ``jumprelu`` (L0, STE).
         expansion: ``d_sae = expansion * D``.
