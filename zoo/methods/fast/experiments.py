@@ -440,14 +440,16 @@ def compare(args) -> None:
         if not path.is_file():
             continue
         sources.append(f"{name}.json (commit {json.loads(path.read_text())['provenance']['git_sha'][:10]})")
-        rows += [{"model": model, **{k: r.get(k) for k in ("sae", "pipeline", "seed", "log2_mse_st", "log2_mse",
-                                                             "delta_loss", "l0", "d_sae")}}
+        rows += [{"model": model, **{k: r.get(k) for k in ("sae", "pipeline", "seed", "log2_mse_st",
+                                                             "log2_mse_st_after0", "log2_mse", "delta_loss", "l0",
+                                                             "d_sae")}}
                  for r in json.loads(path.read_text())["rows"]]
     for r in rows:
         r["d_sae"] = r["d_sae"] or 2048  # the zoo-lm grids (8 x 256) did not store it
         r["l0_fraction"] = r["l0"] / r["d_sae"]
         r["paper_log2_mse_st"] = PAPER_MSE_ST[(r["sae"], r["pipeline"])]
-    metrics = ["log2_mse_st", "log2_mse", "delta_loss", "l0", "l0_fraction", "paper_log2_mse_st"]
+    metrics = ["log2_mse_st", "log2_mse_st_after0", "log2_mse", "delta_loss", "l0", "l0_fraction",
+               "paper_log2_mse_st"]
     write_result("fast", "by-model", rows, summary=summarise(rows, metrics, by=["sae", "pipeline", "model"]),
                  paper="Qwen2.5-7B-Instruct L18 8x log2 MSE_st in paper_log2_mse_st (the paper's smallest model is "
                        "Qwen2.5-0.5B-Instruct; its table gives 7B's)",
@@ -455,7 +457,9 @@ def compare(args) -> None:
                        "measurements (eq. 7 on held-out zoo-lm-chat conversations each alone, template tokens of each "
                        "model's own chat template) on the 5.3M-parameter zoo-lm.chat (block 2 of 4) and the "
                        "135M-parameter SmolLM2-135M-Instruct (block 15 of 30). The zoo-lm grids were trained "
-                       "without gradient clipping except pipelines-standard-clip; budgets differ (see each file).",
+                       "without gradient clipping except pipelines-standard-clip; budgets differ (see each file). "
+                       "log2_mse_st_after0 (template tokens after position 0) exists for the grids run since it was "
+                       "added (not the two unclipped zoo-lm grids).",
                  packages=["sae-lens"], results_dir=args.results_dir)
 
 
