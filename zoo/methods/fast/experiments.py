@@ -301,7 +301,7 @@ def gap(args) -> None:
     layer = args.layer if args.layer is not None else 2
     for seed in args.seeds:
         for variant, extra in GAP_VARIANTS.items():
-            if (variant, seed) in done:
+            if (variant, seed) in done or args.write_only:
                 continue
             row, _ = train_one(args, "bt_pretrain", "standard", seed, layer, {"l1_coefficient": args.l1[0]}, extra)
             row = {"variant": variant, **{k: v for k, v in row.items() if not isinstance(v, (list, dict))}}
