@@ -52,10 +52,45 @@ def _resolve(p: str) -> Path:
     return path if path.is_absolute() or path.exists() else repo_root() / path
 
 
+ROLES = ("system", "user", "assistant")
+
+
 def template_token_ids(tokenizer) -> list[int]:
-    """Ids of the chat-template (special) tokens MSE_st is measured on: every special token but padding
-    (zoo-lm: ``<s>``, ``</s>``, ``<|system|>``, ``<|user|>``, ``<|assistant|>``)."""
-    return sorted(set(tokenizer.all_special_ids) - {tokenizer.pad_token_id})
+    """Ids of the tokenizer's special tokens a chat template writes: every special token but a padding token of its
+    own (zoo-lm: ``<s>``, ``</s>``, ``<|system|>``, ``<|user|>``, ``<|assistant|>``; SmolLM2, whose padding *is* its
+    EOS: ``<|endoftext|>``, ``<|im_start|>``, ``<|im_end|>``)."""
+    own_pad = {tokenizer.pad_token_id} - {tokenizer.bos_token_id, tokenizer.eos_token_id}
+    return sorted(set(tokenizer.all_special_ids) - own_pad)
+
+
+def template_mask(tokenizer, ids: list[int]) -> torch.Tensor:
+    """Which tokens of a template-rendered conversation MSE_st is measured on (the paper's "special tokens"): the
+    template's special tokens (:func:`template_token_ids`) and the role name a special token opens a turn with
+    (ChatML's ``<|im_start|>user``; the paper's Qwen list has ``user`` and ``assistant``). A role name is the run of
+    ordinary tokens right after a special token, up to the next token holding a newline, whose text is one of
+    :data:`ROLES` (SmolLM2 writes ``assistant`` as two tokens); message contents never follow a special token
+    directly in these templates, so no content token is marked. zoo-lm's roles are special tokens themselves.
+
+    Args:
+        ids: ``[T]`` token ids of one conversation.
+
+    Returns:
+        ``BoolTensor[T]``.
+    """
+    special = set(template_token_ids(tokenizer))
+    mask = [i in special for i in ids]
+    for t, tid in enumerate(ids):
+        if tid not in special:
+            continue
+        end, text = t + 1, ""
+        while end < len(ids) and ids[end] not in special:
+            piece = tokenizer.decode([ids[end]])
+            if "\n" in piece:
+                break
+            text, end = text + piece, end + 1
+        if end > t + 1 and text.strip() in ROLES:
+            mask[t + 1:end] = [True] * (end - t - 1)
+    return torch.tensor(mask, dtype=torch.bool)
 
 
 class ActivationStream(IterableDataset):
@@ -104,6 +139,11 @@ class FastSAEDataModule(L.LightningDataModule):
         val_conversations: first N validation conversations (``None``: all). val_batch: conversations per val batch.
         data_seed: the one shuffle of the conversations before harvesting (shared by all SAE seeds).
         activation_cache: where harvested activations are kept (``None``: not kept).
+        document_boundary: BT(P) documents end with this token instead of being wrapped in the tokenizer's BOS/EOS
+            (an instruct model's BOS/EOS are chat-template tokens; SmolLM2's pre-training text ends with
+            ``<|endoftext|>``).
+        shuffle_blocks: shuffle the BT blocks with ``data_seed`` before taking ``harvest_tokens`` (without it BT(P)
+            takes the first blocks of the first file: zoo-lm's 150k tokens are all tinyshakespeare).
         empty_content: ``error`` (refuse a message with empty content) or ``drop`` (skip that conversation, counted;
             the shipped recipes drop zoo-lm-chat's three empty replies: train lines 2336 and 4673, val line 142).
 
@@ -118,13 +158,15 @@ class FastSAEDataModule(L.LightningDataModule):
                  batch_size: PositiveInt = 1024, val_conversations: PositiveInt | None = None,
                  val_batch: PositiveInt = 32, data_seed: NonNegativeInt = 0,
                  activation_cache: str | None = "runs/fast-cache",
-                 empty_content: Literal["keep", "error", "drop"] = "error"):
+                 empty_content: Literal["keep", "error", "drop"] = "error", document_boundary: str | None = None,
+                 shuffle_blocks: bool = False):
         super().__init__()
         if pipeline not in PIPELINES:
             raise ValueError(f"data.pipeline: {pipeline!r} is not one of {PIPELINES}")
         self.pipeline, self.max_length, self.block_size, self.ngram = pipeline, max_length, block_size, ngram
         self.harvest_tokens, self.training_tokens = harvest_tokens, training_tokens
         self.buffer_tokens, self.batch_size, self.val_batch, self.data_seed = buffer_tokens, batch_size, val_batch, data_seed
+        self.document_boundary, self.shuffle_blocks = document_boundary, shuffle_blocks
         self.pretrain_paths = [_resolve(p) for p in (pretrain_path or PRETRAIN)]
         self.chat_path, self.val_path = _resolve(path), _resolve(val_path)
         self.activation_cache = None if activation_cache is None else _resolve(activation_cache)
@@ -158,11 +200,13 @@ class FastSAEDataModule(L.LightningDataModule):
         log.info("20-gram dedup: kept %d of %d conversations", len(kept), len(self.conversations))
         random.Random(self.data_seed).shuffle(kept)
         if self.pipeline == "bt_pretrain":
-            docs = pretrain_documents(tokenizer, self.pretrain_paths)
+            docs = pretrain_documents(tokenizer, self.pretrain_paths, boundary=self.document_boundary)
         else:
             docs = encode_conversations(tokenizer, [self.conversations[i] for i in kept],
                                         self.max_length if self.pipeline == "fast" else 10**9)
         seqs = docs if self.pipeline == "fast" else list(pack_blocks(docs, self.block_size)[0])
+        if self.shuffle_blocks and self.pipeline != "fast":
+            random.Random(self.data_seed).shuffle(seqs)
         self.stats["available_tokens"] = float(sum(len(s) for s in seqs))
         out, total = [], 0
         for s in seqs:
@@ -190,6 +234,7 @@ class FastSAEDataModule(L.LightningDataModule):
         files = [self.chat_path, self.val_path, *self.pretrain_paths]
         return {"lm": lm_ref, "layer": layer, "pipeline": self.pipeline, "max_length": self.max_length,
                 "block": self.block_size, "ngram": self.ngram, "harvest": self.harvest_tokens, "seed": self.data_seed,
+                "boundary": self.document_boundary, "shuffle_blocks": self.shuffle_blocks,
                 "files": [(str(f), f.stat().st_mtime_ns if f.exists() else 0) for f in files], **extra}
 
     def prepare_train(self) -> list[torch.Tensor]:
@@ -216,8 +261,9 @@ class FastSAEDataModule(L.LightningDataModule):
             def make():
                 return harvest(model, ids, [layer], pad_id=tok.pad_token_id)[layer]
 
-            key = self._key(ref, layer, pipeline="val", n=len(ids), harvest=None)
-            self._val = {"ids": ids, "acts": self._cached("val", key, make), "template": template_token_ids(tok)}
+            key = self._key(ref, layer, pipeline="val", n=len(ids), harvest=None, boundary=None, shuffle_blocks=None)
+            self._val = {"ids": ids, "acts": self._cached("val", key, make),
+                         "template": [template_mask(tok, s) for s in ids]}
         return self._val
 
     # ---- loaders ---------------------------------------------------------------------------------------------
@@ -228,7 +274,6 @@ class FastSAEDataModule(L.LightningDataModule):
 
     def val_dataloader(self):
         val = self.prepare_val()
-        template = torch.tensor(val["template"])
         batches = []
         for start in range(0, len(val["ids"]), self.val_batch):
             idx = range(start, min(start + self.val_batch, len(val["ids"])))
@@ -236,7 +281,7 @@ class FastSAEDataModule(L.LightningDataModule):
             batches.append({"x": torch.cat([val["acts"][i] for i in idx]),
                             "seq": torch.cat([torch.full((len(t),), i) for i, t in zip(idx, ids)]),
                             "pos": torch.cat([torch.arange(len(t)) for t in ids]),
-                            "template": torch.isin(torch.cat(ids), template)})
+                            "template": torch.cat([val["template"][i] for i in idx])})
         return DataLoader(batches, batch_size=None)
 
     def norm_scale(self) -> float:

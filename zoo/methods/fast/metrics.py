@@ -69,7 +69,8 @@ def next_token_ce(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) 
 
 @torch.no_grad()
 def delta_loss(model, read_view, layer: int, batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
-               reconstruct: Callable[[torch.Tensor], torch.Tensor]) -> tuple[float, float, float]:
+               reconstruct: Callable[[torch.Tensor], torch.Tensor], base_ce: float | None = None
+               ) -> tuple[float, float, float]:
     """Delta loss (*ours*): ``100 · (CE_spliced − CE) / CE`` in percent, where CE is the LM's mean next-token
     cross-entropy and CE_spliced the same with block ``layer``'s output replaced by the SAE reconstruction.
 
@@ -79,6 +80,8 @@ def delta_loss(model, read_view, layer: int, batches: Sequence[tuple[torch.Tenso
     Args:
         batches: ``(input_ids [B, T], attention_mask [B, T])`` pairs, right-padded.
         reconstruct: ``x [B, T, D] -> x̂ [B, T, D]`` (the SAE in the LM's units).
+        base_ce: the LM's own mean CE on these batches, when already known (a grid of SAEs on one LM); ``None``:
+            computed here.
 
     Returns:
         ``(ce, ce_spliced, delta_percent)``.
@@ -88,12 +91,12 @@ def delta_loss(model, read_view, layer: int, batches: Sequence[tuple[torch.Tenso
     base = spliced = 0.0
     count = 0
     for ids, mask in batches:
-        ce, n = next_token_ce(model, ids, mask)
+        ce = next_token_ce(model, ids, mask)[0] if base_ce is None else 0.0
         x = residual_stream(read_view, ids, mask, layers=[layer])[layer]
         with steer(model, layer, reconstruct(x) - x):
-            ce_s, _ = next_token_ce(model, ids, mask)
+            ce_s, n = next_token_ce(model, ids, mask)
         base, spliced, count = base + ce, spliced + ce_s, count + n
-    base, spliced = base / count, spliced / count
+    base, spliced = (base / count if base_ce is None else base_ce), spliced / count
     return base, spliced, 100.0 * (spliced - base) / base
 
 

@@ -9,6 +9,7 @@ start); every metric is in the LM's own units. Validation runs each validation c
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import ClassVar, Literal
 
@@ -23,13 +24,23 @@ from zoo.methods.fast.metrics import dead_dense, eq7_mse
 from zoo.methods.fast.sae import build_sae, coefficient_warmup, geometric_median, lr_factor, sparsity_key
 
 
+@functools.lru_cache(maxsize=1)
+def shared_lm(ref: str):
+    """``load_causal_lm(ref)``, kept for the next module of the same LM: a grid of SAEs on SmolLM2 loads it once
+    (538 MB), not once per SAE. The LM is used in eval mode under ``no_grad`` only, never changed."""
+    from zoo.models.causal_lm import load_causal_lm
+
+    return load_causal_lm(ref)
+
+
 @register_method("fast", datamodule=FastSAEDataModule)
 class FastSAEModule(ZooModule):
     """A sparse autoencoder on block ``layer`` of ``lm``.
 
     Args:
-        lm: zoo id or local HF directory of the causal LM (not stored in checkpoints).
-        layer: decoder block whose output is read (0-based; zoo-lm has 0-3).
+        lm: zoo id, base id (``smollm2-135m-instruct``), local HF directory or Hub name of the causal LM (not stored
+            in checkpoints).
+        layer: decoder block whose output is read (0-based; zoo-lm has 0-3, SmolLM2-135M 0-29).
         sae: ``standard`` (ReLU, L1) or ``jumprelu`` (L0, STE).
         expansion: ``d_sae = expansion * D``.
         l1_coefficient / l0_coefficient: λ of the Standard / JumpReLU loss (paper 5 / 0.01).
@@ -39,6 +50,11 @@ class FastSAEModule(ZooModule):
             (paper 16k, 64k and 10k of 320k steps).
         dead_window: steps without firing after which a feature counts as dead during training.
         geometric_median_sample: activations used for the ``b_dec`` initialisation.
+        lr_schedule: ``paper`` (warm-up, hold, cosine to ``lr_end`` over the last ``decay_frac``: :func:`.sae.lr_factor`)
+            or ``sae-lens`` (sae-lens' ``cosineannealing``: warm-up, cosine to ``lr_end`` over the middle, then linear
+            from ``lr_end`` to 0 over the last ``decay_frac``); the second only for the comparison with sae-lens'
+            runner (``experiments --gap``).
+        b_dec_init: ``geometric_median`` (App. A) or ``zeros`` (sae-lens' runner).
 
     Raises:
         ValueError: a bad ``model.layer`` (naming the LM's block range) or ``model.sae``.
@@ -52,7 +68,8 @@ class FastSAEModule(ZooModule):
                  jumprelu_bandwidth: Positive = 0.001, jumprelu_init_threshold: Positive = 0.001, lr: Positive = 1e-3,
                  lr_end: NonNegative = 1e-4, warmup_frac: Probability = 0.05, decay_frac: Probability = 0.2,
                  sparsity_warmup_frac: Probability = 0.03, dead_window: PositiveInt = 50,
-                 geometric_median_sample: PositiveInt = 4096):
+                 geometric_median_sample: PositiveInt = 4096, lr_schedule: Literal["paper", "sae-lens"] = "paper",
+                 b_dec_init: Literal["geometric_median", "zeros"] = "geometric_median"):
         super().__init__()
         self.save_hyperparameters()
         model, _ = self.lm_and_tokenizer()
@@ -69,11 +86,9 @@ class FastSAEModule(ZooModule):
 
     # ---- LM and SAE in the LM's units ------------------------------------------------------------------------
     def lm_and_tokenizer(self):
-        """The LM and tokenizer (loaded once, kept out of the state dict)."""
+        """The LM and tokenizer (kept out of the state dict; loaded once per process: :func:`shared_lm`)."""
         if "_lm" not in self.__dict__:
-            from zoo.models.causal_lm import load_causal_lm
-
-            self.__dict__["_lm"] = load_causal_lm(self.hparams.lm)
+            self.__dict__["_lm"] = shared_lm(self.hparams.lm)
         return self.__dict__["_lm"]
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
@@ -92,16 +107,23 @@ class FastSAEModule(ZooModule):
         dm = self.trainer.datamodule
         if self.init_from_ref is None and not self.resuming:
             self.act_scale.fill_(dm.norm_scale())
-            sample = dm.sample(self.hparams.geometric_median_sample) * self.act_scale
-            with torch.no_grad():
-                self.sae.b_dec.copy_(geometric_median(sample))
+            if self.hparams.b_dec_init == "geometric_median":
+                sample = dm.sample(self.hparams.geometric_median_sample) * self.act_scale
+                with torch.no_grad():
+                    self.sae.b_dec.copy_(geometric_median(sample))
 
     def configure_optimizers(self):
         opt = torch.optim.Adam(self.sae.parameters(), lr=self.hparams.lr, betas=(0.9, 0.999))
         total = int(self.trainer.estimated_stepping_batches)
         hp = self.hparams
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: lr_factor(s, total, hp.warmup_frac, hp.decay_frac, hp.lr_end / hp.lr))
+        if hp.lr_schedule == "sae-lens":
+            from sae_lens.training.optim import get_lr_scheduler
+
+            sched = get_lr_scheduler("cosineannealing", opt, total, hp.lr, round(hp.warmup_frac * total),
+                                     round(hp.decay_frac * total), hp.lr_end, 1)
+        else:
+            sched = torch.optim.lr_scheduler.LambdaLR(
+                opt, lambda s: lr_factor(s, total, hp.warmup_frac, hp.decay_frac, hp.lr_end / hp.lr))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     def coefficients(self, step: int) -> dict[str, float]:

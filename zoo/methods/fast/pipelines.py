@@ -58,13 +58,22 @@ def encode_conversations(tokenizer, conversations: Sequence[Sequence[dict]], max
     return [encode_rendered(tokenizer, conv)[1][:max_length] for conv in conversations]
 
 
-def pretrain_documents(tokenizer, paths: Sequence[str | Path], val_fraction: float = 0.1) -> list[list[int]]:
-    """zoo-lm's pre-training documents: the first ``1 - val_fraction`` of each text file's lines as
-    ``<bos> text <eos>`` (the split zoo-lm pre-trained on; without the specials a tokenizer lacks), no chat template.
+def pretrain_documents(tokenizer, paths: Sequence[str | Path], val_fraction: float = 0.1,
+                       boundary: str | None = None) -> list[list[int]]:
+    """zoo-lm's pre-training documents: the first ``1 - val_fraction`` of each text file's lines (the split zoo-lm
+    pre-trained on), no chat template, as ``<bos> text <eos>`` (without the specials a tokenizer lacks) or, with
+    ``boundary``, as ``text boundary``: an instruct model whose BOS/EOS are chat-template tokens ends its
+    pre-training documents with another token (SmolLM2: ``<|endoftext|>``).
 
     Raises:
-        DataError: a missing file.
+        DataError: a missing file. ValueError: ``boundary`` is not one token of the tokenizer
+            (``data.document_boundary``).
     """
+    end = None
+    if boundary is not None:
+        end = tokenizer.convert_tokens_to_ids(boundary)
+        if end is None or end == tokenizer.unk_token_id and boundary != tokenizer.unk_token:
+            raise ValueError(f"data.document_boundary: {boundary!r} is not a token of the LM's tokenizer")
     docs = []
     for p in map(Path, paths):
         if not p.is_file():
@@ -73,7 +82,7 @@ def pretrain_documents(tokenizer, paths: Sequence[str | Path], val_fraction: flo
         lines = lines[:-1] if lines and lines[-1] == "" else lines
         text = "\n".join(lines[: len(lines) - round(val_fraction * len(lines))]) + "\n"
         ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
-        docs.append(wrap_document(tokenizer, ids))
+        docs.append(wrap_document(tokenizer, ids) if end is None else [*ids, end])
     return docs
 
 

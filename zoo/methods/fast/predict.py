@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo.methods.fast.datamodule import template_token_ids
+from zoo.methods.fast.datamodule import template_mask
 from zoo.methods.fast.pipelines import harvest
 from zoo.models.chat import encode_rendered
 
@@ -24,7 +24,7 @@ def describe(module, text: str, top: int = 3) -> dict:
     x = harvest(model, [ids], [layer], pad_id=tok.pad_token_id)[layer][0]
     f = module.encode(x)
     err = ((x - module.decode(f)) ** 2).sum(-1) / x.shape[-1]
-    special = set(template_token_ids(tok))
+    marked = template_mask(tok, ids).tolist()
     pieces = [repr(tok.decode([i]))[1:-1] for i in ids]  # readable: '\\n' for a newline, spaces kept
     total = f.sum(0)
     features = []
@@ -33,8 +33,8 @@ def describe(module, text: str, top: int = 3) -> dict:
         features.append({"feature": k, "sum": float(total[k]), "active_tokens": int((f[:, k] > 0).sum()),
                          "peak": float(f[j, k]), "peak_pos": j})
     return {"text": text, "sae": module.hparams.sae, "layer": layer, "lm": module.hparams.lm,
-            "tokens": [{"pos": j, "token": piece, "sq_error": float(err[j]), "template": tid in special}
-                       for j, (tid, piece) in enumerate(zip(ids, pieces))], "features": features}
+            "tokens": [{"pos": j, "token": piece, "sq_error": float(err[j]), "template": flag}
+                       for j, (flag, piece) in enumerate(zip(marked, pieces))], "features": features}
 
 
 def describe_text(d: dict) -> str:

@@ -11,14 +11,14 @@ COLOR = {"fast": "tab:green", "bt_pretrain": "tab:red", "bt_chat": "tab:blue"}
 
 
 def _mean_curves(curves: list[list]) -> tuple[list, list]:
-    """Pointwise mean of aligned ``[(x, y), ...]`` curves (None entries skipped)."""
-    xs = [x for x, _ in curves[0]]
-    ys = [statistics.fmean(c[i][1] for c in curves if c[i][1] is not None) for i in range(len(xs))]
-    return xs, ys
+    """Pointwise mean of aligned ``[(x, y), ...]`` curves (None entries skipped; a point with no value is left out)."""
+    points = [(x, [c[i][1] for c in curves if c[i][1] is not None]) for i, (x, _) in enumerate(curves[0])]
+    points = [(x, statistics.fmean(ys)) for x, ys in points if ys]
+    return [x for x, _ in points], [y for _, y in points]
 
 
-def plot_all(rows: list[dict], name: str, out_dir=None) -> list:
-    """Write the four figures ``<name>-*.png`` for the layer-2 rows; returns their paths."""
+def plot_all(rows: list[dict], name: str, out_dir=None, layer: int = 2, lm: str = "zoo-lm.chat") -> list:
+    """Write the four figures ``<name>-*.png`` for the rows of block ``layer`` of ``lm``; returns their paths."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -26,7 +26,7 @@ def plot_all(rows: list[dict], name: str, out_dir=None) -> list:
 
     out = out_dir or repo_root() / "results" / "fast" / "figures"
     out.mkdir(parents=True, exist_ok=True)
-    rows = [r for r in rows if r["layer"] == 2]
+    rows = [r for r in rows if r["layer"] == layer]
     saes = sorted({r["sae"] for r in rows}, reverse=True)
     pipes = [p for p in LABEL if any(r["pipeline"] == p for r in rows)]
     paths = []
@@ -38,9 +38,9 @@ def plot_all(rows: list[dict], name: str, out_dir=None) -> list:
             ax.scatter([i] * len(vals), vals, color=COLOR[p], zorder=3)
             ax.hlines(statistics.fmean(vals), i - 0.25, i + 0.25, color=COLOR[p])
         ax.set_xticks(range(len(pipes)), [LABEL[p] for p in pipes])
-        ax.set_title(f"{sae} SAE, layer 2")
+        ax.set_title(f"{sae} SAE, layer {layer}")
         ax.set_ylabel("log2 MSE on chat-template tokens")
-    fig.suptitle("zoo-lm.chat: error on template tokens (dots: seeds)", fontsize=9)
+    fig.suptitle(f"{lm}: error on template tokens (dots: seeds)", fontsize=9)
     paths.append(_save(fig, out / f"{name}-log2-mse-st.png"))
 
     fig, axes = plt.subplots(1, len(saes), figsize=(4.5 * len(saes), 3.6), squeeze=False)
@@ -52,7 +52,8 @@ def plot_all(rows: list[dict], name: str, out_dir=None) -> list:
             ax.plot(xs, ys, marker="o", color=COLOR[p], label=LABEL[p])
         from zoo.methods.fast.metrics import POSITION_EDGES  # imports torch: only when drawing this figure
 
-        ax.set_xticks(range(len(POSITION_EDGES) - 1), [f"{a}" for a in POSITION_EDGES[:-1]], fontsize=7)
+        edges = rows[0].get("position_edges", POSITION_EDGES)  # rows written before the edges were stored: 256
+        ax.set_xticks(range(len(edges) - 1), [f"{a}" for a in edges[:-1]], fontsize=7)
         ax.set_yscale("log")
         ax.set_xlabel("token position (bin start)")
         ax.set_ylabel("MSE per dimension")
