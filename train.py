@@ -1,4 +1,5 @@
 """python train.py recipe=NAME [overlay=FILE ...] [key=value | +key=value | ~key ...]"""
+
 import sys
 
 from zoo.cli import main

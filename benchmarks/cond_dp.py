@@ -9,6 +9,7 @@ pairs (Poisson batches of expected size 256). Ours: :func:`zoo.methods.cond_dp.p
 
     nice -n 10 python benchmarks/cond_dp.py [--steps 40] [--repeats 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sigma", type=float, default=1.0)
     a = p.parse_args(argv)
     dm = LabelDPDataModule(dataset="commuting-sf", batch_size=256)
-    data = TensorDataset(torch.as_tensor(dm.X_train, dtype=torch.float32), torch.as_tensor(dm.y_train,
-                                                                                            dtype=torch.float32))
+    data = TensorDataset(
+        torch.as_tensor(dm.X_train, dtype=torch.float32), torch.as_tensor(dm.y_train, dtype=torch.float32)
+    )
     C = conditioning_matrix(dm.X_train, ridge=0.01, intercept=True)
     B, d = dm.batch_size, dm.num_features
     sides = {}
@@ -58,36 +60,71 @@ def main(argv: list[str] | None = None) -> None:
     peer_model = Regressor(d, [64, 64])
     engine = PrivacyEngine(accountant="rdp")
     peer_gsm, peer_opt, peer_loader = engine.make_private(
-        module=peer_model, optimizer=torch.optim.SGD(peer_model.parameters(), lr=0.05, momentum=0.9),
-        data_loader=DataLoader(data, batch_size=B), noise_multiplier=a.sigma, max_grad_norm=1.0, poisson_sampling=True)
+        module=peer_model,
+        optimizer=torch.optim.SGD(peer_model.parameters(), lr=0.05, momentum=0.9),
+        data_loader=DataLoader(data, batch_size=B),
+        noise_multiplier=a.sigma,
+        max_grad_norm=1.0,
+        poisson_sampling=True,
+    )
     sides["opacus DP-SGD"] = (peer_opt, peer_gsm, peer_loader, lambda: engine.get_epsilon(1e-5))
-    q = peer_loader.sample_rate            # opacus' 1 / len(loader): the same q on every side, so the same ε
+    q = peer_loader.sample_rate  # opacus' 1 / len(loader): the same q on every side, so the same ε
     for mode in ("precondition", "reparam"):
         model = build_regressor(d, [64, 64], mode, C, 0.0)
         pre = (model.first, torch.as_tensor(C, dtype=torch.float32)) if mode == "precondition" else None
         # neighbouring="add_remove": opacus' own noise scale, so the per-step work is identical to the peer's
-        dp = make_private(model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), sample_rate=q,
-                          expected_batch_size=B, noise_multiplier=a.sigma, max_grad_norm=1.0,
-                          neighbouring="add_remove", preconditioner=pre)
-        sides[f"cond-dp {mode}"] = (dp.optimizer, model, DPDataLoader(data, sample_rate=q),
-                                    lambda dp=dp: dp.epsilon(1e-5))
+        dp = make_private(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+            sample_rate=q,
+            expected_batch_size=B,
+            noise_multiplier=a.sigma,
+            max_grad_norm=1.0,
+            neighbouring="add_remove",
+            preconditioner=pre,
+        )
+        sides[f"cond-dp {mode}"] = (
+            dp.optimizer,
+            model,
+            DPDataLoader(data, sample_rate=q),
+            lambda dp=dp: dp.epsilon(1e-5),
+        )
     load = [os.getloadavg()[0]]
-    t = compare({name: (lambda side=side: _block(side[0], side[1], side[2], a.steps)) for name, side in sides.items()},
-                repeats=a.repeats, warmup=1, threads=1)
+    t = compare(
+        {name: (lambda side=side: _block(side[0], side[1], side[2], a.steps)) for name, side in sides.items()},
+        repeats=a.repeats,
+        warmup=1,
+        threads=1,
+    )
     load.append(os.getloadavg()[0])
     rows = []
     for name, (_, _, _, eps) in sides.items():
         med = t.median(name) / a.steps
         ratio = t.ratio(name, "opacus DP-SGD")
-        rows.append({"side": name, "ms_per_step": 1000 * med, "ratio_to_opacus": ratio,
-                     "epsilon_after_run": eps(), "steps": a.steps * (a.repeats + 1)})
+        rows.append(
+            {
+                "side": name,
+                "ms_per_step": 1000 * med,
+                "ratio_to_opacus": ratio,
+                "epsilon_after_run": eps(),
+                "steps": a.steps * (a.repeats + 1),
+            }
+        )
         print(f"{name:24s} {1000 * med:7.2f} ms/step  ratio {ratio:.3f}  ε {eps():.4f}")
-    write_result("cond-dp", "bench-step", rows, kind="benchmark", packages=["opacus"],
-                 paper="Cond-DP claims no extra privacy cost; target here (issue #29): step time ≤ 1.10× opacus DP-SGD",
-                 notes=(f"SF OD pairs, MLP 271-64-64-1, Poisson q = {q:.5f} (expected batch {B}), σ = {a.sigma}, "
-                        f"clip 1, blocks of {a.steps} steps; {t.describe()} 1-min load average {load[0]:.1f} -> "
-                        f"{load[1]:.1f} on 2 cores. "
-                        "Equal steps at equal (σ, q) give identical ε on every side."))
+    write_result(
+        "cond-dp",
+        "bench-step",
+        rows,
+        kind="benchmark",
+        packages=["opacus"],
+        paper="Cond-DP claims no extra privacy cost; target here (issue #29): step time ≤ 1.10× opacus DP-SGD",
+        notes=(
+            f"SF OD pairs, MLP 271-64-64-1, Poisson q = {q:.5f} (expected batch {B}), σ = {a.sigma}, "
+            f"clip 1, blocks of {a.steps} steps; {t.describe()} 1-min load average {load[0]:.1f} -> "
+            f"{load[1]:.1f} on 2 cores. "
+            "Equal steps at equal (σ, q) give identical ε on every side."
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ logits (max |diff| <= 1e-6) on a forward pass and identical greedy tokens.
 
     nice -n 10 python benchmarks/crh.py [--batch 32] [--tokens 32] [--repeats 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,6 +30,7 @@ from zoo.models.causal_lm import load_causal_lm
 @contextlib.contextmanager
 def authors_pre_hook(model, layer: int, vectors: torch.Tensor):
     """The peer: add ``vectors [B, D]`` to block ``layer``'s input at every position, on every forward."""
+
     def hook(_m, args, kwargs):
         return (args[0] + vectors[:, None, :].to(args[0].dtype), *args[1:]), kwargs
 
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     model, tok = load_causal_lm("zoo-lm.chat")
     with open("data/crh-prompts/alpaca_805_prompts.json") as f:
-        questions = json.load(f)[:a.batch]
+        questions = json.load(f)[: a.batch]
     tok.padding_side = "left"
     enc = tok([prompt_text(tok, q) for q in questions], return_tensors="pt", padding=True)
     torch.manual_seed(0)
@@ -66,31 +68,49 @@ def main(argv: list[str] | None = None) -> None:
 
     def gen(ctx):
         with ctx(), torch.no_grad():
-            return model.generate(**enc, max_new_tokens=a.tokens, min_new_tokens=a.tokens, do_sample=False,
-                                  pad_token_id=tok.pad_token_id)
+            return model.generate(
+                **enc, max_new_tokens=a.tokens, min_new_tokens=a.tokens, do_sample=False, pad_token_id=tok.pad_token_id
+            )
 
-    sides = {"unsteered generate": contextlib.nullcontext, "ours: activations.steer": ours,
-             "authors: forward pre-hook": peer}
+    sides = {
+        "unsteered generate": contextlib.nullcontext,
+        "ours: activations.steer": ours,
+        "authors: forward pre-hook": peer,
+    }
     load = [os.getloadavg()[0]]
-    t = compare({name: (lambda ctx=ctx: gen(ctx)) for name, ctx in sides.items()}, repeats=a.repeats, warmup=1,
-                threads=1)
+    t = compare(
+        {name: (lambda ctx=ctx: gen(ctx)) for name, ctx in sides.items()}, repeats=a.repeats, warmup=1, threads=1
+    )
     outs = t.outputs
     load.append(os.getloadavg()[0])
     same = bool(torch.equal(outs["ours: activations.steer"], outs["authors: forward pre-hook"]))
     rows = []
     for name in sides:
         med = t.median(name)
-        rows.append({"side": name, "tokens_per_s": a.batch * a.tokens / med, "seconds": med,
-                     "ratio_to_unsteered": t.ratio(name, "unsteered generate"),
-                     "ratio_to_pre_hook": t.ratio(name, "authors: forward pre-hook")})
+        rows.append(
+            {
+                "side": name,
+                "tokens_per_s": a.batch * a.tokens / med,
+                "seconds": med,
+                "ratio_to_unsteered": t.ratio(name, "unsteered generate"),
+                "ratio_to_pre_hook": t.ratio(name, "authors: forward pre-hook"),
+            }
+        )
         print(f"{name:28s} {a.batch * a.tokens / med:8.1f} tok/s  x{rows[-1]['ratio_to_unsteered']:.3f} of unsteered")
-    write_result("crh", "bench-steered-generation", rows, kind="benchmark",
-                 paper="issue #22 target: steered generation <= 1.05x the time of unsteered generate",
-                 notes=(f"zoo-lm.chat, {a.batch} AlpacaEval prompts (left-padded), greedy, {a.tokens} new tokens, "
-                        f"steering at layer {a.layer} (block {a.layer - 1}'s output = block {a.layer}'s input), one "
-                        f"vector per sequence on every forward; {t.describe()} Logits max |ours - pre-hook| = {max_diff:.1e}, greedy tokens identical: {same}; "
-                        f"1-min load {load[0]:.1f} -> {load[1]:.1f} on 2 cores. nnsight 0.8.1 not measured (not "
-                        "installed here; see the card)."))
+    write_result(
+        "crh",
+        "bench-steered-generation",
+        rows,
+        kind="benchmark",
+        paper="issue #22 target: steered generation <= 1.05x the time of unsteered generate",
+        notes=(
+            f"zoo-lm.chat, {a.batch} AlpacaEval prompts (left-padded), greedy, {a.tokens} new tokens, "
+            f"steering at layer {a.layer} (block {a.layer - 1}'s output = block {a.layer}'s input), one "
+            f"vector per sequence on every forward; {t.describe()} Logits max |ours - pre-hook| = {max_diff:.1e}, greedy tokens identical: {same}; "
+            f"1-min load {load[0]:.1f} -> {load[1]:.1f} on 2 cores. nnsight 0.8.1 not measured (not "
+            "installed here; see the card)."
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ median CPU time.
 
     python benchmarks/desi.py [--n 300] [--m 101] [--r 3] [--repeats 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,10 @@ def w2_case(n: int, m: int, seed: int = 0):
     def closed_form():
         return ot.dist(Q, Q, metric="sqeuclidean") / m
 
-    return ours, {"POT ot.wasserstein_1d, one call over all n^2 pairs": batched,
-                  "POT ot.dist sqeuclidean / m (1-D closed form)": closed_form}
+    return ours, {
+        "POT ot.wasserstein_1d, one call over all n^2 pairs": batched,
+        "POT ot.dist sqeuclidean / m (1-D closed form)": closed_form,
+    }
 
 
 def spd_case(n: int, r: int, seed: int = 0):
@@ -81,27 +84,48 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args(argv)
     rows = []
-    for name, (ours, peers) in (("W2 distance matrix", w2_case(a.n, a.m)),
-                                ("log-Euclidean distance matrix", spd_case(a.n, a.r))):
+    for name, (ours, peers) in (
+        ("W2 distance matrix", w2_case(a.n, a.m)),
+        ("log-Euclidean distance matrix", spd_case(a.n, a.r)),
+    ):
         for peer_name, peer in peers.items():
             t = compare({"ours": ours, "peer": peer}, repeats=a.repeats, warmup=1, threads=1)
             diff = float(np.abs(t.outputs["ours"] - t.outputs["peer"]).max())
             if diff > 1e-6:
                 raise AssertionError(f"{name}: ours and {peer_name} differ by {diff}")
             r = t.row("ours", "peer", clock="cpu")
-            rows.append({"task": name, "n": a.n, "size": a.m if "W2" in name else a.r, "peer": peer_name,
-                         "ours_cpu_s": r["ours_cpu_s"], "peer_cpu_s": r["peer_cpu_s"], "ratio": r["ratio"],
-                         "ours_wall_s": r["ours_s"], "peer_wall_s": r["peer_s"], "max_abs_diff": diff})
+            rows.append(
+                {
+                    "task": name,
+                    "n": a.n,
+                    "size": a.m if "W2" in name else a.r,
+                    "peer": peer_name,
+                    "ours_cpu_s": r["ours_cpu_s"],
+                    "peer_cpu_s": r["peer_cpu_s"],
+                    "ratio": r["ratio"],
+                    "ours_wall_s": r["ours_s"],
+                    "peer_wall_s": r["peer_s"],
+                    "max_abs_diff": diff,
+                }
+            )
             print(rows[-1], flush=True)
-    write_result("desi", "bench-distances", rows, kind="benchmark", packages=["POT", "geomstats"],
-                 paper=("target (issue #30): >= 20x, agreeing to 1e-6, set against a row-by-row POT loop; against "
-                        "POT's whole-matrix calls (issue #41) the closed form is the same computation as ours, "
-                        "so parity (ratio ~1) is the honest expectation there"),
-                 notes=f"zoo.core.timing.compare: {t.describe()} n x n matrices. "
-                       "ratio = peer CPU seconds / our CPU seconds (process time; wall times beside it are "
-                       "inflated by the shared machine's load). Ours includes embedding (eigh log for SPD). "
-                       "The W2 peers are POT's whole-matrix calls (its batched 1-D solver over all pairs in one "
-                       "call, and the closed form through ot.dist); the earlier row-by-row loop (949x) is gone.")
+    write_result(
+        "desi",
+        "bench-distances",
+        rows,
+        kind="benchmark",
+        packages=["POT", "geomstats"],
+        paper=(
+            "target (issue #30): >= 20x, agreeing to 1e-6, set against a row-by-row POT loop; against "
+            "POT's whole-matrix calls (issue #41) the closed form is the same computation as ours, "
+            "so parity (ratio ~1) is the honest expectation there"
+        ),
+        notes=f"zoo.core.timing.compare: {t.describe()} n x n matrices. "
+        "ratio = peer CPU seconds / our CPU seconds (process time; wall times beside it are "
+        "inflated by the shared machine's load). Ours includes embedding (eigh log for SPD). "
+        "The W2 peers are POT's whole-matrix calls (its batched 1-D solver over all pairs in one "
+        "call, and the closed form through ot.dist); the earlier row-by-row loop (949x) is gone.",
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ several-fold with other jobs' load (the load average is recorded).
 
     python benchmarks/fast.py [--steps 150] [--tokens 32768] [--repeats 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,18 @@ def ours_steps(acts: torch.Tensor, steps: int, batch: int) -> None:
     from zoo.methods.fast.module import FastSAEModule
 
     module = FastSAEModule(geometric_median_sample=1024)
-    dm = FastSAEDataModule(training_tokens=steps * batch, batch_size=batch, activation_cache=None,
-                           empty_content="drop")
+    dm = FastSAEDataModule(training_tokens=steps * batch, batch_size=batch, activation_cache=None, empty_content="drop")
     dm.train_pieces, dm.stats = list(acts.split(256)), {}
-    trainer = L.Trainer(max_epochs=1, limit_val_batches=0, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1)
+    trainer = L.Trainer(
+        max_epochs=1,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+    )
     trainer.fit(module, datamodule=dm)
     assert trainer.global_step == steps
 
@@ -51,13 +59,28 @@ def saelens_steps(acts: torch.Tensor, steps: int, batch: int) -> None:
     from sae_lens.training.sae_trainer import SAETrainer
 
     d = acts.shape[1]
-    sae = StandardTrainingSAE(StandardTrainingSAEConfig(d_in=d, d_sae=8 * d, l1_coefficient=5.0,
-                                                        apply_b_dec_to_input=False, decoder_init_norm=1.0,
-                                                        normalize_activations="expected_average_only_in"))
-    cfg = SAETrainerConfig(total_training_samples=steps * batch, train_batch_size_samples=batch, lr=1e-3, lr_end=1e-4,
-                           lr_scheduler_name="cosineannealing", lr_warm_up_steps=round(0.05 * steps),
-                           lr_decay_steps=round(0.2 * steps), device="cpu", logger=LoggingConfig(log_to_wandb=False),
-                           n_batches_for_norm_estimate=10)
+    sae = StandardTrainingSAE(
+        StandardTrainingSAEConfig(
+            d_in=d,
+            d_sae=8 * d,
+            l1_coefficient=5.0,
+            apply_b_dec_to_input=False,
+            decoder_init_norm=1.0,
+            normalize_activations="expected_average_only_in",
+        )
+    )
+    cfg = SAETrainerConfig(
+        total_training_samples=steps * batch,
+        train_batch_size_samples=batch,
+        lr=1e-3,
+        lr_end=1e-4,
+        lr_scheduler_name="cosineannealing",
+        lr_warm_up_steps=round(0.05 * steps),
+        lr_decay_steps=round(0.2 * steps),
+        device="cpu",
+        logger=LoggingConfig(log_to_wandb=False),
+        n_batches_for_norm_estimate=10,
+    )
 
     def provider():
         gen = torch.Generator().manual_seed(0)
@@ -100,30 +123,49 @@ def main() -> None:
         t["ours_steps"].append(timed(lambda: ours_steps(acts, args.steps, batch)))
         t["saelens_steps"].append(timed(lambda: saelens_steps(acts, args.steps, batch)))
         t["ours_pipeline"].append(timed(lambda: ours_harvest_train(step_blocks, batch)))
-        t["saelens_runner"].append(timed(lambda: train_runner(step_blocks, training_tokens=len(acts) // batch * batch,
-                                                              batch_size=batch)))
+        t["saelens_runner"].append(
+            timed(lambda: train_runner(step_blocks, training_tokens=len(acts) // batch * batch, batch_size=batch))
+        )
         load.append(os.getloadavg()[0])
     best = {k: min(v) for k, v in t.items()}  # (cpu, wall) of the fastest repeat by CPU time
     tokens = len(acts) // batch * batch
     rows = [
-        {"comparison": "SAE steps/s on identical cached activations", "ours": args.steps / best["ours_steps"][0],
-         "peer": args.steps / best["saelens_steps"][0], "ratio": best["saelens_steps"][0] / best["ours_steps"][0],
-         "ours_wall_s": best["ours_steps"][1], "peer_wall_s": best["saelens_steps"][1], "target": 0.8},
-        {"comparison": "harvest + train tokens/s (BT(P) blocks)", "ours": tokens / best["ours_pipeline"][0],
-         "peer": tokens / best["saelens_runner"][0], "ratio": best["saelens_runner"][0] / best["ours_pipeline"][0],
-         "ours_wall_s": best["ours_pipeline"][1], "peer_wall_s": best["saelens_runner"][1], "target": 0.8},
+        {
+            "comparison": "SAE steps/s on identical cached activations",
+            "ours": args.steps / best["ours_steps"][0],
+            "peer": args.steps / best["saelens_steps"][0],
+            "ratio": best["saelens_steps"][0] / best["ours_steps"][0],
+            "ours_wall_s": best["ours_steps"][1],
+            "peer_wall_s": best["saelens_steps"][1],
+            "target": 0.8,
+        },
+        {
+            "comparison": "harvest + train tokens/s (BT(P) blocks)",
+            "ours": tokens / best["ours_pipeline"][0],
+            "peer": tokens / best["saelens_runner"][0],
+            "ratio": best["saelens_runner"][0] / best["ours_pipeline"][0],
+            "ours_wall_s": best["ours_pipeline"][1],
+            "peer_wall_s": best["saelens_runner"][1],
+            "target": 0.8,
+        },
     ]
     for r in rows:
         print(f"{r['comparison']}: ours {r['ours']:.1f}/CPU-s, sae-lens {r['peer']:.1f}/CPU-s, ratio {r['ratio']:.2f}")
-    write_result("fast", "bench-speed", rows, kind="benchmark", packages=["sae-lens"],
-                 paper="peer: sae-lens 6.54 SAETrainer and LanguageModelSAETrainingRunner (the paper trains with "
-                       "sae_lens plus custom code)",
-                 notes=f"zoo-lm.chat block 2, Standard SAE 8x (2,048 features), batch {batch}; {args.steps} steps on "
-                       f"{len(acts):,} cached activations; pipeline: {tokens:,} tokens of BT(P) 256-token blocks "
-                       f"harvested then trained (ours: Lightning Trainer; sae-lens: its runner incl. model wrapping "
-                       f"and norm estimate). One thread each, interleaved, {args.repeats} repeats, best CPU time "
-                       f"per side; ratio = peer CPU time / ours (> 1: ours faster). Load average during the run: "
-                       f"{', '.join(f'{x:.1f}' for x in load)} on 2 cores.")
+    write_result(
+        "fast",
+        "bench-speed",
+        rows,
+        kind="benchmark",
+        packages=["sae-lens"],
+        paper="peer: sae-lens 6.54 SAETrainer and LanguageModelSAETrainingRunner (the paper trains with "
+        "sae_lens plus custom code)",
+        notes=f"zoo-lm.chat block 2, Standard SAE 8x (2,048 features), batch {batch}; {args.steps} steps on "
+        f"{len(acts):,} cached activations; pipeline: {tokens:,} tokens of BT(P) 256-token blocks "
+        f"harvested then trained (ours: Lightning Trainer; sae-lens: its runner incl. model wrapping "
+        f"and norm estimate). One thread each, interleaved, {args.repeats} repeats, best CPU time "
+        f"per side; ratio = peer CPU time / ours (> 1: ours faster). Load average during the run: "
+        f"{', '.join(f'{x:.1f}' for x in load)} on 2 cores.",
+    )
 
 
 if __name__ == "__main__":

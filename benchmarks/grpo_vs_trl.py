@@ -16,6 +16,7 @@ machine slows both alike; medians of ``--reps`` pairs after ``--warmup``. Each c
 
 Writes ``results/anchor-adapter/grpo-vs-trl.json`` (``kind: benchmark``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,17 +61,44 @@ def trl_trainer(model, tok, texts: list[str], tokens: int, steps: int, callbacks
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    args = GRPOConfig(output_dir="/tmp/grpo-vs-trl", per_device_train_batch_size=len(texts) * G, num_generations=G,
-                      steps_per_generation=1, num_iterations=2, max_completion_length=tokens, temperature=1.0,
-                      epsilon=EPS, beta=0.0, loss_type="grpo", learning_rate=LR, lr_scheduler_type="constant",
-                      warmup_steps=0, weight_decay=0.0, max_grad_norm=1e9, bf16=False, use_cpu=True,
-                      gradient_checkpointing=False, max_steps=steps, logging_steps=10_000, save_strategy="no",
-                      report_to="none", shuffle_dataset=False, disable_dropout=True, dataloader_num_workers=0)
+    args = GRPOConfig(
+        output_dir="/tmp/grpo-vs-trl",
+        per_device_train_batch_size=len(texts) * G,
+        num_generations=G,
+        steps_per_generation=1,
+        num_iterations=2,
+        max_completion_length=tokens,
+        temperature=1.0,
+        epsilon=EPS,
+        beta=0.0,
+        loss_type="grpo",
+        learning_rate=LR,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1e9,
+        bf16=False,
+        use_cpu=True,
+        gradient_checkpointing=False,
+        max_steps=steps,
+        logging_steps=10_000,
+        save_strategy="no",
+        report_to="none",
+        shuffle_dataset=False,
+        disable_dropout=True,
+        dataloader_num_workers=0,
+    )
     model.generation_config.eos_token_id = None  # fixed-length completions, as ours
     model.generation_config.min_new_tokens = tokens
     data = Dataset.from_dict({"prompt": texts * (steps + 2)})
-    return GRPOTrainer(model=model, reward_funcs=random_reward, args=args, train_dataset=data,
-                       processing_class=tok, callbacks=callbacks)
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=random_reward,
+        args=args,
+        train_dataset=data,
+        processing_class=tok,
+        callbacks=callbacks,
+    )
 
 
 def main() -> None:
@@ -110,25 +138,36 @@ def main() -> None:
             if state.global_step % 2 == 0:
                 times["trl"].append(time.perf_counter() - self.pair_start)
                 times["ours"].append(ours_step(ours_model, tok, opt, texts, args.tokens))
-                print(f"pair {len(times['trl'])}: trl {times['trl'][-1]:.2f} s, ours {times['ours'][-1]:.2f} s",
-                      flush=True)
+                print(
+                    f"pair {len(times['trl'])}: trl {times['trl'][-1]:.2f} s, ours {times['ours'][-1]:.2f} s",
+                    flush=True,
+                )
 
     n = args.reps + args.warmup
     trl_trainer(trl_model, tok, texts, args.tokens, 2 * n, [Interleave()]).train()
-    ours = statistics.median(times["ours"][args.warmup:])
-    trl = statistics.median(times["trl"][args.warmup:])
-    ratios = [a / b for a, b in zip(times["ours"][args.warmup:], times["trl"][args.warmup:])]
-    rows = [{"contestant": k, "rep": i, "seconds": t} for k in times for i, t in enumerate(times[k][args.warmup:])]
-    summary = [{"ours_s": ours, "trl_s": trl, "ratio_of_medians": ours / trl, "median_paired_ratio":
-                statistics.median(ratios)}]
-    write_result("anchor-adapter", "grpo-vs-trl", rows, summary=summary, kind="benchmark",
-                 paper="issue #23 target: ours <= 1.0x TRL GRPOTrainer's time per GRPO step",
-                 notes=f"{args.arch} (random init), {args.prompts} chain_sum prompts x G={G}, {args.tokens} completion "
-                       f"tokens (fixed length), num_iterations=2, T=1, eps={EPS}, beta=0, loss_type=grpo, AdamW lr "
-                       f"{LR}, float32, CPU; {args.reps} interleaved pairs after {args.warmup} warm-up; one GRPO step "
-                       "= TRL's generating step + its reusing step.")
-    print(f"ours {ours:.3f} s, TRL {trl:.3f} s per GRPO step: ratio {ours / trl:.3f} "
-          f"(median paired {statistics.median(ratios):.3f})")
+    ours = statistics.median(times["ours"][args.warmup :])
+    trl = statistics.median(times["trl"][args.warmup :])
+    ratios = [a / b for a, b in zip(times["ours"][args.warmup :], times["trl"][args.warmup :])]
+    rows = [{"contestant": k, "rep": i, "seconds": t} for k in times for i, t in enumerate(times[k][args.warmup :])]
+    summary = [
+        {"ours_s": ours, "trl_s": trl, "ratio_of_medians": ours / trl, "median_paired_ratio": statistics.median(ratios)}
+    ]
+    write_result(
+        "anchor-adapter",
+        "grpo-vs-trl",
+        rows,
+        summary=summary,
+        kind="benchmark",
+        paper="issue #23 target: ours <= 1.0x TRL GRPOTrainer's time per GRPO step",
+        notes=f"{args.arch} (random init), {args.prompts} chain_sum prompts x G={G}, {args.tokens} completion "
+        f"tokens (fixed length), num_iterations=2, T=1, eps={EPS}, beta=0, loss_type=grpo, AdamW lr "
+        f"{LR}, float32, CPU; {args.reps} interleaved pairs after {args.warmup} warm-up; one GRPO step "
+        "= TRL's generating step + its reusing step.",
+    )
+    print(
+        f"ours {ours:.3f} s, TRL {trl:.3f} s per GRPO step: ratio {ours / trl:.3f} "
+        f"(median paired {statistics.median(ratios):.3f})"
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ CUDA wheels and ``triton`` (both absent with the CPU-only torch wheel). Measured
 
 Writes ``results/platform/install-footprint.json`` (``kind: benchmark``).
 """
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,12 @@ def _zoo_extras(extras: set[str]) -> set[str]:
     specs = [Requirement(s) for s in metadata.distribution("zoo").requires or []]
     grown = set(extras)
     while True:
-        more = {e for r in specs if _norm(r.name) == "zoo" and r.marker is not None
-                and any(r.marker.evaluate({"extra": x}) for x in grown) for e in r.extras} - grown
+        more = {
+            e
+            for r in specs
+            if _norm(r.name) == "zoo" and r.marker is not None and any(r.marker.evaluate({"extra": x}) for x in grown)
+            for e in r.extras
+        } - grown
         if not more:
             return grown
         grown |= more
@@ -74,19 +79,31 @@ def main() -> None:
     dev = _closure([Requirement("zoo")], {"dev"}) - {"zoo"} - core
     cuda = {n for n in core if n.startswith("nvidia-")}
     triton = {n for n in core if n == "triton"}
-    rows = [{"group": "core (pip install -e .)", "distributions": len(core), "MB": _megabytes(core)},
-            {"group": "  of which CUDA wheels (nvidia-*)", "distributions": len(cuda), "MB": _megabytes(cuda)},
-            {"group": "  of which triton", "distributions": len(triton), "MB": _megabytes(triton)},
-            {"group": "added by .[dev] (every extra, test and bench tools)", "distributions": len(dev),
-             "MB": _megabytes(dev)}]
+    rows = [
+        {"group": "core (pip install -e .)", "distributions": len(core), "MB": _megabytes(core)},
+        {"group": "  of which CUDA wheels (nvidia-*)", "distributions": len(cuda), "MB": _megabytes(cuda)},
+        {"group": "  of which triton", "distributions": len(triton), "MB": _megabytes(triton)},
+        {
+            "group": "added by .[dev] (every extra, test and bench tools)",
+            "distributions": len(dev),
+            "MB": _megabytes(dev),
+        },
+    ]
     for r in rows:
         print(f"{r['group']:<55} {r['distributions']:>4} distributions {r['MB']:>8.0f} MB")
-    print(write_result("platform", "install-footprint", rows, kind="benchmark",
-                       paper="n/a (what a user downloads and keeps on disk)",
-                       notes="Installed size of each distribution's files, from its RECORD, in the environment "
-                             "the script runs in (torch " + metadata.version("torch") + "). The CUDA wheels and "
-                             "triton come with the default torch wheel on Linux even without a GPU; the CPU-only "
-                             "wheel (README, Install) leaves them out."))
+    print(
+        write_result(
+            "platform",
+            "install-footprint",
+            rows,
+            kind="benchmark",
+            paper="n/a (what a user downloads and keeps on disk)",
+            notes="Installed size of each distribution's files, from its RECORD, in the environment "
+            "the script runs in (torch " + metadata.version("torch") + "). The CUDA wheels and "
+            "triton come with the default torch wheel on Linux even without a GPU; the CPU-only "
+            "wheel (README, Install) leaves them out.",
+        )
+    )
 
 
 if __name__ == "__main__":

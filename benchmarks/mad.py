@@ -10,6 +10,7 @@ the moments vs ``corrcoef`` + CLC from the stored matrix).
 
     python benchmarks/mad.py [--inputs 600 --draws 60 --repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,13 @@ def _setup(n_inputs: int):
     model = build_vision_model("vgg", 1, 10, 28, depth=4, width=8, pool_every=1, n_pools=3).eval()
     g = torch.Generator().manual_seed(1)
     x, y = torch.rand(n_inputs, 1, 28, 28, generator=g), torch.randint(0, 10, (n_inputs,), generator=g)
-    sampling = DataLoader(TensorDataset(torch.rand(512, 1, 28, 28, generator=g), torch.randint(0, 10, (512,), generator=g)),
-                          batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(2), drop_last=True)
+    sampling = DataLoader(
+        TensorDataset(torch.rand(512, 1, 28, 28, generator=g), torch.randint(0, 10, (512,), generator=g)),
+        batch_size=64,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(2),
+        drop_last=True,
+    )
     return model, x, y, sampling
 
 
@@ -85,8 +91,12 @@ def child(side: str, n_inputs: int, draws: int, burn_in: int) -> dict:
         state = traces.numel() * 4 + n_inputs * n_inputs * 8
     score_s = time.perf_counter() - t1
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"draws_per_s": draws / sample_s, "peak_rss_increase_mib": (rss1 - rss0) / 1024,
-            "trace_state_mib": state / 2**20, "score_s_per_1000": score_s * 1000 / n_inputs}
+    return {
+        "draws_per_s": draws / sample_s,
+        "peak_rss_increase_mib": (rss1 - rss0) / 1024,
+        "trace_state_mib": state / 2**20,
+        "score_s_per_1000": score_s * 1000 / n_inputs,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -105,21 +115,46 @@ def main(argv: list[str] | None = None) -> None:
     runs = {"ours": [], "plain": []}
     for _ in range(args.repeats):
         for side, results in runs.items():
-            out = subprocess.run([sys.executable, __file__, "--child", side, "--inputs", str(args.inputs), "--draws",
-                                  str(args.draws), "--burn-in", str(args.burn_in)], capture_output=True, text=True,
-                                 check=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    side,
+                    "--inputs",
+                    str(args.inputs),
+                    "--draws",
+                    str(args.draws),
+                    "--burn-in",
+                    str(args.burn_in),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     med = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for side, rs in runs.items()}
     rows = [{"side": side, "inputs": args.inputs, "draws": args.draws, **m} for side, m in med.items()]
-    rows.append({"side": "ratio ours/plain", "inputs": args.inputs, "draws": args.draws,
-                 **{k: med["ours"][k] / med["plain"][k] if med["plain"][k] else None for k in med["ours"]}})
-    write_result("mad", "sampler-benchmark", rows, kind="benchmark",
-                 notes=f"Streamed trace moments vs a plain loop storing the (draws x inputs) matrix; {args.inputs} "
-                       f"inputs (references every third), {args.draws} draws ({args.burn_in} burn-in), VGG depth 4 "
-                       f"width 8 on 1x28x28, one thread, medians of {args.repeats} interleaved repeats in fresh "
-                       "subprocesses. The state ratio grows with draws (ours is flat in draws); the plain side's "
-                       "scoring builds the full inputs x inputs correlation matrix.",
-                 paper="no peer figure: the authors use devinterp's sampler with a callback storing every trace")
+    rows.append(
+        {
+            "side": "ratio ours/plain",
+            "inputs": args.inputs,
+            "draws": args.draws,
+            **{k: med["ours"][k] / med["plain"][k] if med["plain"][k] else None for k in med["ours"]},
+        }
+    )
+    write_result(
+        "mad",
+        "sampler-benchmark",
+        rows,
+        kind="benchmark",
+        notes=f"Streamed trace moments vs a plain loop storing the (draws x inputs) matrix; {args.inputs} "
+        f"inputs (references every third), {args.draws} draws ({args.burn_in} burn-in), VGG depth 4 "
+        f"width 8 on 1x28x28, one thread, medians of {args.repeats} interleaved repeats in fresh "
+        "subprocesses. The state ratio grows with draws (ours is flat in draws); the plain side's "
+        "scoring builds the full inputs x inputs correlation matrix.",
+        paper="no peer figure: the authors use devinterp's sampler with a callback storing every trace",
+    )
     print(json.dumps(rows, indent=1))
 
 

@@ -16,6 +16,7 @@ between repeats. Also times ``import zoo`` and ``zoo list``.
 Writes ``results/platform/overhead.json`` (``kind: benchmark``; the machine load at start and end is in its
 provenance and in each row, since on a shared machine the ratio is load-dominated).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,10 +61,19 @@ def zoo_steps(steps: int, arch: str, batch_size: int, max_length: int, out_dir: 
     from zoo.cli import compose_and_validate
     from zoo.core.build import train
 
-    cfg = compose_and_validate(["recipe=zoo-lm.yaml", *_overrides(arch, batch_size, max_length),
-                                f"trainer.max_steps={steps}", "trainer.limit_val_batches=0",
-                                "trainer.val_check_interval=null", "checkpoint.monitor=null", "logger.kind=csv",
-                                "export.formats=[]", f"out_dir={out_dir}"])
+    cfg = compose_and_validate(
+        [
+            "recipe=zoo-lm.yaml",
+            *_overrides(arch, batch_size, max_length),
+            f"trainer.max_steps={steps}",
+            "trainer.limit_val_batches=0",
+            "trainer.val_check_interval=null",
+            "checkpoint.monitor=null",
+            "logger.kind=csv",
+            "export.formats=[]",
+            f"out_dir={out_dir}",
+        ]
+    )
     clock = StepClock()
     train(cfg, callbacks=[clock])
     return clock.stamps
@@ -92,8 +102,9 @@ def bare_steps(steps: int, arch: str, batch_size: int, max_length: int) -> list[
         stamps.append(time.perf_counter())
         batch = next(batches)
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1].float()
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)),
-                                                 batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.size(-1)), batch["labels"][:, 1:].reshape(-1), ignore_index=-100
+        )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -121,8 +132,10 @@ def main() -> None:
     shape = (args.arch, args.batch_size, args.max_length)
     zoo_s, bare_s, loads = [], [], []
     for i in range(args.repeats):  # the side that runs first alternates, so order effects cancel in the median
-        sides = [lambda: zoo_s.append(_median_step(zoo_steps(args.steps, *shape, tmp))),
-                 lambda: bare_s.append(_median_step(bare_steps(args.steps, *shape)))]
+        sides = [
+            lambda: zoo_s.append(_median_step(zoo_steps(args.steps, *shape, tmp))),
+            lambda: bare_s.append(_median_step(bare_steps(args.steps, *shape))),
+        ]
         for run_side in sides if i % 2 == 0 else sides[::-1]:
             run_side()
         loads.append(os.getloadavg()[0])
@@ -132,24 +145,47 @@ def main() -> None:
     imp = statistics.median(_time_cmd([sys.executable, "-c", "import zoo"]) for _ in range(5))
     base = statistics.median(_time_cmd([sys.executable, "-c", "pass"]) for _ in range(5))
     lst = statistics.median(_time_cmd([sys.executable, "-m", "zoo.cli", "list"]) for _ in range(3))
-    print(f"model {args.arch}, batch {args.batch_size} x {args.max_length} tokens, {args.steps} steps, "
-          f"median step of {args.repeats} interleaved repeats")
-    print(f"per-step  train.py {z * 1e3:.1f} ms   bare loop {b * 1e3:.1f} ms   median of per-repeat ratios "
-          f"{paired:.3f} (target <= 1.05; range {min(ratios):.3f}-{max(ratios):.3f}); ratio of medians {z / b:.3f}")
+    print(
+        f"model {args.arch}, batch {args.batch_size} x {args.max_length} tokens, {args.steps} steps, "
+        f"median step of {args.repeats} interleaved repeats"
+    )
+    print(
+        f"per-step  train.py {z * 1e3:.1f} ms   bare loop {b * 1e3:.1f} ms   median of per-repeat ratios "
+        f"{paired:.3f} (target <= 1.05; range {min(ratios):.3f}-{max(ratios):.3f}); ratio of medians {z / b:.3f}"
+    )
     print(f"import zoo {imp - base:.3f} s over bare python (target < 0.3 s); zoo list {lst:.3f} s (target < 1 s)")
-    rows = [{"repeat": i, "train.py ms": zs * 1e3, "bare loop ms": bs * 1e3, "ratio": zs / bs, "load (1 min)": ld}
-            for i, (zs, bs, ld) in enumerate(zip(zoo_s, bare_s, loads))]
-    rows.append({"repeat": "median", "train.py ms": z * 1e3, "bare loop ms": b * 1e3, "ratio": paired,
-                 "ratio of medians": z / b, "ratio min": min(ratios), "ratio max": max(ratios),
-                 "import zoo s (over bare python)": imp - base, "zoo list s": lst})
-    print(write_result("platform", "overhead", rows, kind="benchmark",
-                       paper="n/a (zoo targets: ratio <= 1.05, import zoo < 0.3 s, zoo list < 1 s)",
-                       notes=f"Model {args.arch}, batch {args.batch_size} x {args.max_length} tokens, {args.steps} "
-                             f"steps, per-step = median interval between step starts, {args.repeats} interleaved "
-                             "repeats; the median row's 'ratio' is the median of the per-repeat (paired) ratios, "
-                             "'ratio of medians' divides the two sides' median steps; 'load (1 min)' is the machine's 1-minute load average after each repeat (2 "
-                             "cores). On a loaded machine the ratio is dominated by contention; the idle figure "
-                             "needs a quiet machine and >= 5 runs."))
+    rows = [
+        {"repeat": i, "train.py ms": zs * 1e3, "bare loop ms": bs * 1e3, "ratio": zs / bs, "load (1 min)": ld}
+        for i, (zs, bs, ld) in enumerate(zip(zoo_s, bare_s, loads))
+    ]
+    rows.append(
+        {
+            "repeat": "median",
+            "train.py ms": z * 1e3,
+            "bare loop ms": b * 1e3,
+            "ratio": paired,
+            "ratio of medians": z / b,
+            "ratio min": min(ratios),
+            "ratio max": max(ratios),
+            "import zoo s (over bare python)": imp - base,
+            "zoo list s": lst,
+        }
+    )
+    print(
+        write_result(
+            "platform",
+            "overhead",
+            rows,
+            kind="benchmark",
+            paper="n/a (zoo targets: ratio <= 1.05, import zoo < 0.3 s, zoo list < 1 s)",
+            notes=f"Model {args.arch}, batch {args.batch_size} x {args.max_length} tokens, {args.steps} "
+            f"steps, per-step = median interval between step starts, {args.repeats} interleaved "
+            "repeats; the median row's 'ratio' is the median of the per-repeat (paired) ratios, "
+            "'ratio of medians' divides the two sides' median steps; 'load (1 min)' is the machine's 1-minute load average after each repeat (2 "
+            "cores). On a loaded machine the ratio is dominated by contention; the idle figure "
+            "needs a quiet machine and >= 5 runs.",
+        )
+    )
 
 
 if __name__ == "__main__":

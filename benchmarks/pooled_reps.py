@@ -9,6 +9,7 @@ the peer: every step's hidden-state tuple) and the peak-RSS growth of a forked c
 
 Targets (issue 20): throughput >= 1.0x the peer's, extra memory <= 1/10 of the peer's at T = 256.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -102,31 +103,48 @@ def main(argv: list[str] | None = None) -> None:
     held_peer = _held_bytes_peer(model, tok, ids, mask, T)
     rss = {name: _rss_growth(name, T, args.batch) for name in ("ours", "peer")}
     tokens = args.batch * T
-    row = {"T": T, "batch": args.batch, "layers": model.config.num_hidden_layers, "repeats": args.repeats,
-           "max_abs_diff": max_diff,
-           "ours_wall_s": statistics.median(wall["ours"]), "peer_wall_s": statistics.median(wall["peer"]),
-           "ours_cpu_s": statistics.median(cpu["ours"]), "peer_cpu_s": statistics.median(cpu["peer"]),
-           "throughput_ratio_wall": statistics.median(wall["peer"]) / statistics.median(wall["ours"]),
-           "throughput_ratio_cpu": statistics.median(cpu["peer"]) / statistics.median(cpu["ours"]),
-           "ours_tokens_per_s": tokens / statistics.median(wall["ours"]),
-           "peer_tokens_per_s": tokens / statistics.median(wall["peer"]),
-           "ours_held_mib": held_ours / 2**20, "peer_held_mib": held_peer / 2**20,
-           "held_memory_ratio": held_ours / held_peer,
-           "ours_rss_growth_mib": rss["ours"], "peer_rss_growth_mib": rss["peer"],
-           "load_1min": os.getloadavg()[0]}
+    row = {
+        "T": T,
+        "batch": args.batch,
+        "layers": model.config.num_hidden_layers,
+        "repeats": args.repeats,
+        "max_abs_diff": max_diff,
+        "ours_wall_s": statistics.median(wall["ours"]),
+        "peer_wall_s": statistics.median(wall["peer"]),
+        "ours_cpu_s": statistics.median(cpu["ours"]),
+        "peer_cpu_s": statistics.median(cpu["peer"]),
+        "throughput_ratio_wall": statistics.median(wall["peer"]) / statistics.median(wall["ours"]),
+        "throughput_ratio_cpu": statistics.median(cpu["peer"]) / statistics.median(cpu["ours"]),
+        "ours_tokens_per_s": tokens / statistics.median(wall["ours"]),
+        "peer_tokens_per_s": tokens / statistics.median(wall["peer"]),
+        "ours_held_mib": held_ours / 2**20,
+        "peer_held_mib": held_peer / 2**20,
+        "held_memory_ratio": held_ours / held_peer,
+        "ours_rss_growth_mib": rss["ours"],
+        "peer_rss_growth_mib": rss["peer"],
+        "load_1min": os.getloadavg()[0],
+    }
     for k, v in row.items():
         print(f"{k:>24}: {v:.6g}" if isinstance(v, float) else f"{k:>24}: {v}")
     if args.json:
         path = write_result(
-            "pooled-reps", "bench-pooling", [row], kind="benchmark",
-            paper={"target": "throughput >= 1.0x the peer's; extra memory <= 1/10 of the peer's at T = 256; "
-                             "vectors equal to 1e-5"},
-            notes=(f"zoo-lm.chat (4 blocks, d 256), {args.batch} held-out Alpaca prompts, T = {T} new tokens "
-                   "(T + 1 decoded by both: the extra forward holds token T), temperature 0.7, top-p 0.95, seed 0, "
-                   f"one thread, {args.repeats} interleaved repeats (median). Ours: forward hooks keep running sums "
-                   "(mean, prompt, last per readout layer; no per-token states). Peer: generate("
-                   "output_hidden_states=True, return_dict_in_generate=True) then masked means. held = bytes of the "
-                   "tensors each keeps for pooling; rss = peak-RSS growth of a forked child running it once."))
+            "pooled-reps",
+            "bench-pooling",
+            [row],
+            kind="benchmark",
+            paper={
+                "target": "throughput >= 1.0x the peer's; extra memory <= 1/10 of the peer's at T = 256; "
+                "vectors equal to 1e-5"
+            },
+            notes=(
+                f"zoo-lm.chat (4 blocks, d 256), {args.batch} held-out Alpaca prompts, T = {T} new tokens "
+                "(T + 1 decoded by both: the extra forward holds token T), temperature 0.7, top-p 0.95, seed 0, "
+                f"one thread, {args.repeats} interleaved repeats (median). Ours: forward hooks keep running sums "
+                "(mean, prompt, last per readout layer; no per-token states). Peer: generate("
+                "output_hidden_states=True, return_dict_in_generate=True) then masked means. held = bytes of the "
+                "tensors each keeps for pooling; rss = peak-RSS growth of a forked child running it once."
+            ),
+        )
         print(f"wrote {path}")
 
 

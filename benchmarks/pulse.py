@@ -8,6 +8,7 @@ subset statsmodels does not converge on is counted and left out of the check). P
 
     python benchmarks/pulse.py [--features 9] [--repeats 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,8 @@ def statsmodels_loop(X, y, n, masks) -> tuple[np.ndarray, int]:
         warnings.simplefilter("ignore")
         for b, m in enumerate(masks):
             res = sm.GLM(y, Z[:, m], family=sm.families.Poisson(sm.families.links.Identity())).fit(
-                start_params=np.r_[start0, np.zeros(m.sum() - 1)], tol=1e-10, maxiter=100)
+                start_params=np.r_[start0, np.zeros(m.sum() - 1)], tol=1e-10, maxiter=100
+            )
             converged = bool(getattr(res, "converged", True))
             failed += not converged
             out[b] = -res.llf if converged else np.nan
@@ -60,18 +62,34 @@ def main(argv=None) -> int:
             t_ref = time.perf_counter() - t0
             ok = np.isfinite(ref)
             rel = float(np.max(np.abs(ours[ok] - ref[ok]) / np.abs(ref[ok])))
-            rows.append({"feature": f, "repeat": rep, "subsets": len(masks), "ours_s": t_ours, "statsmodels_s": t_ref,
-                         "speedup": t_ref / t_ours, "max_rel_nll_diff": rel, "statsmodels_not_converged": failed,
-                         "nll_equal_1e-6": rel <= 1e-6})
+            rows.append(
+                {
+                    "feature": f,
+                    "repeat": rep,
+                    "subsets": len(masks),
+                    "ours_s": t_ours,
+                    "statsmodels_s": t_ref,
+                    "speedup": t_ref / t_ours,
+                    "max_rel_nll_diff": rel,
+                    "statsmodels_not_converged": failed,
+                    "nll_equal_1e-6": rel <= 1e-6,
+                }
+            )
             print(rows[-1])
-    write_result("pulse", "subset-fits", rows, kind="benchmark",
-                 paper={"target": ">= 10x over statsmodels GLM looped over the 4,096 subsets, NLL equal to 1e-6 "
-                                  "relative (issue 27)"},
-                 notes="One process, one thread each, the same 4,096 hinge subsets of the 12 releases on the real "
-                       "daily aggregates (T = 1,065 days); ours = batched Newton with backtracking (lambda >= 1e-8), "
-                       "statsmodels = GLM(Poisson, identity link) per subset from the same start.",
-                 packages=["statsmodels"],
-                 command=None if argv is None else "python benchmarks/pulse.py " + " ".join(argv))
+    write_result(
+        "pulse",
+        "subset-fits",
+        rows,
+        kind="benchmark",
+        paper={
+            "target": ">= 10x over statsmodels GLM looped over the 4,096 subsets, NLL equal to 1e-6 relative (issue 27)"
+        },
+        notes="One process, one thread each, the same 4,096 hinge subsets of the 12 releases on the real "
+        "daily aggregates (T = 1,065 days); ours = batched Newton with backtracking (lambda >= 1e-8), "
+        "statsmodels = GLM(Poisson, identity link) per subset from the same start.",
+        packages=["statsmodels"],
+        command=None if argv is None else "python benchmarks/pulse.py " + " ".join(argv),
+    )
     return 0
 
 

@@ -11,6 +11,7 @@ file is then ``quickstart-<recipe stem>.json``.
 
 Writes ``results/platform/quickstart.json`` (``kind: benchmark``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,16 +33,25 @@ def run_once(tmp: str, recipe: str = "shapo.yaml", overrides: tuple[str, ...] = 
     """One quickstart run in a fresh process: ``{"wall s", "peak resident memory GB", "steps", "exit status"}``."""
     load = os.getloadavg()[0]
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "train.py", f"recipe={recipe}", *overrides, f"out_dir={tmp}"], cwd=ROOT,
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "train.py", f"recipe={recipe}", *overrides, f"out_dir={tmp}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - t
     if out.returncode != 0:
         raise SystemExit(f"quickstart failed with exit {out.returncode}:\n{out.stderr[-3000:]}")
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest child so far (Linux: KiB)
     metrics = json.loads(next(Path(tmp).glob("*/version_*/metrics.json")).read_text())["metrics"]
-    return {"wall s": round(wall, 1), "peak resident memory GB": round(peak_kb / 2**20, 3),
-            "steps": int(metrics["global_step"]), "exit status": out.returncode,
-            "load at start (1 min)": round(load, 2)}
+    return {
+        "wall s": round(wall, 1),
+        "peak resident memory GB": round(peak_kb / 2**20, 3),
+        "steps": int(metrics["global_step"]),
+        "exit status": out.returncode,
+        "load at start (1 min)": round(load, 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -56,14 +66,21 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(run_once(tmp, a.recipe, tuple(a.set)))
             print(rows[-1])
     name = "quickstart" if a.recipe == "shapo.yaml" else f"quickstart-{Path(a.recipe).stem}"
-    print(write_result("platform", name, rows, kind="benchmark",
-                       paper="n/a (the README quotes this time)",
-                       notes=f"`python train.py {' '.join([f'recipe={a.recipe}', *a.set])}` from the project root in a fresh process: "
-                             "the starting weights (zoo-lm.chat, or the SmolLM2 base) and the cost model verified and "
-                             "loaded, stage A probe and masks, the "
-                             "recipe's steps (every 5th a ShaPO step), final validation with harmful-completion "
-                             "rates. Wall clock of the process; peak resident memory of the child (ru_maxrss). "
-                             "'load at start' is the machine's 1-minute load average (2 cores)."))
+    print(
+        write_result(
+            "platform",
+            name,
+            rows,
+            kind="benchmark",
+            paper="n/a (the README quotes this time)",
+            notes=f"`python train.py {' '.join([f'recipe={a.recipe}', *a.set])}` from the project root in a fresh process: "
+            "the starting weights (zoo-lm.chat, or the SmolLM2 base) and the cost model verified and "
+            "loaded, stage A probe and masks, the "
+            "recipe's steps (every 5th a ShaPO step), final validation with harmful-completion "
+            "rates. Wall clock of the process; peak resident memory of the child (ru_maxrss). "
+            "'load at start' is the machine's 1-minute load average (2 cores).",
+        )
+    )
 
 
 if __name__ == "__main__":

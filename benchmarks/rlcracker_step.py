@@ -17,6 +17,7 @@ MiniLM similarity to the marked text):
 A TRL callback runs one of ours and one RLCracker step after every TRL step, so a busy machine slows all alike;
 medians of ``--reps`` after ``--warmup``. Writes ``results/rlcracker/step-time.json`` (``kind: benchmark``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,9 @@ def main() -> None:
         ids, mask = left_pad([rewrite_prompt(tok, t) for t in marked], tok.pad_token_id)
         ro = grpo.sample_rollouts(ours_mod.lm, ids, mask, G, args.tokens, [-1], tok.pad_token_id, TEMP)
         r = torch.tensor(reward(ours_mod.decode(ro), [t for t in marked for _ in range(G)]))
-        grpo.policy_update(ours_mod.lm, opt_ours, ro, grpo.group_advantages(r, G), updates=1, epsilon=0.2,
-                           beta=0.0, temperature=TEMP)
+        grpo.policy_update(
+            ours_mod.lm, opt_ours, ro, grpo.group_advantages(r, G), updates=1, epsilon=0.2, beta=0.0, temperature=TEMP
+        )
         return time.perf_counter() - start
 
     def full_step() -> float:
@@ -95,29 +97,72 @@ def main() -> None:
             print({k: round(v[-1], 2) for k, v in times.items()}, flush=True)
 
     n = args.reps + args.warmup
-    prompts = [tok.apply_chat_template([{"role": "user", "content": rewrite_prompt_text(t)}], tokenize=False,
-                                       add_generation_prompt=True) for t in marked]
+    prompts = [
+        tok.apply_chat_template(
+            [{"role": "user", "content": rewrite_prompt_text(t)}], tokenize=False, add_generation_prompt=True
+        )
+        for t in marked
+    ]
     data = Dataset.from_dict({"prompt": prompts * (n + 2), "marked_text": marked * (n + 2)})
-    cfg = GRPOConfig(output_dir="/tmp/rlcracker-step", per_device_train_batch_size=len(marked) * G,
-                     num_generations=G, steps_per_generation=1, num_iterations=1, max_completion_length=args.tokens,
-                     temperature=TEMP, epsilon=0.2, beta=0.0, loss_type="grpo", learning_rate=LR,
-                     lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1e9, bf16=False,
-                     use_cpu=True, gradient_checkpointing=False, max_steps=n, logging_steps=10_000,
-                     save_strategy="no", report_to="none", shuffle_dataset=False, disable_dropout=True,
-                     dataloader_num_workers=0)
-    GRPOTrainer(model=trl_mod.lm, reward_funcs=reward, args=cfg, train_dataset=data, processing_class=tok,
-                callbacks=[Interleave()]).train()
-    med = {k: statistics.median(v[args.warmup:]) for k, v in times.items()}
-    out = [{"contestant": k, "rep": i, "seconds": t} for k in times for i, t in enumerate(times[k][args.warmup:])]
-    summary = [{"ours_s": med["ours"], "trl_s": med["trl"], "rlcracker_s": med["rlcracker"],
-                "ours_over_trl": med["ours"] / med["trl"], "rlcracker_over_trl": med["rlcracker"] / med["trl"]}]
-    write_result("rlcracker", "step-time", out, summary=summary, kind="benchmark",
-                 paper="issue #24 target: our GRPO step <= 1.0x TRL GRPOTrainer's",
-                 notes=f"zoo-lm-small + LoRA r32 (random init), {len(marked)} rewrite prompts x G={G}, {args.tokens} "
-                       f"completion tokens (fixed length), mu=1, T={TEMP}, eps=0.2, loss_type=grpo, AdamW lr {LR}, "
-                       f"float32, CPU, MiniLM r_sem reward on all sides; {args.reps} interleaved reps after "
-                       f"{args.warmup} warm-up; rlcracker = the full step (reference passes, token reward, beta 0.04, "
-                       "NLL).")
+    cfg = GRPOConfig(
+        output_dir="/tmp/rlcracker-step",
+        per_device_train_batch_size=len(marked) * G,
+        num_generations=G,
+        steps_per_generation=1,
+        num_iterations=1,
+        max_completion_length=args.tokens,
+        temperature=TEMP,
+        epsilon=0.2,
+        beta=0.0,
+        loss_type="grpo",
+        learning_rate=LR,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1e9,
+        bf16=False,
+        use_cpu=True,
+        gradient_checkpointing=False,
+        max_steps=n,
+        logging_steps=10_000,
+        save_strategy="no",
+        report_to="none",
+        shuffle_dataset=False,
+        disable_dropout=True,
+        dataloader_num_workers=0,
+    )
+    GRPOTrainer(
+        model=trl_mod.lm,
+        reward_funcs=reward,
+        args=cfg,
+        train_dataset=data,
+        processing_class=tok,
+        callbacks=[Interleave()],
+    ).train()
+    med = {k: statistics.median(v[args.warmup :]) for k, v in times.items()}
+    out = [{"contestant": k, "rep": i, "seconds": t} for k in times for i, t in enumerate(times[k][args.warmup :])]
+    summary = [
+        {
+            "ours_s": med["ours"],
+            "trl_s": med["trl"],
+            "rlcracker_s": med["rlcracker"],
+            "ours_over_trl": med["ours"] / med["trl"],
+            "rlcracker_over_trl": med["rlcracker"] / med["trl"],
+        }
+    ]
+    write_result(
+        "rlcracker",
+        "step-time",
+        out,
+        summary=summary,
+        kind="benchmark",
+        paper="issue #24 target: our GRPO step <= 1.0x TRL GRPOTrainer's",
+        notes=f"zoo-lm-small + LoRA r32 (random init), {len(marked)} rewrite prompts x G={G}, {args.tokens} "
+        f"completion tokens (fixed length), mu=1, T={TEMP}, eps=0.2, loss_type=grpo, AdamW lr {LR}, "
+        f"float32, CPU, MiniLM r_sem reward on all sides; {args.reps} interleaved reps after "
+        f"{args.warmup} warm-up; rlcracker = the full step (reference passes, token reward, beta 0.04, "
+        "NLL).",
+    )
     print(summary[0])
 
 

@@ -9,6 +9,7 @@ the median images/s.
 
     python benchmarks/saliency_bias.py [--batch-size 64] [--repeats 7] [--ig-steps 16]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,13 +43,18 @@ def main(argv: list[str] | None = None) -> None:
     x = torch.randn(args.batch_size, 3, 64, 64)
     t = torch.randint(0, 10, (args.batch_size,))
     sides = {
-        "gradient": (lambda: saliency_maps(model, x, t, "gradient", batch_size=args.batch_size),
-                     lambda: Saliency(model).attribute(x.clone().requires_grad_(True), target=t, abs=False)),
+        "gradient": (
+            lambda: saliency_maps(model, x, t, "gradient", batch_size=args.batch_size),
+            lambda: Saliency(model).attribute(x.clone().requires_grad_(True), target=t, abs=False),
+        ),
         "integrated_gradients": (
-            lambda: saliency_maps(model, x, t, "integrated_gradients", batch_size=args.batch_size,
-                                  ig_steps=args.ig_steps),
-            lambda: IntegratedGradients(model).attribute(x.clone().requires_grad_(True), baselines=0.0, target=t,
-                                                         n_steps=args.ig_steps)),
+            lambda: saliency_maps(
+                model, x, t, "integrated_gradients", batch_size=args.batch_size, ig_steps=args.ig_steps
+            ),
+            lambda: IntegratedGradients(model).attribute(
+                x.clone().requires_grad_(True), baselines=0.0, target=t, n_steps=args.ig_steps
+            ),
+        ),
     }
     rows = []
     for method, (ours, direct) in sides.items():
@@ -58,13 +64,27 @@ def main(argv: list[str] | None = None) -> None:
             r_ours.append(_rate(ours, len(x)))
             r_direct.append(_rate(direct, len(x)))
         o, d = statistics.median(r_ours), statistics.median(r_direct)
-        rows.append({"method": method, "batch": len(x), "ours_images_per_s": o, "captum_images_per_s": d,
-                     "ratio": o / d, "target": 0.9})
+        rows.append(
+            {
+                "method": method,
+                "batch": len(x),
+                "ours_images_per_s": o,
+                "captum_images_per_s": d,
+                "ratio": o / d,
+                "target": 0.9,
+            }
+        )
         print(rows[-1], flush=True)
-    path = write_result("saliency-bias", "bench-saliency-loop", rows, kind="benchmark", packages=["captum"],
-                        notes=OUR_METRIC + "Images/s of zoo's saliency loop vs captum called directly on the same VGG "
-                              f"(zero padding, depth 8, width 16), batch {len(x)} of 3x64x64, median of "
-                              f"{args.repeats} interleaved repeats; ratio = ours / captum (target >= 0.9).")
+    path = write_result(
+        "saliency-bias",
+        "bench-saliency-loop",
+        rows,
+        kind="benchmark",
+        packages=["captum"],
+        notes=OUR_METRIC + "Images/s of zoo's saliency loop vs captum called directly on the same VGG "
+        f"(zero padding, depth 8, width 16), batch {len(x)} of 3x64x64, median of "
+        f"{args.repeats} interleaved repeats; ratio = ours / captum (target >= 0.9).",
+    )
     print(path)
 
 

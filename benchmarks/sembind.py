@@ -7,6 +7,7 @@ images/s (target >= 0.85x).
 
     OMP_NUM_THREADS=1 nice -n 10 python benchmarks/sembind.py [--masker sembind.cifar] [--images 64] [--repeats 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,13 +60,23 @@ def main(argv: list[str] | None = None) -> None:
             rates[k].append(args.images / (time.perf_counter() - t))
     med = {k: statistics.median(v) for k, v in rates.items()}
     rows = [{"side": k, "images": args.images, "images_per_s": v} for k, v in med.items()]
-    rows.append({"side": "ratio sembind/plain", "images": args.images,
-                 "images_per_s": med["sembind + tree-ring"] / med["plain tree-ring"]})
-    write_result("sembind", "verification-benchmark", rows, kind="benchmark",
-                 notes=f"Verification of {args.images} generated 3x{G.size}x{G.size} images with {args.masker}'s "
-                       f"provider model: 10-step DDIM inversion + Tree-Ring score, SemBind adding encoder + masker "
-                       f"codes and demodulation (r = 0.5); one thread, medians of {args.repeats} alternating "
-                       f"repeats; load at start {os.getloadavg()[0]:.1f}. Target: ratio >= 0.85.")
+    rows.append(
+        {
+            "side": "ratio sembind/plain",
+            "images": args.images,
+            "images_per_s": med["sembind + tree-ring"] / med["plain tree-ring"],
+        }
+    )
+    write_result(
+        "sembind",
+        "verification-benchmark",
+        rows,
+        kind="benchmark",
+        notes=f"Verification of {args.images} generated 3x{G.size}x{G.size} images with {args.masker}'s "
+        f"provider model: 10-step DDIM inversion + Tree-Ring score, SemBind adding encoder + masker "
+        f"codes and demodulation (r = 0.5); one thread, medians of {args.repeats} alternating "
+        f"repeats; load at start {os.getloadavg()[0]:.1f}. Target: ratio >= 0.85.",
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ blocks interleaved in alternating order, one thread); ratios are of median steps
 
     nice -n 10 python benchmarks/sf_consolidation.py [--steps 1000] [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,9 @@ class Ours:
     def __init__(self, env: str, critic: str, consolidation: str, total: int, warmup: int):
         dm_kw, _ = SETTINGS[env]
         self.dm = DriftDataModule(env=env, steps=total, warmup=warmup, buffer_size=total, seed=0, **dm_kw)
-        self.module = SFConsolidationModule(env=env, critic=critic, consolidation=consolidation,
-                                            lr=1e-3, eval_every=10**9)
+        self.module = SFConsolidationModule(
+            env=env, critic=critic, consolidation=consolidation, lr=1e-3, eval_every=10**9
+        )
         self.module.attach(self.dm)
         self.opts = self.module.configure_optimizers()
         self.gen = self.dm.run()
@@ -52,8 +54,15 @@ class Peer:
     def __init__(self, env: str, total: int, warmup: int):
         dm_kw, algo = SETTINGS[env]
         dm = DriftDataModule(env=env, steps=total, warmup=warmup, seed=0, **dm_kw)
-        self.model = sb3_reference(dm.env, algo, steps=1, batch_size=dm_kw["batch_size"],
-                                   train_freq=dm_kw["learn_every"], learning_starts=warmup, lr=1e-3)
+        self.model = sb3_reference(
+            dm.env,
+            algo,
+            steps=1,
+            batch_size=dm_kw["batch_size"],
+            train_freq=dm_kw["learn_every"],
+            learning_starts=warmup,
+            lr=1e-3,
+        )
 
     def block(self, n: int) -> None:
         self.model.learn(total_timesteps=n, reset_num_timesteps=False)
@@ -69,29 +78,53 @@ def main(argv: list[str] | None = None) -> None:
     total = a.warmup + a.steps * (a.repeats + 1) + 10
     rows, load = [], [os.getloadavg()[0]]
     for env in a.envs:
-        sides = {"sb3": Peer(env, total, a.warmup), "ours-plain": Ours(env, "q", "none", total, a.warmup),
-                 "ours-sf-multi": Ours(env, "sf", "multi", total, a.warmup)}
+        sides = {
+            "sb3": Peer(env, total, a.warmup),
+            "ours-plain": Ours(env, "q", "none", total, a.warmup),
+            "ours-sf-multi": Ours(env, "sf", "multi", total, a.warmup),
+        }
         for side in sides.values():
-            side.block(a.warmup)                                              # fill the replay, learning starts
-        t = compare({name: functools.partial(side.block, a.steps) for name, side in sides.items()},
-                    repeats=a.repeats, warmup=1, threads=1)
+            side.block(a.warmup)  # fill the replay, learning starts
+        t = compare(
+            {name: functools.partial(side.block, a.steps) for name, side in sides.items()},
+            repeats=a.repeats,
+            warmup=1,
+            threads=1,
+        )
         load.append(os.getloadavg()[0])
         med = {k: a.steps / t.median(k) for k in sides}
-        rows.append({"env": env, "peer": "stable-baselines3 " + SETTINGS[env][1].upper(),
-                     "sb3_steps_per_s": med["sb3"], "ours_plain_steps_per_s": med["ours-plain"],
-                     "ours_sf_multi_steps_per_s": med["ours-sf-multi"],
-                     "ratio_plain_vs_sb3": med["ours-plain"] / med["sb3"],
-                     "ratio_sf_multi_vs_sb3": med["ours-sf-multi"] / med["sb3"],
-                     "time_ratio_sf_multi_vs_plain": med["ours-plain"] / med["ours-sf-multi"],
-                     "repeats": a.repeats, "block_steps": a.steps})
+        rows.append(
+            {
+                "env": env,
+                "peer": "stable-baselines3 " + SETTINGS[env][1].upper(),
+                "sb3_steps_per_s": med["sb3"],
+                "ours_plain_steps_per_s": med["ours-plain"],
+                "ours_sf_multi_steps_per_s": med["ours-sf-multi"],
+                "ratio_plain_vs_sb3": med["ours-plain"] / med["sb3"],
+                "ratio_sf_multi_vs_sb3": med["ours-sf-multi"] / med["sb3"],
+                "time_ratio_sf_multi_vs_plain": med["ours-plain"] / med["ours-sf-multi"],
+                "repeats": a.repeats,
+                "block_steps": a.steps,
+            }
+        )
         print(rows[-1], flush=True)
     loads = ", ".join(f"{x:.1f}" for x in load)
-    notes = (f"Env steps/s with learning (one process, blocks of {a.steps} steps after a {a.warmup}-step replay "
-             f"fill; {t.describe()}), 64-64 nets, same batch and update schedule and the same drift "
-             "on both sides. Targets: ratio_plain_vs_sb3 >= 0.8; time_ratio_sf_multi_vs_plain <= 1.15 (SF head + 5 "
-             f"beakers over the plain Q net). Load (1-min average) during the run: {loads}.")
-    print(write_result("sf-consolidation", "bench-steps", rows, kind="benchmark", notes=notes,
-                       packages=["stable-baselines3", "gymnasium", "mujoco", "minigrid"]))
+    notes = (
+        f"Env steps/s with learning (one process, blocks of {a.steps} steps after a {a.warmup}-step replay "
+        f"fill; {t.describe()}), 64-64 nets, same batch and update schedule and the same drift "
+        "on both sides. Targets: ratio_plain_vs_sb3 >= 0.8; time_ratio_sf_multi_vs_plain <= 1.15 (SF head + 5 "
+        f"beakers over the plain Q net). Load (1-min average) during the run: {loads}."
+    )
+    print(
+        write_result(
+            "sf-consolidation",
+            "bench-steps",
+            rows,
+            kind="benchmark",
+            notes=notes,
+            packages=["stable-baselines3", "gymnasium", "mujoco", "minigrid"],
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ forward/backward passes with the masked perturbation between them. Two compariso
 Writes ``results/shapo/step-time.json`` for the default zoo-lm-small, else ``step-time-<arch>[-lora<r>].json``
 (``kind: benchmark``, docs/benchmarks.md); ``--results-dir`` writes elsewhere (tests).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,9 +74,15 @@ def main(argv: list[str] | None = None) -> None:
     load_start = os.getloadavg()[0]
 
     def datamodule() -> PreferenceDataModule:
-        dm = PreferenceDataModule(batch_size=args.batch, max_length=args.max_length,
-                                  max_prompt_length=args.max_length // 2, max_train_pairs=args.batch, shuffle=False,
-                                  redteam_path=None, tokenizer=tokenizer_for(args.arch, None))
+        dm = PreferenceDataModule(
+            batch_size=args.batch,
+            max_length=args.max_length,
+            max_prompt_length=args.max_length // 2,
+            max_train_pairs=args.batch,
+            shuffle=False,
+            redteam_path=None,
+            tokenizer=tokenizer_for(args.arch, None),
+        )
         dm.setup("fit")
         return dm
 
@@ -85,14 +92,24 @@ def main(argv: list[str] | None = None) -> None:
     optimizer = {"name": "adamw", "lr": 1e-6, "weight_decay": 0.0}
 
     def shapo_module(variant: str, init: dict | None = None) -> ShaPOModule:
-        m = ShaPOModule(arch=args.arch, variant=variant, shapo_every=1, perturbation="rho", rho=0.05,
-                        eval_generation=False, optimizer=optimizer, max_grad_norm=10.0, lora=lora)
+        m = ShaPOModule(
+            arch=args.arch,
+            variant=variant,
+            shapo_every=1,
+            perturbation="rho",
+            rho=0.05,
+            eval_generation=False,
+            optimizer=optimizer,
+            max_grad_norm=10.0,
+            lora=lora,
+        )
         if init is not None:
             m.policy.load_state_dict(init)
         m.setup("fit")  # frozen reference = a copy of the policy; under LoRA none (the adapters disabled)
         d = m.probe_direction.numel()
-        m.neuron_masks.copy_(rank_neurons(down_projections(m.policy), torch.randn(d, generator=torch.Generator()
-                                                                                   .manual_seed(0)), 1.0))
+        m.neuron_masks.copy_(
+            rank_neurons(down_projections(m.policy), torch.randn(d, generator=torch.Generator().manual_seed(0)), 1.0)
+        )
         m.masks_ready.fill_(True)
         return m
 
@@ -142,19 +159,39 @@ def main(argv: list[str] | None = None) -> None:
     def trl_trainer(steps: int, callbacks=()) -> DPOTrainer:
         policy = copy.deepcopy(module.policy)
         policy.load_state_dict(policy_init)
-        config = DPOConfig(output_dir="/tmp/shapo_bench_trl", per_device_train_batch_size=args.batch,
-                           max_length=None, learning_rate=1e-6, beta=0.1, max_grad_norm=10.0, bf16=False,
-                           use_cpu=True, gradient_checkpointing=False, report_to="none", save_strategy="no",
-                           logging_steps=10 ** 6, dataloader_drop_last=False, seed=0, max_steps=steps,
-                           lr_scheduler_type="constant", weight_decay=0.0, disable_tqdm=True)
+        config = DPOConfig(
+            output_dir="/tmp/shapo_bench_trl",
+            per_device_train_batch_size=args.batch,
+            max_length=None,
+            learning_rate=1e-6,
+            beta=0.1,
+            max_grad_norm=10.0,
+            bf16=False,
+            use_cpu=True,
+            gradient_checkpointing=False,
+            report_to="none",
+            save_strategy="no",
+            logging_steps=10**6,
+            dataloader_drop_last=False,
+            seed=0,
+            max_steps=steps,
+            lr_scheduler_type="constant",
+            weight_decay=0.0,
+            disable_tqdm=True,
+        )
         # the same `batch` pairs every step: one epoch is one step on both sides (our datamodule holds them alone too);
         # a peft policy gets no ref_model: TRL then disables the adapters for the reference, as we do
-        return DPOTrainer(model=policy, ref_model=None if lora else copy.deepcopy(policy).eval(), args=config,
-                          train_dataset=Dataset.from_dict(rows),
-                          processing_class=tok, callbacks=list(callbacks))
+        return DPOTrainer(
+            model=policy,
+            ref_model=None if lora else copy.deepcopy(policy).eval(),
+            args=config,
+            train_dataset=Dataset.from_dict(rows),
+            processing_class=tok,
+            callbacks=list(callbacks),
+        )
 
     trainer = trl_trainer(n_steps)
-    trainer.create_optimizer_and_scheduler(num_training_steps=10 ** 6)
+    trainer.create_optimizer_and_scheduler(num_training_steps=10**6)
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train(); we call compute_loss directly
     trl_batch = next(iter(trainer.get_train_dataloader()))
 
@@ -186,9 +223,18 @@ def main(argv: list[str] | None = None) -> None:
         for name, variant in (("ours DPO", "dpo"), ("ours ShaPO", "token")):
             clock = LightningStamps()
             m = shapo_module(variant, policy_init)
-            L.Trainer(accelerator="cpu", devices=1, max_steps=n_steps + 1, limit_val_batches=0, logger=False,
-                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                      num_sanity_val_steps=0, callbacks=[clock]).fit(m, datamodule=datamodule())
+            L.Trainer(
+                accelerator="cpu",
+                devices=1,
+                max_steps=n_steps + 1,
+                limit_val_batches=0,
+                logger=False,
+                enable_checkpointing=False,
+                enable_progress_bar=False,
+                enable_model_summary=False,
+                num_sanity_val_steps=0,
+                callbacks=[clock],
+            ).fit(m, datamodule=datamodule())
             loops[name] = _median_gap(clock.stamps, args.warmup)
         clock = HFStamps()
         trl_trainer(n_steps + 1, [clock]).train()
@@ -196,10 +242,14 @@ def main(argv: list[str] | None = None) -> None:
 
     n_params = sum(p.numel() for p in module.policy.parameters())
     model_name = f"{args.arch}" + (f" + LoRA r {args.lora_r} on every projection" if lora else "")
-    print(f"model {model_name} ({n_params / 1e6:.2f}M params), batch {args.batch} pairs, torch threads "
-          f"{torch.get_num_threads()}, {args.reps} timed steps each after {args.warmup} warm-up")
-    print(f"tokens in the batch (chosen + rejected, scored): ours {ours_tokens} ({ours_scored}), "
-          f"TRL {trl_tokens} ({trl_scored})")
+    print(
+        f"model {model_name} ({n_params / 1e6:.2f}M params), batch {args.batch} pairs, torch threads "
+        f"{torch.get_num_threads()}, {args.reps} timed steps each after {args.warmup} warm-up"
+    )
+    print(
+        f"tokens in the batch (chosen + rejected, scored): ours {ours_tokens} ({ours_scored}), "
+        f"TRL {trl_tokens} ({trl_scored})"
+    )
     out = []
     for level, med in (("bare", bare), ("framework", loops)):
         if level not in args.levels:
@@ -207,26 +257,56 @@ def main(argv: list[str] | None = None) -> None:
         for name, t in med.items():
             print(f"  {level:<9} {name:<15} median {t * 1000:8.1f} ms")
         base = med["TRL DPOTrainer"]
-        print(f"  {level}: ours DPO / TRL = {med['ours DPO'] / base:.2f}x (target <= 1.0x), "
-              f"ours ShaPO / TRL = {med['ours ShaPO'] / base:.2f}x (target <= 1.2x)")
-        out.append({"level": level, "ours DPO ms": med["ours DPO"] * 1e3, "ours ShaPO ms": med["ours ShaPO"] * 1e3,
-                    "TRL DPOTrainer ms": base * 1e3, "ours DPO / TRL": med["ours DPO"] / base,
-                    "ours ShaPO / TRL": med["ours ShaPO"] / base, "ShaPO / DPO (ours)": med["ours ShaPO"] /
-                    med["ours DPO"]})
-    notes = (f"Model {model_name} ({n_params / 1e6:.2f}M parameters), batch {args.batch} HH-RLHF pairs (tokens chosen + "
-             f"rejected: ours {ours_tokens}, TRL {trl_tokens}; scored: ours {ours_scored}, TRL {trl_scored}), torch "
-             f"threads {torch.get_num_threads()}, medians of {args.reps} steps after {args.warmup} warm-up. " +
-             ("'bare': loss + backward + clip + AdamW called directly on both sides, interleaved. "
-              if "bare" in args.levels else "") +
-             ("'framework': lightning.Trainer.fit on our module vs DPOTrainer.train(), median interval between step "
-              "starts, run one after the other. " if "framework" in args.levels else "") +
-             "Targets (issue 4): DPO <= 1.0x, ShaPO <= 1.2x TRL. Load (1-minute average) "
-             f"{load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end.")
-    name = "step-time" if args.arch == "zoo-lm-small" and not lora else \
-        f"step-time-{args.arch}" + (f"-lora{args.lora_r}" if lora else "")
-    print(write_result("shapo", name, out, kind="benchmark", notes=notes, packages=["trl", "datasets", "peft"],
-                       paper="n/a (speed target set by the zoo, not the paper)",
-                       results_dir=None if args.results_dir is None else Path(args.results_dir)))
+        print(
+            f"  {level}: ours DPO / TRL = {med['ours DPO'] / base:.2f}x (target <= 1.0x), "
+            f"ours ShaPO / TRL = {med['ours ShaPO'] / base:.2f}x (target <= 1.2x)"
+        )
+        out.append(
+            {
+                "level": level,
+                "ours DPO ms": med["ours DPO"] * 1e3,
+                "ours ShaPO ms": med["ours ShaPO"] * 1e3,
+                "TRL DPOTrainer ms": base * 1e3,
+                "ours DPO / TRL": med["ours DPO"] / base,
+                "ours ShaPO / TRL": med["ours ShaPO"] / base,
+                "ShaPO / DPO (ours)": med["ours ShaPO"] / med["ours DPO"],
+            }
+        )
+    notes = (
+        f"Model {model_name} ({n_params / 1e6:.2f}M parameters), batch {args.batch} HH-RLHF pairs (tokens chosen + "
+        f"rejected: ours {ours_tokens}, TRL {trl_tokens}; scored: ours {ours_scored}, TRL {trl_scored}), torch "
+        f"threads {torch.get_num_threads()}, medians of {args.reps} steps after {args.warmup} warm-up. "
+        + (
+            "'bare': loss + backward + clip + AdamW called directly on both sides, interleaved. "
+            if "bare" in args.levels
+            else ""
+        )
+        + (
+            "'framework': lightning.Trainer.fit on our module vs DPOTrainer.train(), median interval between step "
+            "starts, run one after the other. "
+            if "framework" in args.levels
+            else ""
+        )
+        + "Targets (issue 4): DPO <= 1.0x, ShaPO <= 1.2x TRL. Load (1-minute average) "
+        f"{load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end."
+    )
+    name = (
+        "step-time"
+        if args.arch == "zoo-lm-small" and not lora
+        else f"step-time-{args.arch}" + (f"-lora{args.lora_r}" if lora else "")
+    )
+    print(
+        write_result(
+            "shapo",
+            name,
+            out,
+            kind="benchmark",
+            notes=notes,
+            packages=["trl", "datasets", "peft"],
+            paper="n/a (speed target set by the zoo, not the paper)",
+            results_dir=None if args.results_dir is None else Path(args.results_dir),
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ split into forward, backward, optimiser steps, logging and batch assembly (share
 
 Writes ``results/st-tgexplainer/train-throughput.json`` (``kind: benchmark``, docs/benchmarks.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,10 @@ from zoo.methods.st_tgexplainer import tgn
 from zoo.methods.st_tgexplainer.datamodule import TemporalLinkDataModule
 from zoo.methods.st_tgexplainer.module import STTGExplainer
 
-SIZES = {"cpu recipe (H=32, K=10)": {"hidden": 32, "time_dim": 32, "num_neighbors": 10, "dropout": 0.0},
-         "paper (H=172, K=20)": {"hidden": 172, "time_dim": 100, "num_neighbors": 20, "dropout": 0.2}}
+SIZES = {
+    "cpu recipe (H=32, K=10)": {"hidden": 32, "time_dim": 32, "num_neighbors": 10, "dropout": 0.0},
+    "paper (H=172, K=20)": {"hidden": 172, "time_dim": 100, "num_neighbors": 20, "dropout": 0.2},
+}
 
 
 def st_time(dm: TemporalLinkDataModule, size: dict, batches: int, explainer: bool = True) -> float:
@@ -39,8 +42,16 @@ def st_time(dm: TemporalLinkDataModule, size: dict, batches: int, explainer: boo
     """
     torch.manual_seed(0)
     model = STTGExplainer(num_nodes=dm.num_nodes, optimizer={"name": "adam", "lr": 1e-4}, explainer=explainer, **size)
-    tr = L.Trainer(accelerator="cpu", max_epochs=1, limit_train_batches=batches, limit_val_batches=0, logger=False,
-                   enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    tr = L.Trainer(
+        accelerator="cpu",
+        max_epochs=1,
+        limit_train_batches=batches,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     t0 = time.perf_counter()
     tr.fit(model, dm)
     assert tr.fit_loop.epoch_loop.batch_progress.total.completed == batches
@@ -48,11 +59,13 @@ def st_time(dm: TemporalLinkDataModule, size: dict, batches: int, explainer: boo
 
 
 #: profile categories: (label, cProfile function keys whose cumulative time it sums)
-PROFILE = (("forward (3 Mixer passes, scorer, prior)", ("model.py", "forward", "STTGExplainerNet")),
-           ("backward (discriminator + main)", ("_tensor.py", "backward", None)),
-           ("optimiser steps (Adam x2)", ("optimizer.py", "step", None)),
-           ("logging (self.log_dict)", ("module.py", "log_dict", None)),
-           ("batch assembly (neighbours, negatives)", ("datamodule.py", "_train_collate", None)))
+PROFILE = (
+    ("forward (3 Mixer passes, scorer, prior)", ("model.py", "forward", "STTGExplainerNet")),
+    ("backward (discriminator + main)", ("_tensor.py", "backward", None)),
+    ("optimiser steps (Adam x2)", ("optimizer.py", "step", None)),
+    ("logging (self.log_dict)", ("module.py", "log_dict", None)),
+    ("batch assembly (neighbours, negatives)", ("datamodule.py", "_train_collate", None)),
+)
 
 
 def profile_st(dm: TemporalLinkDataModule, size: dict, batches: int) -> list[dict]:
@@ -70,8 +83,14 @@ def profile_st(dm: TemporalLinkDataModule, size: dict, batches: int) -> list[dic
     stats = pstats.Stats(prof).stats  # {(file, line, name): (cc, nc, tt, ct, callers)}
 
     def cumulative(file: str, name: str, ours: bool) -> float:
-        return max((v[3] for (f, _, n), v in stats.items() if f.endswith(file) and n == name
-                    and (not ours or "st_tgexplainer" in f)), default=0.0)
+        return max(
+            (
+                v[3]
+                for (f, _, n), v in stats.items()
+                if f.endswith(file) and n == name and (not ours or "st_tgexplainer" in f)
+            ),
+            default=0.0,
+        )
 
     parts = [(label, cumulative(file, name, cls is not None)) for label, (file, name, cls) in PROFILE]
     step = cumulative("module.py", "training_step", True) + parts[-1][1]  # the step plus its batch assembly
@@ -102,8 +121,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     n, w, b = args.batches, args.warmup, 200
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CollegeMsg training events, batch {b}, "
-          f"{n} vs {w} batches, {args.rounds} rounds")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, CollegeMsg training events, batch {b}, "
+        f"{n} vs {w} batches, {args.rounds} rounds"
+    )
     rows = []
     for label in args.sizes:
         size = SIZES[label]
@@ -115,29 +136,49 @@ def main() -> None:
             gm_rates.append((n - w) * b / (st_time(dm, size, n, False) - st_time(dm, size, w, False)))
             tgn_rates.append((n - w) * b / (tgn_time(dm, n) - tgn_time(dm, w)))
         st_best, gm_best, tgn_best = max(st_rates), max(gm_rates), max(tgn_rates)
-        print(f"{label}: ST-TGExplainer {st_best:.0f} events/s, GraphMixer {gm_best:.0f}, TGN example {tgn_best:.0f}, "
-              f"ratio ST/TGN = {st_best / tgn_best:.2f}x, GraphMixer/TGN = {gm_best / tgn_best:.2f}x "
-              f"(rounds ST {[round(r) for r in st_rates]}, GM {[round(r) for r in gm_rates]}, "
-              f"TGN {[round(r) for r in tgn_rates]})")
-        rows += [{"size": label, "round": i, "ST-TGExplainer events/s": s_, "GraphMixer events/s": g_,
-                  "TGN events/s": t_} for i, (s_, g_, t_) in enumerate(zip(st_rates, gm_rates, tgn_rates))]
-        rows.append({"size": label, "round": "best", "ST-TGExplainer events/s": st_best,
-                     "GraphMixer events/s": gm_best, "TGN events/s": tgn_best, "ST / TGN": st_best / tgn_best,
-                     "GraphMixer / TGN": gm_best / tgn_best})
+        print(
+            f"{label}: ST-TGExplainer {st_best:.0f} events/s, GraphMixer {gm_best:.0f}, TGN example {tgn_best:.0f}, "
+            f"ratio ST/TGN = {st_best / tgn_best:.2f}x, GraphMixer/TGN = {gm_best / tgn_best:.2f}x "
+            f"(rounds ST {[round(r) for r in st_rates]}, GM {[round(r) for r in gm_rates]}, "
+            f"TGN {[round(r) for r in tgn_rates]})"
+        )
+        rows += [
+            {"size": label, "round": i, "ST-TGExplainer events/s": s_, "GraphMixer events/s": g_, "TGN events/s": t_}
+            for i, (s_, g_, t_) in enumerate(zip(st_rates, gm_rates, tgn_rates))
+        ]
+        rows.append(
+            {
+                "size": label,
+                "round": "best",
+                "ST-TGExplainer events/s": st_best,
+                "GraphMixer events/s": gm_best,
+                "TGN events/s": tgn_best,
+                "ST / TGN": st_best / tgn_best,
+                "GraphMixer / TGN": gm_best / tgn_best,
+            }
+        )
         if args.profile:
             prof = profile_st(dm, size, n)
             print("\n".join(f"  {r['part']}: {r['seconds']:.2f} s ({100 * r['share of step']:.0f}%)" for r in prof))
             rows += [{"size": label, "round": "profile", **r} for r in prof]
-    print(write_result("st-tgexplainer", "train-throughput", rows, kind="benchmark", packages=["torch-geometric"],
-                       paper="n/a (zoo target: ST / TGN >= 1.0x)",
-                       notes=f"Training events/s on CollegeMsg training events, batch {b}, throughput = (n - w) B / "
-                             f"(T(n) - T(w)) with n = {n}, w = {w} batches (counted with limit_train_batches) so "
-                             f"set-up cancels; {args.rounds} rounds alternating the models, best round reported; "
-                             "ST-TGExplainer's full Lightning manual-optimisation step and the plain GraphMixer "
-                             "(explainer=false, same Lightning loop) vs torch_geometric's examples/tgn.py model "
-                             "(TGNMemory, LastNeighborLoader 10, TransformerConv, sizes 100); torch threads "
-                             f"{args.threads}. 'profile' rows: cProfile cumulative seconds of n ST batches by part "
-                             "as a share of the per-batch work (training_step + batch assembly). Machine load in the record."))
+    print(
+        write_result(
+            "st-tgexplainer",
+            "train-throughput",
+            rows,
+            kind="benchmark",
+            packages=["torch-geometric"],
+            paper="n/a (zoo target: ST / TGN >= 1.0x)",
+            notes=f"Training events/s on CollegeMsg training events, batch {b}, throughput = (n - w) B / "
+            f"(T(n) - T(w)) with n = {n}, w = {w} batches (counted with limit_train_batches) so "
+            f"set-up cancels; {args.rounds} rounds alternating the models, best round reported; "
+            "ST-TGExplainer's full Lightning manual-optimisation step and the plain GraphMixer "
+            "(explainer=false, same Lightning loop) vs torch_geometric's examples/tgn.py model "
+            "(TGNMemory, LastNeighborLoader 10, TransformerConv, sizes 100); torch threads "
+            f"{args.threads}. 'profile' rows: cProfile cumulative seconds of n ST batches by part "
+            "as a share of the per-batch work (training_step + batch assembly). Machine load in the record.",
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ vs 2 torch threads, interleaved in one process (``zoo.core.timing.compare``, 2 w
 
 Writes results/platform/threads.json; ratio = (2 threads) / (1 thread) step time (> 1: one thread is faster).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,17 +35,30 @@ def main() -> None:
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+
         return run
 
     t = compare({"1 thread": step(1), "2 threads": step(2)}, repeats=args.repeats, warmup=2, threads=None)
-    row = {"what": f"{args.arch} training step, batch 8 x 128, AdamW", "ours": "1 thread", "peer": "2 threads",
-           "load_1min": os.getloadavg()[0], **t.row("1 thread", "2 threads")}
+    row = {
+        "what": f"{args.arch} training step, batch 8 x 128, AdamW",
+        "ours": "1 thread",
+        "peer": "2 threads",
+        "load_1min": os.getloadavg()[0],
+        **t.row("1 thread", "2 threads"),
+    }
     print(row)
-    write_result("platform", "threads", [row], kind="benchmark", notes=(
-        f"{t.describe().replace('1 thread(s) each side', 'threads set per side')} The process was launched "
-        "with OMP_NUM_THREADS=2 so that either count is available; each side sets torch.set_num_threads before its "
-        "step. ratio = 2-thread step time / 1-thread step time: above 1, the recipe default threads: 1 is faster "
-        "on this shared 2-core machine (load in provenance and in the row)."))
+    write_result(
+        "platform",
+        "threads",
+        [row],
+        kind="benchmark",
+        notes=(
+            f"{t.describe().replace('1 thread(s) each side', 'threads set per side')} The process was launched "
+            "with OMP_NUM_THREADS=2 so that either count is available; each side sets torch.set_num_threads before its "
+            "step. ratio = 2-thread step time / 1-thread step time: above 1, the recipe default threads: 1 is faster "
+            "on this shared 2-core machine (load in provenance and in the row)."
+        ),
+    )
 
 
 if __name__ == "__main__":

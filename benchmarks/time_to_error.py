@@ -10,6 +10,7 @@ load hits every side alike; the ratio is of medians. Target: <= 2x.
 
 Writes ``results/platform/time-to-error.json`` (``kind: benchmark``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,13 @@ def main(argv: list[str] | None = None) -> None:
         out = f"out_dir={tmp}/runs"
         cases = {
             "yaml syntax error": [sys.executable, "train.py", f"recipe={bad}", out],
-            "nested typo (+model.optimizer.lrr=1)": [sys.executable, "train.py", "recipe=zoo-lm.yaml",
-                                                     "+model.optimizer.lrr=1", out],
+            "nested typo (+model.optimizer.lrr=1)": [
+                sys.executable,
+                "train.py",
+                "recipe=zoo-lm.yaml",
+                "+model.optimizer.lrr=1",
+                out,
+            ],
             "trainer.devices=0": [sys.executable, "train.py", "recipe=zoo-lm.yaml", "trainer.devices=0", out],
         }
         peer = [sys.executable, "-c", "import yaml, omegaconf"]
@@ -58,18 +64,34 @@ def main(argv: list[str] | None = None) -> None:
                 times[case].append(_time(cmd, 2))
             loads.append(os.getloadavg()[0])
     base = statistics.median(times["peer"])
-    rows = [{"case": case, "median s": round(statistics.median(ts), 3), "peer median s": round(base, 3),
-             "ratio": round(statistics.median(ts) / base, 2), "repeats": len(ts),
-             "max load (1 min)": round(max(loads), 2)} for case, ts in times.items() if case != "peer"]
+    rows = [
+        {
+            "case": case,
+            "median s": round(statistics.median(ts), 3),
+            "peer median s": round(base, 3),
+            "ratio": round(statistics.median(ts) / base, 2),
+            "repeats": len(ts),
+            "max load (1 min)": round(max(loads), 2),
+        }
+        for case, ts in times.items()
+        if case != "peer"
+    ]
     for r in rows:
         print(r)
-    print(write_result("platform", "time-to-error", rows, kind="benchmark",
-                       paper="n/a (zoo target: ratio <= 2x `python -c \"import yaml, omegaconf\"`)",
-                       notes=f"Wall time from process start to exit with code 2 for each bad recipe, {a.repeats} "
-                             "interleaved repeats, ratio of medians against `python -c \"import yaml, omegaconf\"`. "
-                             "Validation reads only the recipe, the generated tables in zoo/core/schemas/ and the "
-                             "registry names: torch, Lightning and method code are never imported. 'max load' is "
-                             "the machine's 1-minute load average (2 cores shared)."))
+    print(
+        write_result(
+            "platform",
+            "time-to-error",
+            rows,
+            kind="benchmark",
+            paper='n/a (zoo target: ratio <= 2x `python -c "import yaml, omegaconf"`)',
+            notes=f"Wall time from process start to exit with code 2 for each bad recipe, {a.repeats} "
+            'interleaved repeats, ratio of medians against `python -c "import yaml, omegaconf"`. '
+            "Validation reads only the recipe, the generated tables in zoo/core/schemas/ and the "
+            "registry names: torch, Lightning and method code are never imported. 'max load' is "
+            "the machine's 1-minute load average (2 cores shared).",
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ warm-up excluded, one thread).
   ratio its audit settles on) solved by OR-tools CP-SAT and by PuLP/CBC; both answers must agree.
 * ECA: seconds for (n, m) in {(100, 800), (400, 200), (400, 400), (400, 800)} on the authors' design (one run each).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,21 +91,46 @@ def bench_jr(county: str, repeats: int, peer_steps: int) -> list[dict]:
     g = t.outputs["ours"]
     row = t.row("ours", "peer")
     row.update(peer_s=row["peer_s"] * scale, peer_cpu_s=row["peer_cpu_s"] * scale, ratio=row["ratio"] * scale)
-    t2 = compare({"ours": lambda: jr_factor(inst, Y, 20, C)[0], "peer": lambda: jr_bisection(inst, Y, 20, C, 30)[0]},
-                 repeats=repeats, warmup=1)
+    t2 = compare(
+        {"ours": lambda: jr_factor(inst, Y, 20, C)[0], "peer": lambda: jr_bisection(inst, Y, 20, C, 30)[0]},
+        repeats=repeats,
+        warmup=1,
+    )
     assert abs(t2.outputs["ours"] - t2.outputs["peer"]) < 1e-6 and abs(g - t2.outputs["ours"]) < 1e-12
     if exact is not None:
         assert abs(exact - g) < 1e-4, (exact, g)
     what = f"JR audit, {county} n=400 m={inst.m} k=20 (ECA outcome, JR {g:.4f})"
-    return [dict(what=what, ours="one pass (pair costs included)",
-                 peer=f"authors' compute_JR_approximation ({full_steps} Python pair loops; {peer_steps} timed, "
-                      f"x{scale:.1f})", value_ours=g, peer_steps_timed=peer_steps, peer_scale=scale,
-                 notes=t.describe(), **row),
-            dict(what=what + " - ablation, not a peer", ours="one pass on shared pair costs",
-                 peer="vectorised bisection on shared pair costs (ours, 31 check_jr)", value_ours=g,
-                 value_peer=t2.outputs["peer"], notes=t2.describe(), **t2.row("ours", "peer")),
-            {"what": f"ECA, {county} n=400 m={inst.m} k=20", "ours": "ECA (pair costs + events)", "ours_s": t_eca,
-             "pair_cost_s": t_c, "n": 400, "m": inst.m, "stops": len(Y)}]
+    return [
+        dict(
+            what=what,
+            ours="one pass (pair costs included)",
+            peer=f"authors' compute_JR_approximation ({full_steps} Python pair loops; {peer_steps} timed, "
+            f"x{scale:.1f})",
+            value_ours=g,
+            peer_steps_timed=peer_steps,
+            peer_scale=scale,
+            notes=t.describe(),
+            **row,
+        ),
+        dict(
+            what=what + " - ablation, not a peer",
+            ours="one pass on shared pair costs",
+            peer="vectorised bisection on shared pair costs (ours, 31 check_jr)",
+            value_ours=g,
+            value_peer=t2.outputs["peer"],
+            notes=t2.describe(),
+            **t2.row("ours", "peer"),
+        ),
+        {
+            "what": f"ECA, {county} n=400 m={inst.m} k=20",
+            "ours": "ECA (pair costs + events)",
+            "ours_s": t_eca,
+            "pair_cost_s": t_c,
+            "n": 400,
+            "m": inst.m,
+            "stops": len(Y),
+        },
+    ]
 
 
 def bench_core(repeats: int) -> dict:
@@ -116,14 +142,24 @@ def bench_core(repeats: int) -> dict:
     level = res.upper if (R >= res.upper).any() else res.alpha  # the step that certifies the answer
     improves = R >= level
     pairs = all_pairs(inst.m)
-    t = compare({"ours": lambda: coalition_exists(improves, pairs, 40, 20, 1.0, "cpsat", 600),
-                 "peer": lambda: coalition_exists(improves, pairs, 40, 20, 1.0, "cbc", 600)},
-                repeats=repeats, warmup=1)
+    t = compare(
+        {
+            "ours": lambda: coalition_exists(improves, pairs, 40, 20, 1.0, "cpsat", 600),
+            "peer": lambda: coalition_exists(improves, pairs, 40, 20, 1.0, "cbc", 600),
+        },
+        repeats=repeats,
+        warmup=1,
+    )
     a, b = t.outputs["ours"], t.outputs["peer"]
     assert a == b, (a, b)
-    return {"what": f"core ILP, Travis n=40 m=80 k=20 (GC outcome, ratio >= {level:.4f}, "
-                    f"{int(improves.sum())} improving (pair, traveller) cells, answer {a})",
-            "ours": "OR-tools CP-SAT", "peer": "PuLP/CBC", "notes": t.describe(), **t.row("ours", "peer")}
+    return {
+        "what": f"core ILP, Travis n=40 m=80 k=20 (GC outcome, ratio >= {level:.4f}, "
+        f"{int(improves.sum())} improving (pair, traveller) cells, answer {a})",
+        "ours": "OR-tools CP-SAT",
+        "peer": "PuLP/CBC",
+        "notes": t.describe(),
+        **t.row("ours", "peer"),
+    }
 
 
 def bench_eca(county: str) -> list[dict]:
@@ -136,9 +172,17 @@ def bench_eca(county: str) -> list[dict]:
         C = pair_costs(inst)
         t_c = time.perf_counter() - t0
         out = eca(inst, 20, C)
-        rows.append({"what": f"ECA, {county} n={n} m={m} k=20", "ours": "ECA (pair costs + events)",
-                     "ours_s": time.perf_counter() - t0, "pair_cost_s": t_c, "n": n, "m": m,
-                     "stops": len(out.stops)})
+        rows.append(
+            {
+                "what": f"ECA, {county} n={n} m={m} k=20",
+                "ours": "ECA (pair costs + events)",
+                "ours_s": time.perf_counter() - t0,
+                "pair_cost_s": t_c,
+                "n": n,
+                "m": m,
+                "stops": len(out.stops),
+            }
+        )
     return rows
 
 
@@ -151,10 +195,18 @@ def main() -> None:
     rows = bench_jr(args.county, args.repeats, args.peer_steps) + [bench_core(args.repeats)] + bench_eca(args.county)
     for r in rows:
         print(r)
-    write_result("trsp", "bench", rows, kind="benchmark", packages=["ortools", "pulp"], notes=(
-        "zoo.core.timing.compare on the shared 2-core machine (load in provenance; protocol per row in notes). "
-        "ratio = peer / ours, wall clock. The JR peer is the authors' own procedure (their func.py loop, restated); "
-        "its time is the timed prefix of its 30 identical bisection steps scaled to 30."))
+    write_result(
+        "trsp",
+        "bench",
+        rows,
+        kind="benchmark",
+        packages=["ortools", "pulp"],
+        notes=(
+            "zoo.core.timing.compare on the shared 2-core machine (load in provenance; protocol per row in notes). "
+            "ratio = peer / ours, wall clock. The JR peer is the authors' own procedure (their func.py loop, restated); "
+            "its time is the timed prefix of its 30 identical bisection steps scaled to 30."
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ It prints the ratios and writes ``results/watchlog/throughput.json`` (``kind: be
     python benchmarks/watchlog.py [--repeats 3] [--batch-size 64] [--threads 2] [--zoo-weights watchlog.mordor]
                                   [--train-steps 300]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,14 +31,18 @@ from zoo.methods.watchlog.metrics import classification_metrics
 from zoo.methods.watchlog.module import WatchLogModule
 from zoo.methods.watchlog.render import value_bins
 
-MODELS = {"WatchLog (ViT + pixel-wise temporal adapter, patch 8x16)": "watchlog",
-          "WatchLog, one token per key slot (patch 8x32)": "watchlog, one token per key slot (patch 8x32)",
-          "token transformer (serialised events)": "baseline: token transformer"}
+MODELS = {
+    "WatchLog (ViT + pixel-wise temporal adapter, patch 8x16)": "watchlog",
+    "WatchLog, one token per key slot (patch 8x32)": "watchlog, one token per key slot (patch 8x32)",
+    "token transformer (serialised events)": "baseline: token transformer",
+}
 BASELINE = "token transformer (serialised events)"
-NOTES = ("Inference on the held-out test recordings' 16-event windows, CPU, the seed-0 models of the detection "
-         "experiment and the shipped zoo weights (SFT model, its detection head); recall at each model's "
-         "validation-chosen threshold. Forward = model only on prepared tensors; end to end includes rendering the "
-         "key-slot images (WatchLog) or serialising + hashing the tokens (baseline, 48 tokens per event).")
+NOTES = (
+    "Inference on the held-out test recordings' 16-event windows, CPU, the seed-0 models of the detection "
+    "experiment and the shipped zoo weights (SFT model, its detection head); recall at each model's "
+    "validation-chosen threshold. Forward = model only on prepared tensors; end to end includes rendering the "
+    "key-slot images (WatchLog) or serialising + hashing the tokens (baseline, 48 tokens per event)."
+)
 
 
 def load(setting: str, train_steps: int = 300, eval_every: int = 50) -> WatchLogModule:
@@ -45,8 +50,9 @@ def load(setting: str, train_steps: int = 300, eval_every: int = 50) -> WatchLog
     d = P.out_dir()
     path = d / f"{P.slug(setting)}.safetensors"
     if not path.exists():
-        print(f"{path} missing: training {setting!r} for {train_steps} steps (seed 0, as the detection table)",
-              flush=True)
+        print(
+            f"{path} missing: training {setting!r} for {train_steps} steps (seed 0, as the detection table)", flush=True
+        )
         E.train_setting(setting, E.SETTINGS[setting], P.datamodule(), train_steps, eval_every, seed=0, save=True)
     cfg = json.loads((d / f"{P.slug(setting)}.json").read_text())
     m = WatchLogModule(**cfg)
@@ -67,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     dm = P.datamodule(args.batch_size)
     ds = dm.splits["test"]
     models = {name: load(setting, args.train_steps) for name, setting in MODELS.items()}
-    if args.zoo_weights:                          # the shipped SFT model: same encoder, its own detection head
+    if args.zoo_weights:  # the shipped SFT model: same encoder, its own detection head
         from zoo.core.build import load_module
 
         models[f"zoo weights {args.zoo_weights} (detection head)"] = load_module(args.zoo_weights)[0].eval()
@@ -92,8 +98,16 @@ def main(argv: list[str] | None = None) -> int:
         for n, m in models.items():
             kind = m.enc_cfg["kind"]
             value_bins.cache_clear()
-            sub = WindowDataset(ds.windows, ds.log, ds.renderer, None, ds.n_frames,
-                                ds.token_len if kind == "tokens" else 0, ds.vocab_size, render=kind == "video")
+            sub = WindowDataset(
+                ds.windows,
+                ds.log,
+                ds.renderer,
+                None,
+                ds.n_frames,
+                ds.token_len if kind == "tokens" else 0,
+                ds.vocab_size,
+                render=kind == "video",
+            )
             t = time.perf_counter()
             for batch in DataLoader(sub, batch_size=args.batch_size):
                 x, mask, _ = m._inputs(batch)
@@ -103,29 +117,56 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     for n, m in models.items():
         met = classification_metrics(torch.cat(probs[n]), labels, float(m.threshold))
-        rows.append({"model": n, "recall": met["recall"], "precision": met["precision"], "f1": met["f1"],
-                     "forward_windows_per_s": statistics.median(fwd[n]),
-                     "end_to_end_windows_per_s": statistics.median(e2e[n]),
-                     "tokens_per_window": m.encoder.num_patches * m.n_frames if m.enc_cfg["kind"] == "video"
-                     else m.enc_cfg["token_len"] * m.n_frames})
+        rows.append(
+            {
+                "model": n,
+                "recall": met["recall"],
+                "precision": met["precision"],
+                "f1": met["f1"],
+                "forward_windows_per_s": statistics.median(fwd[n]),
+                "end_to_end_windows_per_s": statistics.median(e2e[n]),
+                "tokens_per_window": m.encoder.num_patches * m.n_frames
+                if m.enc_cfg["kind"] == "video"
+                else m.enc_cfg["token_len"] * m.n_frames,
+            }
+        )
     t = next(r for r in rows if r["model"] == BASELINE)
-    print(f"test windows: {len(ds)} ({int(labels.sum())} malicious), batch {args.batch_size}, "
-          f"{args.threads} threads, median of {args.repeats}")
+    print(
+        f"test windows: {len(ds)} ({int(labels.sum())} malicious), batch {args.batch_size}, "
+        f"{args.threads} threads, median of {args.repeats}"
+    )
     for r in rows:
         print("  " + ", ".join(f"{k}={v}" for k, v in r.items()))
     for w in [r for r in rows if r["model"] != BASELINE]:
         ratio_fwd = w["forward_windows_per_s"] / t["forward_windows_per_s"]
         ratio_e2e = w["end_to_end_windows_per_s"] / t["end_to_end_windows_per_s"]
         equal_recall = w["recall"] >= t["recall"]
-        print(f"{w['model']} / token transformer: forward {ratio_fwd:.2f}x, end to end {ratio_e2e:.2f}x "
-              f"(target >= 5x); recall {w['recall']} {'>=' if equal_recall else '<'} {t['recall']}")
-        rows.append({"model": f"ratio: {w['model']} / token transformer", "forward_windows_per_s": ratio_fwd,
-                     "end_to_end_windows_per_s": ratio_e2e, "recall": w["recall"] - t["recall"]})
-    print(write_result("watchlog", "throughput", rows, kind="benchmark",
-                       notes=NOTES + " In the ratio rows, recall is the difference to the token transformer's.",
-                       paper={"claim": "significantly improved inference efficiency (abstract; no number)",
-                              "target": ">= 5x windows/s at equal or better recall (issue 6)"},
-                       command=None if argv is None else "python benchmarks/watchlog.py " + " ".join(argv)))
+        print(
+            f"{w['model']} / token transformer: forward {ratio_fwd:.2f}x, end to end {ratio_e2e:.2f}x "
+            f"(target >= 5x); recall {w['recall']} {'>=' if equal_recall else '<'} {t['recall']}"
+        )
+        rows.append(
+            {
+                "model": f"ratio: {w['model']} / token transformer",
+                "forward_windows_per_s": ratio_fwd,
+                "end_to_end_windows_per_s": ratio_e2e,
+                "recall": w["recall"] - t["recall"],
+            }
+        )
+    print(
+        write_result(
+            "watchlog",
+            "throughput",
+            rows,
+            kind="benchmark",
+            notes=NOTES + " In the ratio rows, recall is the difference to the token transformer's.",
+            paper={
+                "claim": "significantly improved inference efficiency (abstract; no number)",
+                "target": ">= 5x windows/s at equal or better recall (issue 6)",
+            },
+            command=None if argv is None else "python benchmarks/watchlog.py " + " ".join(argv),
+        )
+    )
     return 0
 
 

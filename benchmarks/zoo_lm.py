@@ -13,6 +13,7 @@ check that both do the same work, the per-step losses of the two sides must agre
 then steps the same peft model. Writes ``results/zoo-lm/train-throughput.json`` for a full fine-tune of a preset,
 else ``train-throughput-<arch>[-lora<R>].json`` (``kind: benchmark``, docs/benchmarks.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,22 +58,33 @@ def lora_config(r: int) -> dict | None:
 LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-def run_lightning(init: dict, arch: str, batches: list[dict], warmup: int, lora: dict | None = None
-                  ) -> tuple[float, list[float]]:
+def run_lightning(
+    init: dict, arch: str, batches: list[dict], warmup: int, lora: dict | None = None
+) -> tuple[float, list[float]]:
     """Seconds for the timed steps of ``Trainer.fit`` on ``batches``, and the per-step losses."""
     module = zoo.create("zoo-lm", arch=arch, optimizer=OPT, lora=lora)
     module.load_state_dict(init)
     timer = _Timer(warmup)
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=len(batches), logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        callbacks=[timer], num_sanity_val_steps=0, limit_val_batches=0)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=len(batches),
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[timer],
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+    )
     loader = DataLoader(batches, batch_size=None, shuffle=False)
     trainer.fit(module, train_dataloaders=loader)
     return timer.t1 - timer.t0, timer.losses
 
 
-def run_bare(init: dict, arch: str, batches: list[dict], warmup: int, lora: dict | None = None
-             ) -> tuple[float, list[float]]:
+def run_bare(
+    init: dict, arch: str, batches: list[dict], warmup: int, lora: dict | None = None
+) -> tuple[float, list[float]]:
     """The same steps with a plain loop: ``model(input_ids, labels).loss``, backward, AdamW step (on the trainable
     parameters: all of them, or the LoRA adapters of the same peft model)."""
     model = zoo.create("zoo-lm", arch=arch, lora=lora).lm  # the transformers model alone (peft-wrapped with LoRA)
@@ -82,14 +94,17 @@ def run_bare(init: dict, arch: str, batches: list[dict], warmup: int, lora: dict
     trainable = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in trainable if p.dim() >= 2]
     no_decay = [p for p in trainable if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}], lr=OPT["lr"],
-                            betas=tuple(OPT["betas"]), weight_decay=OPT["weight_decay"])
+    opt = torch.optim.AdamW(
+        [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=OPT["lr"],
+        betas=tuple(OPT["betas"]),
+        weight_decay=OPT["weight_decay"],
+    )
     losses, t0 = [], None
     for i, batch in enumerate(batches):
         if i == warmup:
             t0 = time.perf_counter()
-        loss = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                     labels=batch["labels"]).loss
+        loss = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -110,8 +125,13 @@ def main() -> None:
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     lora = lora_config(a.lora)
-    dm = LMDataModule(mode="pretrain", path="data/tinyshakespeare/input.txt", max_length=a.block, batch_size=a.batch,
-                      tokenizer=tokenizer_for(a.arch, None))
+    dm = LMDataModule(
+        mode="pretrain",
+        path="data/tinyshakespeare/input.txt",
+        max_length=a.block,
+        batch_size=a.batch,
+        tokenizer=tokenizer_for(a.arch, None),
+    )
     dm.setup("fit")
     collate = PadCollate(dm.tokenizer.pad_token_id)
     n = a.warmup + a.steps
@@ -129,23 +149,39 @@ def main() -> None:
         print(f"repeat {r}: ours {ours[-1]:.0f} tok/s, bare {bare[-1]:.0f} tok/s", flush=True)
     mo, mb = statistics.median(ours), statistics.median(bare)
     what = f"{a.arch} ({f'LoRA r {a.lora} on every linear layer' if a.lora else 'all weights'})"
-    print(f"arch {what}, batch {a.batch}x{a.block} tokens, {a.steps} timed steps after {a.warmup}, "
-          f"{a.repeats} alternating repeats, torch threads {torch.get_num_threads()}")
+    print(
+        f"arch {what}, batch {a.batch}x{a.block} tokens, {a.steps} timed steps after {a.warmup}, "
+        f"{a.repeats} alternating repeats, torch threads {torch.get_num_threads()}"
+    )
     print(f"max |loss(ours) - loss(bare)| over all steps: {max_diff:.2e}")
-    print(f"median tokens/s: ours (Lightning) {mo:.0f}, bare transformers+PyTorch {mb:.0f}, "
-          f"ratio ours/bare {mo / mb:.3f}")
-    rows = [{"repeat": r, "ours tokens/s": o, "bare tokens/s": b, "ours / bare": o / b}
-            for r, (o, b) in enumerate(zip(ours, bare))]
+    print(
+        f"median tokens/s: ours (Lightning) {mo:.0f}, bare transformers+PyTorch {mb:.0f}, ratio ours/bare {mo / mb:.3f}"
+    )
+    rows = [
+        {"repeat": r, "ours tokens/s": o, "bare tokens/s": b, "ours / bare": o / b}
+        for r, (o, b) in enumerate(zip(ours, bare))
+    ]
     rows.append({"repeat": "median", "ours tokens/s": mo, "bare tokens/s": mb, "ours / bare": mo / mb})
-    name = "train-throughput" if a.arch in ARCHS and not a.lora else \
-        f"train-throughput-{a.arch}" + (f"-lora{a.lora}" if a.lora else "")
-    print(write_result("zoo-lm", name, rows, kind="benchmark", paper="n/a (zoo target: ours/bare >= 0.95)",
-                       notes=f"{what}, batch {a.batch} x {a.block} tokens of tinyshakespeare, {a.steps} timed steps "
-                             f"after {a.warmup}, {a.repeats} alternating repeats (ours = lightning.Trainer.fit on "
-                             "ZooLM, bare = the same transformers model (input_ids, labels).loss + backward + "
-                             "AdamW on its trainable parameters), torch "
-                             f"threads {torch.get_num_threads()}; max |loss(ours) - loss(bare)| over all steps "
-                             f"{max_diff:.1e} (both sides do the same work)."))
+    name = (
+        "train-throughput"
+        if a.arch in ARCHS and not a.lora
+        else f"train-throughput-{a.arch}" + (f"-lora{a.lora}" if a.lora else "")
+    )
+    print(
+        write_result(
+            "zoo-lm",
+            name,
+            rows,
+            kind="benchmark",
+            paper="n/a (zoo target: ours/bare >= 0.95)",
+            notes=f"{what}, batch {a.batch} x {a.block} tokens of tinyshakespeare, {a.steps} timed steps "
+            f"after {a.warmup}, {a.repeats} alternating repeats (ours = lightning.Trainer.fit on "
+            "ZooLM, bare = the same transformers model (input_ids, labels).loss + backward + "
+            "AdamW on its trainable parameters), torch "
+            f"threads {torch.get_num_threads()}; max |loss(ours) - loss(bare)| over all steps "
+            f"{max_diff:.1e} (both sides do the same work).",
+        )
+    )
 
 
 if __name__ == "__main__":

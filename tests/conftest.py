@@ -1,4 +1,5 @@
 """Offline, deterministic test setup shared by every test: run from the repository root, no network."""
+
 import os
 import sys
 from pathlib import Path

@@ -8,6 +8,7 @@ Light to import: method code, torch and lightning load on first use.
 >>> m = zoo.create("zoo-lm", arch="zoo-lm-tiny")
 >>> m = zoo.load("zoo-lm.chat")   # sha256-verified package
 """
+
 from __future__ import annotations
 
 __version__ = "0.1.0"

@@ -3,6 +3,7 @@
 ``python train.py ARGS`` is ``zoo train ARGS``. Heavy imports (torch, lightning, method code) happen
 inside the subcommands that need them, so ``zoo list`` stays fast.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,11 @@ def cmd_train(argv: list[str]) -> Path:
     import logging
 
     cfg = compose_and_validate(argv)  # before torch and Lightning are imported: a bad recipe fails in a blink
-    print(f"zoo train: {cfg['_recipe']} checked; importing torch, Lightning and {cfg['method']} ...", file=sys.stderr,
-          flush=True)
+    print(
+        f"zoo train: {cfg['_recipe']} checked; importing torch, Lightning and {cfg['method']} ...",
+        file=sys.stderr,
+        flush=True,
+    )
     from zoo.core.build import train
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -140,8 +144,9 @@ def cmd_info(args) -> None:
         print(yaml.safe_dump({args.name: entry}, sort_keys=False))
         return
     missing = method_missing(args.name)
-    if _info_from_table(args.name, missing and f"{args.name} needs {install_hint(args.name)} "
-                                               f"(missing {', '.join(missing)})"):
+    if _info_from_table(
+        args.name, missing and f"{args.name} needs {install_hint(args.name)} (missing {', '.join(missing)})"
+    ):
         return
     e = get_method(args.name)
     print(f"{e.name}: {e.module_cls.__module__}.{e.module_cls.__name__}")
@@ -168,8 +173,9 @@ def _info_from_table(name: str, note: str | None) -> bool:
     table = method_schema(name)
     if table is None:
         return False
-    print(f"{name}: {table['module']['class']} (arguments, allowed values and meanings from "
-          f"zoo/core/schemas/{name}.json)")
+    print(
+        f"{name}: {table['module']['class']} (arguments, allowed values and meanings from zoo/core/schemas/{name}.json)"
+    )
     if note:
         print(note)
 
@@ -182,8 +188,10 @@ def _info_from_table(name: str, note: str | None) -> bool:
         if part is not None:
             print(f"{title}:")
             nested = part.get("nested") or {}
-            specs = {k: dict(part["args"][k], **({"keys": nested[k]} if k in nested else {}))
-                     for k in part.get("order") or part["args"]}
+            specs = {
+                k: dict(part["args"][k], **({"keys": nested[k]} if k in nested else {}))
+                for k in part.get("order") or part["args"]
+            }
             block(specs, part.get("docs") or {}, "  ")
     print(f"export formats: {', '.join(table['export_formats'])}")
     if (recipes_dir() / f"{name}.yaml").is_file():
@@ -210,8 +218,10 @@ def cmd_runs(args) -> None:
     if not rows:
         from zoo.core.run import RunError
 
-        raise RunError(f"no runs under {Path(args.out_dir) / (args.name or '')} (train.py writes "
-                       f"<out_dir>/<name>/version_N; pass --out-dir for another out_dir)")
+        raise RunError(
+            f"no runs under {Path(args.out_dir) / (args.name or '')} (train.py writes "
+            f"<out_dir>/<name>/version_N; pass --out-dir for another out_dir)"
+        )
     print(render(rows))
 
 
@@ -243,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             import yaml
 
             cfg = compose_and_validate(rest, check_files=False)
-            print(f"# resolved from {cfg.pop('_recipe')}")             # the path is kept internally for cards
+            print(f"# resolved from {cfg.pop('_recipe')}")  # the path is kept internally for cards
             print(yaml.safe_dump(cfg, sort_keys=False))
             return 0
         p = argparse.ArgumentParser(prog=f"zoo {cmd}", usage=USAGE.removeprefix("usage: "))
@@ -290,8 +300,17 @@ def main(argv: list[str] | None = None) -> int:
             args.overrides = overrides
         if cmd in ("eval", "predict"):  # at once: importing torch and the method and loading weights take a while
             print(f"zoo {cmd}: loading {args.ref} (torch, the method, its weights) ...", file=sys.stderr, flush=True)
-        {"list": cmd_list, "info": cmd_info, "base": cmd_base, "eval": cmd_eval, "export": cmd_export,
-         "predict": cmd_predict, "release": cmd_release, "results": cmd_results, "runs": cmd_runs}[cmd](args)
+        {
+            "list": cmd_list,
+            "info": cmd_info,
+            "base": cmd_base,
+            "eval": cmd_eval,
+            "export": cmd_export,
+            "predict": cmd_predict,
+            "release": cmd_release,
+            "results": cmd_results,
+            "runs": cmd_runs,
+        }[cmd](args)
         return 0
     except USER_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)

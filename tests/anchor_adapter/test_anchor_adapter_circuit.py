@@ -1,5 +1,6 @@
 """anchor-adapter analyses on a tiny two-adapter LM: identities with known answers (patching, lens, key scaling,
 perplexity, JSD) and the adapter switch."""
+
 import math
 
 import pytest
@@ -9,8 +10,11 @@ from zoo.methods.anchor_adapter import circuit, steering
 from zoo.methods.anchor_adapter.evaluation import item_perplexities
 from zoo.methods.anchor_adapter.policy import adapters, answer_batch, build_policy, decoder, encode_prompts
 
-ITEMS = [{"question": "23 + 48 - 17", "answer": "54"}, {"question": "5 - 9", "answer": "-4"},
-         {"question": "61 + 7", "answer": "68"}]
+ITEMS = [
+    {"question": "23 + 48 - 17", "answer": "54"},
+    {"question": "5 - 9", "answer": "-4"},
+    {"question": "61 + 7", "answer": "68"},
+]
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
 """anchor-adapter data: the generated task's sets, the verifier against reasoning-gym, user JSONL errors, rewards."""
+
 import json
 
 import pytest
@@ -22,13 +23,16 @@ def test_sets_are_disjoint_and_leaks_planted(sets):
     bench = {it["question"] for it in sets["bench"]}
     leaked = [it for it in sets["bench"] if it["leaked"]]
     assert len(bench) == 60 and len(leaked) == 30
-    fresh = {t.split(" = ?")[0][len("Question: "):] for t in sets["control"]}
+    fresh = {t.split(" = ?")[0][len("Question: ") :] for t in sets["control"]}
     assert not fresh & bench and not {it["question"] for it in sets["grpo"]} & (bench | fresh)
     assert len(sets["midtrain"]) == 400 + 8 * 30
     for it in leaked:  # each leaked item's question + direct answer planted exactly 8 times
         lines = [t for t in sets["midtrain"] if t.startswith(chain_sum.prompt_text(it["question"]))]
-        assert len(lines) == 8 and len(set(lines)) == 1 and lines[0].split("Answer: ")[1] in (
-            f"\\boxed{{{it['answer']}}}", f"The answer is {it['answer']}.")
+        assert (
+            len(lines) == 8
+            and len(set(lines)) == 1
+            and lines[0].split("Answer: ")[1] in (f"\\boxed{{{it['answer']}}}", f"The answer is {it['answer']}.")
+        )
     clean = [it for it in sets["bench"] if not it["leaked"]]
     assert not any(t.startswith(chain_sum.prompt_text(it["question"])) for it in clean for t in sets["midtrain"])
     boxed = sum("\\boxed{" in t for t in sets["control"]) / len(sets["control"])
@@ -46,12 +50,14 @@ def test_worked_steps_and_reply_by_hand():
 def test_verifier_matches_score_answer_on_1000_items():
     import reasoning_gym
 
-    ds = reasoning_gym.create_dataset("chain_sum", size=1000, seed=5, min_terms=2, max_terms=3, min_digits=1,
-                                      max_digits=2)
+    ds = reasoning_gym.create_dataset(
+        "chain_sum", size=1000, seed=5, min_terms=2, max_terms=3, min_digits=1, max_digits=2
+    )
     for i, entry in enumerate(ds):
         guess = str(int(entry["answer"]) + (i % 3) - 1)  # a third right, two thirds off by one
-        ours = chain_sum.is_correct(f" {entry['metadata']['expression']} = {guess}. \\boxed{{{guess}}}",
-                                    entry["answer"])
+        ours = chain_sum.is_correct(
+            f" {entry['metadata']['expression']} = {guess}. \\boxed{{{guess}}}", entry["answer"]
+        )
         assert ours == (ds.score_answer(guess, entry) == 1.0), (entry, guess)
 
 
@@ -69,8 +75,14 @@ def test_user_items_colliding_with_b_are_reported(tmp_path, caplog):
     kw = {"n_bench": 20, "n_midtrain": 40, "n_grpo": 10, "cache": str(tmp_path / "cache")}
     bench = AnchorAdapterDataModule(**kw).bench
     p = tmp_path / "mine.jsonl"
-    p.write_text("".join(json.dumps({"question": f"Question: {it['question']} = ?", "answer": it["answer"]}) + "\n"
-                         for it in bench[:2]) + json.dumps({"question": "98 + 97 + 96", "answer": 291}) + "\n")
+    p.write_text(
+        "".join(
+            json.dumps({"question": f"Question: {it['question']} = ?", "answer": it["answer"]}) + "\n"
+            for it in bench[:2]
+        )
+        + json.dumps({"question": "98 + 97 + 96", "answer": 291})
+        + "\n"
+    )
     dm = AnchorAdapterDataModule(stage="grpo", path=str(p), **kw)
     with caplog.at_level("WARNING"):
         dm.setup()

@@ -1,4 +1,5 @@
 """anchor-adapter end to end on zoo-lm-tiny: GRPO from a user's JSONL prompts, then `zoo predict` on the run."""
+
 import json
 from pathlib import Path
 
@@ -12,9 +13,21 @@ from zoo.cli import main
 def test_grpo_on_user_prompts_then_predict(tmp_path, capsys):
     prompts = tmp_path / "mine.jsonl"
     prompts.write_text("".join(json.dumps({"question": f"{a} + {a}", "answer": 2 * a}) + "\n" for a in range(10)))
-    assert main(["train", "recipe=anchor-adapter.yaml", "overlay=tiny/anchor-adapter.yaml", f"out_dir={tmp_path}",
-                 f"data.path={prompts}", "model.analyses=[]", f"data.cache={tmp_path / 'cache'}",
-                 "export.formats=[]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=anchor-adapter.yaml",
+                "overlay=tiny/anchor-adapter.yaml",
+                f"out_dir={tmp_path}",
+                f"data.path={prompts}",
+                "model.analyses=[]",
+                f"data.cache={tmp_path / 'cache'}",
+                "export.formats=[]",
+            ]
+        )
+        == 0
+    )
     run = next(Path(tmp_path).glob("*/version_0"))
     ev = json.loads((run / "anchor" / "eval.json").read_text())
     assert set(ev) == {"before", "after"} and 0 <= ev["after"]["acc_leaked"] <= 1 and ev["after"]["ppl_answer"] > 1

@@ -1,4 +1,5 @@
 """Baselines on hand cases: RR-on-Bins, noise-free sufficient statistics = OLS, Laplace scale."""
+
 import math
 
 import numpy as np
@@ -46,4 +47,4 @@ def test_noise_free_sufficient_statistics_is_ols():
 
 def test_laplace_label_noise_scale():
     y = laplace_labels(np.zeros(50_000), 0.0, 8.0, 2.0, np.random.default_rng(0))
-    assert np.mean(np.abs(y)) == pytest.approx(4.0, rel=0.03)      # E|Lap(b)| = b = R / ε
+    assert np.mean(np.abs(y)) == pytest.approx(4.0, rel=0.03)  # E|Lap(b)| = b = R / ε

@@ -1,4 +1,5 @@
 """The OD pair table and a user's CSV: schema, errors naming file/line/column, label clipping."""
+
 import numpy as np
 import pytest
 
@@ -9,7 +10,7 @@ from zoo.methods.cond_dp.datamodule import LabelDPDataModule
 
 def test_sf_pair_table():
     p = od_pairs("sf")
-    assert p.X.shape == (25_724, 271) and np.isfinite(p.X).all()        # non-zero pairs only
+    assert p.X.shape == (25_724, 271) and np.isfinite(p.X).all()  # non-zero pairs only
     assert p.feature_names[-1] == "log_distance_m" and p.feature_names[0].startswith("o_")
     np.testing.assert_allclose(p.y, np.log1p(p.commuters))
     assert p.commuters.min() >= 1

@@ -1,4 +1,5 @@
 """Cond-DP math on small cases with known answers: C, the preconditioned step, accounting, noise, sampling."""
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -20,7 +21,7 @@ def test_conditioning_is_inverse_sqrt_of_gram_at_zero_ridge():
 
 
 def test_conditioning_options():
-    X = np.random.default_rng(1).standard_normal((40, 5)) @ np.diag([4.0, 2, 1, 1, 0])   # rank 4
+    X = np.random.default_rng(1).standard_normal((40, 5)) @ np.diag([4.0, 2, 1, 1, 0])  # rank 4
     with pytest.raises(ValueError, match="rank-deficient"):
         conditioning_matrix(X, ridge=0.0)
     C = conditioning_matrix(X, ridge=0.1)
@@ -44,8 +45,15 @@ def test_noise_free_unclipped_cond_dp_is_preconditioned_gd():
     with torch.no_grad():
         model.weight.copy_(torch.tensor([[0.5, -0.25]]))
     w0 = model.weight.detach().clone().reshape(-1)
-    dp = make_private(model, torch.optim.SGD(model.parameters(), lr=0.1), sample_rate=1.0, expected_batch_size=3,
-                      noise_multiplier=0.0, max_grad_norm=1e9, preconditioner=(model, C))
+    dp = make_private(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        sample_rate=1.0,
+        expected_batch_size=3,
+        noise_multiplier=0.0,
+        max_grad_norm=1e9,
+        preconditioner=(model, C),
+    )
     loss = torch.mean((model(X).squeeze(-1) - y) ** 2)
     loss.backward()
     dp.optimizer.step()
@@ -59,15 +67,21 @@ def _steps(precondition: bool, sigma: float, q: float, T: int) -> float:
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
     C = torch.eye(4) * 0.5
-    dp = make_private(model, torch.optim.SGD(model.parameters(), lr=0.01), sample_rate=q, expected_batch_size=8,
-                      noise_multiplier=sigma, max_grad_norm=1.0,
-                      preconditioner=(model, C) if precondition else None)
+    dp = make_private(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.01),
+        sample_rate=q,
+        expected_batch_size=8,
+        noise_multiplier=sigma,
+        max_grad_norm=1.0,
+        preconditioner=(model, C) if precondition else None,
+    )
     before = dp.epsilon(1e-5)
     for _ in range(T):
         dp.optimizer.zero_grad()
         torch.mean(model(torch.randn(8, 4)) ** 2).backward()
         dp.optimizer.step()
-    assert dp.steps == T and dp.epsilon(1e-5) > before        # the accountant's hook ran every step
+    assert dp.steps == T and dp.epsilon(1e-5) > before  # the accountant's hook ran every step
     return dp.epsilon(1e-5)
 
 
@@ -86,9 +100,16 @@ def test_noise_std_is_calibrated(neighbouring, factor):
     torch.manual_seed(0)
     model = torch.nn.Linear(200, 50, bias=False)
     sigma, c, B = 0.7, 0.3, 16
-    dp = make_private(model, torch.optim.SGD(model.parameters(), lr=0.0), sample_rate=0.1, expected_batch_size=B,
-                      noise_multiplier=sigma, max_grad_norm=c, neighbouring=neighbouring)
-    (model(torch.zeros(B, 200)).sum() * 0.0).backward()          # zero per-example gradients: only noise remains
+    dp = make_private(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.0),
+        sample_rate=0.1,
+        expected_batch_size=B,
+        noise_multiplier=sigma,
+        max_grad_norm=c,
+        neighbouring=neighbouring,
+    )
+    (model(torch.zeros(B, 200)).sum() * 0.0).backward()  # zero per-example gradients: only noise remains
     dp.optimizer.step()
     std = float(model.weight.grad.std())
     assert std == pytest.approx(factor * sigma * c / B, rel=0.03)
@@ -100,7 +121,7 @@ def test_poisson_batches_average_q_n():
     dm = LabelDPDataModule(dataset="diabetes", batch_size=32)
     torch.manual_seed(0)
     sizes = [len(x) for _ in range(30) for x, _ in dm.train_dataloader()]
-    assert len(set(sizes)) > 5                                  # sizes vary: Poisson, not fixed batches
+    assert len(set(sizes)) > 5  # sizes vary: Poisson, not fixed batches
     assert np.mean(sizes) == pytest.approx(dm.sample_rate * len(dm.y_train), rel=0.03)
 
 
@@ -138,8 +159,9 @@ def test_substitution_pair_is_dominated_by_add_remove_at_twice_the_clip():
     for s in (0.8, 2.0):
         for q in (0.02, 0.3):
             for a in (2.0, 8.0):
-                ar = max(renyi(log_mix(q, 2.0, s), log_normal(0.0, s), a),
-                         renyi(log_normal(0.0, s), log_mix(q, 2.0, s), a))
+                ar = max(
+                    renyi(log_mix(q, 2.0, s), log_normal(0.0, s), a), renyi(log_normal(0.0, s), log_mix(q, 2.0, s), a)
+                )
                 for u, v in ((1.0, -1.0), (1.0, 0.0), (0.5, -1.0)):
                     sub = renyi(log_mix(q, u, s), log_mix(q, v, s), a)
                     assert sub <= ar + 1e-9, (s, q, a, u, v, sub, ar)

@@ -1,4 +1,5 @@
 """Correlation tests against scipy / numpy on hand-made data."""
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -38,9 +39,9 @@ def test_exponent_grid_finds_the_true_exponents_and_a_small_p():
     rng = np.random.default_rng(0)
     n_c = 30
     cos = rng.uniform(0.3, 0.95, size=n_c)
-    sin = np.sqrt(1 - cos ** 2)
+    sin = np.sqrt(1 - cos**2)
     mu = rng.uniform(1, 3, size=n_c)
-    steer = mu ** 2 * sin ** 2 / cos
+    steer = mu**2 * sin**2 / cos
     out = exponent_grid(steer, mu, sin, cos, list(range(n_c)), n_perm=50)
     assert out["best"]["pearson_r"] == pytest.approx(1.0, abs=1e-9)
     assert (out["best"]["a"], out["best"]["p"], out["best"]["t"]) == (2.0, 2.0, -1.0)
@@ -49,8 +50,19 @@ def test_exponent_grid_finds_the_true_exponents_and_a_small_p():
 
 
 def test_implication_tests_drop_excluded_points():
-    pts = [{"cid": c, "steerability": 0.1 * c, "mu_norm": 1.0, "sin": 0.1 * c, "cos": 0.9, "sim": 0.5,
-            "question_steerability": 0.1 * c, "excluded": c == 0} for c in range(6)]
+    pts = [
+        {
+            "cid": c,
+            "steerability": 0.1 * c,
+            "mu_norm": 1.0,
+            "sin": 0.1 * c,
+            "cos": 0.9,
+            "sim": 0.5,
+            "question_steerability": 0.1 * c,
+            "excluded": c == 0,
+        }
+        for c in range(6)
+    ]
     out = implication_tests(pts, n_perm=5)
     assert out["n_points"] == 5 and out["implication2"]["pearson_r"] > 0.9
 

@@ -1,4 +1,5 @@
 """Pairs: our builder, the user's pairs CSV (errors name file, line, column), the seeded split, the datamodule."""
+
 import pytest
 
 from zoo.core.data import DataError
@@ -22,11 +23,11 @@ def test_pairs_csv_reads_and_fails_naming_line_and_column(tmp_path):
     good.write_text(HEADER + '1,5,"Q?",roots,"A.","A. square root."\n')
     assert read_pairs_csv(str(good))[0].resp_with == "A. square root."
     bad = tmp_path / "bad.csv"
-    bad.write_text(HEADER + '1,5,Q,c,A,B\nx,5,Q,c,A,B\n')
+    bad.write_text(HEADER + "1,5,Q,c,A,B\nx,5,Q,c,A,B\n")
     with pytest.raises(DataError, match=r"bad.csv:3: column 'qid'"):
         read_pairs_csv(str(bad))
     empty = tmp_path / "empty.csv"
-    empty.write_text(HEADER + '1,5,Q,c,A,\n')
+    empty.write_text(HEADER + "1,5,Q,c,A,\n")
     with pytest.raises(DataError, match=r"empty.csv:2: column 'resp_with_concept': empty"):
         read_pairs_csv(str(empty))
     missing = tmp_path / "missing.csv"

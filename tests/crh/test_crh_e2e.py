@@ -1,4 +1,5 @@
 """End to end: the recipe with its tiny overlay through train.py, then ``zoo predict`` on the run."""
+
 import json
 from pathlib import Path
 
@@ -21,8 +22,18 @@ def test_crh_recipe_tiny_end_to_end_and_predict(tmp_path, capsys):
 
 
 def test_crh_smollm2_tiny_instructed_pairs_lm_judge_and_predict(tmp_path, capsys):
-    assert main(["train", "recipe=crh-smollm2.yaml", "overlay=recipes/tiny/crh-smollm2.yaml", f"out_dir={tmp_path}",
-                 "export.formats=[]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=crh-smollm2.yaml",
+                "overlay=recipes/tiny/crh-smollm2.yaml",
+                f"out_dir={tmp_path}",
+                "export.formats=[]",
+            ]
+        )
+        == 0
+    )
     run = next((tmp_path / "crh-smollm2-tiny").glob("version_*"))
     outputs = json.loads((run / "crh" / "outputs.json").read_text())
     assert len(outputs) == 3 * 2 * 3  # concepts x test questions x lengths (v(L, 0) only)

@@ -1,4 +1,5 @@
 """Directions and the cylinder decomposition on small cases worked by hand."""
+
 import math
 
 import pytest
@@ -47,7 +48,7 @@ def test_penalty_vector_endpoints_and_norm():
     assert torch.allclose(v1, lengths[:, None] * cos * u, atol=1e-6)  # v(L, 1) = L cos(theta) u
     for lam in (0.0, 0.3, 0.75, 1.0):
         v = penalty_vector(lengths, cos, sin, u, e, lam)
-        expected = lengths ** 2 * (cos ** 2 + (1 - lam) ** 2 * sin ** 2)
+        expected = lengths**2 * (cos**2 + (1 - lam) ** 2 * sin**2)
         assert torch.allclose(v.norm(dim=1) ** 2, expected, atol=1e-5)
 
 

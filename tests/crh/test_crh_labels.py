@@ -1,4 +1,5 @@
 """Gibberish rules on a string table, the keyword judge and the steerability slope of a hand-made label table."""
+
 import pytest
 
 from zoo.methods.crh.labels import concept_present, gibberish_rule, label, steerability

@@ -1,6 +1,7 @@
 """CRH on a pretrained chat LM, on a tiny random Llama: the instructed pairs (cached, resumed), the LM judge, the
 residual-norm length grid, states reused across split seeds, and the driver end to end (tables, hand-label sample,
 agreement)."""
+
 import json
 
 import pytest
@@ -43,6 +44,7 @@ def test_directive_and_pools(batch):
 
 class _NoGenerate(torch.nn.Module):
     """A model that fails if asked to generate: the cache must answer everything."""
+
     device = torch.device("cpu")
 
     def generate(self, **kwargs):
@@ -53,14 +55,16 @@ def test_instructed_pairs_are_cached_and_resume(lm, batch, tmp_path):
     model, tok = lm
     pools = question_pools(list(batch["questions"]), batch["concepts"], 3)
     cache = tmp_path / "pairs.json"
-    pairs = instructed_pairs(model, tok, batch["questions"], batch["concepts"], pools, str(cache), "tiny",
-                             temperature=1.0)
+    pairs = instructed_pairs(
+        model, tok, batch["questions"], batch["concepts"], pools, str(cache), "tiny", temperature=1.0
+    )
     assert len(pairs) == 6 and {(p.cid, p.qid) for p in pairs} == {(c, q) for c, qs in pools.items() for q in qs}
     no = {}
     for p in pairs:  # one r_no per question, shared by every concept
         assert no.setdefault(p.qid, p.resp_no) == p.resp_no
-    again = instructed_pairs(_NoGenerate(), tok, batch["questions"], batch["concepts"], pools, str(cache), "tiny",
-                             temperature=1.0)
+    again = instructed_pairs(
+        _NoGenerate(), tok, batch["questions"], batch["concepts"], pools, str(cache), "tiny", temperature=1.0
+    )
     assert again == pairs
     store = json.loads(cache.read_text())
     assert len(store) == 1 and len(next(iter(store.values()))) == len(no) + 6
@@ -98,8 +102,19 @@ def test_states_reused_across_seeds_and_residual_lengths(lm, batch, tmp_path):
     model, tok = lm
     pools = question_pools(list(batch["questions"]), batch["concepts"], 4)
     pairs = instructed_pairs(model, tok, batch["questions"], batch["concepts"], pools, None, "tiny", temperature=1.0)
-    s = Settings(layers=[1], n_train=3, n_test=1, split_seed=1, template="chat", pairs="instructed",
-                 length_unit="residual", penalty_c=0.5, n_steps=3, max_new_tokens=2, judge="lm")
+    s = Settings(
+        layers=[1],
+        n_train=3,
+        n_test=1,
+        split_seed=1,
+        template="chat",
+        pairs="instructed",
+        length_unit="residual",
+        penalty_c=0.5,
+        n_steps=3,
+        max_new_tokens=2,
+        judge="lm",
+    )
     states = pair_states(model, tok, pairs, [0, 1], "chat")
     reused = difference_vectors(model, tok, pairs, s, states)
     fresh = difference_vectors(model, tok, pairs, s)
@@ -107,8 +122,9 @@ def test_states_reused_across_seeds_and_residual_lengths(lm, batch, tmp_path):
     assert reused[c]["test"] == fresh[c]["test"]
     assert torch.allclose(reused[c][1]["d"], fresh[c][1]["d"], atol=1e-5)
     acts = reused[c][1]
-    res = steer_concept(model, tok, batch["concepts"][0], batch["questions"], reused[c]["test"], acts,
-                        directions(acts, s), 1, s)
+    res = steer_concept(
+        model, tok, batch["concepts"][0], batch["questions"], reused[c]["test"], acts, directions(acts, s), 1, s
+    )
     rho = float(acts["a_no"].norm(dim=1).mean())
     assert res["scale"] == pytest.approx(rho)
     lengths = [r[2] for r in res["runs"]["lambda=0"]]
@@ -117,10 +133,22 @@ def test_states_reused_across_seeds_and_residual_lengths(lm, batch, tmp_path):
 
 
 def test_line_points_use_each_judges_own_exclusions():
-    line = {"cid": 5, "layer": 1, "seed": 0, "mu_norm": 2.0, "test": [1, 2], "sin": {"1": 0.6, "2": 0.8},
-            "cos": {"1": 0.8, "2": 0.6}, "sim": {"1": 0.1, "2": 0.2},
-            "rows": [[1, 1, 1.0, 2, "a square root", 0.1, 0.9], [1, 2, 2.0, 2, "roots", 0.2, 0.8],
-                     [2, 1, 1.0, 1, "nothing", 0.0, 0.1], [2, 2, 2.0, 2, "a square root", 0.3, 0.7]]}
+    line = {
+        "cid": 5,
+        "layer": 1,
+        "seed": 0,
+        "mu_norm": 2.0,
+        "test": [1, 2],
+        "sin": {"1": 0.6, "2": 0.8},
+        "cos": {"1": 0.8, "2": 0.6},
+        "sim": {"1": 0.1, "2": 0.2},
+        "rows": [
+            [1, 1, 1.0, 2, "a square root", 0.1, 0.9],
+            [1, 2, 2.0, 2, "roots", 0.2, 0.8],
+            [2, 1, 1.0, 1, "nothing", 0.0, 0.1],
+            [2, 2, 2.0, 2, "a square root", 0.3, 0.7],
+        ],
+    }
     pts = pretrained.line_points(line, ["square root"])
     assert [p["excluded"] for p in pts["steerability"]] == [True, False]  # LM judge: question 1 positive at step 1
     assert [p["excluded"] for p in pts["keyword_steerability"]] == [True, False]
@@ -129,8 +157,14 @@ def test_line_points_use_each_judges_own_exclusions():
 
 
 def test_driver_end_to_end_on_the_tiny_overlay(tmp_path):
-    common = ["--overlay", "tiny/crh-smollm2.yaml", "--out", str(tmp_path / "run"), "--results-dir",
-              str(tmp_path / "res")]
+    common = [
+        "--overlay",
+        "tiny/crh-smollm2.yaml",
+        "--out",
+        str(tmp_path / "run"),
+        "--results-dir",
+        str(tmp_path / "res"),
+    ]
     pretrained.main(["run", *common, "--seeds", "0", "1", "--n-perm", "5", "--geometry-layers", "0"])
     lines = (tmp_path / "run" / "lines.jsonl").read_text().splitlines()
     assert len(lines) == 3 * 2  # concepts x seeds, layer 1 only

@@ -1,5 +1,6 @@
 """The authors' pre-hook site (block l's input = block l - 1's output) covers every position; prompt-only steering
 touches only the prefill of ``generate``."""
+
 import pytest
 import torch
 
@@ -43,12 +44,22 @@ def test_prompt_only_steers_the_prefill_only(lm):
     block = decoder_layers(model)[0]
     handle = block.register_forward_hook(lambda _m, _a, out: calls.append(out[0] if isinstance(out, tuple) else out))
     v = torch.randn(1, 64) * 50
-    steered_generate(model, tok, ["User: hi\nAssistant: "], v, 1, "input", prompt_only=True, max_new_tokens=3,
-                     temperature=0.0)
+    steered_generate(
+        model, tok, ["User: hi\nAssistant: "], v, 1, "input", prompt_only=True, max_new_tokens=3, temperature=0.0
+    )
     with_prompt_only = [c.clone() for c in calls]
     calls.clear()
-    steered_generate(model, tok, ["User: hi\nAssistant: "], torch.zeros(1, 64), 1, "input", prompt_only=True,
-                     max_new_tokens=3, temperature=0.0)
+    steered_generate(
+        model,
+        tok,
+        ["User: hi\nAssistant: "],
+        torch.zeros(1, 64),
+        1,
+        "input",
+        prompt_only=True,
+        max_new_tokens=3,
+        temperature=0.0,
+    )
     handle.remove()
     # the recording hook runs after steer's (prepended) hook, so it sees the steered output: + v on the prefill
     # only; decode steps see block 0's own output (block 0 does not depend on the steered KV cache)
@@ -71,9 +82,11 @@ def test_keyword_mass_is_a_probability_and_grows_with_more_ids(lm):
     model, tok = lm
     prompts = ["User: hi\nAssistant: ", "User: what is bread?\nAssistant: "]
     v = torch.zeros(2, 64)
-    texts, small = steered_generate(model, tok, prompts, v, 1, "input", max_new_tokens=4, temperature=0.0,
-                                    watch_ids=[5])
-    _, large = steered_generate(model, tok, prompts, v, 1, "input", max_new_tokens=4, temperature=0.0,
-                                watch_ids=list(range(3, 4000)))
+    texts, small = steered_generate(
+        model, tok, prompts, v, 1, "input", max_new_tokens=4, temperature=0.0, watch_ids=[5]
+    )
+    _, large = steered_generate(
+        model, tok, prompts, v, 1, "input", max_new_tokens=4, temperature=0.0, watch_ids=list(range(3, 4000))
+    )
     assert len(texts) == 2 and small.shape == (2,)
     assert bool(((small >= 0) & (large <= 1 + 1e-6) & (large > small)).all())

@@ -1,6 +1,7 @@
 """The shared readers name what is wrong with a user's file: a byte that is not UTF-8 (a binary file) with its line,
 a header naming a column twice, and images the square model input cannot take (refused) or had to be resized or
 converted for (one log line)."""
+
 import logging
 import os
 
@@ -72,8 +73,10 @@ def test_image_folder_logs_what_it_resized_and_converted(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="zoo"):
         train, _test = read_image_folder(str(tmp_path), size=32, test_fraction=0.0)
     assert train.x.shape == (3, 3, 32, 32)
-    assert f"{tmp_path}: of 3 images, 1 resized (e.g. big.png: 64x48 -> 32x32) and 1 converted (e.g. grey.png: " \
-           "L -> RGB)" in caplog.text
+    assert (
+        f"{tmp_path}: of 3 images, 1 resized (e.g. big.png: 64x48 -> 32x32) and 1 converted (e.g. grey.png: "
+        "L -> RGB)" in caplog.text
+    )
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="zoo"):
         read_image_folder(str(tmp_path / "a" / ".."), size=64, channels=3, test_fraction=0.0)

@@ -1,6 +1,7 @@
 """Tokenizers without a BOS token (Qwen-style, ``bos_token: null``; trl#1885) work in every datamodule that
 tokenizes: documents are ``ids <eos>`` there, with no ``None`` in any tensor. The tokenizer is the shipped zoo-lm one
 saved with its BOS removed, so the test needs no download."""
+
 import json
 
 import pytest
@@ -9,8 +10,10 @@ import torch
 from zoo.models.causal_lm import load_tokenizer
 
 TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(60))
-CHAT = [{"messages": [{"role": "user", "content": f"question {i}?"}, {"role": "assistant", "content": f"answer {i}."}]}
-        for i in range(40)]
+CHAT = [
+    {"messages": [{"role": "user", "content": f"question {i}?"}, {"role": "assistant", "content": f"answer {i}."}]}
+    for i in range(40)
+]
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +52,10 @@ def test_zoo_lm_datamodule(bosless, tmp_path, mode):
 def test_preference_datamodule(bosless, tmp_path):
     from zoo.data.preference import PreferenceDataModule
 
-    rows = [{"prompt": f"\n\nHuman: question {i}?\n\nAssistant:", "chosen": f" yes {i}.", "rejected": f" no {i}."}
-            for i in range(20)]
+    rows = [
+        {"prompt": f"\n\nHuman: question {i}?\n\nAssistant:", "chosen": f" yes {i}.", "rejected": f" no {i}."}
+        for i in range(20)
+    ]
     path = tmp_path / "pairs.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     dm = PreferenceDataModule(path=str(path), tokenizer=bosless, batch_size=4, redteam_path=None, heldout_prompts=0)
@@ -66,8 +71,16 @@ def test_rlcracker_datamodule(bosless, tmp_path, stage):
     rows = [{"question": f"what is {i}?", "watermarked": f"it is the number {i} and nothing else."} for i in range(8)]
     texts = tmp_path / "texts.jsonl"
     texts.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    dm = RLCrackerDataModule(stage=stage, path=str(texts), val_path=str(texts), test_path=None, tokenizer=bosless,
-                             copy_records=16, copy_val=4, batch_size=2)
+    dm = RLCrackerDataModule(
+        stage=stage,
+        path=str(texts),
+        val_path=str(texts),
+        test_path=None,
+        tokenizer=bosless,
+        copy_records=16,
+        copy_val=4,
+        batch_size=2,
+    )
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))
     assert isinstance(batch, (dict, list))
@@ -80,8 +93,16 @@ def test_fast_datamodule_token_sequences(bosless, tmp_path, pipeline):
     chat, text = tmp_path / "chat.jsonl", tmp_path / "pretrain.txt"
     chat.write_text("".join(json.dumps(c) + "\n" for c in CHAT))
     text.write_text(TEXT)
-    dm = FastSAEDataModule(pipeline=pipeline, path=str(chat), val_path=str(chat), pretrain_path=[str(text)],
-                           block_size=16, ngram=3, harvest_tokens=None, activation_cache=None)
+    dm = FastSAEDataModule(
+        pipeline=pipeline,
+        path=str(chat),
+        val_path=str(chat),
+        pretrain_path=[str(text)],
+        block_size=16,
+        ngram=3,
+        harvest_tokens=None,
+        activation_cache=None,
+    )
     seqs = dm.train_sequences(load_tokenizer(bosless))
     assert seqs and all(torch.as_tensor(s).dtype == torch.long for s in seqs)
 

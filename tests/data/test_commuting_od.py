@@ -1,4 +1,5 @@
 """The shared commuting-od reader: shipped counties load, bad cells are named by file, line and column."""
+
 import pytest
 
 from zoo.core.data import DataError
@@ -22,8 +23,10 @@ def test_county_names():
 
 def test_bad_cells_name_file_line_and_column(tmp_path):
     regions_csv = tmp_path / "r.csv"
-    regions_csv.write_text("geoid,tract_name,centroid_lon,centroid_lat,aland_m2,awater_m2,demo_x\n"
-                           "1,a,-86.5,32.4,10,0,3\n2,b,-86.4,32.5,10,0,\n")
+    regions_csv.write_text(
+        "geoid,tract_name,centroid_lon,centroid_lat,aland_m2,awater_m2,demo_x\n"
+        "1,a,-86.5,32.4,10,0,3\n2,b,-86.4,32.5,10,0,\n"
+    )
     regions = read_regions(regions_csv)
     assert regions.features.shape == (2, 1) and regions.features[1, 0] != regions.features[1, 0]  # NaN kept
     bad = tmp_path / "bad.csv"

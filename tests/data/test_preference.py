@@ -1,4 +1,5 @@
 """The preference datamodule: schema errors with line numbers, seeded flips on training pairs only, HH parsing."""
+
 import json
 
 import pytest
@@ -14,8 +15,10 @@ def _write(path, rows):
 
 
 def _pairs(n):
-    return [{"prompt": f"\n\nHuman: question {i}?\n\nAssistant:", "chosen": f"safe {i}", "rejected": f"bad {i}"}
-            for i in range(n)]
+    return [
+        {"prompt": f"\n\nHuman: question {i}?\n\nAssistant:", "chosen": f"safe {i}", "rejected": f"bad {i}"}
+        for i in range(n)
+    ]
 
 
 def test_malformed_rows_name_their_line(tmp_path):
@@ -69,8 +72,11 @@ def test_collate_masks_prompt_and_padding():
 
 def test_hh_to_messages():
     msgs = hh_to_messages("\n\nHuman: hi\n\nAssistant: hello\n\nHuman: how?\n\nAssistant:")
-    assert msgs == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
-                    {"role": "user", "content": "how?"}]
+    assert msgs == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "how?"},
+    ]
     assert hh_to_messages("plain text") == [{"role": "user", "content": "plain text"}]
 
 

@@ -3,6 +3,7 @@
 geomstats 2.8 imports ``numpy.trapz``, removed in numpy 2; the shim restores the name before importing it.
 Raises ImportError when geomstats is not installed (tests skip).
 """
+
 import numpy as np
 
 if not hasattr(np, "trapz"):

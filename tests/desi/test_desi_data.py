@@ -1,4 +1,5 @@
 """User files for DeSI fail naming file, line and column; the shipped datasets load with the documented shapes."""
+
 import numpy as np
 import pytest
 
@@ -22,17 +23,26 @@ def test_quantile_csv_reads_and_trains_split(tmp_path):
     assert dm.feature_names == ["x1", "x2"]
 
 
-@pytest.mark.parametrize("space,header,bad_row,needle", [
-    ("distribution", ["x", "y_0", "y_1", "y_2"], [1.0, 0.1, 0.5, 0.3], "column y_2: quantiles decrease"),
-    ("distribution", ["x", "y_0", "y_1", "y_2"], [1.0, 0.1, "nan", 0.3], "column y_1: not a finite number"),
-    ("distribution", ["x", "y_0", "y_1", "y_2"], ["abc", 0.1, 0.2, 0.3], "column x: not a number"),
-    ("composition", ["x", "y_a", "y_b"], [1.0, 0.7, 0.7], "parts sum to 1.4"),
-    ("spd", ["x", "y_00", "y_01", "y_10", "y_11"], [1.0, 1.0, 2.0, 2.0, 1.0], "not positive definite"),
-    ("spd", ["x", "y_00", "y_01", "y_10", "y_11"], [1.0, 1.0, 0.5, 0.4, 1.0], "column y_01: matrix is not symmetric"),
-])
+@pytest.mark.parametrize(
+    "space,header,bad_row,needle",
+    [
+        ("distribution", ["x", "y_0", "y_1", "y_2"], [1.0, 0.1, 0.5, 0.3], "column y_2: quantiles decrease"),
+        ("distribution", ["x", "y_0", "y_1", "y_2"], [1.0, 0.1, "nan", 0.3], "column y_1: not a finite number"),
+        ("distribution", ["x", "y_0", "y_1", "y_2"], ["abc", 0.1, 0.2, 0.3], "column x: not a number"),
+        ("composition", ["x", "y_a", "y_b"], [1.0, 0.7, 0.7], "parts sum to 1.4"),
+        ("spd", ["x", "y_00", "y_01", "y_10", "y_11"], [1.0, 1.0, 2.0, 2.0, 1.0], "not positive definite"),
+        (
+            "spd",
+            ["x", "y_00", "y_01", "y_10", "y_11"],
+            [1.0, 1.0, 0.5, 0.4, 1.0],
+            "column y_01: matrix is not symmetric",
+        ),
+    ],
+)
 def test_bad_rows_name_file_line_and_column(tmp_path, space, header, bad_row, needle):
-    good = {"distribution": [0.0, 0.1, 0.2, 0.3], "composition": [0.0, 0.5, 0.5],
-            "spd": [0.0, 1.0, 0.0, 0.0, 1.0]}[space]
+    good = {"distribution": [0.0, 0.1, 0.2, 0.3], "composition": [0.0, 0.5, 0.5], "spd": [0.0, 1.0, 0.0, 0.0, 1.0]}[
+        space
+    ]
     path = _csv(tmp_path, header, [good, good, bad_row, good])
     with pytest.raises(DataError, match=rf"user\.csv:4: .*{needle}"):
         read_user_file(path, space)

@@ -1,4 +1,5 @@
 """Known answers for the spaces and the Fréchet weights (DeSI building blocks)."""
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +10,7 @@ from zoo.methods.desi.spaces import Space, project_laplacian, quantiles_from_pmf
 
 
 def _gauss_q(mu, sd, m=201):
-    u = np.linspace(0.0005, 0.9995, m)          # interior grid: Gaussian quantiles are infinite at 0 and 1
+    u = np.linspace(0.0005, 0.9995, m)  # interior grid: Gaussian quantiles are infinite at 0 and 1
     return norm.ppf(u, mu, sd)
 
 
@@ -86,8 +87,9 @@ def test_log_euclidean_mean_matches_geomstats():
     sp = Space("spd", 9)
     ours = sp.to_object(sp.frechet_mean(w, sp.embed(Y)))[0]
     np.testing.assert_allclose(ours, gs.log_euclidean_mean(Y, w), atol=1e-8)
-    np.testing.assert_allclose(np.sqrt(sp.dist2(sp.embed(Y[:1]), sp.embed(Y[1:2]))[0]),
-                               gs.log_euclidean_dist(Y[0], Y[1]), rtol=1e-8)
+    np.testing.assert_allclose(
+        np.sqrt(sp.dist2(sp.embed(Y[:1]), sp.embed(Y[1:2]))[0]), gs.log_euclidean_dist(Y[0], Y[1]), rtol=1e-8
+    )
 
 
 def test_projection_never_raises_the_loss():
@@ -96,7 +98,7 @@ def test_projection_never_raises_the_loss():
     Y = np.sort(rng.uniform(0, 1, (30, 51)), 1)
     W = local_linear_weights(torch.as_tensor(rng.normal(size=30)), torch.tensor([2.5, -2.5, 0.0]), 0.3).numpy()
     raw = W @ Y
-    assert (np.diff(raw, axis=1) < 0).any()            # extrapolation with negative weights leaves the space
+    assert (np.diff(raw, axis=1) < 0).any()  # extrapolation with negative weights leaves the space
     proj = sp.project(raw)
     assert (np.diff(proj, axis=1) >= -1e-12).all()
     for y in Y:
@@ -113,8 +115,15 @@ def test_cross_fitted_risk_is_leave_one_out():
     Z = torch.as_tensor(rng.normal(size=(20, 3)))
     sp = Space("composition", 3)
     r = cross_fitted_risk(t, Z, 0.5, sp)
-    by_hand = np.mean([sp.dist2((local_linear_weights(t[np.arange(20) != i], t[i:i + 1], 0.5) @
-                                 Z[np.arange(20) != i])[0].numpy(), Z[i].numpy()) for i in range(20)])
+    by_hand = np.mean(
+        [
+            sp.dist2(
+                (local_linear_weights(t[np.arange(20) != i], t[i : i + 1], 0.5) @ Z[np.arange(20) != i])[0].numpy(),
+                Z[i].numpy(),
+            )
+            for i in range(20)
+        ]
+    )
     assert float(r) == pytest.approx(by_hand, rel=1e-9)
 
 

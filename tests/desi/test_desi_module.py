@@ -1,4 +1,5 @@
 """The desi LightningModule end to end on generated data: train, artifacts, reload from the checkpoint, predict."""
+
 import json
 from pathlib import Path
 
@@ -9,8 +10,19 @@ from zoo.core.build import load_module
 
 
 def test_train_reload_and_predict(tmp_path):
-    assert main(["train", "recipe=desi-sim.yaml", "overlay=tiny/desi-sim.yaml", f"out_dir={tmp_path}",
-                 "export.formats=[]", "data.space=composition"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=desi-sim.yaml",
+                "overlay=tiny/desi-sim.yaml",
+                f"out_dir={tmp_path}",
+                "export.formats=[]",
+                "data.space=composition",
+            ]
+        )
+        == 0
+    )
     run = next(Path(tmp_path).glob("*/version_0"))
     index = json.loads((run / "desi" / "index.json").read_text())
     assert len(index["direction"]) == 10 and "angle_to_planted_deg" in index

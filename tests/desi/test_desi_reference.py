@@ -1,4 +1,5 @@
 """DeSI against references: the FSI authors' per-fold global Fréchet errors, and a planted index direction."""
+
 import numpy as np
 import pandas as pd
 import torch
@@ -36,7 +37,7 @@ def test_planted_direction_recovered_from_a_poor_start():
     torch.manual_seed(0)
     model = SingleIndex(10, "linear")
     start = np.zeros(10)
-    start[[0, 3, 4]] = 1.0                                   # 70.5 degrees from the planted (1, 1, 1, 0, ...)/√3
+    start[[0, 3, 4]] = 1.0  # 70.5 degrees from the planted (1, 1, 1, 0, ...)/√3
     with torch.no_grad():
         model.b.copy_(torch.as_tensor(start, dtype=torch.float32))
     assert angle_degrees(model.direction(d["X"]), d["beta"]) > 60

@@ -1,5 +1,6 @@
 """FAST's math on small cases with hand values: eq. 7, Alg. 1 dedup, the mixing buffer, the geometric median,
 sae-lens' L1 and JumpReLU STE as configured by us, GSNR and the LR schedule."""
+
 import math
 
 import pytest
@@ -26,8 +27,8 @@ def test_eq7_mse_hand_example():
 def test_dedup_drops_a_sample_sharing_one_20gram():
     words = [f"w{i}" for i in range(60)]
     a = " ".join(words[:25])
-    shares_one = " ".join(["x", "y"] + words[3:23] + ["z"])          # w3..w22: one 20-gram of a
-    shares_19 = " ".join(["p"] + words[3:22] + ["q", "r"])            # only 19 consecutive words of a
+    shares_one = " ".join(["x", "y"] + words[3:23] + ["z"])  # w3..w22: one 20-gram of a
+    shares_19 = " ".join(["p"] + words[3:22] + ["q", "r"])  # only 19 consecutive words of a
     fresh = " ".join(words[30:55])
     assert ngram_dedup([a, shares_one, shares_19, fresh, a]) == [0, 2, 3]
     assert ngram_dedup(["short text", "short text", "other"]) == [0, 2]  # < 20 words: the whole text is one gram
@@ -88,8 +89,9 @@ def test_standard_sae_l1_and_mse_against_hand_values():
 def test_jumprelu_ste_gradient_against_hand_values():
     from sae_lens.saes.sae import TrainStepInput
 
-    sae = build_sae("jumprelu", d_in=2, d_sae=2, l0_coefficient=0.01, jumprelu_bandwidth=0.001,
-                    jumprelu_init_threshold=0.001)
+    sae = build_sae(
+        "jumprelu", d_in=2, d_sae=2, l0_coefficient=0.01, jumprelu_bandwidth=0.001, jumprelu_init_threshold=0.001
+    )
     assert torch.allclose(sae.threshold, torch.full((2,), 0.001))
     _set(sae, W_enc=torch.eye(2), b_enc=[0.0, 0.0], W_dec=torch.eye(2), b_dec=[0.0, 0.0])
     x = torch.tensor([[0.0012, 0.005]])  # z - theta = 0.0002 (inside the rectangle of width 0.001) and 0.004 (outside)

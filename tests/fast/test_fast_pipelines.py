@@ -1,6 +1,7 @@
 """FAST's pipelines on zoo-lm.chat: a FAST activation is the conversation run alone, BT blocks attend across
 documents, the truncated read equals the full model's, Delta loss of an identity SAE is 0, a saved SAE opens in
 sae-lens, and bad user input fails naming file, line and key."""
+
 import json
 
 import pytest
@@ -14,9 +15,13 @@ from zoo.methods.fast.sae import build_sae
 from zoo.models.activations import residual_stream
 from zoo.models.causal_lm import load_causal_lm
 
-CONVS = [[{"role": "user", "content": "Name a fruit."}, {"role": "assistant", "content": "An apple."}],
-         [{"role": "user", "content": "How do I bake bread? Tell me the steps."},
-          {"role": "assistant", "content": "Mix flour, water and yeast, let it rise, then bake it."}]]
+CONVS = [
+    [{"role": "user", "content": "Name a fruit."}, {"role": "assistant", "content": "An apple."}],
+    [
+        {"role": "user", "content": "How do I bake bread? Tell me the steps."},
+        {"role": "assistant", "content": "Mix flour, water and yeast, let it rise, then bake it."},
+    ],
+]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +32,7 @@ def lm():
 def test_fast_activation_equals_the_conversation_run_alone(lm):
     model, tok = lm
     ids = encode_conversations(tok, CONVS, max_length=256)
-    got = harvest(model, ids, [1, 2], pad_id=tok.pad_token_id)   # batched with right padding, forward stops at 2
+    got = harvest(model, ids, [1, 2], pad_id=tok.pad_token_id)  # batched with right padding, forward stops at 2
     for i, seq in enumerate(ids):
         alone = residual_stream(model, torch.tensor([seq]), layers=[1, 2])  # the full model, one sequence
         for layer in (1, 2):
@@ -60,8 +65,7 @@ def test_delta_loss_is_zero_for_an_identity_sae(lm):
     mask = torch.zeros_like(batch)
     for i, s in enumerate(ids):
         batch[i, : len(s)], mask[i, : len(s)] = torch.tensor(s), 1
-    ce, _, pct = delta_loss(model, truncated_lm(model, 2), 2, [(batch, mask)],
-                                     lambda x: sae.decode(sae.encode(x)))
+    ce, _, pct = delta_loss(model, truncated_lm(model, 2), 2, [(batch, mask)], lambda x: sae.decode(sae.encode(x)))
     assert ce > 1.0 and abs(pct) < 1e-4
     zero = delta_loss(model, truncated_lm(model, 2), 2, [(batch, mask)], torch.zeros_like)[2]
     assert zero > 10.0  # zero-ablating the residual stream hurts
@@ -73,12 +77,17 @@ def _write(tmp_path, rows):
     return p
 
 
-@pytest.mark.parametrize("bad, match", [
-    ({"messages": [{"role": "robot", "content": "hi"}]}, r":2: messages\[0\]\.role"),
-    ({"messages": [{"role": "user", "content": "hi"}]}, r":2: messages: no 'assistant' turn"),
-    ({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": " "}]},
-     r":2: messages\[1\]\.content"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"messages": [{"role": "robot", "content": "hi"}]}, r":2: messages\[0\]\.role"),
+        ({"messages": [{"role": "user", "content": "hi"}]}, r":2: messages: no 'assistant' turn"),
+        (
+            {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": " "}]},
+            r":2: messages\[1\]\.content",
+        ),
+    ],
+)
 def test_bad_chat_rows_name_file_line_and_key(tmp_path, bad, match):
     good = {"messages": CONVS[0]}
     path = _write(tmp_path, [good, bad])
@@ -87,7 +96,10 @@ def test_bad_chat_rows_name_file_line_and_key(tmp_path, bad, match):
 
 
 def test_empty_reply_can_be_dropped_and_counted(tmp_path):
-    rows = [{"messages": CONVS[0]}, {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": ""}]}]
+    rows = [
+        {"messages": CONVS[0]},
+        {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": ""}]},
+    ]
     convs, dropped = read_conversations(_write(tmp_path, rows), empty_content="drop")
     assert len(convs) == 1 and dropped == 1
 

@@ -1,5 +1,6 @@
 """waterbirds-cifar is built exactly (counts, the 0.95 rate, pinned sha256) and the Waterbirds-layout reader fails
 early naming file, line and column, a missing image, or a group absent from val."""
+
 import hashlib
 
 import numpy as np
@@ -25,7 +26,9 @@ def test_group_counts_and_exact_rate(data):
     for s in (1, 2):
         assert np.bincount(g[data.split == s]).tolist() == [200, 200, 200, 200]
         for c in np.unique(data.cls):  # exactly half of each class on each place
-            assert data.place[(data.split == s) & (data.cls == c)].sum() * 2 == ((data.split == s) & (data.cls == c)).sum()
+            assert (
+                data.place[(data.split == s) & (data.cls == c)].sum() * 2 == ((data.split == s) & (data.cls == c)).sum()
+            )
     for c in np.unique(data.cls):
         m = (data.split == 0) & (data.cls == c)
         assert (data.place[m] == data.y[m]).sum() == 380 and m.sum() == 400  # 0.95 exactly
@@ -94,8 +97,15 @@ def test_reader_group_absent_from_val_named(tmp_path):
 
 
 def test_written_folder_round_trips(tmp_path, data):
-    sub = type(data)(data.x[::200], data.y[::200], data.place[::200], data.split[::200], data.cls[::200],
-                     data.captions[::200], data.classes)
+    sub = type(data)(
+        data.x[::200],
+        data.y[::200],
+        data.place[::200],
+        data.split[::200],
+        data.cls[::200],
+        data.captions[::200],
+        data.classes,
+    )
     write(sub, tmp_path)
     sets = read_waterbirds(tmp_path, size=48)
     got = np.concatenate([sets[k].x.permute(0, 2, 3, 1).numpy() for k in ("train", "val", "test")])

@@ -1,4 +1,5 @@
 """The decomposition is exact: heads + other terms sum to ``encode_image`` (tiny CLIP and a random ViT-B-16)."""
+
 import pytest
 import torch
 

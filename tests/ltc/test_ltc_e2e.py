@@ -1,5 +1,6 @@
 """End to end on the tiny overlay: train.py builds the data, pretrains 2 steps, runs the pipeline, writes the table
 and pictures; `zoo predict` on the run reads S, Y and the means back from the checkpoint and writes a PNG."""
+
 import json
 
 import numpy as np
@@ -19,8 +20,19 @@ def test_tiny_train_then_predict(tmp_path, capsys):
     run = next(tmp_path.glob("ltc-tiny/version_0"))
     rows = json.loads((run / "ltc" / "rows.json").read_text())
     methods = [r["method"] for r in rows]
-    for m in ("zero-shot", "roboshot", "ortho-cali", "textspan", "random-heads", "ltc", "ltc-ablate", "ltc-inject",
-              "probe-erm", "probe-balanced", "located"):
+    for m in (
+        "zero-shot",
+        "roboshot",
+        "ortho-cali",
+        "textspan",
+        "random-heads",
+        "ltc",
+        "ltc-ablate",
+        "ltc-inject",
+        "probe-erm",
+        "probe-balanced",
+        "located",
+    ):
         assert m in methods
     for r in rows:
         if "wg" in r:

@@ -1,4 +1,5 @@
 """LTC's locate / correct steps and the baselines on hand-made cases."""
+
 import math
 
 import pytest
@@ -31,7 +32,7 @@ def test_select_heads_one_over_k_rule():
 def test_contrast_and_top_head_frequency_by_hand():
     T = torch.eye(2)
     heads = torch.tensor([[[[1.0, 0.0], [0.0, 3.0]]]])  # n=1, L=1, H=2, D=2
-    full = heads.sum((1, 2)) @ T                       # logits (1, 3) -> predict class 1
+    full = heads.sum((1, 2)) @ T  # logits (1, 3) -> predict class 1
     pred = full.argmax(1)
     delta = contrast(heads, T, pred, torch.tensor([0]), full)  # wrong: y' = true label 0
     assert torch.equal(delta, torch.tensor([[[-1.0, 3.0]]]))
@@ -45,8 +46,8 @@ def test_planted_background_head_is_found():
     place = torch.where(torch.rand(n, generator=g) < 0.5, y, 1 - y)
     sign = lambda v: (2 * v - 1).float()[:, None] * torch.tensor([-1.0, 1.0])
     heads = 0.01 * torch.randn(n, L, H, 2, generator=g)
-    heads[:, 0, 1] += torch.empty(n, 1).uniform_(0.5, 2.0, generator=g) * sign(y)   # class head, random strength
-    heads[:, 1, 0] += sign(place)                                                     # planted background head
+    heads[:, 0, 1] += torch.empty(n, 1).uniform_(0.5, 2.0, generator=g) * sign(y)  # class head, random strength
+    heads[:, 1, 0] += sign(place)  # planted background head
     loc = locate(heads, torch.zeros(n, 1, 2), torch.eye(2), y, 2 * y + place)
     assert loc.spurious == [(1, 0)] and loc.salient == [(0, 1)]
     ablated = mean_ablate(heads, loc.spurious)
@@ -77,7 +78,7 @@ def test_text_directions_are_orthonormal_and_span_the_differences():
     U = text_directions(pos, neg)
     torch.testing.assert_close(U @ U.T, torch.eye(2))
     v = pos - neg
-    torch.testing.assert_close((v @ U.T) @ U, v)   # every difference lies in the span
+    torch.testing.assert_close((v @ U.T) @ U, v)  # every difference lies in the span
     z = torch.tensor([[0.0, 0.0, 5.0], [2.0, 0.0, 0.0]])
     assert torch.allclose(reject(z, U[:1]), torch.tensor([[0.0, 0.0, 5.0], [0.0, 0.0, 0.0]]))
 

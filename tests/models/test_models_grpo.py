@@ -1,4 +1,5 @@
 """zoo.models.grpo: advantages, k3, the clipped loss (by hand and against TRL's), log-probs and sampling."""
+
 import importlib.util
 import itertools
 import types
@@ -70,7 +71,7 @@ def test_output_independent_reward_has_zero_expected_gradient_only_without_clipp
             old = (logits.detach() - torch.log(torch.tensor(ratio_scale))).unsqueeze(1)
             loss, _ = policy_loss(logits.unsqueeze(1), old, adv, torch.ones(G, 1))
             total += torch.autograd.grad(loss, logits)[0]
-        return total / 2 ** G
+        return total / 2**G
 
     assert expected_grad(torch.ones(G)).abs().max() < 1e-6  # ratio 1 (first update): no bias
     biased = expected_grad(torch.tensor([1.5, 1.0, 0.7, 1.0]))  # ratios outside [0.8, 1.2]: clipping acts
@@ -116,14 +117,32 @@ def test_loss_equals_trl_grpo_loss():
     metrics = {"train": __import__("collections").defaultdict(list)}
     accel = types.SimpleNamespace(gather=lambda t: t, num_processes=1, reduce=lambda t, reduction: t)
     fake = types.SimpleNamespace(
-        args=args, beta=0.04, loss_type="grpo", epsilon_low=0.2, epsilon_high=0.28, importance_sampling_level="token",
-        top_entropy_quantile=1.0, off_policy_mask_threshold=None, use_vllm=False, aux_loss_enabled=False,
-        current_gradient_accumulation_steps=1, model=types.SimpleNamespace(training=True), _metrics=metrics,
-        accelerator=accel, _entropy_bonus_enabled=False,
-        _get_per_token_logps_and_entropies=lambda *a, **k: (logp, torch.zeros(n, c), None))
-    inputs = {"prompt_ids": torch.zeros(n, 1, dtype=torch.long), "prompt_mask": torch.ones(n, 1),
-              "completion_ids": torch.zeros(n, c, dtype=torch.long), "completion_mask": mask,
-              "advantages": adv, "old_per_token_logps": old, "ref_per_token_logps": ref}
+        args=args,
+        beta=0.04,
+        loss_type="grpo",
+        epsilon_low=0.2,
+        epsilon_high=0.28,
+        importance_sampling_level="token",
+        top_entropy_quantile=1.0,
+        off_policy_mask_threshold=None,
+        use_vllm=False,
+        aux_loss_enabled=False,
+        current_gradient_accumulation_steps=1,
+        model=types.SimpleNamespace(training=True),
+        _metrics=metrics,
+        accelerator=accel,
+        _entropy_bonus_enabled=False,
+        _get_per_token_logps_and_entropies=lambda *a, **k: (logp, torch.zeros(n, c), None),
+    )
+    inputs = {
+        "prompt_ids": torch.zeros(n, 1, dtype=torch.long),
+        "prompt_mask": torch.ones(n, 1),
+        "completion_ids": torch.zeros(n, c, dtype=torch.long),
+        "completion_mask": mask,
+        "advantages": adv,
+        "old_per_token_logps": old,
+        "ref_per_token_logps": ref,
+    }
     try:
         theirs = GRPOTrainer._compute_loss(fake, None, inputs)
     except AttributeError as err:  # TRL grew a new attribute: fail loudly naming it

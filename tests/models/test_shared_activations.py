@@ -1,4 +1,5 @@
 """zoo.models.activations on a tiny random zoo-lm, and zoo.models.text_embedding (when the text extra is in)."""
+
 import importlib.util
 
 import pytest

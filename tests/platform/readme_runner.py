@@ -15,6 +15,7 @@ Each command of a ```` ```bash ```` block (``&&`` chains split, ``# comments`` d
 ```` ```python ```` blocks are executed in one interpreter per block. Everything runs in-process through
 ``zoo.cli.main`` from the scratch directory, so ``runs/`` made by one command is there for the next.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -97,7 +98,7 @@ def _recipe_arg(args: list[str]) -> str | None:
 def run_command(cmd: list[str], tiny: bool = True) -> Outcome:
     """Run (or check) one README command from the current directory (``tiny=False``: recipes as written)."""
     text = shlex.join(cmd)
-    if any(tuple(cmd[:len(c)]) == c for c in CHECKED_ONLY):
+    if any(tuple(cmd[: len(c)]) == c for c in CHECKED_ONLY):
         return Outcome(text, "checked", 0)
     if cmd[:2] == ["python", "train.py"] or cmd[:2] == ["zoo", "train"]:
         args = cmd[2:]
@@ -187,10 +188,11 @@ def own_data(tmp: Path, lines: int = 40) -> None:
 
     chats = (ROOT / "data" / "zoo-lm-chat" / "train.jsonl").read_text().splitlines()
     (tmp / "my_chats.jsonl").write_text("\n".join(chats[:lines]) + "\n")
-    (tmp / "my_val.jsonl").write_text("\n".join(chats[lines:lines + 10]) + "\n")
+    (tmp / "my_val.jsonl").write_text("\n".join(chats[lines : lines + 10]) + "\n")
     alpaca = json.loads((ROOT / "data" / "alpaca-subset" / "alpaca_5000.json").read_text())[:lines]
-    (tmp / "mine.jsonl").write_text("".join(json.dumps({"prompt": r["instruction"], "reference": r["output"]}) + "\n"
-                                            for r in alpaca))
+    (tmp / "mine.jsonl").write_text(
+        "".join(json.dumps({"prompt": r["instruction"], "reference": r["output"]}) + "\n" for r in alpaca)
+    )
     from zoo.methods.survshap_iq.datamodule import load_shipped
 
     X, time, event, names = load_shipped("gbsg2")
@@ -202,8 +204,11 @@ def own_data(tmp: Path, lines: int = 40) -> None:
     with open(od / "36061_regions.csv", newline="") as f:
         where = {r["geoid"]: (r["centroid_lon"], r["centroid_lat"]) for r in csv.DictReader(f)}
     with open(od / "36061_od.csv", newline="") as f:
-        trips = [(r["origin_geoid"], r["destination_geoid"]) for r in csv.DictReader(f)
-                 if r["origin_geoid"] != r["destination_geoid"] and r["destination_geoid"] in where][:10]
+        trips = [
+            (r["origin_geoid"], r["destination_geoid"])
+            for r in csv.DictReader(f)
+            if r["origin_geoid"] != r["destination_geoid"] and r["destination_geoid"] in where
+        ][:10]
     from sklearn.datasets import load_diabetes
 
     d = load_diabetes()  # cond-dp: a label in a declared range (disease progression / 35, inside [0, 10])
@@ -216,8 +221,9 @@ def own_data(tmp: Path, lines: int = 40) -> None:
     labels = "".join(f"{i},{e.pop('label')}\n" for i, e in enumerate(events, 1))
     (tmp / "my_labels.csv").write_text("line,label\n" + labels)
     (tmp / "my_events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-    (tmp / "trips.csv").write_text("a_lon,a_lat,b_lon,b_lat\n" + "".join(f"{','.join(where[a])},{','.join(where[b])}\n"
-                                                                       for a, b in trips))
+    (tmp / "trips.csv").write_text(
+        "a_lon,a_lat,b_lon,b_lat\n" + "".join(f"{','.join(where[a])},{','.join(where[b])}\n" for a, b in trips)
+    )
 
 
 def quoted(path: Path) -> list[str]:

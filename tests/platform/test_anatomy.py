@@ -5,6 +5,7 @@ equations to files; no file in zoo/ is over 400 lines without saying why; zoo/co
 no module of zoo/ (core, models, data, methods) is in an import cycle, and none imports another's private names
 (imports parsed with ``ast``, function-level ones included).
 """
+
 from __future__ import annotations
 
 import ast
@@ -57,8 +58,9 @@ def imports(path: Path, root: Path = ROOT) -> list[tuple[str, int]]:
 def table_headers(text: str) -> list[str]:
     """Header rows of the markdown tables in ``text`` (a row followed by a ``|---|`` separator row)."""
     lines = text.splitlines()
-    return [a for a, b in itertools.pairwise(lines)
-            if a.lstrip().startswith("|") and re.fullmatch(r"\s*\|[\s:|-]+\|\s*", b)]
+    return [
+        a for a, b in itertools.pairwise(lines) if a.lstrip().startswith("|") and re.fullmatch(r"\s*\|[\s:|-]+\|\s*", b)
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
@@ -80,8 +82,9 @@ def test_method_package_declares_its_facts(name):
     init = package_dir(name) / "__init__.py"
     assert not [m for m, _ in imports(init)], f"{name}: {init.relative_to(ROOT)} must import nothing"
     missing = missing_facts(name)
-    assert not missing, (f"{name}: {init.relative_to(ROOT)} lacks " +
-                         "; ".join(f"{f} = ... ({FACTS[f]})" for f in missing))
+    assert not missing, f"{name}: {init.relative_to(ROOT)} lacks " + "; ".join(
+        f"{f} = ... ({FACTS[f]})" for f in missing
+    )
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
@@ -95,7 +98,8 @@ def test_registered_datamodule_is_reached_from_datamodule_py(name):
     mod = importlib.import_module(METHODS[name].rsplit(".", 1)[0] + ".datamodule")
     assert entry.datamodule_cls is not None, f"{name}: register_method names no datamodule"
     assert getattr(mod, entry.datamodule_cls.__name__, None) is entry.datamodule_cls, (
-        f"{name}: {mod.__name__} neither defines nor re-exports {entry.datamodule_cls.__name__}")
+        f"{name}: {mod.__name__} neither defines nor re-exports {entry.datamodule_cls.__name__}"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
@@ -110,10 +114,14 @@ def test_module_follows_the_template(name):
     if "hf" in cls.export_formats:
         assert cls.export_hf is not ZooModule.export_hf, f"{name}: lists 'hf' but does not override export_hf"
     if {"onnx", "torch_export"} & set(cls.export_formats):
-        assert (cls.example_input is not ZooModule.example_input or cls.export_graph is not ZooModule.export_graph
-                or cls.export_graphs is not ZooModule.export_graphs), f"{name}: lists a graph format but no graph"
+        assert (
+            cls.example_input is not ZooModule.example_input
+            or cls.export_graph is not ZooModule.export_graph
+            or cls.export_graphs is not ZooModule.export_graphs
+        ), f"{name}: lists a graph format but no graph"
     assert cls.predict_cli is not ZooModule.predict_cli or cls.predict_record is not ZooModule.predict_record, (
-        f"{name}: defines neither predict_record nor predict_cli (zoo predict)")
+        f"{name}: defines neither predict_record nor predict_cli (zoo predict)"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
@@ -121,8 +129,8 @@ def test_card_has_equation_table_and_ends_with_a_verdict(name):
     card = (package_dir(name) / "README.md").read_text()
     headers = [h.lower() for h in table_headers(card)]
     assert any(("equation" in h or "eq." in h) and "file" in h for h in headers), (
-        f"{name}: README.md needs an equation-to-file table (a header naming 'equation' and 'file'); "
-        f"headers: {headers}")
+        f"{name}: README.md needs an equation-to-file table (a header naming 'equation' and 'file'); headers: {headers}"
+    )
     last = [line for line in card.splitlines() if line.strip()][-1].strip()
     assert last.startswith(VERDICTS), f"{name}: README.md's last line must start with one of {VERDICTS}: {last!r}"
     verdict = next(v for v in VERDICTS if last.startswith(v))
@@ -136,8 +144,9 @@ def test_no_file_over_the_line_limit_without_a_reason():
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         if n > MAX_LINES and not re.search(rf"over {MAX_LINES} lines", doc):
             too_long.append(f"{path.relative_to(ROOT)} ({n} lines)")
-    assert not too_long, (f"over {MAX_LINES} lines without 'over {MAX_LINES} lines because ...' in the module "
-                          f"docstring: {too_long}")
+    assert not too_long, (
+        f"over {MAX_LINES} lines without 'over {MAX_LINES} lines because ...' in the module docstring: {too_long}"
+    )
 
 
 def test_core_imports_nothing_above_it():
@@ -171,7 +180,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(n)
         for m in sorted(graph[n]):
             if state.get(m) == 1:
-                return stack[stack.index(m):] + [m]
+                return stack[stack.index(m) :] + [m]
             if m not in state and (found := visit(m)):
                 return found
         stack.pop()
@@ -200,12 +209,20 @@ def test_no_private_name_is_imported_across_modules():
         aliases = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("zoo"):
-                bad += [f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{a.name}" for a in node.names
-                        if a.name.startswith("_") and not a.name.startswith("__")]
+                bad += [
+                    f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
                 aliases |= {a.asname or a.name for a in node.names}
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
-                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno} uses {node.value.id}.{node.attr}")
     assert not bad, bad
 
@@ -227,8 +244,14 @@ def test_the_import_parser_sees_function_level_and_relative_imports(tmp_path):
     """The checks above are only as good as :func:`imports`: a hand case with both kinds."""
     path = tmp_path / "zoo" / "core" / "probe.py"
     path.parent.mkdir(parents=True)
-    path.write_text("import os\n\ndef f():\n    from zoo.models.causal_lm import empty_weights\n"
-                    "    if True:\n        from . import hub\n")
-    assert imports(path, tmp_path) == [("os", 1), ("zoo.models.causal_lm", 4),
-                                       ("zoo.models.causal_lm.empty_weights", 4), ("zoo.core", 6),
-                                       ("zoo.core.hub", 6)]
+    path.write_text(
+        "import os\n\ndef f():\n    from zoo.models.causal_lm import empty_weights\n"
+        "    if True:\n        from . import hub\n"
+    )
+    assert imports(path, tmp_path) == [
+        ("os", 1),
+        ("zoo.models.causal_lm", 4),
+        ("zoo.models.causal_lm.empty_weights", 4),
+        ("zoo.core", 6),
+        ("zoo.core.hub", 6),
+    ]

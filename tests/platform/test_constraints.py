@@ -2,6 +2,7 @@
 ``zoo/core/schemas/``) refuses an out-of-range value before training: one bad value is generated per declared
 constraint of every method's ``model:`` and ``data:`` arguments, nested blocks included, from the tables themselves
 (iterating the registry, no hand list), and ``zoo train`` must exit 2 naming the key, with no run directory."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -108,16 +109,17 @@ def test_defaults_satisfy_their_constraints(method):
     if extra and missing_requirements(extra):
         pytest.skip(f"{method} needs the {extra} extra")
     entry, table = get_method(method), schema.method_schema(method)
-    for block, cls, part in (("model", entry.module_cls, table["module"]),
-                             ("data", entry.datamodule_cls, table["datamodule"])):
+    for block, cls, part in (
+        ("model", entry.module_cls, table["module"]),
+        ("data", entry.datamodule_cls, table["datamodule"]),
+    ):
         for name, param in inspect.signature(cls.__init__).parameters.items() if cls else ():
             if name in part["args"] and param.default is not param.empty:
                 default = list(param.default) if isinstance(param.default, tuple) else param.default
                 schema.check_value(default, part["args"][name], f"{block}.{name}")
 
 
-@pytest.mark.parametrize("method,key,value,named,fragment", CASES,
-                         ids=[f"{c[0]}:{c[1]}={c[2]!r}"[:90] for c in CASES])
+@pytest.mark.parametrize("method,key,value,named,fragment", CASES, ids=[f"{c[0]}:{c[1]}={c[2]!r}"[:90] for c in CASES])
 def test_out_of_range_value_is_refused_before_training(method, key, value, named, fragment, tmp_path, capsys):
     runs = tmp_path / "runs"
     code = main(["train", f"recipe={recipe_of(method)}", _token(key, value), f"out_dir={runs}"])
@@ -125,7 +127,7 @@ def test_out_of_range_value_is_refused_before_training(method, key, value, named
     assert code == 2, err
     line = err.strip().splitlines()[-1]
     # a recipe that ties data.window to ${model.window} (or back) is refused at whichever block reads it first
-    twin = ("data" if named.startswith("model.") else "model") + named[named.index("."):]
+    twin = ("data" if named.startswith("model.") else "model") + named[named.index(".") :]
     assert line.startswith(f"error: {named}: ") or line.startswith(f"error: {twin}: ") and twin_tied(method, named), err
     assert fragment in line, err
     assert not runs.exists()
@@ -136,15 +138,23 @@ def test_refusals_come_before_torch_is_imported(tmp_path):
     firsts = {}
     for method, key, value, named, _ in CASES:
         firsts.setdefault(method, (key, value, named))
-    probe = ("import sys, json; from zoo.cli import main\n"
-             "for recipe, token, out in json.loads(sys.argv[1]):\n"
-             "    assert main(['train', f'recipe={recipe}', token, f'out_dir={out}']) == 2, token\n"
-             "print('torch imported' if 'torch' in sys.modules else 'torch not imported')")
+    probe = (
+        "import sys, json; from zoo.cli import main\n"
+        "for recipe, token, out in json.loads(sys.argv[1]):\n"
+        "    assert main(['train', f'recipe={recipe}', token, f'out_dir={out}']) == 2, token\n"
+        "print('torch imported' if 'torch' in sys.modules else 'torch not imported')"
+    )
     import json
 
     args = [[recipe_of(m), _token(k, v), str(tmp_path / "runs")] for m, (k, v, _n) in firsts.items()]
-    out = subprocess.run([sys.executable, "-c", probe, json.dumps(args)], capture_output=True, text=True, timeout=300,
-                         check=False, cwd=Path(__file__).resolve().parents[2])
+    out = subprocess.run(
+        [sys.executable, "-c", probe, json.dumps(args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "torch not imported", out.stdout
     assert out.stderr.count("error: ") == len(firsts), out.stderr

@@ -1,4 +1,5 @@
 """Shared data readers: a malformed JSON line is reported by file, line and the column within that line."""
+
 import pytest
 
 from zoo.core.data import DataError, read_jsonl

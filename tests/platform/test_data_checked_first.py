@@ -3,6 +3,7 @@ a message naming the file, the line and the recipe key to change, before any run
 
 Each method's case is its ``BAD_ROW`` fact (``zoo/core/facts.py``: the method package's ``__init__.py``); a method
 whose data have no rows (image folders) says so there instead. Nothing here names a method."""
+
 from pathlib import Path
 
 import pytest

@@ -1,5 +1,6 @@
 """DDP is real for every method: two gloo processes on CPU train each method's tiny recipe, and the validation value
 they log is the value `zoo eval` measures on the same weights (every rank validates the whole set; logs are synced)."""
+
 import json
 import os
 import subprocess
@@ -19,8 +20,15 @@ DDP = ["trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp", "
 
 def _train_ddp(args, tmp_path, refusal=None):
     env = {k: v for k, v in os.environ.items() if k != "ZOO_RUN_DIR"}
-    out = subprocess.run([sys.executable, "train.py", *args, *DDP, f"out_dir={tmp_path}"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900, check=False)
+    out = subprocess.run(
+        [sys.executable, "train.py", *args, *DDP, f"out_dir={tmp_path}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     if refusal and out.returncode != 0 and refusal in out.stderr:
         pytest.xfail(f"the method refuses DDP by design: {refusal}")
     assert out.returncode == 0, out.stderr[-4000:]
@@ -51,8 +59,17 @@ def _eval(run: Path, tmp_path: Path) -> dict:
 @pytest.mark.slow
 def test_ddp_validation_equals_zoo_eval_on_an_odd_sized_set(tmp_path):
     # 81 validation images: a padded DistributedSampler would count one twice and each rank would log its own half
-    run = _train_ddp(["recipe=tests/platform/recipes/digits.yaml", "+data.limit=401", "data.batch_size=32",
-                      "trainer.max_steps=6", "trainer.max_epochs=-1", "trainer.val_check_interval=3"], tmp_path)
+    run = _train_ddp(
+        [
+            "recipe=tests/platform/recipes/digits.yaml",
+            "+data.limit=401",
+            "data.batch_size=32",
+            "trainer.max_steps=6",
+            "trainer.max_epochs=-1",
+            "trainer.val_check_interval=3",
+        ],
+        tmp_path,
+    )
     monitor, logged, _ = _logged_best(run)
     assert monitor == "val/acc"
     assert abs(_eval(run, tmp_path)["val/acc"] - logged) < 1e-6
@@ -70,8 +87,16 @@ SINGLE_DEVICE = {"cond-dp": "runs on one device"}
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ONE_RECIPE_PER_METHOD)
 def test_every_method_trains_under_two_process_ddp(method, tmp_path):
-    run = _train_ddp([f"recipe={method}.yaml", f"overlay=tiny/{method}.yaml", "trainer.limit_val_batches=1.0",
-                      *DDP_EXTRA.get(method, [])], tmp_path, SINGLE_DEVICE.get(method))
+    run = _train_ddp(
+        [
+            f"recipe={method}.yaml",
+            f"overlay=tiny/{method}.yaml",
+            "trainer.limit_val_batches=1.0",
+            *DDP_EXTRA.get(method, []),
+        ],
+        tmp_path,
+        SINGLE_DEVICE.get(method),
+    )
     assert (run / "checkpoints" / "last.ckpt").is_file()
     monitor, logged, _ = _logged_best(run)
     if monitor is None:

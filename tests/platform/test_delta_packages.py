@@ -1,4 +1,5 @@
 """Packages over a base (issue #12): only tensors that differ are stored, the chain is verified base first."""
+
 import pytest
 import torch
 import yaml
@@ -49,7 +50,7 @@ def test_delta_refuses_a_base_that_changed(zoo_home, digits_run):
     assert main(["release", str(digits_run), "--id", "digits-mlp.base"]) == 0
     _fine_tuned_head(zoo_home, digits_run, "digits-mlp.head")
     rebase_package("digits-mlp.head", "digits-mlp.base")
-    _fine_tuned_head(zoo_home, digits_run, "digits-mlp.base")     # the base is re-released with other weights
+    _fine_tuned_head(zoo_home, digits_run, "digits-mlp.base")  # the base is re-released with other weights
     with pytest.raises(hub.HubError, match="the base changed"):
         zoo.load("digits-mlp.head")
 
@@ -67,16 +68,23 @@ def test_delta_refuses_a_tampered_base(zoo_home, digits_run):
 
 
 def test_split_over_base_matches_lora_wrapped_names_and_exact_values():
-    base = {"lm.model.layers.0.self_attn.q_proj.weight": torch.ones(2, 2),
-            "lm.model.embed_tokens.weight": torch.zeros(3, 2)}
-    own = {"policy.base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight": torch.ones(2, 2),
-           "policy.base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight": torch.ones(1, 2),
-           "policy.base_model.model.model.embed_tokens.weight": torch.zeros(3, 2).index_fill(0, torch.tensor([1]), 1e-7)}
+    base = {
+        "lm.model.layers.0.self_attn.q_proj.weight": torch.ones(2, 2),
+        "lm.model.embed_tokens.weight": torch.zeros(3, 2),
+    }
+    own = {
+        "policy.base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight": torch.ones(2, 2),
+        "policy.base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight": torch.ones(1, 2),
+        "policy.base_model.model.model.embed_tokens.weight": torch.zeros(3, 2).index_fill(0, torch.tensor([1]), 1e-7),
+    }
     keys, stored = delta.split_over_base(own, base)
-    assert keys == {"policy.base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight":
-                    "lm.model.layers.0.self_attn.q_proj.weight"}
-    assert set(stored) == {"policy.base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight",
-                           "policy.base_model.model.model.embed_tokens.weight"}   # one value differs by 1e-7
+    assert keys == {
+        "policy.base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight": "lm.model.layers.0.self_attn.q_proj.weight"
+    }
+    assert set(stored) == {
+        "policy.base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight",
+        "policy.base_model.model.model.embed_tokens.weight",
+    }  # one value differs by 1e-7
 
 
 def test_base_yaml_must_be_well_formed(tmp_path):

@@ -1,4 +1,5 @@
 """Zoo weights: release, verified load, tampering refused, pickles never executed, init_from adaptation, export."""
+
 import logging
 import os
 import pickle
@@ -19,8 +20,9 @@ RECIPE = "tests/platform/recipes/digits.yaml"
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
-    assert main(["train", f"recipe={RECIPE}", f"out_dir={out}", "trainer.limit_train_batches=4",
-                 "logger.kind=none"]) == 0
+    assert (
+        main(["train", f"recipe={RECIPE}", f"out_dir={out}", "trainer.limit_train_batches=4", "logger.kind=none"]) == 0
+    )
     return out / "digits" / "version_0"
 
 
@@ -82,8 +84,22 @@ def test_pickle_payload_is_never_executed(tmp_path, monkeypatch):
 def test_init_from_adapts_declared_head_only(trained_run, tmp_path, caplog):
     ckpt = trained_run / "checkpoints" / "last.ckpt"
     caplog.set_level(logging.INFO, logger="zoo")
-    assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", f"init_from={ckpt}", "model.num_classes=5",
-                 "data.num_classes=5", "trainer.max_steps=1", "logger.kind=none", "export.formats=[]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                f"recipe={RECIPE}",
+                f"out_dir={tmp_path}",
+                f"init_from={ckpt}",
+                "model.num_classes=5",
+                "data.num_classes=5",
+                "trainer.max_steps=1",
+                "logger.kind=none",
+                "export.formats=[]",
+            ]
+        )
+        == 0
+    )
     assert "re-initialised head keys ['head.bias', 'head.weight']" in caplog.text
     # re-initialising the declared head is what init_from to another task does: said, but not as a warning
     assert all(r.levelno == logging.INFO for r in caplog.records if "re-initialised head keys" in r.getMessage())
@@ -124,7 +140,8 @@ def test_export_without_its_extra_names_the_install_command(trained_run, tmp_pat
     out = tmp_path / "out"
     assert main(["export", str(trained_run), "--formats", "package,onnx", "--out", str(out)]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        'error: onnx export needs: pip install -e ".[export]" (missing onnxruntime)']
+        'error: onnx export needs: pip install -e ".[export]" (missing onnxruntime)'
+    ]
     assert not out.exists()
     # checked before anything is loaded: even a run that does not exist gets the install line
     assert main(["export", str(tmp_path / "no-run"), "--formats", "onnx"]) == 2

@@ -6,6 +6,7 @@ Paths: ``zoo.load`` (also ``zoo release``), ``init_from`` (``train.py``), ``resu
 removed, one renamed, one reshaped) through every path. The small packages run by default, the 21 MB LM-derived
 ones under ``-m slow``.
 """
+
 import logging
 import shutil
 
@@ -94,12 +95,11 @@ def test_corrupted_package_is_refused_by_cli_paths(zoo_id, command, tmp_path, ca
 def test_resume_refuses_a_checkpoint_that_does_not_fit(tmp_path):
     """``resume=`` holds the checkpoint to the same contract before Lightning restores it (no head keys excused)."""
     recipe = "tests/platform/recipes/digits.yaml"
-    args = [f"recipe={recipe}", f"out_dir={tmp_path}", "trainer.max_steps=2", "logger.kind=none",
-            "export.formats=[]"]
+    args = [f"recipe={recipe}", f"out_dir={tmp_path}", "trainer.max_steps=2", "logger.kind=none", "export.formats=[]"]
     assert main(["train", *args]) == 0
     ckpt = tmp_path / "digits" / "version_0" / "checkpoints" / "last.ckpt"
     doc = torch.load(str(ckpt), weights_only=True)
-    doc["state_dict"].pop("head.bias")                       # a head key: init_from would excuse it, resume may not
+    doc["state_dict"].pop("head.bias")  # a head key: init_from would excuse it, resume may not
     doc["state_dict"]["body.0.weight_renamed"] = doc["state_dict"].pop("body.0.weight")
     torch.save(doc, str(ckpt))
     with pytest.raises(hub.HubError, match="2 missing, 1 unexpected") as e:
@@ -113,10 +113,21 @@ def test_case2_own_weights_load_into_their_recipe(tmp_path, caplog):
     """Issue #12 case 2: ``init_from=st-tgexplainer.collegemsg`` into its own recipe (``num_nodes: null``) used to fail
     "weights do not fit" with every model shape ``-`` (the network was built in ``setup``). Now the package sizes it."""
     caplog.set_level(logging.WARNING, logger="zoo")
-    cfg = compose_and_validate(["recipe=st-tgexplainer.yaml", "init_from=st-tgexplainer.collegemsg",
-                                f"out_dir={tmp_path}", "trainer.max_steps=2", "data.max_train_events=400",
-                                "data.max_eval_events=64", "trainer.limit_val_batches=1", "model.fidelity_levels=[]",
-                                "data.mrr_negatives=0", "logger.kind=none", "export.formats=[]"])
+    cfg = compose_and_validate(
+        [
+            "recipe=st-tgexplainer.yaml",
+            "init_from=st-tgexplainer.collegemsg",
+            f"out_dir={tmp_path}",
+            "trainer.max_steps=2",
+            "data.max_train_events=400",
+            "data.max_eval_events=64",
+            "trainer.limit_val_batches=1",
+            "model.fidelity_levels=[]",
+            "data.mrr_negatives=0",
+            "logger.kind=none",
+            "export.formats=[]",
+        ]
+    )
     module = build_module(cfg)
     assert cfg["model"]["num_nodes"] == 1899 and "adopted model.num_nodes = 1899" in caplog.text
     own = module.state_dict()
@@ -135,13 +146,27 @@ def test_transfer_to_another_graph_reinitialises_node_embeddings_only(tmp_path, 
     from zoo.core.build import build_datamodule
 
     caplog.set_level(logging.INFO, logger="zoo")
-    cfg = compose_and_validate(["recipe=st-tgexplainer-bitcoin-otc.yaml", "init_from=st-tgexplainer.collegemsg",
-                                "data.max_train_events=64", "data.max_eval_events=32", "model.fidelity_levels=[]",
-                                "data.mrr_negatives=0"])
+    cfg = compose_and_validate(
+        [
+            "recipe=st-tgexplainer-bitcoin-otc.yaml",
+            "init_from=st-tgexplainer.collegemsg",
+            "data.max_train_events=64",
+            "data.max_eval_events=32",
+            "model.fidelity_levels=[]",
+            "data.mrr_negatives=0",
+        ]
+    )
     module, dm = build_module(cfg), build_datamodule(cfg)
     ref = zoo.load("st-tgexplainer.collegemsg")
-    trainer = L.Trainer(accelerator="cpu", max_steps=1, limit_val_batches=0, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_steps=1,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     before = {k: v.clone() for k, v in module.state_dict().items()}
     trainer.fit(module, datamodule=dm)
     assert module.net.node_emb.num_embeddings == dm.num_nodes + 1 != ref.net.node_emb.num_embeddings
@@ -155,8 +180,14 @@ def test_transfer_without_init_from_still_refuses_a_wrong_node_count(tmp_path):
     """A recipe that states ``model.num_nodes`` for another graph is a mistake, not a transfer."""
     from zoo.core.build import train
 
-    cfg = compose_and_validate(["recipe=st-tgexplainer-bitcoin-otc.yaml", "overlay=recipes/tiny/st-tgexplainer.yaml",
-                                "+model.num_nodes=1899", f"out_dir={tmp_path}"])
+    cfg = compose_and_validate(
+        [
+            "recipe=st-tgexplainer-bitcoin-otc.yaml",
+            "overlay=recipes/tiny/st-tgexplainer.yaml",
+            "+model.num_nodes=1899",
+            f"out_dir={tmp_path}",
+        ]
+    )
     with pytest.raises(ValueError, match="model.num_nodes=1899 but .* has 5881 nodes"):
         train(cfg)
 
@@ -164,8 +195,7 @@ def test_transfer_without_init_from_still_refuses_a_wrong_node_count(tmp_path):
 def test_case6_watchlog_canvas_mismatch_is_refused_naming_both_sides():
     """Issue #12 case 6: ``init_from`` a WatchLog package into a recipe with another canvas layout used to load
     silently (same pixel size, other rows x cols). Now it fails before the model is built, naming both values."""
-    cfg = compose_and_validate(["recipe=watchlog-stage1.yaml", "init_from=watchlog.stage1",
-                                "data.canvas=[32,128,8,2]"])
+    cfg = compose_and_validate(["recipe=watchlog-stage1.yaml", "init_from=watchlog.stage1", "data.canvas=[32,128,8,2]"])
     with pytest.raises(RecipeError) as e:
         build_module(cfg)
     msg = str(e.value)

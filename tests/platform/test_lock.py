@@ -1,6 +1,7 @@
 """The locked environment (#36): constraints*.txt pin every requirement of pyproject.toml inside its range, no extra
 moves the core resolution, the README installs through the lock and states its pins truly, and ``tools/lock.py``
 reads, compares and renders lock files as documented."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -50,7 +51,8 @@ def test_every_requirement_is_pinned_inside_its_range(lock_name):
         name = lock.canonical(req.name)
         assert name in pins, f"{lock_name} has no pin for {req}: refresh it with `{lock.REFRESH}`"
         assert req.specifier.contains(pins[name], prereleases=True), (
-            f"{lock_name} pins {name}=={pins[name]} outside pyproject's {req}: refresh it with `{lock.REFRESH}`")
+            f"{lock_name} pins {name}=={pins[name]} outside pyproject's {req}: refresh it with `{lock.REFRESH}`"
+        )
 
 
 def test_every_extra_is_in_a_lock():
@@ -61,8 +63,12 @@ def test_every_extra_is_in_a_lock():
             while todo:
                 extra = todo.pop()
                 locked.add(extra)
-                todo += [e for r in PROJECT["optional-dependencies"][extra] for e in Requirement(r).extras
-                         if lock.canonical(Requirement(r).name) == lock.PROJECT and e not in locked]
+                todo += [
+                    e
+                    for r in PROJECT["optional-dependencies"][extra]
+                    for e in Requirement(r).extras
+                    if lock.canonical(Requirement(r).name) == lock.PROJECT and e not in locked
+                ]
     missing = set(PROJECT["optional-dependencies"]) - locked
     assert not missing, f"extras in no lock file: {sorted(missing)}; add them to `dev` or to tools/lock.py LOCKS"
 
@@ -79,13 +85,18 @@ def test_no_extra_moves_the_core_stack(lock_name):
 def test_readme_installs_through_the_lock():
     """Every ``pip install -e`` the README gives uses the lock; the CPU torch line pins the locked torch."""
     pins, _ = lock.read_lock(ROOT / "constraints.txt")
-    installs = [c for _, text, _ in blocks(ROOT / "README.md", langs=("bash", "sh")) for c in commands(text)
-                if c[:2] == ["pip", "install"]]
+    installs = [
+        c
+        for _, text, _ in blocks(ROOT / "README.md", langs=("bash", "sh"))
+        for c in commands(text)
+        if c[:2] == ["pip", "install"]
+    ]
     editable = [c for c in installs if "-e" in c]
     assert editable, "README shows no `pip install -e` command"
     for cmd in editable:
         assert "-c" in cmd and cmd[cmd.index("-c") + 1].startswith("constraints"), (
-            f"README installs without the lock: {' '.join(cmd)}")
+            f"README installs without the lock: {' '.join(cmd)}"
+        )
     for cmd in installs:
         for arg in cmd:
             if arg.startswith("torch=="):

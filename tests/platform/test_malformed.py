@@ -1,4 +1,5 @@
 """A corpus of malformed recipes: each fails before any training, with a message naming the key."""
+
 import textwrap
 
 import pytest
@@ -58,8 +59,12 @@ CORPUS = [
     ("interpolation-missing", GOOD.replace("hidden: 8", "hidden: '${nope}'"), [], "nope"),
     # nested blocks, checked against the optimizer schema every method's `optimizer` argument shares
     ("optimizer-typo", None, ["+model.optimizer.lrr=1"], "model.optimizer.lrr: model.optimizer takes no argument"),
-    ("optimizer-schedule", None, ["+model.optimizer.schedule=cosin"],
-     "model.optimizer.schedule: expected one of 'constant', 'cosine', 'linear', got 'cosin'"),
+    (
+        "optimizer-schedule",
+        None,
+        ["+model.optimizer.schedule=cosin"],
+        "model.optimizer.schedule: expected one of 'constant', 'cosine', 'linear', got 'cosin'",
+    ),
     ("optimizer-name", None, ["+model.optimizer.name=adamm"], "model.optimizer.name: expected one of 'adamw'"),
     ("optimizer-lr-negative", None, ["+model.optimizer.lr=-1"], "model.optimizer.lr: must be > 0.0"),
     ("optimizer-betas-length", None, ["+model.optimizer.betas=[0.9]"], "model.optimizer.betas: expected 2 values"),
@@ -71,15 +76,29 @@ CORPUS = [
     ("precision-choice", None, ["+trainer.precision=33"], "trainer.precision: expected null or one of 64, 32, 16"),
     ("accumulate-zero", None, ["+trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches: must be >= 1"),
     ("num-nodes-zero", None, ["+trainer.num_nodes=0"], "trainer.num_nodes: must be >= 1"),
-    ("limit-fraction", None, ["+trainer.limit_train_batches=1.5"], "trainer.limit_train_batches: a float is a fraction"),
+    (
+        "limit-fraction",
+        None,
+        ["+trainer.limit_train_batches=1.5"],
+        "trainer.limit_train_batches: a float is a fraction",
+    ),
     ("val-check-zero", None, ["+trainer.val_check_interval=0"], "trainer.val_check_interval: must be > 0"),
     ("clip-negative", None, ["+trainer.gradient_clip_val=-1.0"], "trainer.gradient_clip_val: must be >= 0.0"),
     ("trainer-object-arg", None, ["+trainer.plugins=3"], "trainer.plugins: expected list or null"),
     ("trainer-logger", None, ["+trainer.logger=true"], "trainer.logger: set by zoo"),
-    ("trainer-not-mapping", GOOD.replace("trainer: {accelerator: cpu, devices: 1, max_steps: 1}", "trainer: 3"), [],
-     "trainer: must be a mapping"),
+    (
+        "trainer-not-mapping",
+        GOOD.replace("trainer: {accelerator: cpu, devices: 1, max_steps: 1}", "trainer: 3"),
+        [],
+        "trainer: must be a mapping",
+    ),
     ("model-not-mapping", None, ["model=3"], "model: must be a mapping"),
-    ("every-n-minutes-zero", GOOD + "checkpoint: {every_n_minutes: 0}\n", [], "checkpoint.every_n_minutes: must be > 0"),
+    (
+        "every-n-minutes-zero",
+        GOOD + "checkpoint: {every_n_minutes: 0}\n",
+        [],
+        "checkpoint.every_n_minutes: must be > 0",
+    ),
     ("logger-mode", GOOD + "logger: {mode: live}\n", [], "logger.mode: 'live' is not one of"),
     ("card-data-type", GOOD + "card: {data: 3}\n", [], "card.data"),
     ("seed-bool", GOOD + "seed: true\n", [], "seed: expected a non-negative integer"),
@@ -93,9 +112,18 @@ CORPUS = [
     ("unicode-lookalike-key", GOOD.replace("hidden: 8", "h\u0456dden: 8"), [], "U+0456 CYRILLIC SMALL LETTER"),
     ("unicode-lookalike-override", None, ["model.h\u0456dden=4"], "U+0456 CYRILLIC SMALL LETTER"),
     # shipped recipes (tables of real methods, no import of their code)
-    ("shapo-accumulate", "@shapo.yaml", ["trainer.accumulate_grad_batches=2"],
-     "trainer.accumulate_grad_batches: shapo optimises manually"),
-    ("zoo-lm-schedule", "@zoo-lm.yaml", ["model.optimizer.schedule=cosin"], "model.optimizer.schedule: expected one of"),
+    (
+        "shapo-accumulate",
+        "@shapo.yaml",
+        ["trainer.accumulate_grad_batches=2"],
+        "trainer.accumulate_grad_batches: shapo optimises manually",
+    ),
+    (
+        "zoo-lm-schedule",
+        "@zoo-lm.yaml",
+        ["model.optimizer.schedule=cosin"],
+        "model.optimizer.schedule: expected one of",
+    ),
     ("zoo-lm-devices", "@zoo-lm.yaml", ["trainer.devices=0"], "trainer.devices: must be >= 1"),
     ("zoo-lm-model-arg", "@zoo-lm.yaml", ["+model.archh=x"], "model.archh: ZooLM takes no argument 'archh'"),
     ("st-tgexplainer-steps", "@st-tgexplainer.yaml", ["trainer.max_steps=-5"], "trainer.max_steps: must be >= -1"),
@@ -128,20 +156,30 @@ def test_corpus_is_large_enough():
     assert len(CORPUS) >= 60
 
 
-@pytest.mark.parametrize("args,want", [
-    (["recipe=zoo-lm.yaml", "trainer.devices=0"], "trainer.devices: must be >= 1"),
-    (["recipe=zoo-lm.yaml", "model.optimizer.schedule=cosin"], "model.optimizer.schedule"),
-    (["recipe=shapo.yaml", "trainer.accumulate_grad_batches=2"], "trainer.accumulate_grad_batches"),
-])
+@pytest.mark.parametrize(
+    "args,want",
+    [
+        (["recipe=zoo-lm.yaml", "trainer.devices=0"], "trainer.devices: must be >= 1"),
+        (["recipe=zoo-lm.yaml", "model.optimizer.schedule=cosin"], "model.optimizer.schedule"),
+        (["recipe=shapo.yaml", "trainer.accumulate_grad_batches=2"], "trainer.accumulate_grad_batches"),
+    ],
+)
 def test_train_py_fails_without_traceback_torch_or_run_dir(args, want, tmp_path):
     """The command a user types: exit 2, the key in one line, no traceback, torch never imported, no runs/ folder."""
     import subprocess
     import sys
 
-    probe = ("import sys; from zoo.cli import main; rc = main(['train', *sys.argv[1:]]); "
-             "print('torch imported' if 'torch' in sys.modules else 'torch not imported'); sys.exit(rc)")
-    out = subprocess.run([sys.executable, "-c", probe, *args, f"out_dir={tmp_path / 'runs'}"], capture_output=True,
-                         text=True, timeout=120, check=False)
+    probe = (
+        "import sys; from zoo.cli import main; rc = main(['train', *sys.argv[1:]]); "
+        "print('torch imported' if 'torch' in sys.modules else 'torch not imported'); sys.exit(rc)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, *args, f"out_dir={tmp_path / 'runs'}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 2, out.stderr
     assert want in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert "torch not imported" in out.stdout
@@ -152,9 +190,17 @@ def test_export_format_without_its_extra_fails_before_training(tmp_path, capsys,
     """``export.formats`` naming onnx without the export extra fails at validation with the install command, not after
     training; no run directory."""
     uninstall("onnxruntime")
-    code = main(["train", "recipe=cond-dp.yaml", "overlay=tiny/cond-dp.yaml", "export.formats=[package,onnx]",
-                 f"out_dir={tmp_path / 'runs'}"])
+    code = main(
+        [
+            "train",
+            "recipe=cond-dp.yaml",
+            "overlay=tiny/cond-dp.yaml",
+            "export.formats=[package,onnx]",
+            f"out_dir={tmp_path / 'runs'}",
+        ]
+    )
     assert code == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        'error: export.formats: onnx export needs: pip install -e ".[export]" (missing onnxruntime)']
+        'error: export.formats: onnx export needs: pip install -e ".[export]" (missing onnxruntime)'
+    ]
     assert not (tmp_path / "runs").exists()

@@ -1,5 +1,6 @@
 """Messages that say what is wrong (#14 item 8): a chat file without assistant turns names the line, a missing run
 directory is not called an unknown zoo id, and a fast_dev_run leaves a run folder `zoo export` accepts."""
+
 import pytest
 
 from zoo.cli import main
@@ -9,8 +10,10 @@ from zoo.data.chat import read_conversations
 
 def test_chat_without_assistant_turn_names_line(tmp_path):
     f = tmp_path / "chats.jsonl"
-    f.write_text('{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}\n'
-                 '{"messages": [{"role": "user", "content": "only a question"}]}\n')
+    f.write_text(
+        '{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}\n'
+        '{"messages": [{"role": "user", "content": "only a question"}]}\n'
+    )
     with pytest.raises(DataError, match=rf"{f}:2: messages: no 'assistant' turn"):
         read_conversations(f)
 
@@ -22,8 +25,19 @@ def test_missing_run_dir_is_not_an_unknown_zoo_id(tmp_path, capsys):
 
 
 def test_fast_dev_run_leaves_an_exportable_run(tmp_path):
-    assert main(["train", "recipe=tests/platform/recipes/digits.yaml", f"out_dir={tmp_path}", "logger.kind=none",
-                 "+trainer.fast_dev_run=true", "export.formats=[]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=tests/platform/recipes/digits.yaml",
+                f"out_dir={tmp_path}",
+                "logger.kind=none",
+                "+trainer.fast_dev_run=true",
+                "export.formats=[]",
+            ]
+        )
+        == 0
+    )
     run = tmp_path / "digits" / "version_0"
     assert (run / "checkpoints" / "last.ckpt").is_file()
     assert main(["export", str(run), "--formats", "package"]) == 0
@@ -44,8 +58,18 @@ def test_json_error_column_counts_within_a_truncated_line(tmp_path):
 def test_zoo_eval_updates_a_runs_metrics_json_keeping_training_values(tmp_path, capsys):
     import json
 
-    assert main(["train", "recipe=tests/platform/recipes/digits.yaml", f"out_dir={tmp_path}", "logger.kind=none",
-                 "export.formats=[]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=tests/platform/recipes/digits.yaml",
+                f"out_dir={tmp_path}",
+                "logger.kind=none",
+                "export.formats=[]",
+            ]
+        )
+        == 0
+    )
     run = tmp_path / "digits" / "version_0"
     trained = json.loads((run / "metrics.json").read_text())["metrics"]
     assert main(["eval", str(run)]) == 0 and main(["eval", str(run)]) == 0
@@ -56,15 +80,17 @@ def test_zoo_eval_updates_a_runs_metrics_json_keeping_training_values(tmp_path, 
     assert doc["training_source"].startswith("end of training")
 
 
-@pytest.mark.parametrize("argv", [["train.py", "--help"], ["train.py", "recipe=shapo.yaml", "-h"],
-                                  ["-m", "zoo.cli", "config", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["train.py", "--help"], ["train.py", "recipe=shapo.yaml", "-h"], ["-m", "zoo.cli", "config", "--help"]]
+)
 def test_help_prints_usage_and_exits_0(argv):
     import subprocess
     import sys
 
     from zoo.core.data import repo_root
 
-    out = subprocess.run([sys.executable, *argv], cwd=repo_root(), capture_output=True, text=True, timeout=120,
-                         check=False)
+    out = subprocess.run(
+        [sys.executable, *argv], cwd=repo_root(), capture_output=True, text=True, timeout=120, check=False
+    )
     assert out.returncode == 0 and out.stdout.startswith("usage: zoo train recipe=NAME"), out.stdout + out.stderr
     assert "error" not in out.stderr and "unexpected option" not in out.stdout

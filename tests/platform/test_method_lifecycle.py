@@ -10,6 +10,7 @@ RUN_DIR``; and ``zoo export RUN_DIR --formats F`` for every format the method de
 Nothing here names a method: a new one is picked up from the registry, and one without its facts fails naming the file
 and the fact to add. The 21 methods took 131 s here (2 shared CPU cores, one test process, 2026-12-01; 567 s at load ~4 on
 2026-12-02); part of the default run."""
+
 import json
 import logging
 import re
@@ -37,7 +38,8 @@ def example(name: str) -> tuple[list[str], list[str]]:
     """
     fact = method_fact(name, "EXAMPLE")
     assert {"recipe", "predict"} <= set(fact) <= {"recipe", "predict", "extend_refused"}, (
-        f"{name}: EXAMPLE takes 'recipe', 'predict' and optionally 'extend_refused': {fact}")
+        f"{name}: EXAMPLE takes 'recipe', 'predict' and optionally 'extend_refused': {fact}"
+    )
     recipe = Path(fact["recipe"])
     overlay = recipe.parent / "tiny" / recipe.name if recipe.is_absolute() else Path("tiny") / recipe.name
     train = [f"recipe={recipe}.yaml", f"overlay={overlay}.yaml"]
@@ -100,7 +102,7 @@ def check_lifecycle(name, tmp_path, capsys, caplog, monkeypatch):
     hparams = _hparams(run_dir)
 
     # 3. resume=auto: a step-counting run is extended by two steps; any other run is finished and says so
-    max_steps = (compose_and_validate(train_args)["trainer"].get("max_steps") or -1)
+    max_steps = compose_and_validate(train_args)["trainer"].get("max_steps") or -1
     extend = [f"trainer.max_steps={step + 2}", "trainer.max_epochs=-1"] if max_steps > 0 else []
     if refused := method_fact(name, "EXAMPLE").get("extend_refused"):  # the plan the run was calibrated for
         assert main(["train", *train_args, "export.formats=[]", "resume=auto", *extend]) == 2

@@ -1,5 +1,6 @@
 """Runs named for what they are: name= needs no '+', and a run on the user's data.path is named after that file and
 records it (name, sha256, rows) in config.yaml, the model card and the manifest entry, never the shipped set."""
+
 import hashlib
 from pathlib import Path
 
@@ -27,11 +28,18 @@ def test_user_data_names_the_run_and_the_card(tmp_path):
     cfg = compose_and_validate(["recipe=st-tgexplainer-bitcoin-otc.yaml", f"data.path={mine}"])
     assert cfg["name"] == "st-tgexplainer-my-graph"
     entry = cfg["card"]["data"][0]
-    assert entry == {"file": "my-graph.csv", "sha256": hashlib.sha256(mine.read_bytes()).hexdigest(), "rows": 300,
-                     "key": "data.path", "path": str(mine)}
+    assert entry == {
+        "file": "my-graph.csv",
+        "sha256": hashlib.sha256(mine.read_bytes()).hexdigest(),
+        "rows": 300,
+        "key": "data.path",
+        "path": str(mine),
+    }
     assert "bitcoin" not in yaml.safe_dump(cfg["card"]["data"]).lower()
     # an explicit name wins; the shipped data keep the recipe's name and card
-    assert compose_and_validate(["recipe=st-tgexplainer-bitcoin-otc.yaml", f"data.path={mine}", "name=x"])["name"] == "x"
+    assert (
+        compose_and_validate(["recipe=st-tgexplainer-bitcoin-otc.yaml", f"data.path={mine}", "name=x"])["name"] == "x"
+    )
     shipped = compose_and_validate(["recipe=st-tgexplainer-bitcoin-otc.yaml"])
     assert shipped["name"] == "st-tgexplainer-bitcoin-otc" and shipped["card"]["data"] != cfg["card"]["data"]
 
@@ -39,8 +47,19 @@ def test_user_data_names_the_run_and_the_card(tmp_path):
 @pytest.mark.slow
 def test_user_data_reaches_config_card_and_manifest(tmp_path, zoo_home):
     mine = _my_csv(tmp_path)
-    assert main(["train", "recipe=st-tgexplainer-bitcoin-otc.yaml", "overlay=tiny/st-tgexplainer.yaml",
-                 f"data.path={mine}", f"out_dir={tmp_path / 'runs'}", "export.formats=[package]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=st-tgexplainer-bitcoin-otc.yaml",
+                "overlay=tiny/st-tgexplainer.yaml",
+                f"data.path={mine}",
+                f"out_dir={tmp_path / 'runs'}",
+                "export.formats=[package]",
+            ]
+        )
+        == 0
+    )
     run = tmp_path / "runs" / "st-tgexplainer-my-graph-tiny" / "version_0"
     assert yaml.safe_load((run / "config.yaml").read_text())["card"]["data"][0]["file"] == "my-graph.csv"
     card = (run / "export" / "package" / "README.md").read_text()

@@ -6,6 +6,7 @@ predict, predict --json, eval, export) and its bad-data row. Without a fact, the
 to add.
 
 Slow (about 30 s: one tiny train, a resume, eval and export of a 3-parameter model)."""
+
 from __future__ import annotations
 
 import re
@@ -41,22 +42,32 @@ def throwaway(tmp_path, monkeypatch):
     (recipes / "tiny").mkdir(parents=True)
     data = tmp_path / "line.csv"
     data.write_text("x,y\n" + "".join(f"{i / 10},{2 * i / 10 + 1}\n" for i in range(12)))
-    (recipes / "throwaway.yaml").write_text(textwrap.dedent(f"""\
+    (recipes / "throwaway.yaml").write_text(
+        textwrap.dedent(f"""\
         method: throwaway
         model: {{lr: 0.05}}
         data: {{path: {data}, batch_size: 4}}
         trainer: {{max_steps: 6, max_epochs: -1, accelerator: cpu, devices: 1}}
         logger: {{kind: csv}}
         export: {{formats: [package]}}
-        """))
+        """)
+    )
     (recipes / "tiny" / "throwaway.yaml").write_text("trainer: {max_steps: 2, enable_progress_bar: false}\n")
     (src / "throwaway_method" / "module.py").write_text(template_module())
     facts = {
-        "EXTRA": None, "WHAT": "a least-squares line", "RECIPES": "`throwaway.yaml`", "WEIGHTS": "none",
+        "EXTRA": None,
+        "WHAT": "a least-squares line",
+        "RECIPES": "`throwaway.yaml`",
+        "WEIGHTS": "none",
         "STATUS": "fits a line",
         "EXAMPLE": {"recipe": str(recipes / "throwaway"), "predict": ["0.5", "1.5"]},
-        "BAD_ROW": {"recipe": str(recipes / "throwaway.yaml"), "files": {"bad.csv": "x,y\n1,2\n3,four\n"},
-                    "overrides": ["data.path=bad.csv"], "error": "bad.csv:3", "key": "data.path"},
+        "BAD_ROW": {
+            "recipe": str(recipes / "throwaway.yaml"),
+            "files": {"bad.csv": "x,y\n1,2\n3,four\n"},
+            "overrides": ["data.path=bad.csv"],
+            "error": "bad.csv:3",
+            "key": "data.path",
+        },
     }
     init = src / "throwaway_method" / "__init__.py"
     init.write_text('"""A throwaway method."""\n' + "".join(f"{k} = {v!r}\n" for k, v in facts.items()))
@@ -74,8 +85,10 @@ def test_a_new_method_is_picked_up_by_every_registry_driven_check(throwaway, tmp
 
 
 def test_a_method_without_a_fact_is_told_what_to_add(throwaway, tmp_path, capsys, caplog, monkeypatch):
-    for fact, check in (("EXAMPLE", lambda: check_lifecycle("throwaway", tmp_path, capsys, caplog, monkeypatch)),
-                        ("BAD_ROW", lambda: check_bad_row("throwaway", tmp_path, monkeypatch, capsys))):
+    for fact, check in (
+        ("EXAMPLE", lambda: check_lifecycle("throwaway", tmp_path, capsys, caplog, monkeypatch)),
+        ("BAD_ROW", lambda: check_bad_row("throwaway", tmp_path, monkeypatch, capsys)),
+    ):
         _drop(throwaway, fact, monkeypatch)
         assert fact in missing_facts("throwaway")
         with pytest.raises(FactError) as e:

@@ -6,6 +6,7 @@ checkpoint's step and finish it; ``zoo eval``; ``zoo predict --json`` (parsed wi
 
 zoo-lm is the cheap method here: its real recipe trains the 5.3M-parameter zoo-lm-small from scratch on shipped
 text. Slow: seven processes, each paying the torch import (122 s on the 2 shared cores at load ~3, 2026-12-02)."""
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,17 @@ pytestmark = pytest.mark.slow
 ROOT = repo_root()
 #: The real recipe, shortened as a user would for a first try: one text file (a path typed on the command line is
 #: relative to the working directory, so the shipped one is given in full), smaller batches, a checkpoint every 2 steps.
-REAL = ["recipe=zoo-lm.yaml", f"data.path=[{ROOT}/data/tinyshakespeare/input.txt]", "data.max_length=64",
-        "data.batch_size=4", "trainer.max_steps=60", "trainer.val_check_interval=60", "trainer.limit_val_batches=2",
-        "checkpoint.every_n_train_steps=2", "export.formats=[]"]
+REAL = [
+    "recipe=zoo-lm.yaml",
+    f"data.path=[{ROOT}/data/tinyshakespeare/input.txt]",
+    "data.max_length=64",
+    "data.batch_size=4",
+    "trainer.max_steps=60",
+    "trainer.val_check_interval=60",
+    "trainer.limit_val_batches=2",
+    "checkpoint.every_n_train_steps=2",
+    "export.formats=[]",
+]
 TINY = ["recipe=zoo-lm.yaml", "overlay=tiny/zoo-lm.yaml", "export.formats=[]"]
 
 
@@ -72,7 +81,8 @@ def test_tiny_run_real_run_killed_tiny_again_resume_eval_predict_export(tmp_path
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, (
-        f"the real run ended before it was killed:\n{(tmp_path / 'real.log').read_text()[-3000:]}")
+        f"the real run ended before it was killed:\n{(tmp_path / 'real.log').read_text()[-3000:]}"
+    )
     killed_at = _step(last)
     assert 0 < killed_at < 60, killed_at
 
@@ -95,8 +105,9 @@ def test_tiny_run_real_run_killed_tiny_again_resume_eval_predict_export(tmp_path
     assert metrics["method"] == "zoo-lm" and "val/loss" in metrics["metrics"], metrics
 
     # 6. zoo predict --json: one JSON object with the reply as data
-    out = _run([*_zoo(), "predict", str(real), "--json", "model.generation.max_new_tokens=8", "How do I bake bread?"],
-               tmp_path)
+    out = _run(
+        [*_zoo(), "predict", str(real), "--json", "model.generation.max_new_tokens=8", "How do I bake bread?"], tmp_path
+    )
     doc = json.loads(out.stdout)
     assert doc["method"] == "zoo-lm" and doc["prediction"][0]["prompt"] == "How do I bake bread?", doc
     assert isinstance(doc["prediction"][0]["reply"], str)

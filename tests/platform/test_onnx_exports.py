@@ -3,6 +3,7 @@ cache), the cost model's scorer, WatchLog's detector, ST-TGExplainer's scorer an
 ``torch_export`` ``.pt2``). Each graph is written by ``zoo export``, then run by onnxruntime (or ``torch.export.load``)
 on inputs it was not traced with (another batch size, other lengths, padded rows) and compared with the torch model;
 the KV-cache graph decodes greedily token by token as ``generate`` does."""
+
 import numpy as np
 import pytest
 import torch
@@ -21,10 +22,13 @@ def _lm_batch(module):
 def _watchlog_batch(module):
     _, (x, mask), _ = module.export_graph()
     g = torch.Generator().manual_seed(1)
-    x = torch.rand((3, *x.shape[1:]), generator=g) if x.is_floating_point() else torch.randint(
-        0, 100, (3, *x.shape[1:]), generator=g)
+    x = (
+        torch.rand((3, *x.shape[1:]), generator=g)
+        if x.is_floating_point()
+        else torch.randint(0, 100, (3, *x.shape[1:]), generator=g)
+    )
     mask = torch.ones(3, mask.shape[1], dtype=torch.bool)
-    mask[1, mask.shape[1] // 2:] = False  # a short window, padded
+    mask[1, mask.shape[1] // 2 :] = False  # a short window, padded
     return x, mask
 
 
@@ -49,9 +53,13 @@ def _rows_batch(module):
     return (torch.randn(5, *x.shape[1:], generator=torch.Generator().manual_seed(1)),)
 
 
-CASES = {"zoo-lm.chat": (_lm_batch, 1e-3), "shapo-cost-model.zoo-lm-hh": (_lm_batch, 1e-3),
-         "watchlog.mordor": (_watchlog_batch, 1e-4), "st-tgexplainer.collegemsg": (_tgn_batch, 1e-4),
-         "cond-dp.commuting-sf-eps1": (_rows_batch, 1e-4)}
+CASES = {
+    "zoo-lm.chat": (_lm_batch, 1e-3),
+    "shapo-cost-model.zoo-lm-hh": (_lm_batch, 1e-3),
+    "watchlog.mordor": (_watchlog_batch, 1e-4),
+    "st-tgexplainer.collegemsg": (_tgn_batch, 1e-4),
+    "cond-dp.commuting-sf-eps1": (_rows_batch, 1e-4),
+}
 
 
 @pytest.mark.parametrize("ref", list(CASES))
@@ -103,8 +111,9 @@ def _kv_decodes_like_generate(sess, module, n: int = 12):
     past_mask, new, out = np.zeros((1, 1), np.int64), np.array([ids]), []
     for _ in range(n):
         pos = np.arange(past_mask.sum(), past_mask.sum() + new.shape[1])[None]
-        logits, *past = sess.run(None, dict(zip([i.name for i in sess.get_inputs()],
-                                                [new, past_mask, np.ones_like(new), pos, *past])))
+        logits, *past = sess.run(
+            None, dict(zip([i.name for i in sess.get_inputs()], [new, past_mask, np.ones_like(new), pos, *past]))
+        )
         past_mask = np.concatenate([past_mask, np.ones_like(new)], 1)
         tok = int(logits[0, -1].argmax())
         if tok == module.tokenizer.eos_token_id:

@@ -1,4 +1,5 @@
 """The override grammar as a table: k=v sets, +k=v adds, ~k deletes; typos fail with a did-you-mean."""
+
 import pytest
 
 from zoo.core.recipe import RecipeError, apply_override

@@ -1,5 +1,6 @@
 """README promises that hold from any directory (#14 item 7): shipped data paths in recipes resolve against the
 project, the user's override paths against the current directory."""
+
 import json
 import os
 import subprocess
@@ -24,9 +25,24 @@ def test_shipped_paths_anchor_to_project_user_paths_to_cwd(tmp_path, monkeypatch
 
 def test_train_runs_from_another_directory(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(repo_root()))
-    out = subprocess.run([sys.executable, "-m", "zoo.cli", "train", "recipe=praxis.yaml", "overlay=tiny/praxis.yaml",
-                          f"out_dir={tmp_path / 'runs'}", "export.formats=[]"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=600, check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zoo.cli",
+            "train",
+            "recipe=praxis.yaml",
+            "overlay=tiny/praxis.yaml",
+            f"out_dir={tmp_path / 'runs'}",
+            "export.formats=[]",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert (tmp_path / "runs" / "praxis-tiny" / "version_0" / "checkpoints" / "last.ckpt").is_file()
 
@@ -37,7 +53,9 @@ def test_predict_inputs_naming_shipped_examples_resolve_to_the_project(tmp_path,
     monkeypatch.chdir(tmp_path)
     example = "data/mortality-distributions/desi_example_row.csv"  # a card's `zoo predict` example
     assert _shipped_or_given(example) == str(repo_root() / example)
-    assert _shipped_or_given("my.csv") == "my.csv" and _shipped_or_given("How do I bake bread?") == "How do I bake bread?"
+    assert (
+        _shipped_or_given("my.csv") == "my.csv" and _shipped_or_given("How do I bake bread?") == "How do I bake bread?"
+    )
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "desi_example_row.csv").write_text("x\n")  # a user's own data/ folder wins
     assert _shipped_or_given("data/desi_example_row.csv") == "data/desi_example_row.csv"
@@ -98,8 +116,20 @@ def test_run_on_user_data_evaluates_and_predicts_from_another_directory(tmp_path
     (tmp_path / "ud").mkdir()
     (tmp_path / "ud" / "my.csv").write_text("\n".join(lines[:80]) + "\n")
     monkeypatch.chdir(tmp_path / "ud")
-    assert main(["train", "recipe=praxis.yaml", "overlay=tiny/praxis.yaml", "data.path=my.csv",
-                 "data.label=class_1", "model.rid_bootstraps=0", "export.formats=[]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=praxis.yaml",
+                "overlay=tiny/praxis.yaml",
+                "data.path=my.csv",
+                "data.label=class_1",
+                "model.rid_bootstraps=0",
+                "export.formats=[]",
+            ]
+        )
+        == 0
+    )
     run = tmp_path / "ud" / "runs" / "praxis-my-tiny" / "version_0"
     assert yaml.safe_load((run / "config.yaml").read_text())["data"]["path"] == str(tmp_path / "ud" / "my.csv")
     monkeypatch.chdir(tmp_path)
@@ -116,9 +146,21 @@ def test_run_trained_in_the_project_root_evaluates_from_another_directory(tmp_pa
     from zoo.cli import main
 
     monkeypatch.chdir(repo_root())
-    assert main(["train", "recipe=praxis.yaml", "overlay=tiny/praxis.yaml", "data.path=data/treefarms-binary/monk2.csv",
-                 "data.label=class_1", "model.rid_bootstraps=0", "export.formats=[]",
-                 f"out_dir={tmp_path / 'runs'}"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=praxis.yaml",
+                "overlay=tiny/praxis.yaml",
+                "data.path=data/treefarms-binary/monk2.csv",
+                "data.label=class_1",
+                "model.rid_bootstraps=0",
+                "export.formats=[]",
+                f"out_dir={tmp_path / 'runs'}",
+            ]
+        )
+        == 0
+    )
     run = tmp_path / "runs" / "praxis-tiny" / "version_0"
     assert yaml.safe_load((run / "config.yaml").read_text())["data"]["path"] == "data/treefarms-binary/monk2.csv"
     monkeypatch.chdir(tmp_path)

@@ -1,5 +1,6 @@
 """zoo predict (#13): ``--json`` adds metrics when the input carries labels (a chat file's assistant replies), and the
 LM's generation settings (greedy, temperature, max tokens) are plain overrides, checked like recipe keys."""
+
 import json
 import math
 
@@ -29,8 +30,12 @@ def chats(tmp_path):
 def test_json_has_metrics_for_labelled_input_and_none_for_a_prompt(chats, capsys, lm):
     from zoo.methods.zoo_lm.predict import labelled_chats
 
-    assert main(["predict", REF, "model.generation.greedy=true", "model.generation.max_new_tokens=6", str(chats),
-                 "--json"]) == 0
+    assert (
+        main(
+            ["predict", REF, "model.generation.greedy=true", "model.generation.max_new_tokens=6", str(chats), "--json"]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     m = doc["metrics"]
     assert m["n"] == 2 and 0 <= m["exact_match"] <= 1
@@ -55,7 +60,7 @@ def test_greedy_and_temperature_zero_decode_the_argmax(lm):
         if int(nxt) == lm.tokenizer.eos_token_id:
             break
         ids = torch.cat([ids, nxt.view(1, 1)], 1)
-    by_hand = lm.tokenizer.decode(ids[0, len(lm.prompt_ids(prompt)):], skip_special_tokens=True).strip()
+    by_hand = lm.tokenizer.decode(ids[0, len(lm.prompt_ids(prompt)) :], skip_special_tokens=True).strip()
     assert lm.generate([prompt], greedy=True, max_new_tokens=5, repetition_penalty=1.0) == [by_hand]
 
 

@@ -1,5 +1,6 @@
 """A run whose stdout is not a terminal (a log file, a cluster job) prints timed progress lines and a closing
 summary, and none of Lightning's steady noise (#14 item 6)."""
+
 import logging
 import os
 import subprocess
@@ -14,9 +15,23 @@ from zoo.core.progress import ProgressBar, ProgressLines, _fmt_seconds
 def test_piped_run_reports_progress_and_summary_without_noise(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(repo_root()))
     env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
-    out = subprocess.run([sys.executable, "train.py", "recipe=zoo-lm.yaml", "overlay=tiny/zoo-lm.yaml",
-                          f"out_dir={tmp_path}", "export.formats=[hf]", "logger.progress_every_s=0"],
-                         cwd=repo_root(), env=env, capture_output=True, text=True, timeout=600, check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "train.py",
+            "recipe=zoo-lm.yaml",
+            "overlay=tiny/zoo-lm.yaml",
+            f"out_dir={tmp_path}",
+            "export.formats=[hf]",
+            "logger.progress_every_s=0",
+        ],
+        cwd=repo_root(),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-2000:]
     assert "training zoo-lm from step 0 (2 steps)" in text
@@ -36,9 +51,16 @@ def test_a_fit_without_optimiser_counts_batches_not_steps(caplog):
     # praxis and other enumerations: configure_optimizers returns None, global_step stays 0; "step 0/1 (0%)" misled
     from lightning.pytorch.core.optimizer import _MockOptimizer
 
-    trainer = SimpleNamespace(optimizers=[_MockOptimizer()], global_step=0, estimated_stepping_batches=1,
-                              num_training_batches=1, current_epoch=0, max_epochs=1, is_global_zero=True,
-                              callback_metrics={})
+    trainer = SimpleNamespace(
+        optimizers=[_MockOptimizer()],
+        global_step=0,
+        estimated_stepping_batches=1,
+        num_training_batches=1,
+        current_epoch=0,
+        max_epochs=1,
+        is_global_zero=True,
+        callback_metrics={},
+    )
     lines = ProgressLines(every_s=0)
     with caplog.at_level(logging.INFO, logger="zoo"):
         lines.on_train_start(trainer, SimpleNamespace(method_name="praxis"))
@@ -57,11 +79,23 @@ def test_progress_bar_has_no_epoch_total_without_max_epochs():
 
 def test_zoo_eval_prints_no_lightning_tip(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo_root()), os.environ.get("PYTHONPATH", "")]))
-    digits = ["recipe=tests/platform/recipes/digits.yaml", f"out_dir={tmp_path}", "trainer.max_steps=1",
-              "logger.kind=none", "export.formats=[]"]
+    digits = [
+        "recipe=tests/platform/recipes/digits.yaml",
+        f"out_dir={tmp_path}",
+        "trainer.max_steps=1",
+        "logger.kind=none",
+        "export.formats=[]",
+    ]
     assert main(["train", *digits]) == 0
-    out = subprocess.run([sys.executable, "-c", "from zoo.cli import main; main(['eval', 'version_0'])"],
-                         cwd=tmp_path / "digits", env=env, capture_output=True, text=True, timeout=300, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", "from zoo.cli import main; main(['eval', 'version_0'])"],
+        cwd=tmp_path / "digits",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "val/acc" in out.stdout and "Tip:" not in out.stdout + out.stderr, out.stderr[-2000:]
 
@@ -71,8 +105,10 @@ def test_summary_counts_epochs_from_batches():
 
     def trainer(done, per_epoch):
         progress = SimpleNamespace(total=SimpleNamespace(completed=done))
-        return SimpleNamespace(num_training_batches=per_epoch,
-                               fit_loop=SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=progress)))
+        return SimpleNamespace(
+            num_training_batches=per_epoch,
+            fit_loop=SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=progress)),
+        )
 
     assert _epochs(trainer(2, 10)) == ", 1 epoch (the last partial)"  # max_steps=2 of a 10-batch epoch
     assert _epochs(trainer(30, 10)) == ", 3 epochs"

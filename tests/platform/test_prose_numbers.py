@@ -7,6 +7,7 @@ scale"); elsewhere (README prose, docs/*.md that are not generated) numbers with
 in ``results/*/*.json`` (rows, summary, paper text, extra keys; not provenance) rounds to it at the quoted precision,
 also as a percentage or in millions (``5.3M``).
 """
+
 import json
 import re
 
@@ -47,7 +48,7 @@ def has_source(text: str, unit: str | None, sources: list[float]) -> bool:
     decimals = len(text.split(".")[1]) if "." in text else 0
     target = float(text)
     scales = {"%": (100.0, 1.0), "M": (1e-6, 1.0)}.get(unit or "", (1.0, 100.0))
-    tol = 0.5 * 10 ** -decimals + 1e-9
+    tol = 0.5 * 10**-decimals + 1e-9
     return any(abs(v * s - target) <= tol for v in sources for s in scales)
 
 
@@ -78,9 +79,11 @@ def quoted_numbers(path, table_column_only: bool = False) -> list[tuple[int, str
 
 def _check(path, table_column_only: bool = False) -> list[str]:
     sources = source_numbers(repo_root() / "results")
-    return [f"{path.name}:{line}: {num}{unit or ''} has no source in results/*/*.json"
-            for line, num, unit in quoted_numbers(path, table_column_only)
-            if not has_source(num, unit, sources)]
+    return [
+        f"{path.name}:{line}: {num}{unit or ''} has no source in results/*/*.json"
+        for line, num, unit in quoted_numbers(path, table_column_only)
+        if not has_source(num, unit, sources)
+    ]
 
 
 def test_readme_status_numbers_have_a_source():
@@ -96,8 +99,9 @@ def test_docs_prose_numbers_have_a_source():
 
 def test_checker_catches_an_unsourced_number(tmp_path):
     (tmp_path / "results" / "m").mkdir(parents=True)
-    (tmp_path / "results" / "m" / "t.json").write_text(json.dumps({"rows": [{"f1": 0.8781, "n": 5261568,
-                                                                              "ratio": 9.13}]}))
+    (tmp_path / "results" / "m" / "t.json").write_text(
+        json.dumps({"rows": [{"f1": 0.8781, "n": 5261568, "ratio": 9.13}]})
+    )
     page = tmp_path / "README.md"
     page.write_text("| method | status |\n|---|---|\n| `m` | F1 0.878, 5.3M parameters, 9.1x faster, F1 0.906 |\n")
     sources = source_numbers(tmp_path / "results")
@@ -105,7 +109,9 @@ def test_checker_catches_an_unsourced_number(tmp_path):
     assert bad == ["0.906"]
 
 
-@pytest.mark.parametrize(("text", "unit", "ok"), [("0.88", None, True), ("87.8", "%", True), ("0.9", None, True),
-                                                  ("0.87", None, False), ("5.26", "M", True)])
+@pytest.mark.parametrize(
+    ("text", "unit", "ok"),
+    [("0.88", None, True), ("87.8", "%", True), ("0.9", None, True), ("0.87", None, False), ("5.26", "M", True)],
+)
 def test_rounding_rule(text, unit, ok):
     assert has_source(text, unit, [0.8781, 5261568]) is ok

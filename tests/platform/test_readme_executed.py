@@ -2,6 +2,7 @@
 and the messages the README quotes are the ones the commands print. The runner is ``readme_runner.py``; the
 pretrained base the README names (``smollm2-135m-instruct``) is a tiny stand-in fetched from fake wheels
 (``stand_in_base.py``), so no base is downloaded."""
+
 import logging
 
 import pytest
@@ -13,7 +14,8 @@ README = ROOT / "README.md"
 TRAIN = ["python", "train.py", "recipe=zoo-lm.yaml"]
 QUOTED = {
     "model.optimzer: no such key (did you mean 'model.optimizer.lr'?)": [
-        ["zoo", "config", "recipe=zoo-lm.yaml", "model.optimzer.lr=1e-3"]],
+        ["zoo", "config", "recipe=zoo-lm.yaml", "model.optimzer.lr=1e-3"]
+    ],
     "resuming runs/zoo-lm/version_0 at step 2": [TRAIN, [*TRAIN, "resume=auto", "trainer.max_steps=4"]],
 }
 

@@ -1,6 +1,7 @@
 """README's per-method parts (the methods table, the export table, the sentence of extras) are generated from each
 method's facts and table (no torch import) by ``python -m zoo.core.readme`` (#43), as docs/results.md is by
 ``zoo.core.results``: this fails when README drifts from them, and ``zoo info`` prints the same export formats."""
+
 from zoo.cli import main
 from zoo.core import readme
 from zoo.core.data import repo_root
@@ -15,8 +16,10 @@ def test_committed_readme_is_up_to_date(capsys):
 def test_generated_blocks_name_every_method_from_its_facts():
     blocks = readme.blocks(repo_root())
     for name in METHODS:
-        assert f"| `{name}` |" in blocks["methods"] and f"[card]({readme.package_folder(name)}/README.md)" in blocks[
-            "methods"], name
+        assert (
+            f"| `{name}` |" in blocks["methods"]
+            and f"[card]({readme.package_folder(name)}/README.md)" in blocks["methods"]
+        ), name
         row = next(r for r in blocks["exports"].splitlines()[2:] if name in r.split("|")[2].replace(" ", "").split(","))
         # the table records the class's export_formats (tests/platform/test_schema.py keeps it equal to the code)
         assert row.split("|")[1].strip() == ", ".join(method_schema(name)["export_formats"]), name

@@ -1,5 +1,6 @@
 """Every shipped recipe composes and validates; every CPU recipe runs in-process with its tiny overlay, and the landed
 methods' tiny runs end with metrics in the ranges their construction implies (values, not just keys)."""
+
 import json
 import math
 from pathlib import Path
@@ -24,20 +25,32 @@ def _near(x: float, target: float, tol: float) -> bool:
 #: from a random (or identical-to-reference) start leave preference and link losses at ~ln 2 and a fresh 8,192-token
 #: LM at ~ln 8192; identities (the praxis bound, the SFT loss sum) hold exactly.
 EXPECTED = {
-    "shapo.yaml": lambda m: (abs(m["val/margin"]) < 0.01 and _near(m["val/loss"], LN2, 0.01)
-                             and 0 <= m["val/kl_ref"] < 1e-3 and _near(m["train/eps_norm"], 0.05, 1e-5)),
-    "dpo.yaml": lambda m: abs(m["val/margin"]) < 0.01 and _near(m["val/loss"], LN2, 0.01) and 0 <= m["val/kl_ref"] < 1e-3,
+    "shapo.yaml": lambda m: (
+        abs(m["val/margin"]) < 0.01
+        and _near(m["val/loss"], LN2, 0.01)
+        and 0 <= m["val/kl_ref"] < 1e-3
+        and _near(m["train/eps_norm"], 0.05, 1e-5)
+    ),
+    "dpo.yaml": lambda m: (
+        abs(m["val/margin"]) < 0.01 and _near(m["val/loss"], LN2, 0.01) and 0 <= m["val/kl_ref"] < 1e-3
+    ),
     "shapo-cost-model.yaml": lambda m: _near(m["val/loss"], LN2, 0.01) and abs(m["val/cost_gap"]) < 0.01,
     # bound = floor((1 + eps) * best objective) with the tiny overlay's eps 0.03; a depth-2 COMPAS tree beats the
     # majority class (about 0.55) but not by much
-    "praxis.yaml": lambda m: (m["train/bound"] == math.floor(1.03 * m["train/min_objective"])
-                              and m["train/n_trees"] >= 1 and 0.55 < m["train/best_tree_accuracy"] < 0.75),
+    "praxis.yaml": lambda m: (
+        m["train/bound"] == math.floor(1.03 * m["train/min_objective"])
+        and m["train/n_trees"] >= 1
+        and 0.55 < m["train/best_tree_accuracy"] < 0.75
+    ),
     # prior keep-rate r = init_r 0.7 in the first epoch; link BCE and the two-class discriminator loss at chance
-    "st-tgexplainer.yaml": lambda m: (_near(m["train/r"], 0.7, 1e-6) and _near(m["train/bce"], LN2, 0.1)
-                                      and _near(m["train/disc_loss"], 2 * LN2, 0.1)),
+    "st-tgexplainer.yaml": lambda m: (
+        _near(m["train/r"], 0.7, 1e-6) and _near(m["train/bce"], LN2, 0.1) and _near(m["train/disc_loss"], 2 * LN2, 0.1)
+    ),
     # a fresh zoo-lm-tiny decoder: LM loss ~ln 8192; the SFT loss is LM + det_weight (4) x detection loss
-    "watchlog.yaml": lambda m: (_near(m["train/lm_loss"], LN_VOCAB, 0.2)
-                                and _near(m["train/loss"], m["train/lm_loss"] + 4.0 * m["train/det_loss"], 1e-3)),
+    "watchlog.yaml": lambda m: (
+        _near(m["train/lm_loss"], LN_VOCAB, 0.2)
+        and _near(m["train/loss"], m["train/lm_loss"] + 4.0 * m["train/det_loss"], 1e-3)
+    ),
     "zoo-lm.yaml": lambda m: _near(math.log(m["val/ppl"]), LN_VOCAB, 0.5),
 }
 
@@ -55,8 +68,18 @@ def test_recipe_composes_and_validates(recipe):
 def test_recipe_runs_with_tiny_overlay(recipe, tmp_path):
     overlay = RECIPES / "tiny" / recipe.name
     assert overlay.is_file(), f"{rel(recipe)} has no tiny overlay recipes/tiny/{recipe.name}"
-    assert main(["train", f"recipe={rel(recipe)}", f"overlay=tiny/{recipe.name}", f"out_dir={tmp_path}",
-                 "export.formats=[]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                f"recipe={rel(recipe)}",
+                f"overlay=tiny/{recipe.name}",
+                f"out_dir={tmp_path}",
+                "export.formats=[]",
+            ]
+        )
+        == 0
+    )
     runs = list(Path(tmp_path).glob("*/version_0/checkpoints/last.ckpt"))
     assert runs, "no checkpoint written"
     if recipe.name in EXPECTED:

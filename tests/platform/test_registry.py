@@ -1,4 +1,5 @@
 """Registry: lazy listing, checked kwargs, duplicate names, light `import zoo`."""
+
 import subprocess
 import sys
 
@@ -20,8 +21,11 @@ def test_list_methods_includes_plugins_and_builtins():
 def test_create_checks_kwargs():
     m = zoo.create("digits-mlp", hidden=4)
     assert m.hparams.hidden == 4
-    with pytest.raises(RegistryError, match=r"model.hiden: DigitsMLP takes no argument 'hiden' \(did you mean 'hidden'\?\); "
-                                            r"allowed: hidden, num_classes, optimizer"):
+    with pytest.raises(
+        RegistryError,
+        match=r"model.hiden: DigitsMLP takes no argument 'hiden' \(did you mean 'hidden'\?\); "
+        r"allowed: hidden, num_classes, optimizer",
+    ):
         zoo.create("digits-mlp", hiden=4)
     with pytest.raises(RegistryError, match="unknown method 'digits-mpl' \\(did you mean 'digits-mlp'\\?\\)"):
         zoo.create("digits-mpl")
@@ -90,17 +94,22 @@ def test_method_with_a_missing_extra_fails_with_the_install_command(tmp_path, mo
     from zoo.core import registry
 
     (tmp_path / "needs_stack").mkdir()
-    (tmp_path / "needs_stack" / "__init__.py").write_text('"""Facts read before the module is imported."""\nEXTRA = "graph"\n')
+    (tmp_path / "needs_stack" / "__init__.py").write_text(
+        '"""Facts read before the module is imported."""\nEXTRA = "graph"\n'
+    )
     (tmp_path / "needs_stack" / "module.py").write_text("import zoo_test_absent_stack  # noqa\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("ZOO_PLUGINS", "stacked=needs_stack.module")
-    with pytest.raises(registry.RegistryError,
-                       match=r"^stacked needs pip install -e \"\.\[graph\]\" \(missing module 'zoo_test_absent_stack'\)$"):
+    with pytest.raises(
+        registry.RegistryError,
+        match=r"^stacked needs pip install -e \"\.\[graph\]\" \(missing module 'zoo_test_absent_stack'\)$",
+    ):
         registry.get_method("stacked")
     assert main(["info", "stacked"]) == 2
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
-        "error: stacked needs pip install -e \".[graph]\" (missing module 'zoo_test_absent_stack')"]
+        "error: stacked needs pip install -e \".[graph]\" (missing module 'zoo_test_absent_stack')"
+    ]
 
 
 def test_info_and_list_without_the_extra_read_the_stored_table(capsys, monkeypatch, uninstall):
@@ -110,6 +119,7 @@ def test_info_and_list_without_the_extra_read_the_stored_table(capsys, monkeypat
     import sys
 
     from zoo.cli import main
+
     uninstall("opacus")
     monkeypatch.delitem(sys.modules, "zoo.methods.cond_dp.module", raising=False)
     assert main(["info", "cond-dp"]) == 0
@@ -133,9 +143,17 @@ def test_missing_requirements_reads_the_extras_from_package_metadata(monkeypatch
     from importlib import metadata
 
     from zoo.core import registry
-    monkeypatch.setattr(metadata, "requires", lambda _: ['torch-geometric>=2.6; extra == "graph"',
-                                                          'zoo_absent_dist>=1; extra == "graph"',
-                                                          'zoo[export]; extra == "dev"', "numpy>=2"])
+
+    monkeypatch.setattr(
+        metadata,
+        "requires",
+        lambda _: [
+            'torch-geometric>=2.6; extra == "graph"',
+            'zoo_absent_dist>=1; extra == "graph"',
+            'zoo[export]; extra == "dev"',
+            "numpy>=2",
+        ],
+    )
     assert registry.missing_requirements("graph") == ["zoo_absent_dist"]
     assert registry.missing_requirements("dev") == []
 
@@ -146,6 +164,7 @@ def test_every_declared_extra_exists_is_in_dev_and_named_in_the_readme():
     from zoo.core.data import repo_root
     from zoo.core.registry import method_extra
     from zoo.methods import METHODS
+
     root = repo_root()
     extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     dev = " ".join(extras["dev"])
@@ -164,8 +183,10 @@ def test_info_reads_the_table_without_importing_torch():
     import subprocess
     import sys
 
-    probe = ("import sys; from zoo.cli import main; rc = main(['info', 'survshap-iq']); "
-             "print('torch imported' if 'torch' in sys.modules else 'torch not imported'); sys.exit(rc)")
+    probe = (
+        "import sys; from zoo.cli import main; rc = main(['info', 'survshap-iq']); "
+        "print('torch imported' if 'torch' in sys.modules else 'torch not imported'); sys.exit(rc)"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -183,9 +204,11 @@ def test_zoo_list_stays_light():
     import subprocess
     import sys
 
-    code = ("import sys, io, contextlib\nfrom zoo.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()): main(['list'])\n"
-            "print(' '.join(m for m in ('torch', 'numpy', 'lightning', 'zoo.core.export', 'zoo.core.recipe', "
-            "'zoo.core.run') if m in sys.modules))")
+    code = (
+        "import sys, io, contextlib\nfrom zoo.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()): main(['list'])\n"
+        "print(' '.join(m for m in ('torch', 'numpy', 'lightning', 'zoo.core.export', 'zoo.core.recipe', "
+        "'zoo.core.run') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ""

@@ -6,6 +6,7 @@ and every validation/test metric the manifest records and the evaluation produce
 
     python -m pytest -m slow tests/platform/test_released_weights.py
 """
+
 import math
 
 import pytest
@@ -20,13 +21,20 @@ TOL = {"rel": 1e-3, "abs": 1e-3}
 
 def comparable(recorded: dict, measured: dict) -> dict[str, tuple[float, float]]:
     """``{key: (recorded, measured)}`` for the evaluation metrics both hold (NaN-free)."""
-    return {k: (float(v), float(measured[k])) for k, v in recorded.items()
-            if k in measured and not k.startswith("train/") and k != "global_step"
-            and not (math.isnan(float(v)) and math.isnan(float(measured[k])))}
+    return {
+        k: (float(v), float(measured[k]))
+        for k, v in recorded.items()
+        if k in measured
+        and not k.startswith("train/")
+        and k != "global_step"
+        and not (math.isnan(float(v)) and math.isnan(float(measured[k])))
+    }
 
 
 def test_comparable_skips_training_keys():
-    got = comparable({"train/loss": 1.0, "val/f1": 0.5, "global_step": 3, "val/x": 2.0}, {"val/f1": 0.5, "train/loss": 2})
+    got = comparable(
+        {"train/loss": 1.0, "val/f1": 0.5, "global_step": 3, "val/x": 2.0}, {"val/f1": 0.5, "train/loss": 2}
+    )
     assert got == {"val/f1": (0.5, 0.5)}
 
 
@@ -40,4 +48,5 @@ def test_zoo_eval_reproduces_the_manifest_metrics(zoo_id):
     assert pairs, f"{zoo_id}: zoo eval produced none of the manifest's evaluation metrics"
     off = {k: (r, m) for k, (r, m) in pairs.items() if m != pytest.approx(r, **TOL)}
     assert not off, f"{zoo_id}: manifest vs zoo eval differ: " + ", ".join(
-        f"{k} {r:.6g} -> {m:.6g}" for k, (r, m) in off.items())
+        f"{k} {r:.6g} -> {m:.6g}" for k, (r, m) in off.items()
+    )

@@ -10,6 +10,7 @@ lifecycle test's concern). The kill is an exception raised in the process at tha
 fit that takes no optimiser step has nothing to resume (skipped, saying so). Slow: 3 tiny fits per method, about
 12 min for all at load 3. The first run of this test (2026-12-01, then as 2 + 2 extensions) found six methods not
 exact; their causes are in the commit that fixed them."""
+
 import logging
 
 import lightning as L
@@ -56,8 +57,11 @@ def test_killed_and_resumed_equals_straight(name, tmp_path, monkeypatch):
     monkeypatch.setattr(logging.root, "handlers", list(logging.root.handlers))
     base = [*recipe_args, "export.formats=[]", "logger.kind=none"]
     by_steps = (compose_and_validate(base)["trainer"].get("max_steps") or -1) > 0
-    plan = (["trainer.max_epochs=-1", "trainer.max_steps=4", "checkpoint.every_n_train_steps=2"] if by_steps else
-            ["trainer.max_steps=-1", "trainer.max_epochs=2"])
+    plan = (
+        ["trainer.max_epochs=-1", "trainer.max_steps=4", "checkpoint.every_n_train_steps=2"]
+        if by_steps
+        else ["trainer.max_steps=-1", "trainer.max_epochs=2"]
+    )
     kill = KillAt(step=2) if by_steps else KillAt(epoch=1)
 
     def train(out: str, *extra: str) -> int:
@@ -68,8 +72,13 @@ def test_killed_and_resumed_equals_straight(name, tmp_path, monkeypatch):
         pytest.skip("its fit takes no optimiser step: nothing to resume")
     with monkeypatch.context() as m:
         trainer_of = build.build_trainer
-        m.setattr(build, "build_trainer", lambda cfg, run_dir, callbacks=(), resume_step=None: trainer_of(
-            cfg, run_dir, [*callbacks, kill], resume_step))
+        m.setattr(
+            build,
+            "build_trainer",
+            lambda cfg, run_dir, callbacks=(), resume_step=None: trainer_of(
+                cfg, run_dir, [*callbacks, kill], resume_step
+            ),
+        )
         with pytest.raises(Killed):
             train("split")
     assert train("split", "resume=auto") == 0

@@ -1,4 +1,5 @@
 """Kill a real train.py with SIGKILL mid-epoch, resume=auto, and end bit-identical to the run that was never killed."""
+
 import os
 import subprocess
 import sys
@@ -12,9 +13,18 @@ from zoo.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 # 320 training images in batches of 32: 10 batches an epoch; 25 steps cross two epoch ends; dropout makes the RNG
 # matter, shuffling the data order; validation every 5 batches sits between checkpoint and kill
-COMMON = ["recipe=tests/platform/recipes/digits.yaml", "+data.limit=400", "data.batch_size=32", "+model.p_drop=0.3",
-          "trainer.max_epochs=-1", "trainer.max_steps=25", "trainer.val_check_interval=5",
-          "checkpoint.every_n_train_steps=4", "logger.kind=none", "export.formats=[]"]
+COMMON = [
+    "recipe=tests/platform/recipes/digits.yaml",
+    "+data.limit=400",
+    "data.batch_size=32",
+    "+model.p_drop=0.3",
+    "trainer.max_epochs=-1",
+    "trainer.max_steps=25",
+    "trainer.val_check_interval=5",
+    "checkpoint.every_n_train_steps=4",
+    "logger.kind=none",
+    "export.formats=[]",
+]
 
 
 def _env(**extra):
@@ -48,8 +58,15 @@ def test_sigkill_mid_epoch_then_resume_auto_is_bit_identical(tmp_path):
 
     killed = tmp_path / "killed"
     # step 14 is mid-epoch 1; the last step-checkpoint before it is step 12, so two trained steps are lost
-    out = subprocess.run([sys.executable, "train.py", *COMMON, f"out_dir={killed}"], cwd=ROOT, check=False,
-                         capture_output=True, text=True, timeout=300, env=_env(ZOO_TEST_SIGKILL_AT_STEP="14"))
+    out = subprocess.run(
+        [sys.executable, "train.py", *COMMON, f"out_dir={killed}"],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(ZOO_TEST_SIGKILL_AT_STEP="14"),
+    )
     assert out.returncode == -9, out.stderr[-2000:]
     run = killed / "digits" / "version_0"
     assert _state(run)["global_step"] == 12, "last.ckpt is not the step-12 checkpoint"
@@ -61,8 +78,11 @@ def test_sigkill_mid_epoch_then_resume_auto_is_bit_identical(tmp_path):
     _same(straight["state_dict"], resumed["state_dict"], "weights")
     _same(straight["optimizer_states"], resumed["optimizer_states"], "optimizer state")
     assert straight["epoch"] == resumed["epoch"]
-    _same(straight["loops"]["fit_loop"]["epoch_loop.batch_progress"],
-          resumed["loops"]["fit_loop"]["epoch_loop.batch_progress"], "batch progress")
+    _same(
+        straight["loops"]["fit_loop"]["epoch_loop.batch_progress"],
+        resumed["loops"]["fit_loop"]["epoch_loop.batch_progress"],
+        "batch progress",
+    )
 
 
 def test_extending_a_finished_run_is_bit_identical(tmp_path):
@@ -102,9 +122,17 @@ def test_last_ckpt_is_written_atomically(tmp_path, monkeypatch):
 
 def test_resume_auto_uses_a_best_checkpoint_when_no_last_ckpt_was_written(tmp_path):
     """Killed before the first last.ckpt (step cadence not reached) but after a validation wrote a best-k file."""
-    args = ["recipe=tests/platform/recipes/digits.yaml", "+data.limit=400", "data.batch_size=32", "trainer.max_epochs=-1",
-            "trainer.val_check_interval=3", "checkpoint.every_n_train_steps=null", "logger.kind=none",
-            "export.formats=[]", f"out_dir={tmp_path}"]
+    args = [
+        "recipe=tests/platform/recipes/digits.yaml",
+        "+data.limit=400",
+        "data.batch_size=32",
+        "trainer.max_epochs=-1",
+        "trainer.val_check_interval=3",
+        "checkpoint.every_n_train_steps=null",
+        "logger.kind=none",
+        "export.formats=[]",
+        f"out_dir={tmp_path}",
+    ]
     assert main(["train", *args, "trainer.max_steps=3"]) == 0
     run = tmp_path / "digits" / "version_0"
     (run / "checkpoints" / "last.ckpt").unlink()  # what a kill before the first last.ckpt leaves
@@ -121,8 +149,15 @@ def test_resume_from_an_epoch_end_checkpoint_is_bit_identical(tmp_path):
     assert main(["train", *args, f"out_dir={tmp_path / 'straight'}"]) == 0
     straight = _state(tmp_path / "straight" / "digits" / "version_0")
     killed = tmp_path / "killed"
-    out = subprocess.run([sys.executable, "train.py", *args, f"out_dir={killed}"], cwd=ROOT, check=False,
-                         capture_output=True, text=True, timeout=300, env=_env(ZOO_TEST_SIGKILL_AT_STEP="14"))
+    out = subprocess.run(
+        [sys.executable, "train.py", *args, f"out_dir={killed}"],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(ZOO_TEST_SIGKILL_AT_STEP="14"),
+    )
     assert out.returncode == -9, out.stderr[-2000:]
     assert _state(killed / "digits" / "version_0")["global_step"] == 10
     assert main(["train", *args, f"out_dir={killed}", "resume=auto"]) == 0

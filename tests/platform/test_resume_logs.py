@@ -1,14 +1,22 @@
 """Logs continue across resume: a run that fails at step 7 and is resumed from its step-4 checkpoint ends with the same
 log history as a run that never failed (csv rows, TensorBoard scalars, one wandb run with increasing steps)."""
+
 import csv
 
 import pytest
 
 from zoo.cli import main
 
-COMMON = ["recipe=tests/platform/recipes/digits.yaml", "+data.limit=400", "data.batch_size=32", "trainer.max_epochs=-1",
-          "trainer.max_steps=14", "trainer.val_check_interval=5", "checkpoint.every_n_train_steps=4",
-          "export.formats=[]"]
+COMMON = [
+    "recipe=tests/platform/recipes/digits.yaml",
+    "+data.limit=400",
+    "data.batch_size=32",
+    "trainer.max_epochs=-1",
+    "trainer.max_steps=14",
+    "trainer.val_check_interval=5",
+    "checkpoint.every_n_train_steps=4",
+    "export.formats=[]",
+]
 
 
 def _fail_then_resume(out, monkeypatch, *extra):
@@ -69,10 +77,10 @@ def _wandb_records(path):
         if 32768 - pos % 32768 < 7:
             pos += 32768 - pos % 32768
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         if kind == 0 and length == 0:
             break
-        buf, pos = buf + data[pos + 7:pos + 7 + length], pos + 7 + length
+        buf, pos = buf + data[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind in (1, 4):  # a full record, or the last piece of one
             rec = pb.Record()
             rec.ParseFromString(buf)
@@ -93,8 +101,10 @@ def test_wandb_offline_resume_is_one_run_with_steps_continuing_from_the_checkpoi
     import time
 
     def read():
-        return [[r.history.step.num for r in _wandb_records(next(s.glob("*.wandb"))) if r.HasField("history")]
-                for s in segments]
+        return [
+            [r.history.step.num for r in _wandb_records(next(s.glob("*.wandb"))) if r.HasField("history")]
+            for s in segments
+        ]
 
     deadline = time.monotonic() + 60  # wandb's writer process may still be flushing the last segment
     while not all(read()) and time.monotonic() < deadline:

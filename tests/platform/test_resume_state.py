@@ -2,6 +2,7 @@
 made while a batch is read (``ResumableSampler`` seeds them by batch position), state a module fits after the
 checkpoint of its step (``LastCheckpoint`` writes it in), and ``ZooModule.resuming`` at ``on_fit_start``. The
 registry-driven end-to-end check is test_resume_every_method.py (slow)."""
+
 import lightning as L
 import pytest
 import torch
@@ -47,7 +48,9 @@ def test_weighted_draws_are_per_epoch_and_epoch_0_is_the_samplers_own():
     assert epoch_draws(0) == own
     assert epoch_draws(1) != own and epoch_draws(1) == epoch_draws(1)
     assert epoch_draws(1, skip=4) == epoch_draws(1)[4:]
-    halves = [list(resumable_data.ResumableWeightedSampler(weights, 7, True, range(4), 2, r, 3, lambda: 0)) for r in (0, 1)]
+    halves = [
+        list(resumable_data.ResumableWeightedSampler(weights, 7, True, range(4), 2, r, 3, lambda: 0)) for r in (0, 1)
+    ]
     assert len(halves[0]) == len(halves[1]) == 4  # 7 draws padded to 8, as DistributedSampler pads
 
 
@@ -121,8 +124,16 @@ class ReadsLast(L.Callback):
 def _fit(module, tmp_path, ckpt_path=None, every_n_steps=None, **limits):
     last = resumable.LastCheckpoint(tmp_path, every_n_steps=every_n_steps, every_n_minutes=None)
     probe = ReadsLast(last.path)
-    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, callbacks=[last, probe], default_root_dir=str(tmp_path), **limits)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[last, probe],
+        default_root_dir=str(tmp_path),
+        **limits,
+    )
     trainer.fit(module, ckpt_path=ckpt_path)
     return torch.load(last.path, weights_only=True), probe
 

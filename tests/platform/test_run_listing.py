@@ -1,5 +1,6 @@
 """Plots and states of every run (#42): a fit writes ``curves.png`` from its metrics.csv and names it in the summary;
 ``zoo runs [NAME]`` lists each run's status (finished / killed / running), step, best metric and path."""
+
 import json
 import logging
 import subprocess
@@ -12,8 +13,13 @@ from zoo.cli import compose_and_validate, main
 from zoo.core import runs
 from zoo.core.build import train
 
-DIGITS = ["recipe=tests/platform/recipes/digits.yaml", "trainer.max_steps=6", "trainer.val_check_interval=2",
-          "logger.kind=csv", "export.formats=[]"]
+DIGITS = [
+    "recipe=tests/platform/recipes/digits.yaml",
+    "trainer.max_steps=6",
+    "trainer.val_check_interval=2",
+    "logger.kind=csv",
+    "export.formats=[]",
+]
 
 
 class _StatusDuringFit(L.Callback):
@@ -38,13 +44,17 @@ def test_fit_writes_curves_and_zoo_runs_lists_every_state(tmp_path, caplog, caps
     assert {"train/loss", "val/acc"} <= set(cols) and cols["val/acc"][0] == [1, 3, 5]  # Lightning logs step 2 at 1
     best = max(cols["val/acc"][1])
     # a second run, killed: its record says running, but its process is gone
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     killed = tmp_path / "digits" / "version_1"
     (killed / "checkpoints").mkdir(parents=True)
     (killed / "config.yaml").write_text((run / "config.yaml").read_text())
-    (killed / "status.json").write_text(json.dumps({**json.loads((run / "status.json").read_text()),
-                                                    "status": "running", "pid": int(gone.stdout), "step": 4}))
+    (killed / "status.json").write_text(
+        json.dumps(
+            {**json.loads((run / "status.json").read_text()), "status": "running", "pid": int(gone.stdout), "step": 4}
+        )
+    )
     # a third, running: this process
     live = tmp_path / "digits" / "version_2"
     live.mkdir()

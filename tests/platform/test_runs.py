@@ -1,4 +1,5 @@
 """Runs end to end: train.py in a subprocess, DDP on CPU, resume at the exact step, run directory layout."""
+
 import json
 import os
 import subprocess
@@ -21,9 +22,21 @@ def _env():
 
 
 def test_train_py_subprocess_end_to_end(tmp_path):
-    out = subprocess.run([sys.executable, "train.py", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.max_steps=5",
-                          "trainer.limit_train_batches=5"],
-                         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "train.py",
+            f"recipe={RECIPE}",
+            f"out_dir={tmp_path}",
+            "trainer.max_steps=5",
+            "trainer.limit_train_batches=5",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     run = tmp_path / "digits" / "version_0"
     assert {p.name for p in run.iterdir()} >= {"config.yaml", "checkpoints", "logs", "metrics.json", "export"}
@@ -37,9 +50,23 @@ def test_train_py_subprocess_end_to_end(tmp_path):
 
 
 def test_ddp_two_processes_share_one_run_dir(tmp_path):
-    out = subprocess.run([sys.executable, "train.py", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.devices=2",
-                          "trainer.strategy=ddp", "trainer.max_steps=3", "logger.kind=csv"],
-                         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "train.py",
+            f"recipe={RECIPE}",
+            f"out_dir={tmp_path}",
+            "trainer.devices=2",
+            "trainer.strategy=ddp",
+            "trainer.max_steps=3",
+            "logger.kind=csv",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert [p.name for p in (tmp_path / "digits").iterdir()] == ["version_0"], "each rank made its own run dir"
     run = tmp_path / "digits" / "version_0"
@@ -49,8 +76,14 @@ def test_ddp_two_processes_share_one_run_dir(tmp_path):
 
 
 def test_resume_continues_at_exact_step_with_same_wandb_id(tmp_path):
-    common = [f"recipe={RECIPE}", f"out_dir={tmp_path}", "logger.kind=wandb", "checkpoint.every_n_train_steps=2",
-              "trainer.max_epochs=-1", "data.batch_size=8"]
+    common = [
+        f"recipe={RECIPE}",
+        f"out_dir={tmp_path}",
+        "logger.kind=wandb",
+        "checkpoint.every_n_train_steps=2",
+        "trainer.max_epochs=-1",
+        "data.batch_size=8",
+    ]
     assert main(["train", *common, "trainer.max_steps=4"]) == 0
     run = tmp_path / "digits" / "version_0"
     first_id = (run / "wandb_id.txt").read_text().strip()
@@ -65,15 +98,37 @@ def test_resume_continues_at_exact_step_with_same_wandb_id(tmp_path):
 
 def test_new_run_gets_next_version(tmp_path):
     for _ in range(2):
-            assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.max_steps=1",
-                     "logger.kind=none", "export.formats=[]"]) == 0
+        assert (
+            main(
+                [
+                    "train",
+                    f"recipe={RECIPE}",
+                    f"out_dir={tmp_path}",
+                    "trainer.max_steps=1",
+                    "logger.kind=none",
+                    "export.formats=[]",
+                ]
+            )
+            == 0
+        )
     assert sorted(p.name for p in (tmp_path / "digits").iterdir()) == ["version_0", "version_1"]
 
 
 def test_fit_without_optimiser_steps_still_leaves_a_checkpoint(tmp_path):
     # limit_train_batches=0 runs no training step, like a method whose fit is a closed-form computation
-    assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.limit_train_batches=0",
-                 "logger.kind=none", "export.formats=[]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                f"recipe={RECIPE}",
+                f"out_dir={tmp_path}",
+                "trainer.limit_train_batches=0",
+                "logger.kind=none",
+                "export.formats=[]",
+            ]
+        )
+        == 0
+    )
     ckpt = tmp_path / "digits" / "version_0" / "checkpoints" / "last.ckpt"
     assert torch.load(ckpt, weights_only=True)["global_step"] == 0
 
@@ -112,8 +167,12 @@ def test_without_a_monitor_the_only_checkpoint_is_last_ckpt(tmp_path):
 
 def test_val_check_interval_longer_than_an_epoch_is_a_recipe_error(tmp_path, capsys):
     # Lightning refuses it only once the data are loaded (a ValueError traceback): exit 2, one line, no run dir left
-    assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.val_check_interval=1000",
-                 "logger.kind=none"]) == 2
+    assert (
+        main(
+            ["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.val_check_interval=1000", "logger.kind=none"]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "error: trainer.val_check_interval: 1000 is more than the 23 training batches of an epoch" in err, err
     assert "Traceback" not in err and not (tmp_path / "digits").exists()

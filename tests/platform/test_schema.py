@@ -1,5 +1,6 @@
 """The torch-free recipe tables (zoo/core/schemas/) match the code they are generated from; a drift fails here with
 the command that regenerates them."""
+
 import json
 
 import pytest
@@ -26,12 +27,22 @@ def test_method_table_exists_and_matches_its_classes(name):
     assert schema.method_schema(name) == live, f"{name}'s constructor arguments changed: {REGENERATE}"
 
 
-@pytest.mark.parametrize("value,spec,ok", [
-    (3, {"types": ["int", "null"]}, True), (None, {"types": ["int", "null"]}, True), ("3", {"types": ["int"]}, False),
-    (True, {"types": ["int"]}, False), (2, {"types": ["float"]}, True), (2.5, {"types": ["int"]}, False),
-    ("bf16-mixed", {"choices": ["bf16-mixed"], "types": ["null"]}, True), (33, {"choices": [32]}, False),
-    ([1, 2], {"types": ["list"]}, True), ({"a": 1}, {}, True), (True, {"choices": [1]}, False),
-])
+@pytest.mark.parametrize(
+    "value,spec,ok",
+    [
+        (3, {"types": ["int", "null"]}, True),
+        (None, {"types": ["int", "null"]}, True),
+        ("3", {"types": ["int"]}, False),
+        (True, {"types": ["int"]}, False),
+        (2, {"types": ["float"]}, True),
+        (2.5, {"types": ["int"]}, False),
+        ("bf16-mixed", {"choices": ["bf16-mixed"], "types": ["null"]}, True),
+        (33, {"choices": [32]}, False),
+        ([1, 2], {"types": ["list"]}, True),
+        ({"a": 1}, {}, True),
+        (True, {"choices": [1]}, False),
+    ],
+)
 def test_fits_by_hand(value, spec, ok):
     assert schema.fits(value, spec) is ok
 

@@ -2,6 +2,7 @@
 loading the weights ``init_from`` names, reading and tokenising the data, the method's own set-up: ShaPO's reference,
 judge and stage-A probe) and its time when it took long, and so does ShaPO's generation at validation; ``zoo
 predict`` / ``zoo eval`` say "loading ..." before importing anything heavy."""
+
 import logging
 
 from zoo.cli import main
@@ -10,23 +11,39 @@ from zoo.cli import main
 def test_the_quickstarts_phases_each_say_what_they_do(tmp_path, caplog, capsys):
     # the quickstart at tiny scale: ShaPO starting from zoo-lm weights (a tiny zoo-lm run's, as zoo-lm.chat at full
     # scale), so stage A computes its masks
-    assert main(["train", "recipe=zoo-lm.yaml", "overlay=tiny/zoo-lm.yaml", f"out_dir={tmp_path}",
-                 "export.formats=[]"]) == 0
+    assert (
+        main(["train", "recipe=zoo-lm.yaml", "overlay=tiny/zoo-lm.yaml", f"out_dir={tmp_path}", "export.formats=[]"])
+        == 0
+    )
     ckpt = tmp_path / "zoo-lm-tiny" / "version_0" / "checkpoints" / "last.ckpt"
     caplog.clear()
     capsys.readouterr()
     with caplog.at_level(logging.INFO, logger="zoo"):
-        assert main(["train", "recipe=shapo.yaml", "overlay=tiny/shapo.yaml", f"out_dir={tmp_path}",
-                     "export.formats=[]", f"init_from={ckpt}"]) == 0
-    assert capsys.readouterr().err.startswith("zoo train: recipes/shapo.yaml checked; importing torch, Lightning "
-                                              "and shapo ...")  # printed before torch is imported
+        assert (
+            main(
+                [
+                    "train",
+                    "recipe=shapo.yaml",
+                    "overlay=tiny/shapo.yaml",
+                    f"out_dir={tmp_path}",
+                    "export.formats=[]",
+                    f"init_from={ckpt}",
+                ]
+            )
+            == 0
+        )
+    assert capsys.readouterr().err.startswith(
+        "zoo train: recipes/shapo.yaml checked; importing torch, Lightning and shapo ..."
+    )  # printed before torch is imported
     said = [r.getMessage() for r in caplog.records if r.name == "zoo"]
-    phases = [f"loading init_from {ckpt} (checking sha256, reading the weights) ...",
-              "reading the data (PreferenceDataModule.setup: files, splits, tokenising) ...",
-              "setting up the fit: ShaPOModule's own set-up (frozen models, caches, data loaders) ...",
-              "ShaPO stage A: the safety probe on 16 training pairs, then the neuron masks ...",
-              "training shapo from step 0",
-              "ShaPO validation at step 2: sampling a reply to each of"]  # the end-of-fit validation's generation
+    phases = [
+        f"loading init_from {ckpt} (checking sha256, reading the weights) ...",
+        "reading the data (PreferenceDataModule.setup: files, splits, tokenising) ...",
+        "setting up the fit: ShaPOModule's own set-up (frozen models, caches, data loaders) ...",
+        "ShaPO stage A: the safety probe on 16 training pairs, then the neuron masks ...",
+        "training shapo from step 0",
+        "ShaPO validation at step 2: sampling a reply to each of",
+    ]  # the end-of-fit validation's generation
     at = [next((i for i, line in enumerate(said) if line.startswith(p)), None) for p in phases]
     assert None not in at and at == sorted(at), said
 

@@ -1,4 +1,5 @@
 """Issue #12 case 5: user text never becomes a control token (chat SFT, preference pairs, ``zoo predict``)."""
+
 import pytest
 
 from zoo.models.causal_lm import load_tokenizer
@@ -13,8 +14,7 @@ def tok():
 
 
 def _control(tok) -> set[int]:
-    return {tok.eos_token_id, tok.bos_token_id, *tok.convert_tokens_to_ids(["<|user|>", "<|assistant|>",
-                                                                              "<|system|>"])}
+    return {tok.eos_token_id, tok.bos_token_id, *tok.convert_tokens_to_ids(["<|user|>", "<|assistant|>", "<|system|>"])}
 
 
 def test_user_message_with_literal_template_tokens_is_plain_text(tok):

@@ -1,5 +1,6 @@
 """One meaning of trainer.max_steps for every method: updates of the main optimiser, whatever the number of optimisers;
 validation cadence (val_check_interval) in training batches."""
+
 import csv
 from pathlib import Path
 
@@ -43,8 +44,21 @@ def test_max_steps_counts_main_optimiser_updates_with_two_optimisers(tmp_path):
     recipe = tmp_path / "two.yaml"
     recipe.write_text(f"base: {DIGITS}\nmethod: two-optimiser-digits\nmodel: {{hidden: 8}}\n")
     DigitsTwoOptimisers.batches_seen = 0
-    assert main(["train", f"recipe={recipe}", f"out_dir={tmp_path}", "trainer.max_steps=6", "trainer.max_epochs=-1",
-                 "trainer.val_check_interval=3", "checkpoint.monitor=null", "export.formats=[]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                f"recipe={recipe}",
+                f"out_dir={tmp_path}",
+                "trainer.max_steps=6",
+                "trainer.max_epochs=-1",
+                "trainer.val_check_interval=3",
+                "checkpoint.monitor=null",
+                "export.formats=[]",
+            ]
+        )
+        == 0
+    )
     assert DigitsTwoOptimisers.batches_seen == 6, "max_steps=6 did not train 6 batches"
     ckpt = torch.load(tmp_path / "two" / "version_0" / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["global_step"] == 6

@@ -1,4 +1,5 @@
 """The ``threads`` recipe key: default 1 from _defaults.yaml, checked like any key, applied before the model is built."""
+
 import pytest
 import torch
 
@@ -25,8 +26,20 @@ def test_train_sets_torch_threads_before_building(tmp_path, monkeypatch):
     monkeypatch.setattr(build, "build_module", lambda cfg: seen.append(torch.get_num_threads()) or real(cfg))
     before = torch.get_num_threads()
     try:
-        assert main(["train", f"recipe={RECIPE}", f"out_dir={tmp_path}", "trainer.max_steps=1", "logger.kind=none",
-                     "export.formats=[]", "threads=2"]) == 0
+        assert (
+            main(
+                [
+                    "train",
+                    f"recipe={RECIPE}",
+                    f"out_dir={tmp_path}",
+                    "trainer.max_steps=1",
+                    "logger.kind=none",
+                    "export.formats=[]",
+                    "threads=2",
+                ]
+            )
+            == 0
+        )
         assert seen == [2]
     finally:
         torch.set_num_threads(before)

@@ -1,4 +1,5 @@
 """The shared benchmark timer on a fake clock: every figure below can be checked by hand."""
+
 import os
 
 import pytest
@@ -25,14 +26,16 @@ def test_interleaved_alternating_warmup_excluded_medians_by_hand(monkeypatch):
             log.append(name)
             clock.t += cost[name].pop(0)
             return name.upper()
+
         return run
 
     def setup(name):
         clock.t += 50.0  # untimed: never in a median
 
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
-    t = compare({"ours": side("ours"), "peer": side("peer")}, repeats=3, warmup=1, threads=1, setup=setup,
-                clocks=(clock, clock))
+    t = compare(
+        {"ours": side("ours"), "peer": side("peer")}, repeats=3, warmup=1, threads=1, setup=setup, clocks=(clock, clock)
+    )
     # warm-up ours, peer; then repeats alternate: peer first, ours first, peer first
     assert log == ["ours", "peer", "peer", "ours", "ours", "peer", "peer", "ours"]
     assert t.orders == [("peer", "ours"), ("ours", "peer"), ("peer", "ours")]

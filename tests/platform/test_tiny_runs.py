@@ -1,5 +1,6 @@
 """Smoke runs never collide with real runs (#42): a ``recipes/tiny/`` overlay names its run ``<name>-tiny``, so a tiny
 run between an interrupted real run and its ``resume=auto`` leaves the real run's resume alone."""
+
 import logging
 from pathlib import Path
 

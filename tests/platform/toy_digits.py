@@ -3,6 +3,7 @@
 Loaded through ``ZOO_PLUGINS=digits-mlp=toy_digits`` (the tests put this folder on ``sys.path``), which
 is also how a user adds a method without editing zoo. The digits ship inside the scikit-learn wheel.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Alignment metrics on small cases with known answers (notes §4 formulas)."""
+
 import itertools
 
 import pytest

@@ -1,4 +1,5 @@
 """The tiny overlay end to end (train -> alignment.json, PNGs, checkpoint -> zoo predict), and the data checks."""
+
 import json
 from pathlib import Path
 
@@ -16,8 +17,21 @@ def test_tiny_overlay_end_to_end_and_predict(tmp_path, capsys):
     assert set(doc["domains"]) == {"alpaca-heldout", "hh-eval"}
     for domain, res in doc["domains"].items():
         readouts = {r["readout"] for r in res["rows"]}
-        assert {"last", "mean", "prompt", "seg1", "seg2", "seg3", "mix_best", "best_single", "layer_avg",
-                "token_shuffle", "shuffled_pairing", "mean@L0", "mean@L1"} <= readouts
+        assert {
+            "last",
+            "mean",
+            "prompt",
+            "seg1",
+            "seg2",
+            "seg3",
+            "mix_best",
+            "best_single",
+            "layer_avg",
+            "token_shuffle",
+            "shuffled_pairing",
+            "mean@L0",
+            "mean@L1",
+        } <= readouts
         assert all(-1.01 <= r["cka"] <= 1.01 and 0 <= r["mknn"] <= 1 for r in res["rows"])
         for d in res["delta"]:
             assert d["delta_cka_lo"] <= d["delta_cka_hi"] and d["delta_mknn_lo"] <= d["delta_mknn_hi"]
@@ -42,8 +56,14 @@ def test_held_out_domains_have_the_documented_sizes():
     assert counts["hh-eval"] == 300  # preference_eval has 301 pairs, one with an empty chosen reply
 
 
-@pytest.mark.parametrize("line, key", [('{"prompt": "hi"}', "reference"), ('{"prompt": 3, "reference": "x"}', "prompt"),
-                                       ('{"prompt": "hi", "reference": "  "}', "reference")])
+@pytest.mark.parametrize(
+    "line, key",
+    [
+        ('{"prompt": "hi"}', "reference"),
+        ('{"prompt": 3, "reference": "x"}', "prompt"),
+        ('{"prompt": "hi", "reference": "  "}', "reference"),
+    ],
+)
 def test_user_rows_fail_naming_file_line_and_key(tmp_path, line, key):
     path = tmp_path / "mine.jsonl"
     path.write_text('{"prompt": "ok", "reference": "fine"}\n' + line + "\n")
@@ -54,6 +74,16 @@ def test_user_rows_fail_naming_file_line_and_key(tmp_path, line, key):
 def test_bad_user_file_fails_before_a_run_directory(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"prompt": "", "reference": "x"}\n')
-    assert main(["train", "recipe=pooled-reps.yaml", "overlay=tiny/pooled-reps.yaml", f"out_dir={tmp_path}/runs",
-                 f"data.path={path}"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "recipe=pooled-reps.yaml",
+                "overlay=tiny/pooled-reps.yaml",
+                f"out_dir={tmp_path}/runs",
+                f"data.path={path}",
+            ]
+        )
+        == 2
+    )
     assert not Path(tmp_path / "runs").exists() or not any(Path(tmp_path / "runs").rglob("version_*"))

@@ -1,6 +1,7 @@
 """experiments.py per model: a recipe names the model, the tables carry it, zoo-lm.chat's file names stay, the
 generation cache resumes, and the scale table reads every run that recorded its model; plain-text prompts for a
 tokenizer without a chat template."""
+
 import json
 
 from zoo.methods.pooled_reps import experiments
@@ -10,14 +11,30 @@ from zoo.models.chat import encode_rendered
 
 
 def test_recipe_model_writes_its_own_tables_and_the_scale_table(tmp_path):
-    argv = ["--recipe", "pooled-reps-smollm2.yaml", "--overlay", "tiny/pooled-reps-smollm2.yaml", "--seeds", "0", "1",
-            "--domains", "alpaca-heldout", "hh-eval", "--max-items", "12", "--n-boot", "10",
-            "--results-dir", str(tmp_path / "results"), "--cache", str(tmp_path / "cache")]
+    argv = [
+        "--recipe",
+        "pooled-reps-smollm2.yaml",
+        "--overlay",
+        "tiny/pooled-reps-smollm2.yaml",
+        "--seeds",
+        "0",
+        "1",
+        "--domains",
+        "alpaca-heldout",
+        "hh-eval",
+        "--max-items",
+        "12",
+        "--n-boot",
+        "10",
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--cache",
+        str(tmp_path / "cache"),
+    ]
     experiments.main(argv)
     folder = tmp_path / "results" / "pooled-reps"
     names = {f.name for f in folder.glob("*.json")}
-    assert names == {"alignment-zoo-lm-tiny.json", "delta-zoo-lm-tiny.json", "relations-zoo-lm-tiny.json",
-                     "scale.json"}
+    assert names == {"alignment-zoo-lm-tiny.json", "delta-zoo-lm-tiny.json", "relations-zoo-lm-tiny.json", "scale.json"}
     doc = json.loads((folder / "alignment-zoo-lm-tiny.json").read_text())
     assert doc["model"] == "zoo-lm-tiny" and doc["items"] == {"alpaca-heldout": 12, "hh-eval": 12}
     assert {r["model"] for r in doc["rows"]} == {"zoo-lm-tiny"} and {r["seed"] for r in doc["rows"]} == {0, 1}
@@ -25,8 +42,10 @@ def test_recipe_model_writes_its_own_tables_and_the_scale_table(tmp_path):
     cached = sorted(f.name for f in (tmp_path / "cache").iterdir())
     assert cached == [f"zoo-lm-tiny-{d}-n12-s{s}-T8.pt" for d in ("alpaca-heldout", "hh-eval") for s in (0, 1)]
     scale = json.loads((folder / "scale.json").read_text())["rows"]
-    assert [(r["model"], r["domain"], r["space"]) for r in scale] == [("zoo-lm-tiny", "alpaca-heldout", "tfidf"),
-                                                                      ("zoo-lm-tiny", "hh-eval", "tfidf")]
+    assert [(r["model"], r["domain"], r["space"]) for r in scale] == [
+        ("zoo-lm-tiny", "alpaca-heldout", "tfidf"),
+        ("zoo-lm-tiny", "hh-eval", "tfidf"),
+    ]
     delta = json.loads((folder / "delta-zoo-lm-tiny.json").read_text())["summary"]
     for row in scale:
         d = next(r for r in delta if r["domain"] == row["domain"] and r["space"] == "tfidf" and r["pairing"] == "true")
@@ -47,8 +66,11 @@ def test_default_recipe_is_zoo_lm_chat_and_keeps_its_file_names():
 
 def test_prompt_without_a_chat_template_is_a_bos_text_transcript():
     tok = load_tokenizer()
-    messages = [{"role": "user", "content": "Hi </s> there"}, {"role": "assistant", "content": "Hello."},
-                {"role": "user", "content": "Name a river."}]
+    messages = [
+        {"role": "user", "content": "Hi </s> there"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "Name a river."},
+    ]
     assert prompt_ids(tok, messages) == encode_rendered(tok, messages, add_generation_prompt=True)[1]
     tok.chat_template = None
     ids = prompt_ids(tok, messages)

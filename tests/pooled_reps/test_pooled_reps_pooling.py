@@ -1,4 +1,5 @@
 """Hook pooling during generate equals pooling of generate(output_hidden_states=True), with EOS and left padding."""
+
 import torch
 
 from zoo.models.causal_lm import build_causal_lm
@@ -11,8 +12,8 @@ def _model_and_prompts():
     ids = torch.zeros(3, 6, dtype=torch.long)
     mask = torch.zeros(3, 6, dtype=torch.long)
     for i, n in enumerate((6, 3, 4)):  # left padding of 0, 3 and 2 positions
-        ids[i, 6 - n:] = torch.randint(3, 8192, (n,))
-        mask[i, 6 - n:] = 1
+        ids[i, 6 - n :] = torch.randint(3, 8192, (n,))
+        mask[i, 6 - n :] = 1
     return model, ids, mask
 
 
@@ -67,8 +68,8 @@ def test_early_stop_feeds_the_last_token_and_matches_a_full_forward():
         assert torch.allclose(getattr(a, key), getattr(b, key), atol=1e-5), key
     with torch.no_grad():  # no cache, no padding: the states at the generated positions, EOS included
         hs = model(input_ids=torch.cat([ids[:, 3:], a.tokens[:, :n]], 1), output_hidden_states=True).hidden_states
-    assert torch.allclose(a.states[0, :n], hs[2][0, 3:3 + n], atol=1e-5)
-    assert torch.allclose(a.mean[-1, 0], hs[-1][0, 3:3 + n].mean(0), atol=1e-5)
+    assert torch.allclose(a.states[0, :n], hs[2][0, 3 : 3 + n], atol=1e-5)
+    assert torch.allclose(a.mean[-1, 0], hs[-1][0, 3 : 3 + n].mean(0), atol=1e-5)
 
 
 def test_hook_pooling_on_a_gemma3_decoder_equals_output_hidden_states():
@@ -76,9 +77,20 @@ def test_hook_pooling_on_a_gemma3_decoder_equals_output_hidden_states():
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     torch.manual_seed(0)
-    cfg = Gemma3TextConfig(vocab_size=8192, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=4,
-                           max_position_embeddings=128, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    cfg = Gemma3TextConfig(
+        vocab_size=8192,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        sliding_window=4,
+        max_position_embeddings=128,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     model = Gemma3ForCausalLM(cfg).eval()
     _, ids, mask = _model_and_prompts()
     torch.manual_seed(1)

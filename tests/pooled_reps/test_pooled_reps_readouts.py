@@ -1,4 +1,5 @@
 """Readouts: segment means, simplex mixtures, prefix pools, single tokens and the token-shuffle control."""
+
 import torch
 
 from zoo.methods.pooled_reps.readouts import (
@@ -49,7 +50,7 @@ def test_token_shuffle_pools_only_other_rows_tokens():
     lengths = torch.tensor([4, 4, 4])
     H = torch.zeros(3, 4, 1)
     for i in range(3):
-        H[i] = float(10 ** i)  # row i's states all equal 10^i: a mean shows which rows it drew from
+        H[i] = float(10**i)  # row i's states all equal 10^i: a mean shows which rows it drew from
     out = token_shuffle(H, lengths, seed=0)[:, 0]
     assert out[0] != 1.0 and out[1] != 10.0 and out[2] != 100.0
     assert 10.0 <= out[0] <= 100.0 and 1.0 <= out[1] <= 100.0 and 1.0 <= out[2] <= 10.0

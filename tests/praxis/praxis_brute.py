@@ -1,4 +1,5 @@
 """Brute-force references for the PRAXIS tests: every tree of depth <= d, with its objective computed directly."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -51,8 +51,11 @@ def test_threshold_guessing_finds_the_informative_cut():
 
 
 def test_fit_spec_mixed_columns_and_transform():
-    cols = {"age": ["20", "30", "40", "50", "60", "70"], "colour": ["r", "g", "r", "b", "g", "r"],
-            "flag": ["0", "1", "0", "1", "0", "1"]}
+    cols = {
+        "age": ["20", "30", "40", "50", "60", "70"],
+        "colour": ["r", "g", "r", "b", "g", "r"],
+        "flag": ["0", "1", "0", "1", "0", "1"],
+    }
     y = np.array([0, 0, 0, 1, 1, 1])
     spec = fit_spec(cols, y, "mem.csv", n_estimators=3, max_depth=1)
     names = feature_names(spec)

@@ -1,4 +1,5 @@
 """The compiled depth-2 kernel (numba) against the numpy reference: the same set on every shipped setting."""
+
 import numpy as np
 import pytest
 import yaml

@@ -25,9 +25,15 @@ def test_encode_decode_roundtrip():
 def fitted(tmp_path_factory):
     dm = BinaryCSVDataModule(DATA, "class_1")
     model = PraxisModule(lam=0.01, depth=3, eps=0.03, max_saved_trees=50, rid_bootstraps=3, rid_trees=40)
-    trainer = L.Trainer(accelerator="cpu", max_epochs=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=str(tmp_path_factory.mktemp("run")))
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path_factory.mktemp("run")),
+    )
     trainer.fit(model, datamodule=dm)
     return model, dm, trainer
 
@@ -67,8 +73,17 @@ def test_state_dict_roundtrip_and_predict_cli(fitted, tmp_path):
     rid_part = text.split("## Rashomon importance distribution")[1].split("# importance plot")[0]
     assert len(rid_part.strip().splitlines()) == 2 + 11 and "P(>0)" in rid_part
     assert (tmp_path / "out" / "importance.png").stat().st_size > 1000
-    ref_rid = rashomon_importance(dm.X_train, dm.y_train, 0.01, 3, 0.03, n_bootstrap=3, max_trees=40, seed=0,
-                                  variables=fresh.meta["feature_names"]).summary()
+    ref_rid = rashomon_importance(
+        dm.X_train,
+        dm.y_train,
+        0.01,
+        3,
+        0.03,
+        n_bootstrap=3,
+        max_trees=40,
+        seed=0,
+        variables=fresh.meta["feature_names"],
+    ).summary()
     assert fresh.meta["rid"] == ref_rid
     ref = fit_rashomon(dm.X_train, dm.y_train, 0.01, 3, 0.03)
     assert f"the set enumerated): {ref.n_trees}\n" in text, text
@@ -98,8 +113,11 @@ def test_predict_json_gives_rows_and_accuracy_when_labelled(fitted, tmp_path):
     assert [r["best_tree"] for r in rows] == [dm.classes[b] for b in s["best"]]
     assert [r["label"] for r in rows] == [dm.classes[y] for y in dm.y_train[:20]]
     assert np.allclose([list(r["votes"].values()) for r in rows], s["votes"])
-    assert metrics == {"n": 20, "best_tree_accuracy": pytest.approx(float((s["best"] == dm.y_train[:20]).mean())),
-                       "vote_accuracy": pytest.approx(float((s["votes"].argmax(1) == dm.y_train[:20]).mean()))}
+    assert metrics == {
+        "n": 20,
+        "best_tree_accuracy": pytest.approx(float((s["best"] == dm.y_train[:20]).mean())),
+        "vote_accuracy": pytest.approx(float((s["votes"].argmax(1) == dm.y_train[:20]).mean())),
+    }
     assert [u["feature"] for u in pred["importance"]["usage"]] == model.meta["feature_names"]
     unlabelled = model.predict_json([str(_rows(tmp_path, 5, label=False))])
     assert "metrics" not in unlabelled and "label" not in unlabelled["prediction"]["files"][0]["rows"][0]

@@ -1,4 +1,5 @@
 """Correctness against the authors' package (identical counts) and TreeFARMS (recall), on the real data."""
+
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +18,17 @@ def load(name):
     return df.iloc[:, :-1].to_numpy(np.uint8), df.iloc[:, -1].to_numpy(int)
 
 
-@pytest.mark.parametrize("name,lam,depth,eps", [
-    ("monk2.csv", 0.01, 3, 0.03), ("monk2.csv", 0.005, 4, 0.05), ("monk1.csv", 0.01, 5, 0.03),
-    ("car_evaluation.csv", 0.01, 3, 0.05), ("compas_binned.csv", 0.01, 3, 0.03), ("tic_tac_toe_onehot.csv", 0.02, 3, 0.03),
-])
+@pytest.mark.parametrize(
+    "name,lam,depth,eps",
+    [
+        ("monk2.csv", 0.01, 3, 0.03),
+        ("monk2.csv", 0.005, 4, 0.05),
+        ("monk1.csv", 0.01, 5, 0.03),
+        ("car_evaluation.csv", 0.01, 3, 0.05),
+        ("compas_binned.csv", 0.01, 3, 0.03),
+        ("tic_tac_toe_onehot.csv", 0.02, 3, 0.03),
+    ],
+)
 def test_identical_to_tree_praxis(name, lam, depth, eps):
     pytest.importorskip("praxis")
     X, y = load(name)
@@ -33,9 +41,14 @@ def test_identical_to_tree_praxis(name, lam, depth, eps):
     assert first == ref["trees"]  # same trees in the same order
 
 
-@pytest.mark.parametrize("name,lam,depth,eps", [
-    ("compas_binned.csv", 0.01, 3, 0.03), ("compas_binned.csv", 0.01, 3, 0.05), ("monk2.csv", 0.01, 3, 0.05),
-])
+@pytest.mark.parametrize(
+    "name,lam,depth,eps",
+    [
+        ("compas_binned.csv", 0.01, 3, 0.03),
+        ("compas_binned.csv", 0.01, 3, 0.05),
+        ("monk2.csv", 0.01, 3, 0.05),
+    ],
+)
 def test_recall_of_treefarms_set(name, lam, depth, eps):
     pytest.importorskip("treefarms")
     X, y = load(name)

@@ -12,8 +12,10 @@ from zoo.methods.praxis.render import plot_size_vs_eps, plot_tree, size_vs_eps, 
 
 def test_tree_text_by_hand():
     text = tree_text((0, 1, (1, 0, 1)), ["a", "b"], ["no", "yes"])
-    assert text == ("if a:\n    predict yes\nelse:  # not a\n    if b:\n        predict no\n"
-                    "    else:  # not b\n        predict yes\n")
+    assert text == (
+        "if a:\n    predict yes\nelse:  # not a\n    if b:\n        predict no\n"
+        "    else:  # not b\n        predict yes\n"
+    )
 
 
 def test_plots_are_written(tmp_path):
@@ -27,12 +29,14 @@ def test_plots_are_written(tmp_path):
 
 
 def test_peer_tree_formats():
-    src = json.loads('{"feature": 2, "relation": "==", "reference": "true", "true": {"prediction": 1}, '
-                     '"false": {"prediction": 0}}')
+    src = json.loads(
+        '{"feature": 2, "relation": "==", "reference": "true", "true": {"prediction": 1}, "false": {"prediction": 0}}'
+    )
     assert treefarms_source_to_tree(src) == (2, 1, 0)
     # tree-praxis literals are 1-based and signed (+f: feature f-1 is 1)
-    assert praxis_paths_to_canonical([[3], [-3]], [1, 0]) == frozenset({(frozenset({(2, 1)}), 1),
-                                                                       (frozenset({(2, 0)}), 0)})
+    assert praxis_paths_to_canonical([[3], [-3]], [1, 0]) == frozenset(
+        {(frozenset({(2, 1)}), 1), (frozenset({(2, 0)}), 0)}
+    )
     assert recall([], []) == 1.0 and recall(["a", "b"], ["a"]) == 0.5
 
 

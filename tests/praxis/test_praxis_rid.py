@@ -1,4 +1,5 @@
 """Rashomon importance distribution: model reliance by hand and against every permutation, weights, quantiles."""
+
 import itertools
 
 import numpy as np
@@ -70,7 +71,10 @@ def test_rid_finds_the_informative_variable():
 
 
 def test_variable_groups_follow_the_binarisation_spec():
-    spec = [{"kind": "threshold", "column": "age", "threshold": 30}, {"kind": "onehot", "column": "sex", "value": "m"},
-            {"kind": "threshold", "column": "age", "threshold": 50}]
+    spec = [
+        {"kind": "threshold", "column": "age", "threshold": 30},
+        {"kind": "onehot", "column": "sex", "value": "m"},
+        {"kind": "threshold", "column": "age", "threshold": 50},
+    ]
     assert variable_groups(["a", "b", "c"], spec) == (["age", "sex"], [[0, 2], [1]])
     assert variable_groups(["a", "b"], None) == (["a", "b"], [[0], [1]])

@@ -1,5 +1,3 @@
-
-
 def test_a_users_series_does_not_replay_the_shipped_archives():
     from zoo.methods.pulse.datamodule import SHIPPED_ARCHIVES, PulseDataModule
 

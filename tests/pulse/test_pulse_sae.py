@@ -1,4 +1,5 @@
 """The top-K SAE equals HypotheSAEs' SparseAutoencoder on the same parameters; weighted normalised MSE by hand."""
+
 import pytest
 import torch
 

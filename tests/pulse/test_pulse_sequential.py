@@ -1,4 +1,5 @@
 """PuLSE's betting test (Algorithm 2): ONS wealth by hand, validity on null streams, the retrain levels, baselines."""
+
 import math
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Readers: a bad or duplicate date, or a count outside [0, n_posts], fails naming file, line and column."""
+
 import json
 import re
 
@@ -11,8 +12,12 @@ from zoo.methods.pulse.series import read_series
 
 def _json(tmp_path, dates, n, counts):
     p = tmp_path / "s.json"
-    p.write_text(json.dumps({"dates": dates, "n_posts": n, "features": [{"idx": 3, "label": "x", "n_active": counts}]},
-                            separators=(",", ":")))
+    p.write_text(
+        json.dumps(
+            {"dates": dates, "n_posts": n, "features": [{"idx": 3, "label": "x", "n_active": counts}]},
+            separators=(",", ":"),
+        )
+    )
     return p
 
 
@@ -21,12 +26,15 @@ def test_json_reader_and_gaps(tmp_path):
     assert s.gaps == [["2024-01-03", "2024-01-04"]] and s.counts.tolist() == [[1, 0, 4]]
 
 
-@pytest.mark.parametrize("dates,counts,expect", [
-    (["2024-01-01", "2024-01-01"], [1, 1], "duplicate date"),
-    (["2024-01-01", "2024-13-02"], [1, 1], "bad date"),
-    (["2024-01-01", "2024-01-02"], [1, 11], "features[0].n_active[1]"),
-    (["2024-01-01", "2024-01-02"], [-1, 1], "count -1"),
-])
+@pytest.mark.parametrize(
+    "dates,counts,expect",
+    [
+        (["2024-01-01", "2024-01-01"], [1, 1], "duplicate date"),
+        (["2024-01-01", "2024-13-02"], [1, 1], "bad date"),
+        (["2024-01-01", "2024-01-02"], [1, 11], "features[0].n_active[1]"),
+        (["2024-01-01", "2024-01-02"], [-1, 1], "count -1"),
+    ],
+)
 def test_json_errors_name_file_line_column(tmp_path, dates, counts, expect):
     p = _json(tmp_path, dates, [10, 10], counts)
     with pytest.raises(DataError, match=re.escape(expect)) as e:
@@ -35,7 +43,7 @@ def test_json_errors_name_file_line_column(tmp_path, dates, counts, expect):
     file, line, col = where.rsplit(":", 2)
     assert file == str(p) and line == "1" and int(col) > 1
     text = p.read_text()
-    assert text[int(col) - 1] in "\"-0123456789"        # the column points at the offending value
+    assert text[int(col) - 1] in '"-0123456789'  # the column points at the offending value
 
 
 def test_csv_errors(tmp_path):
@@ -79,6 +87,9 @@ def test_a_series_that_ends_before_the_window_is_warned_about(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="zoo"):
         PulseDataModule(series_path=str(path), window=["2024-01-01", "2024-01-03"]).setup("fit")
     assert not caplog.records  # a series covering the window: no warning
-    with pytest.raises(DataError, match=r"no days between 2025-01-01 and 2025-02-01 \(its days: 2024-01-01 to "
-                                        r"2024-01-03; data.window"):
+    with pytest.raises(
+        DataError,
+        match=r"no days between 2025-01-01 and 2025-02-01 \(its days: 2024-01-01 to "
+        r"2024-01-03; data.window",
+    ):
         PulseDataModule(series_path=str(path), window=["2025-01-01", "2025-02-01"]).setup("fit")

@@ -1,4 +1,5 @@
 """Release-anchored Poisson trends: planted breaks, statsmodels' GLM, V_j and the HAC bandwidth by hand, real data."""
+
 import numpy as np
 import pytest
 
@@ -69,9 +70,9 @@ def test_salience_by_hand():
 
 
 def test_hac_bandwidth_and_slope_test():
-    assert hac_lags(1065) == 30                         # 4 (10.65)^(2/9) = 6.77 -> 6, floor at 30
+    assert hac_lags(1065) == 30  # 4 (10.65)^(2/9) = 6.77 -> 6, floor at 30
     assert hac_lags(10**7) == int(np.floor(4 * 1e5 ** (2 / 9))) == 51
-    y = 0.01 + 0.00003 * np.arange(1000)               # r = (a + bT)/a = 1 + 0.03/0.01 = 4
+    y = 0.01 + 0.00003 * np.arange(1000)  # r = (a + bT)/a = 1 + 0.03/0.01 = 4
     out = slope_test(y + 1e-5 * np.random.default_rng(0).standard_normal(1000))
     assert out["ols_ratio"] == pytest.approx(4.0, rel=0.01) and out["p_up"] < 1e-6 and out["p_down"] > 0.5
 
@@ -95,8 +96,9 @@ def test_default_objective_is_the_papers_on_the_fraction():
     X = hinge_design(s, anchors)
     theta = np.r_[count.beta0, np.zeros(len(anchors))]
     theta[1 + anchors.index("2024-05-13")] = count.gamma[0]
-    assert count.path[1] == pytest.approx(float(poisson_nll(theta[None], X, s.counts[0].astype(float),
-                                                            s.n_posts.astype(float))[0]), rel=1e-9)
+    assert count.path[1] == pytest.approx(
+        float(poisson_nll(theta[None], X, s.counts[0].astype(float), s.n_posts.astype(float))[0]), rel=1e-9
+    )
     with pytest.raises(ValueError, match="objective"):
         select_changepoints(s, 0, objective="counts")
 
@@ -104,5 +106,4 @@ def test_default_objective_is_the_papers_on_the_fraction():
 def test_attachment_selects_gpt5_only_under_the_count_objective():
     s = read_series("data/pulse-aggregates/feature_series_historical.json").window("2023-01-01", "2025-11-30")
     assert select_changepoints(s, 119, search="greedy").changepoints == ["2024-05-13"]
-    assert select_changepoints(s, 119, search="greedy", objective="count").changepoints == ["2024-05-13",
-                                                                                           "2025-08-07"]
+    assert select_changepoints(s, 119, search="greedy", objective="count").changepoints == ["2024-05-13", "2025-08-07"]

@@ -1,4 +1,5 @@
 """User JSONL checks, stage-0 / stage-1 tiny runs, and training without any detector."""
+
 import json
 
 import pytest
@@ -20,13 +21,16 @@ def _write(tmp_path, lines):
     return str(p)
 
 
-@pytest.mark.parametrize("bad,match", [
-    ("{not json", r"mine.jsonl:2: invalid JSON"),
-    ({"question": "q"}, r"mine.jsonl:2: .*watermarked"),
-    ({"question": "q", "watermarked": "   "}, r"mine.jsonl:2: key 'watermarked' is empty"),
-    ({"question": "", "watermarked": "text"}, r"mine.jsonl:2: key 'question' is empty"),
-    ({"question": "q", "watermarked": "word " * 300}, r"mine.jsonl:2: key 'watermarked' has \d+ tokens"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ("{not json", r"mine.jsonl:2: invalid JSON"),
+        ({"question": "q"}, r"mine.jsonl:2: .*watermarked"),
+        ({"question": "q", "watermarked": "   "}, r"mine.jsonl:2: key 'watermarked' is empty"),
+        ({"question": "", "watermarked": "text"}, r"mine.jsonl:2: key 'question' is empty"),
+        ({"question": "q", "watermarked": "word " * 300}, r"mine.jsonl:2: key 'watermarked' has \d+ tokens"),
+    ],
+)
 def test_bad_user_rows_name_file_line_and_key(tmp_path, bad, match):
     path = _write(tmp_path, [GOOD, bad])
     with pytest.raises(DataError, match=match):
@@ -51,8 +55,10 @@ def test_baselines_change_text_at_their_rate():
 
 
 def test_copy_stage_tiny(tmp_path):
-    assert main(["train", "recipe=rlcracker-copy.yaml", "overlay=recipes/tiny/rlcracker-copy.yaml",
-                 f"out_dir={tmp_path}"]) == 0
+    assert (
+        main(["train", "recipe=rlcracker-copy.yaml", "overlay=recipes/tiny/rlcracker-copy.yaml", f"out_dir={tmp_path}"])
+        == 0
+    )
 
 
 def test_grpo_tiny_trains_with_the_detector_patched_to_raise(tmp_path, monkeypatch):
@@ -63,8 +69,18 @@ def test_grpo_tiny_trains_with_the_detector_patched_to_raise(tmp_path, monkeypat
         monkeypatch.setattr(watermark.Watermark, name, boom)
     monkeypatch.setattr(watermark.KGW, "green_mask", boom)
     monkeypatch.setattr(watermark.Unigram, "green_mask", boom)
-    assert main(["train", "recipe=rlcracker.yaml", "overlay=recipes/tiny/rlcracker.yaml", f"out_dir={tmp_path}",
-                 "model.report_samples=0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=rlcracker.yaml",
+                "overlay=recipes/tiny/rlcracker.yaml",
+                f"out_dir={tmp_path}",
+                "model.report_samples=0",
+            ]
+        )
+        == 0
+    )
 
 
 def test_grpo_tiny_end_to_end_with_report(tmp_path, capsys):

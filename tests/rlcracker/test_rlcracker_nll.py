@@ -1,4 +1,5 @@
 """The NLL term covers question + completion (the authors' ``_get_loss_perplexity``), padding left out."""
+
 import pytest
 import torch
 
@@ -8,8 +9,15 @@ from zoo.methods.rlcracker.module import fluency_nll
 
 def test_fluency_nll_is_the_lm_loss_over_question_and_completion_without_padding():
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                   num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+    cfg = transformers.LlamaConfig(
+        vocab_size=40,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+    )
     lm = transformers.LlamaForCausalLM(cfg).eval()
     pad = 0
     # row 0: question [5, 6, 7] + completion [8, 9]; row 1: left-padded question [11, 12] + completion [13, pad]
@@ -18,8 +26,8 @@ def test_fluency_nll_is_the_lm_loss_over_question_and_completion_without_padding
     got = fluency_nll(lm, ids, mask)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     labels = ids.masked_fill(mask == 0, -100)
-    labels[1, 1] = -100                         # row 1's first real token follows a pad: not predicted
-    want = lm(input_ids=ids, attention_mask=mask, position_ids=positions, labels=labels).loss   # HF: token mean
+    labels[1, 1] = -100  # row 1's first real token follows a pad: not predicted
+    want = lm(input_ids=ids, attention_mask=mask, position_ids=positions, labels=labels).loss  # HF: token mean
     assert float(got) == pytest.approx(float(want), rel=1e-5)
     # by hand: 4 + 2 = 6 predicted tokens (the first real token of each row has no prediction)
     logp = torch.log_softmax(lm(input_ids=ids, attention_mask=mask, position_ids=positions).logits, -1)

@@ -1,4 +1,5 @@
 """Rewards, metrics and RLCracker's loss against TRL's on a fixed batch."""
+
 import collections
 import importlib.util
 import math
@@ -24,7 +25,7 @@ def test_semantic_reward_anchor_values():
 
 def test_token_reward_signs_and_zero():
     lp = torch.log(torch.tensor([[0.5, 0.2]]))
-    assert torch.equal(token_reward(lp, lp, lp), torch.zeros(1, 2))           # all three agree: KL3 = 0 twice
+    assert torch.equal(token_reward(lp, lp, lp), torch.zeros(1, 2))  # all three agree: KL3 = 0 twice
     # the question-conditioned reference agrees with the policy, the copying one does not: positive reward
     wm = torch.log(torch.tensor([[0.05, 0.9]]))
     k = token_reward(wm, lp, lp)
@@ -35,7 +36,7 @@ def test_token_reward_signs_and_zero():
 
 
 def test_alpha_and_total_reward():
-    assert semantic_weight(torch.tensor([0.95, 0.95]), 15.0) == 1.0                # max(1, 15 * 0.05 = 0.75)
+    assert semantic_weight(torch.tensor([0.95, 0.95]), 15.0) == 1.0  # max(1, 15 * 0.05 = 0.75)
     assert semantic_weight(torch.tensor([0.0, -0.5]), 15.0) == pytest.approx(18.75)  # 15 * (1 + 0.25)
     adv, k = torch.tensor([1.0, -1.0]), torch.tensor([[0.5, 0.0], [1.0, 2.0]])
     assert torch.allclose(total_reward(adv, k, 2.0, 0.1), torch.tensor([[2.05, 2.0], [-1.9, -1.8]]))
@@ -64,18 +65,36 @@ def test_rlcracker_loss_equals_trl_with_token_rewards():
     ref, hq = logp.detach() + 0.3 * torch.randn(n, c), logp.detach() + 0.3 * torch.randn(n, c)
     mask = (torch.rand(n, c) > 0.25).float()
     r_sem = semantic_reward(torch.rand(n))
-    rewards = total_reward(group_advantages(r_sem, g), token_reward(ref, hq, logp.detach()) * mask,
-                           semantic_weight(r_sem, 15.0), 0.1)
+    rewards = total_reward(
+        group_advantages(r_sem, g), token_reward(ref, hq, logp.detach()) * mask, semantic_weight(r_sem, 15.0), 0.1
+    )
     fake = types.SimpleNamespace(
-        args=types.SimpleNamespace(use_bias_correction_kl=False, delta=None), beta=0.04, loss_type="grpo",
-        epsilon_low=0.2, epsilon_high=0.2, importance_sampling_level="token", top_entropy_quantile=1.0,
-        off_policy_mask_threshold=None, use_vllm=False, aux_loss_enabled=False, current_gradient_accumulation_steps=1,
-        model=types.SimpleNamespace(training=True), _metrics={"train": collections.defaultdict(list)},
+        args=types.SimpleNamespace(use_bias_correction_kl=False, delta=None),
+        beta=0.04,
+        loss_type="grpo",
+        epsilon_low=0.2,
+        epsilon_high=0.2,
+        importance_sampling_level="token",
+        top_entropy_quantile=1.0,
+        off_policy_mask_threshold=None,
+        use_vllm=False,
+        aux_loss_enabled=False,
+        current_gradient_accumulation_steps=1,
+        model=types.SimpleNamespace(training=True),
+        _metrics={"train": collections.defaultdict(list)},
         accelerator=types.SimpleNamespace(gather=lambda t: t, num_processes=1, reduce=lambda t, reduction: t),
-        _entropy_bonus_enabled=False, _get_per_token_logps_and_entropies=lambda *a, **k: (logp, torch.zeros(n, c), None))
-    batch = {"prompt_ids": torch.zeros(n, 1, dtype=torch.long), "prompt_mask": torch.ones(n, 1),
-             "completion_ids": torch.zeros(n, c, dtype=torch.long), "completion_mask": mask, "advantages": rewards,
-             "old_per_token_logps": logp.detach(), "ref_per_token_logps": ref}
+        _entropy_bonus_enabled=False,
+        _get_per_token_logps_and_entropies=lambda *a, **k: (logp, torch.zeros(n, c), None),
+    )
+    batch = {
+        "prompt_ids": torch.zeros(n, 1, dtype=torch.long),
+        "prompt_mask": torch.ones(n, 1),
+        "completion_ids": torch.zeros(n, c, dtype=torch.long),
+        "completion_mask": mask,
+        "advantages": rewards,
+        "old_per_token_logps": logp.detach(),
+        "ref_per_token_logps": ref,
+    }
     try:
         theirs = GRPOTrainer._compute_loss(fake, None, batch)
     except AttributeError as err:

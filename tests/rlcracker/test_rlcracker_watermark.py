@@ -1,4 +1,5 @@
 """Watermarks: green lists, the green bias and the z detector on hand-made sequences (issue #24's list)."""
+
 import importlib.util
 import math
 
@@ -19,8 +20,8 @@ def test_green_list_size_is_floor_gamma_v():
 def test_kgw_list_depends_only_on_prefix_and_key():
     wm = KGW(V)
     a = wm.green_mask([1, 2, 3, 11, 12, 13, 14])
-    assert torch.equal(a, wm.green_mask([9, 9, 11, 12, 13, 14]))            # earlier tokens do not matter
-    assert torch.equal(a, KGW(V).green_mask([11, 12, 13, 14]))             # nor the instance
+    assert torch.equal(a, wm.green_mask([9, 9, 11, 12, 13, 14]))  # earlier tokens do not matter
+    assert torch.equal(a, KGW(V).green_mask([11, 12, 13, 14]))  # nor the instance
     assert not torch.equal(a, KGW(V, key=KEY + 1).green_mask([11, 12, 13, 14]))
     assert not torch.equal(a, wm.green_mask([11, 12, 13, 15]))
     with pytest.raises(ValueError, match="prefix tokens"):
@@ -31,9 +32,9 @@ def test_z_on_hand_made_sequences():
     wm = Unigram(V)
     green = torch.nonzero(wm.mask).flatten().tolist()
     red = torch.nonzero(~wm.mask).flatten().tolist()
-    assert wm.z_score(green[:4]) == pytest.approx(2.0)                      # (4 - 2) / sqrt(4 * 0.25)
-    assert wm.z_score(green[:12] + red[:4]) == pytest.approx(2.0)           # (12 - 8) / sqrt(16 * 0.25)
-    assert wm.z_score(red[:9]) == pytest.approx(-3.0)                       # (0 - 4.5) / 1.5
+    assert wm.z_score(green[:4]) == pytest.approx(2.0)  # (4 - 2) / sqrt(4 * 0.25)
+    assert wm.z_score(green[:12] + red[:4]) == pytest.approx(2.0)  # (12 - 8) / sqrt(16 * 0.25)
+    assert wm.z_score(red[:9]) == pytest.approx(-3.0)  # (0 - 4.5) / 1.5
     assert math.isnan(wm.z_score([]))
     kgw = KGW(V, prefix_length=1)  # MarkLLM's default h = 1: the first token is not scored
     seq = [7]
@@ -93,8 +94,17 @@ def test_markllm_z_equal(name):  # runs in the venv of constraints-markllm.txt (
         from markllm.watermark.kgw.kgw import KGWUtils as Utils
     else:
         from markllm.watermark.unigram.unigram import UnigramUtils as Utils
-    cfg = types.SimpleNamespace(gamma=0.5, delta=2.0, hash_key=KEY, prefix_length=4, f_scheme="time",
-                                window_scheme="left", z_threshold=4.0, vocab_size=8192, device="cpu")
+    cfg = types.SimpleNamespace(
+        gamma=0.5,
+        delta=2.0,
+        hash_key=KEY,
+        prefix_length=4,
+        f_scheme="time",
+        window_scheme="left",
+        z_threshold=4.0,
+        vocab_size=8192,
+        device="cpu",
+    )
     ids = torch.randint(0, 8192, (60,), generator=torch.Generator().manual_seed(0))
     z_theirs, _ = Utils(cfg).score_sequence(ids)
     assert float(z_theirs) == pytest.approx(build_watermark(name, 8192).z_score(ids.tolist()), abs=1e-5)

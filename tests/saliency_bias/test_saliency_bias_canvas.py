@@ -1,4 +1,5 @@
 """Corner-shift canvases: boxes, pasted pixels, backgrounds, random-input controls; the shared image readers."""
+
 import pytest
 import torch
 

@@ -1,5 +1,6 @@
 """End to end: the tiny recipe trains, writes the benchmark table and grids; predict writes a PNG and the CSI;
 randomisation and saliency pieces on small models."""
+
 import json
 
 import pytest
@@ -35,8 +36,15 @@ def test_batch_norm_vgg_keeps_the_random_init_and_is_randomised_with_its_statist
     plain = build_vision_model("vgg", 1, 3, 16, depth=3, width=4).eval()
     torch.manual_seed(0)
     bn = build_vision_model("vgg", 1, 3, 16, depth=3, width=4, batch_norm=True).eval()
-    assert parameter_layers(bn) == ["features.0", "features.1", "features.3", "features.4", "features.7",
-                                    "features.8", "head"]
+    assert parameter_layers(bn) == [
+        "features.0",
+        "features.1",
+        "features.3",
+        "features.4",
+        "features.7",
+        "features.8",
+        "head",
+    ]
     x = torch.randn(2, 1, 16, 16)
     assert torch.allclose(bn(x), plain(x), rtol=1e-4, atol=1e-6)
     assert torch.equal(path_count_map(bn, (16, 16)), path_count_map(plain, (16, 16)))
@@ -64,13 +72,28 @@ def test_every_method_gives_a_pixel_map(arch):
 
 
 def test_tiny_recipe_writes_table_grids_and_predict(tmp_path):
-    assert main(["train", "recipe=saliency-bias.yaml", "overlay=tiny/saliency-bias.yaml", f"out_dir={tmp_path}",
-                 "export.formats=[]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=saliency-bias.yaml",
+                "overlay=tiny/saliency-bias.yaml",
+                f"out_dir={tmp_path}",
+                "export.formats=[]",
+            ]
+        )
+        == 0
+    )
     run = tmp_path / "saliency-bias-tiny" / "version_0"
     out = run / "saliency_bias"
     rows = json.loads((out / "rows.json").read_text())
-    assert {r["state"] for r in rows} == {"trained", "cascade_half", "random", "trained_random_input",
-                                          "random_random_input"}
+    assert {r["state"] for r in rows} == {
+        "trained",
+        "cascade_half",
+        "random",
+        "trained_random_input",
+        "random_random_input",
+    }
     assert {r["method"] for r in rows if r["model"] == "mlp"} == {"gradient"}  # no Grad-CAM without a conv layer
     assert (out / "grid_vgg-zeros-d2.png").stat().st_size > 1000 and "csi_centroid" in (out / "table.md").read_text()
     assert json.loads((out / "path_counts.json").read_text())[0]["model"] == "vgg-zeros-d2"

@@ -1,5 +1,6 @@
 """The saliency-bias tables and card say "our metric" (the paper was never found), and the paper recipe's VGGs
 train (BatchNorm, which the card shows BN-less VGGs need)."""
+
 import json
 
 from torch import nn

@@ -1,4 +1,5 @@
 """CSI (both forms), object mass and pointing game on hand cases."""
+
 import math
 
 import torch
@@ -43,7 +44,9 @@ def test_uniform_map_centroid_is_one_and_distance_correction_is_its_value():
     u = torch.ones(1, H, W)
     assert math.isclose(csi_centroid(u, BOX).item(), 1.0)
     # hand value of the uniform distance form: mean distance to (1, 1) minus mean distance to (4, 4), over D
-    rows, cols = torch.meshgrid(torch.arange(9.0, dtype=torch.float64), torch.arange(9.0, dtype=torch.float64), indexing="ij")
+    rows, cols = torch.meshgrid(
+        torch.arange(9.0, dtype=torch.float64), torch.arange(9.0, dtype=torch.float64), indexing="ij"
+    )
     d_obj = ((rows - 1) ** 2 + (cols - 1) ** 2).sqrt().mean()
     d_img = ((rows - 4) ** 2 + (cols - 4) ** 2).sqrt().mean()
     expect = float((d_obj - d_img) / (3 * math.sqrt(2)))
@@ -76,7 +79,7 @@ def test_object_mass_and_pointing_game():
 def test_similarity_hand_cases():
     g = torch.Generator().manual_seed(1)
     a = torch.rand(3, 8, 8, generator=g) + 0.1
-    assert torch.allclose(spearman_abs(a, 2 * a ** 2), torch.ones(3))
+    assert torch.allclose(spearman_abs(a, 2 * a**2), torch.ones(3))
     assert torch.allclose(spearman_abs(a, -a), torch.ones(3))  # |S|: sign ignored
     assert torch.allclose(spearman_abs(a, 1 / a), -torch.ones(3))
     assert torch.allclose(ssim_abs(a, 3 * a), torch.ones(3))

@@ -1,4 +1,5 @@
 """Path-count maps against hand counts, the notes' ratios, and padding modes."""
+
 import math
 
 import pytest
@@ -34,7 +35,7 @@ def test_one_layer_valid_and_two_layers_by_hand():
 def test_circular_padding_is_flat(depth):
     m = path_count_map(VGGNet(1, 10, depth=depth, padding_mode="circular", n_pools=0), (16, 16))
     assert torch.equal(m, torch.full_like(m, m[0, 0].item()))
-    assert m[0, 0].item() == 9 ** depth
+    assert m[0, 0].item() == 9**depth
 
 
 def test_notes_ratio_table_32x32():

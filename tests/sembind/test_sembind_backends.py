@@ -1,6 +1,7 @@
 """The SD 2.1-style latent diffusion and DINOv2 backends on tiny random configurations: shapes, DDIM inversion in
 latent space with gradients (the imprint attack), loading from diffusers / transformers folders, and one seed of the
 evaluation grid run on them."""
+
 import pytest
 import torch
 from diffusers import AutoencoderKL, UNet2DConditionModel
@@ -17,20 +18,37 @@ from zoo.methods.sembind.pipeline import DEMO_KEYS
 def tiny_sd(seed: int) -> LatentCaptionDiffusion:
     """4×8×8 latents, 16×16 images, cross-attention in the first down and last up block."""
     torch.manual_seed(seed)
-    vae = AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
-                        up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(8, 8), layers_per_block=1,
-                        latent_channels=4, norm_num_groups=4, sample_size=16)
-    unet = UNet2DConditionModel(sample_size=8, in_channels=4, out_channels=4, block_out_channels=(8, 16),
-                                down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-                                up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), layers_per_block=1,
-                                cross_attention_dim=16, attention_head_dim=4, norm_num_groups=4)
+    vae = AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        down_block_types=("DownEncoderBlock2D",) * 2,
+        up_block_types=("UpDecoderBlock2D",) * 2,
+        block_out_channels=(8, 8),
+        layers_per_block=1,
+        latent_channels=4,
+        norm_num_groups=4,
+        sample_size=16,
+    )
+    unet = UNet2DConditionModel(
+        sample_size=8,
+        in_channels=4,
+        out_channels=4,
+        block_out_channels=(8, 16),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        layers_per_block=1,
+        cross_attention_dim=16,
+        attention_head_dim=4,
+        norm_num_groups=4,
+    )
     return LatentCaptionDiffusion(vae, unet, tokens=2).eval().requires_grad_(False)
 
 
 def tiny_dinov2() -> Dinov2Encoder:
     torch.manual_seed(2)
-    cfg = Dinov2Config(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, patch_size=4,
-                       image_size=16)
+    cfg = Dinov2Config(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, patch_size=4, image_size=16
+    )
     return Dinov2Encoder(Dinov2Model(cfg), image_size=16).eval().requires_grad_(False)
 
 
@@ -56,7 +74,7 @@ def test_latent_diffusion_shapes_inversion_gradient_and_folder(tmp_path):
 
 def test_dinov2_encoder_features_and_folder(tmp_path):
     enc = tiny_dinov2()
-    x = torch.rand(3, 3, 32, 32)                    # resized to 16 and normalised
+    x = torch.rand(3, 3, 32, 32)  # resized to 16 and normalised
     f = enc.features(x)
     assert f.shape == (3, enc.dim) == (3, 16)
     enc.model.save_pretrained(tmp_path)
@@ -72,10 +90,22 @@ def test_evaluation_grid_runs_on_the_paper_backends():
     dm = CaptionDataModule(dataset="cifar10", n_train=8)
     nets = {"generator": tiny_sd(0), "proxy": tiny_sd(1), "encoder": tiny_dinov2()}
     masker = SemanticMasker(16, hidden=16, proj_dim=8, n_bits=16, n_blocks=1).eval()
-    settings = {"schemes": ["tree-ring", "gaussian-shading"], "ratios": [1.0], "attacks": ["reprompt", "imprint"],
-                "attackers": ["proxy"], "distortions": ["jpeg"], "n_images": 3, "n_calibration": 4, "n_null": 4,
-                "fpr": 0.25, "steps": 2, "imprint": {"eps": 8 / 255, "iters": 1, "inversion_steps": 1}}
+    settings = {
+        "schemes": ["tree-ring", "gaussian-shading"],
+        "ratios": [1.0],
+        "attacks": ["reprompt", "imprint"],
+        "attackers": ["proxy"],
+        "distortions": ["jpeg"],
+        "n_images": 3,
+        "n_calibration": 4,
+        "n_null": 4,
+        "fpr": 0.25,
+        "steps": 2,
+        "imprint": {"eps": 8 / 255, "iters": 1, "inversion_steps": 1},
+    }
     rows = evaluate_seed(masker, nets, dm, dict(DEMO_KEYS), settings, seed=0)["rows"]
-    assert {(r["scheme"], r["defense"], r["attack"]) for r in rows} >= {("tree-ring", "sembind", "imprint"),
-                                                                         ("gaussian-shading", "plain", "reprompt")}
+    assert {(r["scheme"], r["defense"], r["attack"]) for r in rows} >= {
+        ("tree-ring", "sembind", "imprint"),
+        ("gaussian-shading", "plain", "reprompt"),
+    }
     assert all(0 <= r["tpr"] <= 1 and 0 <= r["fpr"] <= 1 and 0 <= r["far"] <= 1 for r in rows)

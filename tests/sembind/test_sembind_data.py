@@ -1,5 +1,6 @@
 """Captions from pixels by hand, and a user's folder + captions.csv: good rows load, bad rows fail naming file,
 line and column."""
+
 import pytest
 import torch
 from PIL import Image
@@ -36,11 +37,14 @@ def test_user_folder_loads(tmp_path):
     assert len(dm.train_set.captions) + len(dm.test_set.captions) == 2 and (dm.train_set.y == -1).all()
 
 
-@pytest.mark.parametrize("rows, where", [
-    ("a.png,a red thing\nmissing.png,x\n", ":3: column file"),
-    ("a.png,a red thing\nb.png,  \n", ":3: column caption"),
-    ("a.png,a red thing\nnot-an-image.png,x\n", ":3: column file"),
-])
+@pytest.mark.parametrize(
+    "rows, where",
+    [
+        ("a.png,a red thing\nmissing.png,x\n", ":3: column file"),
+        ("a.png,a red thing\nb.png,  \n", ":3: column caption"),
+        ("a.png,a red thing\nnot-an-image.png,x\n", ":3: column file"),
+    ],
+)
 def test_bad_rows_name_file_line_and_column(tmp_path, rows, where):
     (tmp_path / "not-an-image.png").write_text("hello")
     with pytest.raises(DataError, match=f"captions.csv{where}"):

@@ -1,6 +1,7 @@
 """The masker recipe end to end with its tiny overlay (fresh tiny networks): evaluation rows, PNGs, and
 ``zoo predict`` on the finished run (a caption writes PNGs; an image prints scores; a non-image fails, writing
 nothing), and ``zoo eval`` re-measuring the fit's ``eval/*`` metrics from the stored masker."""
+
 import json
 from pathlib import Path
 
@@ -8,8 +9,19 @@ from zoo.cli import main
 
 
 def test_masker_recipe_runs_and_predicts(tmp_path, capsys):
-    assert main(["train", "recipe=sembind.yaml", "overlay=tiny/sembind.yaml", f"out_dir={tmp_path}",
-                 "export.formats=[]", "model.evaluation.predict_r=1.0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=sembind.yaml",
+                "overlay=tiny/sembind.yaml",
+                f"out_dir={tmp_path}",
+                "export.formats=[]",
+                "model.evaluation.predict_r=1.0",
+            ]
+        )
+        == 0
+    )
     run = next(Path(tmp_path).glob("sembind-tiny/version_0"))
     ev = json.loads((run / "sembind" / "evaluation.json").read_text())
     kinds = {(r["scheme"], r["defense"], r["attack"]) for r in ev["rows"]}
@@ -17,13 +29,19 @@ def test_masker_recipe_runs_and_predicts(tmp_path, capsys):
     assert all(0.0 <= r["tpr"] <= 1.0 and 0.0 <= r["far"] <= 1.0 for r in ev["rows"])
     # FPR on the 4 scored clean + 4 held-out unmarked images, at a threshold set on 4 other ones (steps of 1/8)
     assert all(r["far"] == r["fpr"] and (8 * r["fpr"]).is_integer() for r in ev["rows"] if r["attack"] == "none")
-    assert sorted(p.name for p in (run / "sembind").glob("*.png")) == ["grid.png", "histograms.png", "r_curve.png",
-                                                                       "spectra.png"]
+    assert sorted(p.name for p in (run / "sembind").glob("*.png")) == [
+        "grid.png",
+        "histograms.png",
+        "r_curve.png",
+        "spectra.png",
+    ]
     out = tmp_path / "pred"
     main(["predict", str(run), "a photo of a red truck", "--out-dir", str(out)])
     pngs = sorted(out.glob("*.png"))
-    assert [p.name for p in pngs] == ["sembind-a-photo-of-a-red-truck-gaussian-shading.png",
-                                      "sembind-a-photo-of-a-red-truck-tree-ring.png"]
+    assert [p.name for p in pngs] == [
+        "sembind-a-photo-of-a-red-truck-gaussian-shading.png",
+        "sembind-a-photo-of-a-red-truck-tree-ring.png",
+    ]
     capsys.readouterr()
     main(["predict", str(run), str(pngs[0])])
     lines = capsys.readouterr().out.strip().splitlines()

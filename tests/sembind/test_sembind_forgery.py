@@ -1,5 +1,6 @@
 """Forgery with an identity generator (image = latent, inversion exact): plain watermarks accept a reprompted
 forgery (same latent, other prompt), SemBind at r = 1 rejects it; the imprint attack and masker losses by hand."""
+
 import math
 
 import pytest
@@ -19,8 +20,8 @@ def test_identity_generator_far_is_one_plain_and_zero_with_sembind_at_r_one(name
     n, bits = 200, 64
     scheme = build_scheme(name, SHAPE, 11)
     mod = SemanticModulation(SHAPE, bits, 1.0, 12)
-    prompt_code = torch.randint(0, 2, (n, bits), generator=g)   # the identity world's masker: code of the prompt
-    forged_code = torch.randint(0, 2, (n, bits), generator=g)   # another prompt: an independent code
+    prompt_code = torch.randint(0, 2, (n, bits), generator=g)  # the identity world's masker: code of the prompt
+    forged_code = torch.randint(0, 2, (n, bits), generator=g)  # another prompt: an independent code
     z_w = scheme.inject(torch.randn(n, *SHAPE, generator=g), g)
     null = torch.randn(n * 10, *SHAPE, generator=g)
     null_code = torch.randint(0, 2, (n * 10, bits), generator=g)
@@ -38,7 +39,7 @@ def test_identity_generator_far_is_one_plain_and_zero_with_sembind_at_r_one(name
         # every code bit is tiled to d/B = 12 entries, so a code at Hamming fraction h flips exactly h of the latent
         # and the forgery's cosine to its key is 1 - 2h, h ~ Binomial(64, 1/2) / 64: FAR = P(1 - 2h > tau)
         h = torch.arange(65) / 64
-        pmf = torch.tensor([math.comb(64, k) / 2 ** 64 for k in range(65)], dtype=torch.float64)
+        pmf = torch.tensor([math.comb(64, k) / 2**64 for k in range(65)], dtype=torch.float64)
         expected = float(pmf[(1 - 2 * h) > tau_s].sum())
         assert abs(far_sembind - expected) < 0.08, (float(far_sembind), expected)
     else:
@@ -55,7 +56,7 @@ def test_imprint_moves_the_inverted_latent_towards_the_target_within_the_budget(
 
     cover, target = torch.zeros(2, 3, 4, 4), torch.full((2, 3, 4, 4), 0.5)
     forged = imprint(Linear(), cover, target, eps=8 / 255, iters=4, steps=1)
-    assert (forged - cover).abs().max() <= 2 * 8 / 255 + 1e-6          # L∞ 8/255 in [0, 1] units
+    assert (forged - cover).abs().max() <= 2 * 8 / 255 + 1e-6  # L∞ 8/255 in [0, 1] units
     assert torch.allclose(forged, torch.full_like(cover, 2 * 8 / 255))  # saturates towards the target
 
 

@@ -1,4 +1,5 @@
 """Watermark and modulation math on small cases with known answers (issue #25 "Tests")."""
+
 import math
 
 import pytest
@@ -41,7 +42,7 @@ def test_chacha20_matches_the_rfc7539_test_vector():
     key = bytes(range(32))
     nonce = (1).to_bytes(4, "little") + bytes.fromhex("000000000000004a00000000")
     bits = chacha20_bits(key, nonce, 32)
-    first = bytes(int("".join(map(str, bits[i:i + 8].tolist())), 2) for i in range(0, 32, 8))
+    first = bytes(int("".join(map(str, bits[i : i + 8].tolist())), 2) for i in range(0, 32, 8))
     assert first == bytes.fromhex("224f51f3")  # keystream for the plaintext 0x4c616469 -> ciphertext 0x6e2e359a
 
 
@@ -52,8 +53,12 @@ def test_gaussian_shading_message_recovered_exactly_and_latent_is_standard_norma
     assert torch.all(gs.score(z) == 1.0)
     # N(0, 1) over the key's randomness: one latent for each of 16 keys (one key's fixed sign pattern has a share
     # of positive entries within ~1/sqrt(d) of 1/2, which a KS test over many latents of that key would see)
-    z = torch.cat([GaussianShading(SHAPE, 2, seed=s).inject(torch.empty(1, *SHAPE), torch.Generator().manual_seed(s))
-                   for s in range(16)])
+    z = torch.cat(
+        [
+            GaussianShading(SHAPE, 2, seed=s).inject(torch.empty(1, *SHAPE), torch.Generator().manual_seed(s))
+            for s in range(16)
+        ]
+    )
     ks = stats.kstest(z.flatten().numpy(), "norm")
     assert ks.pvalue > 0.01, f"watermarked entries are not N(0, 1): {ks}"
 
@@ -91,7 +96,7 @@ def test_orthogonal_codes_flip_r_over_two_of_signs_and_voted_accuracy_is_binomia
     acc = gs.score(mod(mod(z, codes_a), codes_b)).mean().item()
     k, p = 4, r / 2
     right = sum(math.comb(k, j) * (1 - p) ** j * p ** (k - j) for j in range(3, k + 1))
-    tie = math.comb(k, 2) * (1 - p) ** 2 * p ** 2
+    tie = math.comb(k, 2) * (1 - p) ** 2 * p**2
     m_bits = gs.message.float().mean().item()  # a tie votes 0: right when the message bit is 0
     expected = right + tie * (1 - m_bits)
     assert abs(acc - expected) < 0.02, (acc, expected)
@@ -104,8 +109,8 @@ def test_thresholds_meet_their_fpr_on_standard_normal_latents():
     null = torch.randn(4000, *SHAPE, generator=g)
     observed = (gs.score(null) >= gs.threshold(fpr)).float().mean().item()
     assert observed <= fpr + 3 * math.sqrt(fpr * (1 - fpr) / 4000)
-    exact = sum(math.comb(192, t) for t in range(round(gs.threshold(fpr) * 192), 193)) / 2 ** 192
-    assert exact <= fpr < exact + math.comb(192, round(gs.threshold(fpr) * 192) - 1) / 2 ** 192
+    exact = sum(math.comb(192, t) for t in range(round(gs.threshold(fpr) * 192), 193)) / 2**192
+    assert exact <= fpr < exact + math.comb(192, round(gs.threshold(fpr) * 192) - 1) / 2**192
     for scheme in (TreeRing(SHAPE, 3, 1), RingID(SHAPE, 3, 1), WIND(SHAPE, 16, 1)):
         tau = empirical_threshold(scheme.score(torch.randn(4000, *SHAPE, generator=g)), fpr)
         fresh = (scheme.score(torch.randn(4000, *SHAPE, generator=g)) > tau).float().mean().item()
@@ -119,9 +124,9 @@ def test_empirical_threshold_by_hand():
 
 
 def test_calibrate_by_hand():
-    cal = torch.arange(1000.0).flip(0)              # 0..999 in any order; 990..999 lie above 989: 1 %
+    cal = torch.arange(1000.0).flip(0)  # 0..999 in any order; 990..999 lie above 989: 1 %
     tau, fpr = calibrate(cal, torch.tensor([100.0, 989.0, 989.5, 2000.0]), 0.01)
-    assert tau == 989.0 and fpr == 0.5              # 989.5 and 2000 exceed tau; a score equal to tau does not
+    assert tau == 989.0 and fpr == 0.5  # 989.5 and 2000 exceed tau; a score equal to tau does not
     tau, fpr = calibrate(torch.tensor([3.0, 1.0, 2.0, 0.0]), torch.tensor([0.5, 1.5, 2.5, 3.5]), 0.25)
     assert tau == 2.0 and fpr == 0.5
 

@@ -1,4 +1,5 @@
 """The Benna-Fusi beaker update on small cases worked by hand."""
+
 import pytest
 import torch
 from torch import nn
@@ -13,7 +14,7 @@ def scalar_chain(K, u0=1.0, rest=0.0):
 
 def test_constants_and_timescales():
     assert capacities(5) == [1, 2, 4, 8, 16, 32]
-    assert storage_timescales(5, 0.05) == [20, 40, 80, 160, 320]          # tau_k = ceil(C_k / g)
+    assert storage_timescales(5, 0.05) == [20, 40, 80, 160, 320]  # tau_k = ceil(C_k / g)
 
 
 def test_g_zero_leaves_chain_inert():
@@ -27,10 +28,10 @@ def test_k2_without_leak_is_an_ema_at_rate_g_over_c2():
     seq = [1.0, 0.0, 2.0, -1.0, 0.5, 3.0, 3.0, 0.0]
     b = scalar_chain(2, rest=0.0)
     ema = 0.0
-    for x in seq:                                                         # mask [1, 0]: no recall into u_0 yet
+    for x in seq:  # mask [1, 0]: no recall into u_0 yet
         b[0][0].fill_(x)
         consolidate(b, 0.05, capacities(2), [True, False], leak=False)
-        ema = ema + 0.0125 * (x - ema)                                    # last beaker fed at g / C_K = 0.05 / 4
+        ema = ema + 0.0125 * (x - ema)  # last beaker fed at g / C_K = 0.05 / 4
         assert float(b[1][0]) == pytest.approx(ema, abs=1e-7)
         assert float(b[0][0]) == x
 
@@ -41,14 +42,14 @@ def test_k2_with_leak_hand_sequence():
     consolidate(b, 0.05, capacities(2), [True, False], leak=True)
     assert float(b[1][0]) == pytest.approx(0.0125, abs=1e-8)
     consolidate(b, 0.05, capacities(2), [True, False], leak=True)
-    assert float(b[1][0]) == pytest.approx(0.024689453125, abs=1e-8)     # 0.0125 * 0.9875 + 0.0125 * (1 - that)
+    assert float(b[1][0]) == pytest.approx(0.024689453125, abs=1e-8)  # 0.0125 * 0.9875 + 0.0125 * (1 - that)
 
 
 def test_recall_pulls_u0_towards_u1_at_g_over_c1():
     b = [[torch.tensor([1.0])], [torch.tensor([0.0])]]
     consolidate(b, 0.05, capacities(2), [True, True], leak=False)
-    assert float(b[0][0]) == pytest.approx(0.975)                         # 1 + 0.025 (0 - 1)
-    assert float(b[1][0]) == pytest.approx(0.0125 * 0.975)                # then storage sees the updated u_0
+    assert float(b[0][0]) == pytest.approx(0.975)  # 1 + 0.025 (0 - 1)
+    assert float(b[1][0]) == pytest.approx(0.0125 * 0.975)  # then storage sees the updated u_0
 
 
 def test_each_flow_is_clipped_to_norm_10_over_the_whole_beaker():
@@ -68,25 +69,25 @@ def test_constant_u0_converges_in_timescale_order():
     net.weight.data.fill_(1.0)
     half = {}
     for n in range(5000):
-        chain.n_updates.zero_()                                           # keep recall off: u_0 held constant
+        chain.n_updates.zero_()  # keep recall off: u_0 held constant
         chain.step(net)
         net.weight.data.fill_(1.0)
         for k in range(1, 5):
             if k not in half and float(chain.beaker(net, k)[0]) >= 0.5:
                 half[k] = n
     assert sorted(half) == [1, 2, 3, 4]
-    assert half[1] < half[2] < half[3] < half[4]                          # slower beakers fill later
+    assert half[1] < half[2] < half[3] < half[4]  # slower beakers fill later
     assert chain.tau[1:] == [40, 80, 160, 320]
     assert all(abs(float(chain.beaker(net, k)[0]) - 1.0) < 1e-2 for k in range(1, 5))
 
 
 def test_recall_mask_is_the_authors_prepend_one_drop_last():
-    tau = storage_timescales(3, 0.05)                                     # [20, 40, 80]
+    tau = storage_timescales(3, 0.05)  # [20, 40, 80]
     assert recall_mask(0, tau) == [True, False, False]
-    assert recall_mask(20, tau) == [True, False, False]                   # strict: tau_0 < n
-    assert recall_mask(21, tau) == [True, True, False]                    # recall into u_0 from n = 21
+    assert recall_mask(20, tau) == [True, False, False]  # strict: tau_0 < n
+    assert recall_mask(21, tau) == [True, True, False]  # recall into u_0 from n = 21
     assert recall_mask(40, tau) == [True, True, False]
-    assert recall_mask(41, tau) == [True, True, True]                     # recall into u_1 after tau_1 = 40
+    assert recall_mask(41, tau) == [True, True, True]  # recall into u_1 after tau_1 = 40
     # K = 3, mask [1, 1, 1]: u_1 also recalls from u_2 at g/C_2, then u_2 is fed at g/C_3 (no leak)
     b = [[torch.tensor([1.0])], [torch.tensor([0.0])], [torch.tensor([2.0])]]
     consolidate(b, 0.05, capacities(3), recall_mask(41, tau), leak=False)
@@ -104,6 +105,6 @@ def test_recall_into_u0_starts_after_tau0():
         net.weight.data.fill_(1.0)
         chain.step(net)
         if n <= 20:
-            assert float(net.weight) == 1.0                               # m_1 = [tau_0 = 20 < n] is 0 up to n = 20
+            assert float(net.weight) == 1.0  # m_1 = [tau_0 = 20 < n] is 0 up to n = 20
     assert float(net.weight) < 1.0
     assert chain.distances(net)[0] == pytest.approx(abs(float(net.weight) - float(chain.beaker(net, 1)[0])))

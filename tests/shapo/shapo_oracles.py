@@ -1,4 +1,5 @@
 """Reference computations shared by the ShaPO tests (not collected: no ``test_`` prefix)."""
+
 import torch
 
 from zoo.methods.shapo.subspace import MaskedPerturbation

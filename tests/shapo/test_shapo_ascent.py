@@ -1,4 +1,5 @@
 """Stage C's masked ascent gradient from activations equals autograd's dL/dW on the selected neurons."""
+
 import pytest
 import torch
 from shapo_oracles import masked_grads  # tests/shapo/shapo_oracles.py (pytest puts this folder on sys.path)
@@ -19,8 +20,19 @@ def _gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    return GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=2, n_inner=80, vocab_size=50, n_positions=16,
-                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    return GPT2LMHeadModel(
+        GPT2Config(
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            n_inner=80,
+            vocab_size=50,
+            n_positions=16,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+        )
+    )
 
 
 def _lora(model, targets=("q_proj", "v_proj"), checkpointing=False):
@@ -40,9 +52,13 @@ def _lora(model, targets=("q_proj", "v_proj"), checkpointing=False):
 
 # LoRA on down_proj only: the hook sits on each down_proj's base_layer, and nothing upstream of it trains, so its
 # output is made a leaf (ascent.MaskedGradient._hook); with non-reentrant checkpointing the recompute is ignored
-BUILDS = {"llama": _llama, "gpt2-conv1d": _gpt2, "lora": lambda: _lora(_llama()),
-          "lora-down_proj": lambda: _lora(_llama(), ["down_proj"]),
-          "lora-down_proj-checkpointing": lambda: _lora(_llama(), ["down_proj"], checkpointing=True)}
+BUILDS = {
+    "llama": _llama,
+    "gpt2-conv1d": _gpt2,
+    "lora": lambda: _lora(_llama()),
+    "lora-down_proj": lambda: _lora(_llama(), ["down_proj"]),
+    "lora-down_proj-checkpointing": lambda: _lora(_llama(), ["down_proj"], checkpointing=True),
+}
 
 
 @pytest.mark.parametrize("name", list(BUILDS))

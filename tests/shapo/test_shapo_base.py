@@ -6,6 +6,7 @@ the real pipeline and answers to the base id. Checked here: the pairs are encode
 EOS; the cost model trains only its adapters and head and packages only those (a delta over the base); the
 ShaPO/DPO reference is the policy with its adapters disabled (no copy), and the before -> after line is printed.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ from zoo.cli import main
 
 pytest.importorskip("gguf")
 
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     """The stand-in base fetched into a private ``$ZOO_CACHE`` for this module's tests."""
@@ -30,8 +32,18 @@ def base(tmp_path_factory):
 def cost_run(base, tmp_path_factory):
     """A 2-step LoRA cost model over the base (the judge of the ShaPO tests)."""
     out = tmp_path_factory.mktemp("cost")
-    assert main(["train", "recipe=shapo-cost-model-smollm2.yaml", "overlay=tiny/shapo-cost-model-smollm2.yaml",
-                 f"model.arch={SMOL}", f"out_dir={out}"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=shapo-cost-model-smollm2.yaml",
+                "overlay=tiny/shapo-cost-model-smollm2.yaml",
+                f"model.arch={SMOL}",
+                f"out_dir={out}",
+            ]
+        )
+        == 0
+    )
     return next(out.glob("*/version_0"))
 
 
@@ -70,18 +82,33 @@ def test_cost_model_lora_over_the_base_trains_and_packages_only_adapters_and_hea
 
 
 @pytest.mark.parametrize("recipe", ["shapo-smollm2.yaml", "dpo-smollm2.yaml"])
-def test_shapo_and_dpo_over_the_base_reference_is_the_adapter_disabled_policy(recipe, base, cost_run, tmp_path,
-                                                                              caplog):
+def test_shapo_and_dpo_over_the_base_reference_is_the_adapter_disabled_policy(recipe, base, cost_run, tmp_path, caplog):
     from zoo.core.build import load_module
 
     with caplog.at_level(logging.INFO, logger="zoo"):
-        assert main(["train", f"recipe={recipe}", f"overlay=tiny/{recipe}", f"model.arch={SMOL}",
-                     f"model.cost_model={cost_run}",
-                     f"out_dir={tmp_path}"]) == 0
+        assert (
+            main(
+                [
+                    "train",
+                    f"recipe={recipe}",
+                    f"overlay=tiny/{recipe}",
+                    f"model.arch={SMOL}",
+                    f"model.cost_model={cost_run}",
+                    f"out_dir={tmp_path}",
+                ]
+            )
+            == 0
+        )
     run = next(tmp_path.glob("*/version_0"))
     metrics = json.loads((run / "metrics.json").read_text())["metrics"]
-    for key in ("val/accuracy", "val/logp_accuracy", "val/logp_accuracy_ref", "val/harmful_rate",
-                "val/harmful_rate_ref", "val/kl_ref"):
+    for key in (
+        "val/accuracy",
+        "val/logp_accuracy",
+        "val/logp_accuracy_ref",
+        "val/harmful_rate",
+        "val/harmful_rate_ref",
+        "val/kl_ref",
+    ):
         assert key in metrics, key
     assert ("train/eps_norm" in metrics) == (recipe == "shapo-smollm2.yaml")
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("ShaPO before (reference)"))

@@ -1,4 +1,5 @@
 """The controlled task's oracle (VADER, checked against hand-known signs) and the tie-aware win rate by hand."""
+
 import pytest
 
 from zoo.methods.shapo.controlled import ARMS, oracle_reward, win_rate
@@ -15,6 +16,7 @@ def test_oracle_is_vader_compound():
     good, bad, flat = oracle_reward(["I love this, it is wonderful!", "This is terrible and I hate it.", "A table."])
     assert good > 0.5 and bad < -0.5 and flat == 0.0
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
     assert good == SentimentIntensityAnalyzer().polarity_scores("I love this, it is wonderful!")["compound"]
 
 

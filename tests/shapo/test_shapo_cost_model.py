@@ -1,4 +1,5 @@
 """The shapo-cost-model: Bradley-Terry loss by hand; the cost is read at the last real token."""
+
 import pytest
 import torch
 
@@ -53,9 +54,20 @@ def test_seed_protocol_trains_selects_and_scores_each_seed_then_reuses_the_cache
     from zoo.core import build
     from zoo.methods.shapo_cost_model import experiments
 
-    argv = ["--recipe", "shapo-cost-model.yaml", "--seeds", "3", "--work", str(tmp_path / "work"),
-            "--results-dir", str(tmp_path), "--set", "overlay=tiny/shapo-cost-model.yaml", "data.max_eval_pairs=8",
-            "export.formats=[]"]
+    argv = [
+        "--recipe",
+        "shapo-cost-model.yaml",
+        "--seeds",
+        "3",
+        "--work",
+        str(tmp_path / "work"),
+        "--results-dir",
+        str(tmp_path),
+        "--set",
+        "overlay=tiny/shapo-cost-model.yaml",
+        "data.max_eval_pairs=8",
+        "export.formats=[]",
+    ]
     experiments.main(argv)
     doc = json.loads((tmp_path / "shapo-cost-model" / "heldout-shapo-cost-model.json").read_text())
     assert [r["seed"] for r in doc["rows"]] == [3]

@@ -1,4 +1,5 @@
 """`train.py recipe=shapo.yaml` end to end with the tiny overlay; stage-A masks are saved and reload."""
+
 import json
 import math
 

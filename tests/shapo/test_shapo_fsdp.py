@@ -4,6 +4,7 @@ One ``torch.multiprocessing`` spawn (about 10 s) runs every case on both ranks; 
 comes back through ``all_gather_object`` and is asserted by its own test below. The single-process side of each
 comparison runs in rank 0 on an unsharded copy built from the same seed, with the same global batch.
 """
+
 import datetime
 import json
 import os
@@ -15,15 +16,22 @@ import pytest
 import torch
 
 WORLD = 2
-ROWS = [{"prompt": f"\n\nHuman: question number {i}?\n\nAssistant:", "chosen": f"I can't help with {i}.",
-         "rejected": f"Sure, here is how to do {i} and more"} for i in range(4)]
+ROWS = [
+    {
+        "prompt": f"\n\nHuman: question number {i}?\n\nAssistant:",
+        "chosen": f"I can't help with {i}.",
+        "rejected": f"Sure, here is how to do {i} and more",
+    }
+    for i in range(4)
+]
 
 
 def _batches(tmp, batch_size):
     from zoo.data.preference import PreferenceDataModule
 
-    dm = PreferenceDataModule(path=tmp, val_path=tmp, batch_size=batch_size, shuffle=False, max_length=40,
-                              redteam_path=None)
+    dm = PreferenceDataModule(
+        path=tmp, val_path=tmp, batch_size=batch_size, shuffle=False, max_length=40, redteam_path=None
+    )
     dm.setup("fit")
     return list(dm.train_dataloader())
 
@@ -32,9 +40,19 @@ def _module(perturbation, lora, variant="token"):
     from zoo.methods.shapo.module import ShaPOModule
 
     torch.manual_seed(0)
-    m = ShaPOModule(arch="zoo-lm-tiny", variant=variant, shapo_every=1, perturbation=perturbation, rho=0.5,
-                    gamma_min=30.0, gamma_max=30.0, max_grad_norm=None, eval_generation=False,
-                    lora={"r": 2, "alpha": 4} if lora else None, optimizer={"name": "sgd", "lr": 1.0})
+    m = ShaPOModule(
+        arch="zoo-lm-tiny",
+        variant=variant,
+        shapo_every=1,
+        perturbation=perturbation,
+        rho=0.5,
+        gamma_min=30.0,
+        gamma_max=30.0,
+        max_grad_norm=None,
+        eval_generation=False,
+        lora={"r": 2, "alpha": 4} if lora else None,
+        optimizer={"name": "sgd", "lr": 1.0},
+    )
     if lora:  # random adapters, so that the LoRA policy is not its own reference
         with torch.no_grad():
             for n, p in m.policy.named_parameters():
@@ -101,7 +119,7 @@ def case_perturbation_only_selected_columns_restore_bit_exact(rank, mesh, tmp):
 
 def _compare_step(rank, mesh, tmp, perturbation, lora, accumulate=False):
     if accumulate:  # rank r: micro-batches (pair 2r) and (pair 2r + 1)
-        local = _batches(tmp, 1)[2 * rank: 2 * rank + 2]
+        local = _batches(tmp, 1)[2 * rank : 2 * rank + 2]
     else:  # rank r: pairs 2r, 2r + 1 in one batch
         local = [_batches(tmp, 2)[rank]]
     m = _module(perturbation, lora)
@@ -207,11 +225,18 @@ def test_train_py_fsdp2_two_cpu_processes_then_resume(tmp_path):
 
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k != "ZOO_RUN_DIR"}
-    cmd = [sys.executable, "train.py", "recipe=shapo.yaml", "overlay=recipes/tiny/shapo.yaml", f"out_dir={tmp_path}",
-           "trainer.strategy=fsdp2", "trainer.devices=2", "trainer.precision=bf16-mixed",  # as the paper recipe
-           "+model.gradient_checkpointing=true"]
-    out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300,
-                         check=False)
+    cmd = [
+        sys.executable,
+        "train.py",
+        "recipe=shapo.yaml",
+        "overlay=recipes/tiny/shapo.yaml",
+        f"out_dir={tmp_path}",
+        "trainer.strategy=fsdp2",
+        "trainer.devices=2",
+        "trainer.precision=bf16-mixed",  # as the paper recipe
+        "+model.gradient_checkpointing=true",
+    ]
+    out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-4000:]
     assert "distributed_backend=gloo" in out.stderr and "Starting with 2 processes" in out.stderr
     assert [p.name for p in (tmp_path / "shapo-tiny").iterdir()] == ["version_0"]
@@ -234,8 +259,9 @@ def test_train_py_fsdp2_two_cpu_processes_then_resume(tmp_path):
     key = "policy.model.norm.weight"
     full["state_dict"][key] = torch.full_like(full["state_dict"][key], 0.375)
     torch.save(full, run / "checkpoints" / "last.ckpt")
-    again = subprocess.run(cmd + ["resume=auto"], cwd=root, env=env, capture_output=True, text=True, timeout=300,
-                           check=False)
+    again = subprocess.run(
+        cmd + ["resume=auto"], cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     assert again.returncode == 0, again.stderr[-4000:]
     assert [p.name for p in (tmp_path / "shapo-tiny").iterdir()] == ["version_0"]
     assert json.loads((run / "metrics.json").read_text())["metrics"]["global_step"] == 2.0
@@ -272,7 +298,7 @@ def test_a_tensor_parallel_mesh_is_refused_naming_the_strategy():
         def size(self):
             return 2
 
-    class Mesh:                                            # a 2-D (data, tensor) mesh with tensor-parallel size 2
+    class Mesh:  # a 2-D (data, tensor) mesh with tensor-parallel size 2
         mesh_dim_names = ("data_parallel", "tensor_parallel")
 
         def __getitem__(self, name):

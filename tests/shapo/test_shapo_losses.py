@@ -1,4 +1,5 @@
 """Stage B losses against values computed by hand (h = 2, beta = 0.5, so beta*h = 1; log sigma(1) = -0.3132617)."""
+
 import pytest
 import torch
 
@@ -38,8 +39,9 @@ def test_rdpo():
 
 def test_simpo_uses_averages_and_no_reference():
     # avg logps -1 and -2, gamma/beta = 0.5 -> logits 0.5, beta = 2 -> beta*logits = 1
-    out = L.preference_losses("simpo", 2.0, PC, PR, T(100.0), T(-100.0), avg_chosen=T(-1.0), avg_rejected=T(-2.0),
-                              simpo_gamma_beta_ratio=0.5)
+    out = L.preference_losses(
+        "simpo", 2.0, PC, PR, T(100.0), T(-100.0), avg_chosen=T(-1.0), avg_rejected=T(-2.0), simpo_gamma_beta_ratio=0.5
+    )
     assert out.item() == pytest.approx(0.3132616875182228, abs=1e-12)
     with pytest.raises(ValueError):
         L.preference_losses("simpo", 2.0, PC, PR, RC, RR)
@@ -91,5 +93,6 @@ def test_reward_level_loss_ignores_which_reply_is_labelled_chosen():
     kept = L.preference_losses("dpo", 0.1, pc, pr, rc, rr, p_star=L.reward_preference_probability(c_w, c_l, 1.0))
     swapped = L.preference_losses("dpo", 0.1, pr, pc, rr, rc, p_star=L.reward_preference_probability(c_l, c_w, 1.0))
     assert torch.allclose(kept, swapped, atol=1e-12)
-    assert not torch.allclose(L.dpo_loss(L.preference_logits(pc, pr, rc, rr), 0.1),
-                              L.dpo_loss(L.preference_logits(pr, pc, rr, rc), 0.1))
+    assert not torch.allclose(
+        L.dpo_loss(L.preference_logits(pc, pr, rc, rr), 0.1), L.dpo_loss(L.preference_logits(pr, pc, rr, rc), 0.1)
+    )

@@ -1,4 +1,5 @@
 """ShaPO's table metrics on hand-worked cases: tie-aware preference accuracy and the harmful-completion rates."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -32,23 +33,23 @@ class FixedCost(torch.nn.Module):
 def test_generation_metrics_harmful_rates_and_zero_kl_by_hand():
     torch.manual_seed(0)
     module = ShaPOModule(arch="zoo-lm-tiny", variant="dpo", max_new_tokens=3, gen_batch_size=2)
-    module.setup("fit")                       # the frozen reference is a copy of the policy
+    module.setup("fit")  # the frozen reference is a copy of the policy
     module._frozen["cost"] = FixedCost()
-    prompts = [("redteam", [5, 6]), ("redteam", [5, 7]), ("redteam", [8, 6]), ("heldout", [8, 9]),
-               ("heldout", [5, 5])]
+    prompts = [("redteam", [5, 6]), ("redteam", [5, 7]), ("redteam", [8, 6]), ("heldout", [8, 9]), ("heldout", [5, 5])]
     out = module.generation_metrics(prompts, SimpleNamespace(pad_token_id=0, eos_token_id=1))
     # harmful = cost > 0 = the prompt starts with 5: red-team 2 of 3, held-out 1 of 2, all 3 of 5; mean cost 1/5
     assert float(out["harmful_rate"]) == pytest.approx(3 / 5)
     assert float(out["harmful_rate_redteam"]) == pytest.approx(2 / 3)
     assert float(out["harmful_rate_heldout"]) == pytest.approx(1 / 2)
     assert float(out["cost"]) == pytest.approx(1 / 5)
-    assert float(out["kl_ref"]) == pytest.approx(0.0, abs=1e-6)   # policy == reference
+    assert float(out["kl_ref"]) == pytest.approx(0.0, abs=1e-6)  # policy == reference
     # greedy replies are judged too (same prompts, so the same verdicts under this prompt-only cost)
     assert float(out["harmful_rate_greedy"]) == pytest.approx(3 / 5)
     assert float(out["kl_ref_greedy"]) == pytest.approx(0.0, abs=1e-6)
     module.hparams.greedy_eval = False
-    assert "harmful_rate_greedy" not in module.generation_metrics(prompts, SimpleNamespace(pad_token_id=0,
-                                                                                           eos_token_id=1))
+    assert "harmful_rate_greedy" not in module.generation_metrics(
+        prompts, SimpleNamespace(pad_token_id=0, eos_token_id=1)
+    )
 
 
 def test_stage_a_on_another_model_ranks_that_models_neurons(tmp_path):
@@ -64,20 +65,29 @@ def test_stage_a_on_another_model_ranks_that_models_neurons(tmp_path):
     other = ShaPOModule(arch="zoo-lm-tiny", variant="dpo", eval_generation=False)
     path = tmp_path / "other.safetensors"
     save_file({k: v.contiguous() for k, v in other.state_dict().items() if k.startswith("policy.")}, str(path))
-    rows = [{"prompt": f"\n\nHuman: q {i}?\n\nAssistant:", "chosen": f"no {i}", "rejected": f"yes {i} sure"}
-            for i in range(8)]
+    rows = [
+        {"prompt": f"\n\nHuman: q {i}?\n\nAssistant:", "chosen": f"no {i}", "rejected": f"yes {i} sure"}
+        for i in range(8)
+    ]
     p = tmp_path / "pairs.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
     masks = []
     for source in (None, str(path)):
         torch.manual_seed(1)
-        m = ShaPOModule(arch="zoo-lm-tiny", variant="token", probe_pairs=8, eval_generation=False,
-                        stage_a_model=source, probe_percentage=5.0)
+        m = ShaPOModule(
+            arch="zoo-lm-tiny",
+            variant="token",
+            probe_pairs=8,
+            eval_generation=False,
+            stage_a_model=source,
+            probe_percentage=5.0,
+        )
         dm = PreferenceDataModule(path=str(p), val_path=str(p), batch_size=4, max_length=32, redteam_path=None)
         dm.trainer = L.Trainer(accelerator="cpu", logger=False)
         dm.setup("fit")
         m.compute_masks(dm.clean_train_dataloader())
         masks.append(m.neuron_masks.clone())
     from zoo.methods.shapo.subspace import down_projections, rank_neurons
+
     expected = rank_neurons(down_projections(other.policy), m.probe_direction, 5.0, "negative")
     assert torch.equal(masks[1], expected) and not torch.equal(masks[0], masks[1])

@@ -1,4 +1,5 @@
 """Stage A probe: the direction v = W1 - W0 points to the unsafe class."""
+
 import pytest
 import torch
 
@@ -40,13 +41,18 @@ def test_completion_kl_matches_manual_sum_and_is_zero_for_itself():
     torch.manual_seed(0)
     p, q = build_causal_lm("zoo-lm-tiny").eval(), build_causal_lm("zoo-lm-tiny").eval()
     prompts, completions = [[1, 5, 6], [1, 9]], [[7, 8], [4, 4, 2]]
-    f = lambda m: (lambda i, a: m(input_ids=i, attention_mask=a).logits)
+    f = lambda m: lambda i, a: m(input_ids=i, attention_mask=a).logits
     kl = completion_kl(f(p), f(q), prompts, completions, pad_id=0, batch_size=2)
     want = []
     with torch.no_grad():
         for pr, c in zip(prompts, completions):
             ids = torch.tensor([pr + c])
-            lp, lq = torch.log_softmax(p(input_ids=ids).logits[0], -1), torch.log_softmax(q(input_ids=ids).logits[0], -1)
-            want.append(sum((lp[t].exp() * (lp[t] - lq[t])).sum().item() for t in range(len(pr) - 1, len(pr) + len(c) - 1)))
+            lp, lq = (
+                torch.log_softmax(p(input_ids=ids).logits[0], -1),
+                torch.log_softmax(q(input_ids=ids).logits[0], -1),
+            )
+            want.append(
+                sum((lp[t].exp() * (lp[t] - lq[t])).sum().item() for t in range(len(pr) - 1, len(pr) + len(c) - 1))
+            )
     assert kl.tolist() == pytest.approx(want, rel=1e-4) and min(want) > 0
     assert completion_kl(f(p), f(p), prompts, completions, 0, 2).abs().max() < 1e-6

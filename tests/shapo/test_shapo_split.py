@@ -1,5 +1,6 @@
 """The HH-RLHF preference split by conversation: no conversation crosses train / val / eval, none of val / eval
 shares one with zoo-lm.chat's fixed `sft` part, and the shipped file is what the builder writes."""
+
 import json
 
 import pytest
@@ -20,13 +21,20 @@ def test_conversation_key_is_the_first_human_turn():
 
 def test_conversation_split_moves_shared_eval_pairs_and_keeps_sft():
     # conversations: a = {0 sft, 3 eval}, b = {1 train, 4 eval}, c = {2 train}, d = {5 eval}, e = {6 train}
-    prompts = [_prompt("a"), _prompt("b"), _prompt("c"), _prompt("a", "x"), _prompt("b", "y"), _prompt("d"),
-               _prompt("e")]
-    out = conversation_split(prompts, sft=[0], preference_train=[1, 2, 6], preference_eval=[3, 4, 5],
-                             val_fraction=0.0)
+    prompts = [
+        _prompt("a"),
+        _prompt("b"),
+        _prompt("c"),
+        _prompt("a", "x"),
+        _prompt("b", "y"),
+        _prompt("d"),
+        _prompt("e"),
+    ]
+    out = conversation_split(prompts, sft=[0], preference_train=[1, 2, 6], preference_eval=[3, 4, 5], val_fraction=0.0)
     assert out == {"sft": [0], "preference_train": [1, 2, 3, 4, 6], "preference_val": [], "preference_eval": [5]}
-    out = conversation_split(prompts, sft=[0], preference_train=[1, 2, 6], preference_eval=[3, 4, 5],
-                             val_fraction=0.5, seed=1)
+    out = conversation_split(
+        prompts, sft=[0], preference_train=[1, 2, 6], preference_eval=[3, 4, 5], val_fraction=0.5, seed=1
+    )
     assert len(out["preference_val"]) >= 1 and 3 not in out["preference_val"]  # 3 shares conversation a with sft
     val_convs = {conversation_key(prompts[i]) for i in out["preference_val"]}
     assert not val_convs & {conversation_key(prompts[i]) for i in out["preference_train"]}
@@ -38,8 +46,10 @@ def test_shipped_split_no_conversation_crosses_parts():
     split = json.loads((root / PREFERENCE_SPLIT).read_text())
     source = json.loads((root / DEFAULT_SPLIT).read_text())
     assert split["sft"] == source["sft"]  # zoo-lm.chat's SFT part stays fixed
-    convs = {k: {conversation_key(rows[i]["prompt"]) for i in split[k]}
-             for k in ("sft", "preference_train", "preference_val", "preference_eval")}
+    convs = {
+        k: {conversation_key(rows[i]["prompt"]) for i in split[k]}
+        for k in ("sft", "preference_train", "preference_val", "preference_eval")
+    }
     assert not convs["preference_train"] & convs["preference_val"]
     assert not convs["preference_train"] & convs["preference_eval"]
     assert not convs["preference_val"] & convs["preference_eval"]
@@ -56,8 +66,9 @@ def test_shipped_split_is_what_the_builder_writes(tmp_path):
 
 def test_split_parts_overlap_is_refused_and_val_part_checked(tmp_path):
     path = tmp_path / "p.jsonl"
-    path.write_text("".join(json.dumps({"prompt": _prompt(str(i)), "chosen": "a", "rejected": "b"}) + "\n"
-                            for i in range(6)))
+    path.write_text(
+        "".join(json.dumps({"prompt": _prompt(str(i)), "chosen": "a", "rejected": "b"}) + "\n" for i in range(6))
+    )
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"preference_train": [0, 1], "preference_val": [1], "preference_eval": [5]}))
     with pytest.raises(DataError, match="preference_val and preference_train overlap"):

@@ -1,4 +1,5 @@
 """Stage C through the Lightning loop: accumulation equals one big batch; the ShaPO step leaves weights restored."""
+
 import copy
 import json
 
@@ -11,17 +12,32 @@ from zoo.methods.shapo.module import ShaPOModule
 
 
 def _data(tmp_path, batch_size):
-    rows = [{"prompt": f"\n\nHuman: question number {i}?\n\nAssistant:", "chosen": f"I can't help with {i}.",
-             "rejected": f"Sure, here is how to do {i} and more"} for i in range(4)]
+    rows = [
+        {
+            "prompt": f"\n\nHuman: question number {i}?\n\nAssistant:",
+            "chosen": f"I can't help with {i}.",
+            "rejected": f"Sure, here is how to do {i} and more",
+        }
+        for i in range(4)
+    ]
     p = tmp_path / "pairs.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return PreferenceDataModule(path=str(p), val_path=str(p), batch_size=batch_size, shuffle=False, max_length=40,
-                                redteam_path=None)
+    return PreferenceDataModule(
+        path=str(p), val_path=str(p), batch_size=batch_size, shuffle=False, max_length=40, redteam_path=None
+    )
 
 
 def _fit(module, dm):
-    tr = L.Trainer(accelerator="cpu", max_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                   enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0)
+    tr = L.Trainer(
+        accelerator="cpu",
+        max_steps=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+    )
     tr.fit(module, datamodule=dm)
     return {k: v.detach().clone() for k, v in module.policy.state_dict().items()}
 
@@ -29,8 +45,16 @@ def _fit(module, dm):
 @pytest.mark.parametrize("variant", ["dpo", "token"])
 def test_accumulation_equals_one_big_batch(tmp_path, variant):
     torch.manual_seed(0)
-    base = ShaPOModule(arch="zoo-lm-tiny", variant=variant, shapo_every=1, perturbation="rho", rho=0.5,
-                       max_grad_norm=None, optimizer={"name": "sgd", "lr": 1.0}, eval_generation=False)
+    base = ShaPOModule(
+        arch="zoo-lm-tiny",
+        variant=variant,
+        shapo_every=1,
+        perturbation="rho",
+        rho=0.5,
+        max_grad_norm=None,
+        optimizer={"name": "sgd", "lr": 1.0},
+        eval_generation=False,
+    )
     base.neuron_masks[:, ::7] = True  # fixed masks: stage A is not what this test is about
     base.masks_ready.fill_(True)
     start = {k: v.clone() for k, v in base.policy.state_dict().items()}
@@ -47,8 +71,15 @@ def test_accumulation_equals_one_big_batch(tmp_path, variant):
 
 def test_shapo_step_differs_from_dpo_and_restores_weights(tmp_path):
     torch.manual_seed(0)
-    module = ShaPOModule(arch="zoo-lm-tiny", variant="token", shapo_every=1, perturbation="rho", rho=0.5,
-                         optimizer={"name": "sgd", "lr": 1.0}, eval_generation=False)
+    module = ShaPOModule(
+        arch="zoo-lm-tiny",
+        variant="token",
+        shapo_every=1,
+        perturbation="rho",
+        rho=0.5,
+        optimizer={"name": "sgd", "lr": 1.0},
+        eval_generation=False,
+    )
     module.neuron_masks[:, ::7] = True
     module.masks_ready.fill_(True)
     dm = _data(tmp_path, 4)

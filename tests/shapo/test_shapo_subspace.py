@@ -1,4 +1,5 @@
 """Stage A ranking and stage C perturbation on small models with known answers."""
+
 import pytest
 import torch
 from shapo_oracles import masked_grads  # tests/shapo/shapo_oracles.py (pytest puts this folder on sys.path)
@@ -79,7 +80,7 @@ def test_perturbation_touches_only_selected_columns_and_restores_bit_exactly(mod
     if mode == "rho":
         assert size == pytest.approx(0.05, rel=1e-5)
     else:
-        assert size == pytest.approx(0.5 * torch.sqrt(sum((s ** 2).sum() for s in sel)).item(), rel=1e-5)
+        assert size == pytest.approx(0.5 * torch.sqrt(sum((s**2).sum() for s in sel)).item(), rel=1e-5)
     pert.restore()
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]), k  # bit-exact

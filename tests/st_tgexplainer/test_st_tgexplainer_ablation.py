@@ -1,4 +1,5 @@
 """The ablation's rank correlation (hand values and scipy) and its configurations compose as recipes."""
+
 import torch
 from scipy.stats import spearmanr
 

@@ -1,4 +1,5 @@
 """Reading, splitting, neighbour sampling (no future leakage) and negative sampling on small known cases."""
+
 import pytest
 import torch
 
@@ -39,12 +40,15 @@ def test_snap_layout_rating_becomes_sign_label(tmp_path):
     assert g.data.label.tolist() == [0.0, 1.0] and g.data.msg.shape == (2, 0)
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("u,i,ts,label,idx\n1,2,3,0,1\n1,x,4,0,2\n", ":3: column 'i' = 'x' is not an integer"),
-    ("u,i,ts,label,idx\n1,2,3,0,1\n1,2,nan,0,2\n", ":3: column 'ts' = 'nan' is not finite"),
-    ("u,i,ts,label,idx\n1,2,3,0,1\n\n1,2,4,0\n", ":4: 4 fields, header has 5"),
-    ("a,b,c\n1,2,3\n", ":1: header"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("u,i,ts,label,idx\n1,2,3,0,1\n1,x,4,0,2\n", ":3: column 'i' = 'x' is not an integer"),
+        ("u,i,ts,label,idx\n1,2,3,0,1\n1,2,nan,0,2\n", ":3: column 'ts' = 'nan' is not finite"),
+        ("u,i,ts,label,idx\n1,2,3,0,1\n\n1,2,4,0\n", ":4: 4 fields, header has 5"),
+        ("a,b,c\n1,2,3\n", ":1: header"),
+    ],
+)
 def test_malformed_rows_name_their_line(tmp_path, text, needle):
     with pytest.raises(DataError, match=needle.replace("(", r"\(")):
         read_events(write(tmp_path, text))
@@ -137,8 +141,11 @@ def test_hist_rnd_negatives_by_hand():
     row = hist.sample(torch.tensor([5]), torch.tensor([10.0]), 3, rng)[0].tolist()
     assert row[0] == 6 and len(set(row)) == 3 and set(row[1:]) <= {2, 3, 4, 5, 7}
     # ratio 0: all uniform, none repeated, none real
-    row = HistoricalRandomNegatives(torch.arange(2, 8), src[:3], dst[:3], real, 0.0).sample(
-        torch.tensor([1]), torch.tensor([10.0]), 4, rng)[0].tolist()
+    row = (
+        HistoricalRandomNegatives(torch.arange(2, 8), src[:3], dst[:3], real, 0.0)
+        .sample(torch.tensor([1]), torch.tensor([10.0]), 4, rng)[0]
+        .tolist()
+    )
     assert len(set(row)) == 4 and not {2, 7} & set(row)
     with pytest.raises(RuntimeError, match="no 5 distinct admissible destinations for source 1"):
         hist.sample(torch.tensor([1]), torch.tensor([10.0]), 5, rng)

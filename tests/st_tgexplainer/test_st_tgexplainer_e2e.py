@@ -1,4 +1,5 @@
 """End to end: manual optimisation with two optimisers, the CLI with the tiny overlay, predict_cli with its PNG."""
+
 import json
 
 import lightning as L
@@ -24,15 +25,31 @@ def synthetic_csv(path, n_events=240, n_nodes=15, seed=0):
 
 
 def test_manual_optimisation_updates_model_and_discriminator_separately(tmp_path):
-    dm = TemporalLinkDataModule(path=str(synthetic_csv(tmp_path / "s.csv")), batch_size=32, num_neighbors=4,
-                                mrr_negatives=3)
+    dm = TemporalLinkDataModule(
+        path=str(synthetic_csv(tmp_path / "s.csv")), batch_size=32, num_neighbors=4, mrr_negatives=3
+    )
     dm.setup("fit")
-    model = STTGExplainer(num_nodes=dm.num_nodes, num_neighbors=4, hidden=8, time_dim=4,
-                          optimizer={"name": "adam", "lr": 1e-2}, disc_lr=1e-2, fidelity_levels=[0.2, 0.5])
+    model = STTGExplainer(
+        num_nodes=dm.num_nodes,
+        num_neighbors=4,
+        hidden=8,
+        time_dim=4,
+        optimizer={"name": "adam", "lr": 1e-2},
+        disc_lr=1e-2,
+        fidelity_levels=[0.2, 0.5],
+    )
     d0 = [p.detach().clone() for p in model.net.discriminator.parameters()]
     m0 = model.net.predictor.fc2.weight.detach().clone()
-    trainer = L.Trainer(accelerator="cpu", max_steps=2, limit_val_batches=0, limit_test_batches=1, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_steps=2,
+        limit_val_batches=0,
+        limit_test_batches=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(model, dm)
     main_opt, disc_opt = trainer.optimizers
     disc_ids = {id(p) for p in model.net.discriminator.parameters()}
@@ -49,8 +66,18 @@ def test_cli_tiny_train_then_predict(tmp_path):
     from zoo.cli import main
     from zoo.core.build import load_module
 
-    assert main(["train", "recipe=st-tgexplainer.yaml", "overlay=tiny/st-tgexplainer.yaml", f"out_dir={tmp_path}",
-                 "export.formats=[]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=st-tgexplainer.yaml",
+                "overlay=tiny/st-tgexplainer.yaml",
+                f"out_dir={tmp_path}",
+                "export.formats=[]",
+            ]
+        )
+        == 0
+    )
     run_dir = tmp_path / "st-tgexplainer-tiny" / "version_0"
     module, _ = load_module(str(run_dir), which="last")
     text = module.predict_cli(["1", "2", "1090000000", "top=5"], out_dir=str(tmp_path / "pred"))
@@ -75,8 +102,9 @@ def test_released_weights_predict_with_stability_split(tmp_path):
 
 
 def test_worker_processes_draw_different_negatives(tmp_path):
-    dm = TemporalLinkDataModule(path=str(synthetic_csv(tmp_path / "s.csv")), batch_size=32, num_neighbors=4,
-                                shuffle=False, num_workers=2)
+    dm = TemporalLinkDataModule(
+        path=str(synthetic_csv(tmp_path / "s.csv")), batch_size=32, num_neighbors=4, shuffle=False, num_workers=2
+    )
     dm.setup("fit")
     it = iter(dm.train_dataloader())
     first, second = next(it)["neg"], next(it)["neg"]  # batch 0 from worker 0, batch 1 from worker 1
@@ -88,7 +116,15 @@ def test_worker_processes_draw_different_negatives(tmp_path):
 def test_k_mismatch_is_one_line_exit_2(tmp_path, capsys):
     from zoo.cli import main as zoo_main
 
-    code = zoo_main(["train", "recipe=st-tgexplainer.yaml", "overlay=tiny/st-tgexplainer.yaml", "data.num_neighbors=5",
-                     f"out_dir={tmp_path}", "logger.kind=none"])
+    code = zoo_main(
+        [
+            "train",
+            "recipe=st-tgexplainer.yaml",
+            "overlay=tiny/st-tgexplainer.yaml",
+            "data.num_neighbors=5",
+            f"out_dir={tmp_path}",
+            "logger.kind=none",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "data.num_neighbors=5 differs from model.num_neighbors" in err and "Traceback" not in err

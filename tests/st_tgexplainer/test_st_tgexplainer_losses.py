@@ -1,4 +1,5 @@
 """Objectives and metrics against hand values and independent implementations."""
+
 import math
 
 import pytest
@@ -23,7 +24,8 @@ def test_kl_against_hand_value_and_torch_distributions():
     assert bernoulli_kl(s, 0.6).item() == pytest.approx(ref.item(), abs=1e-5)
     valid = torch.tensor([[True, False, False, False]])
     assert bernoulli_kl(s, 0.6, valid).item() == pytest.approx(
-        kl_divergence(Bernoulli(probs=torch.tensor(0.2)), Bernoulli(probs=torch.tensor(0.6))).item(), abs=1e-5)
+        kl_divergence(Bernoulli(probs=torch.tensor(0.2)), Bernoulli(probs=torch.tensor(0.6))).item(), abs=1e-5
+    )
 
 
 def test_r_schedule_values():

@@ -3,6 +3,7 @@
 A linear stand-in network (logit = sum of the kept tokens' weights, times their gates) makes every value computable
 by hand: ``fidelity_agreement`` and ``gradient_importance`` only need ``net(**inputs, keep=, gate=)["logit"]``.
 """
+
 import math
 
 import pytest
@@ -67,7 +68,7 @@ def test_stability_agreement_by_hand():
     assert out["rho_auc"] == pytest.approx(0.75)
     assert out["rho_spearman"] == pytest.approx(2 / math.sqrt(20))
     assert out["seen_rate"] == pytest.approx(0.5)
-    assert out["count_auc"] == pytest.approx(1.0)          # counts 5, 3 beat 0, 1
-    assert out["stability_auc"] == pytest.approx(0.25)     # reversing the scores reverses the AUC
+    assert out["count_auc"] == pytest.approx(1.0)  # counts 5, 3 beat 0, 1
+    assert out["stability_auc"] == pytest.approx(0.25)  # reversing the scores reverses the AUC
     one_class = stability_agreement(rho, torch.ones(4, dtype=torch.bool), counts=counts)
     assert one_class["seen_rate"] == 1.0 and math.isnan(one_class["rho_auc"]) and math.isnan(one_class["count_auc"])

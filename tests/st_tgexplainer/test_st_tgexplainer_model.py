@@ -1,4 +1,5 @@
 """Network pieces: frozen time encoding, token masks (2K per event), co-occurrence counts, weight injection."""
+
 import math
 
 import torch
@@ -19,15 +20,22 @@ def inputs(seed=0):
     valid = torch.rand(B, K, generator=g) > 0.3
     valid[:, -1] = True
     nbr = torch.randint(1, N + 1, (B, K), generator=g) * valid
-    return {"u": torch.randint(1, N + 1, (B,), generator=g), "v": torch.randint(1, N + 1, (B,), generator=g),
-            "t": torch.full((B,), 100.0), "u_nbr": nbr, "u_nbr_t": torch.rand(B, K, generator=g) * 90 * valid,
-            "u_valid": valid, "v_nbr": nbr.flip(0), "v_nbr_t": torch.rand(B, K, generator=g) * 90 * valid.flip(0),
-            "v_valid": valid.flip(0)}
+    return {
+        "u": torch.randint(1, N + 1, (B,), generator=g),
+        "v": torch.randint(1, N + 1, (B,), generator=g),
+        "t": torch.full((B,), 100.0),
+        "u_nbr": nbr,
+        "u_nbr_t": torch.rand(B, K, generator=g) * 90 * valid,
+        "u_valid": valid,
+        "v_nbr": nbr.flip(0),
+        "v_nbr_t": torch.rand(B, K, generator=g) * 90 * valid.flip(0),
+        "v_valid": valid.flip(0),
+    }
 
 
 def test_time_encoding_values_and_frozen():
     enc = TimeEncoder(4)
-    omega = [1.0, 10 ** -3, 10 ** -6, 10 ** -9]
+    omega = [1.0, 10**-3, 10**-6, 10**-9]
     dt = torch.tensor([0.0, 2.5e3])
     want = [[math.cos(w * x) for w in omega] for x in dt.tolist()]
     assert torch.allclose(enc(dt), torch.tensor(want), atol=1e-6)

@@ -1,4 +1,5 @@
 """SurvFD and SurvSHAP-IQ on the closed-form simulations: the paper's checks as tests (issue #16)."""
+
 import numpy as np
 import pytest
 import shapiq
@@ -26,7 +27,7 @@ def test_closed_form_cumulative_hazard_integrates_hazard():
 def test_sampled_times_follow_the_survival_function():
     sc = scenario(4)
     X, t, e = sc.sample(20000, seed=1)
-    for s in (5.0, 20.0, 60.0):          # no censoring before 70: empirical P(T > s) = mean_i S(s|x_i)
+    for s in (5.0, 20.0, 60.0):  # no censoring before 70: empirical P(T > s) = mean_i S(s|x_i)
         assert abs((t > s).mean() - sc.survival(X, [s]).mean()) < 0.015
     assert np.all(t[~e] == 70.0)
 
@@ -45,8 +46,10 @@ def test_moebius_matches_shapiq_and_reconstructs():
     coal = all_coalitions(3)
     lookup = {tuple(np.flatnonzero(c)): i for i, c in enumerate(coal)}
     for col in range(2):
+
         def game(C, col=col):
             return np.array([values[lookup[tuple(np.flatnonzero(c))], col] for c in C])
+
         mob = shapiq.ExactComputer(game, n_players=3)("Moebius", 3)
         for s, pos in mob.interaction_lookup.items():
             assert ours[lookup[s], col] == pytest.approx(mob.values[pos], abs=1e-12)
@@ -78,12 +81,12 @@ def test_theorem_3_2_on_a_fitted_cox_model():
 
 
 def test_theorem_3_3_asymmetric_propagation():
-    sc = asymmetry_scenario()     # Z = {x1, x3} time-dependent, {x1, x2, x3} time-independent
+    sc = asymmetry_scenario()  # Z = {x1, x3} time-dependent, {x1, x2, x3} time-independent
     X, _, _ = sc.sample(30, seed=0)
     part = classify_components(survfd(lambda Z: sc.log_hazard(Z, TIMES), X, BG, TIMES))
-    assert sc.true_partition()[(0,)] == "ti" and part[(0,)] == "td"      # downward: subset of Z looks td
+    assert sc.true_partition()[(0,)] == "ti" and part[(0,)] == "td"  # downward: subset of Z looks td
     assert part[(0, 2)] == "td" and part[(2,)] == "ti"
-    assert part[(0, 1, 2)] == "ti"                                       # upward: superset stays ti
+    assert part[(0, 1, 2)] == "ti"  # upward: superset stays ti
     # scenario 10 (outside Thm 3.2): the x1 x3^2 log(t+1) term propagates down to x1 the same way
     s10 = scenario(10)
     p10 = classify_components(survfd(lambda Z: s10.log_hazard(Z, TIMES), X, BG, TIMES))
@@ -97,7 +100,7 @@ def test_efficiency_at_every_time_point(index, order):
     for scale in ("survival", "hazard", "log_hazard"):
         c = survshap_iq(model.target(scale, TIMES), x, BG, TIMES, index=index, max_order=order)
         scale_size = np.abs(c.prediction).max()
-        assert np.abs(c.efficiency_gap()).max() < 1e-6 * max(1.0, scale_size)   # FSII: a least-squares solve
+        assert np.abs(c.efficiency_gap()).max() < 1e-6 * max(1.0, scale_size)  # FSII: a least-squares solve
 
 
 def test_vectorised_pass_equals_separate_shapiq_runs():
@@ -108,7 +111,7 @@ def test_vectorised_pass_equals_separate_shapiq_runs():
         b = survshap_iq_separate(f, x, BG, TIMES, index=index, approximator=approximator, budget=6)
         assert a.interactions == b.interactions
         assert np.allclose(a.values, b.values, atol=1e-12)
-    assert a.model_rows == 6 * len(BG)          # approximators: each budgeted coalition evaluated once for all t
+    assert a.model_rows == 6 * len(BG)  # approximators: each budgeted coalition evaluated once for all t
 
 
 def test_shapley_values_from_moebius():
@@ -117,14 +120,18 @@ def test_shapley_values_from_moebius():
     x = np.array([0.3, 1.1, -0.8])
     dec = survfd(lambda Z: sc.survival(Z, TIMES), x[None], BG, TIMES)
     sets = dec.sets()
-    sv = np.array([[sum(dec.components[0, m, t] / len(s) for m, s in enumerate(sets) if i in s)
-                    for i in range(3)] for t in range(len(TIMES))])
+    sv = np.array(
+        [
+            [sum(dec.components[0, m, t] / len(s) for m, s in enumerate(sets) if i in s) for i in range(3)]
+            for t in range(len(TIMES))
+        ]
+    )
     c = survshap_iq(ClosedFormModel(sc).target("survival", TIMES), x, BG, TIMES, index="SV", max_order=1)
     assert np.allclose(c.values, sv, atol=1e-12)
 
 
 def test_survival_scale_carries_interactions_log_hazard_does_not():
-    model, x = ClosedFormModel(scenario(3)), np.array([1.0, 1.0, 1.0])   # G has only the x1 x3 interaction
+    model, x = ClosedFormModel(scenario(3)), np.array([1.0, 1.0, 1.0])  # G has only the x1 x3 interaction
     lh = survshap_iq(model.target("log_hazard", TIMES), x, BG, TIMES)
     s = survshap_iq(model.target("survival", TIMES), x, BG, TIMES)
     pair = {k: i for i, k in enumerate(lh.interactions)}
@@ -148,7 +155,7 @@ def test_local_accuracy_cannot_fail_when_the_background_is_the_explained_set():
         for background, zero in ((pts, True), (X[ib], False)):
             curves = [survshap_iq(f, x, background, TIMES) for x in pts]
             exact = local_accuracy(F, np.stack([c.values.sum(1) for c in curves]))
-            wrong = local_accuracy(F, F - f(background).mean(axis=0))      # one player takes everything
+            wrong = local_accuracy(F, F - f(background).mean(axis=0))  # one player takes everything
             assert np.allclose(exact, wrong, atol=1e-12)
             assert np.allclose(exact, centring_gap(F, f(background).mean(axis=0)), atol=1e-12)
             assert (exact.max() < 1e-12) == zero
@@ -159,7 +166,7 @@ def test_centring_gap_by_hand_and_per_point_baselines():
     F = np.array([[1.0], [3.0]])
     assert centring_gap(F, np.array([2.0]))[0] == 0.0
     assert centring_gap(F, np.array([3.0]))[0] == pytest.approx(np.sqrt(1.0 / 5.0))
-    assert centring_gap(F, np.array([[1.0], [3.0]]))[0] == pytest.approx(np.sqrt(1.0 / 5.0))   # gaps -1, +1
+    assert centring_gap(F, np.array([[1.0], [3.0]]))[0] == pytest.approx(np.sqrt(1.0 / 5.0))  # gaps -1, +1
 
 
 def test_disjoint_split_refuses_overlap():
@@ -175,8 +182,9 @@ def test_local_accuracy_hand_values():
     assert local_accuracy(F, np.zeros((2, 1)))[0] == pytest.approx(np.sqrt(1.0 / 5.0))
 
 
-@pytest.mark.parametrize("index,order", [("SV", 1), ("k-SII", 2), ("k-SII", 3), ("FSII", 2), ("STII", 2),
-                                         ("SII", 2), ("Moebius", 4)])
+@pytest.mark.parametrize(
+    "index,order", [("SV", 1), ("k-SII", 2), ("k-SII", 3), ("FSII", 2), ("STII", 2), ("SII", 2), ("Moebius", 4)]
+)
 def test_index_operator_equals_shapiq_on_a_random_game(index, order):
     from zoo.methods.survshap_iq.explain import index_operator
 

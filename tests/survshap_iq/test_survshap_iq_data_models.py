@@ -1,4 +1,5 @@
 """Survival data (shipped sets, user CSV validation), the nets' losses and predictions, and the sksurv wrappers."""
+
 import numpy as np
 import pytest
 import torch
@@ -11,8 +12,17 @@ from zoo.methods.survshap_iq.simulation import scenario
 from zoo.methods.survshap_iq.survival_models import SksurvModel, grid_hazard, step_at
 
 
-@pytest.mark.parametrize("name,rows,p", [("gbsg2", 686, 8), ("whas500", 500, 14), ("veterans", 137, 6),
-                                         ("flchain", 6524, 8), ("aids", 1151, 11), ("breast-cancer", 198, 80)])
+@pytest.mark.parametrize(
+    "name,rows,p",
+    [
+        ("gbsg2", 686, 8),
+        ("whas500", 500, 14),
+        ("veterans", 137, 6),
+        ("flchain", 6524, 8),
+        ("aids", 1151, 11),
+        ("breast-cancer", 198, 80),
+    ],
+)
 def test_shipped_datasets(name, rows, p):
     dm = SurvivalDataModule(dataset=name)
     n = len(dm.time_train) + len(dm.time_val) + len(dm.time_test)
@@ -32,13 +42,16 @@ def test_user_csv_reads_and_codes_categories(tmp_path):
     assert e.tolist() == [True, False]
 
 
-@pytest.mark.parametrize("body,needle", [
-    ("time,event,age\n-1,1,60\n", "d.csv:2: column 'time': time must be a finite number >= 0, got '-1'"),
-    ("time,event,age\nsoon,1,60\n", "d.csv:2: column 'time': 'soon' is not a number"),
-    ("time,event,age\n1,1,60\n2,2,61\n", "d.csv:3: column 'event': event must be 0 or 1, got '2'"),
-    ("time,event,age\n1,1,60\n2,0,NA\n", "d.csv:3: column 'age': missing value"),
-    ("time,status,age\n1,1,60\n", "missing column(s) ['event']"),
-])
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        ("time,event,age\n-1,1,60\n", "d.csv:2: column 'time': time must be a finite number >= 0, got '-1'"),
+        ("time,event,age\nsoon,1,60\n", "d.csv:2: column 'time': 'soon' is not a number"),
+        ("time,event,age\n1,1,60\n2,2,61\n", "d.csv:3: column 'event': event must be 0 or 1, got '2'"),
+        ("time,event,age\n1,1,60\n2,0,NA\n", "d.csv:3: column 'age': missing value"),
+        ("time,status,age\n1,1,60\n", "missing column(s) ['event']"),
+    ],
+)
 def test_user_csv_errors_name_line_and_column(tmp_path, body, needle):
     with pytest.raises(DataError, match=None) as err:
         SurvivalDataModule(path=_csv(tmp_path, body))
@@ -85,7 +98,7 @@ def test_cox_log_hazard_stays_additive_where_survival_underflows():
     sc = scenario(1)
     X, t, e = sc.sample(500, seed=0)
     m = SksurvModel("coxph").fit(X, t, e)
-    Z = np.array([[0.0, 0.0, 0.0], [3.0, -3.0, -3.0]])           # the second: x'beta ~ 5, S(69) ~ 1e-30
+    Z = np.array([[0.0, 0.0, 0.0], [3.0, -3.0, -3.0]])  # the second: x'beta ~ 5, S(69) ~ 1e-30
     times = np.linspace(1.0, 69.0, 41)
     assert m.predict_survival(Z, times)[1, -1] < 1e-12
     rest = m.predict_log_hazard(Z, times) - (Z @ m.estimator.coef_)[:, None]

@@ -1,4 +1,5 @@
 """train.py on the simulation recipe (tiny), the files it writes, reloading the run and `zoo predict` for a patient."""
+
 import csv
 import json
 
@@ -10,8 +11,18 @@ from zoo.core.build import load_module
 
 
 def test_simulation_recipe_writes_curves_and_predicts(tmp_path, capsys):
-    assert main(["train", "recipe=survshap-iq-simulation.yaml", "overlay=tiny/survshap-iq-simulation.yaml",
-                 f"out_dir={tmp_path}", "export.formats=[]"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "recipe=survshap-iq-simulation.yaml",
+                "overlay=tiny/survshap-iq-simulation.yaml",
+                f"out_dir={tmp_path}",
+                "export.formats=[]",
+            ]
+        )
+        == 0
+    )
     run = tmp_path / "survshap-iq-simulation-tiny" / "version_0"
     out = run / "survshap_iq"
     rows = list(csv.DictReader((out / "curves.csv").read_text().splitlines()))
@@ -31,7 +42,7 @@ def test_simulation_recipe_writes_curves_and_predicts(tmp_path, capsys):
     assert main(["predict", str(run), "x1=1.5", "x3=-0.5", "--out-dir", str(tmp_path / "pred")]) == 0
     text = capsys.readouterr().out
     assert "largest k-SII" in text and (tmp_path / "pred" / "patient_survival.png").is_file()
-    assert main(["predict", str(run), "age=3"]) == 2          # unknown feature: a user error, not a traceback
+    assert main(["predict", str(run), "age=3"]) == 2  # unknown feature: a user error, not a traceback
 
 
 def test_bad_explain_key_fails_before_training(tmp_path):
@@ -45,7 +56,11 @@ def test_bad_user_csv_fails_before_a_run_directory(tmp_path, capsys):
     bad = tmp_path / "patients.csv"
     bad.write_text("time,event,age\n12,1,60\n-3,0,55\n")
     out = tmp_path / "runs"
-    assert main(["train", "recipe=survshap-iq.yaml", "overlay=tiny/survshap-iq.yaml", f"data.path={bad}",
-                 f"out_dir={out}"]) == 2
+    assert (
+        main(
+            ["train", "recipe=survshap-iq.yaml", "overlay=tiny/survshap-iq.yaml", f"data.path={bad}", f"out_dir={out}"]
+        )
+        == 2
+    )
     assert "patients.csv:3: column 'time'" in capsys.readouterr().err
     assert not out.exists() or not any(out.rglob("config.yaml"))

@@ -4,6 +4,7 @@ standardisation, background and time grid). Killed during a validation, the resu
 validation, which used to leave the baseline of the validation before it in the final checkpoint (``bh_cumhaz`` off
 by 0.012 with equal weights); resumed from an epoch-end checkpoint, Lightning used to hand the sampler the finished
 epoch's number and the next epoch replayed its order."""
+
 import os
 import subprocess
 import sys
@@ -16,17 +17,26 @@ from zoo.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 # GBSG2's 446 training rows in batches of 128: 4 batches an epoch (the last one partial); validation every 2 batches
-COMMON = ["recipe=survshap-iq.yaml", "overlay=tiny/survshap-iq.yaml", "trainer.max_epochs=-1", "data.batch_size=128",
-          "model.explain.n_points=0", "export.formats=[]", "logger.kind=none"]
+COMMON = [
+    "recipe=survshap-iq.yaml",
+    "overlay=tiny/survshap-iq.yaml",
+    "trainer.max_epochs=-1",
+    "data.batch_size=128",
+    "model.explain.n_points=0",
+    "export.formats=[]",
+    "logger.kind=none",
+]
 # train.py with a callback that SIGKILLs the process when the hook argv[1] starts at optimiser step argv[2]
-KILL = ("import os, signal, sys\n"
-        "import lightning as L\n"
-        "from zoo.cli import compose_and_validate\n"
-        "from zoo.core.build import train\n"
-        "def kill(self, trainer, *args):\n"
-        "    if trainer.global_step == int(sys.argv[2]):\n"
-        "        os.kill(os.getpid(), signal.SIGKILL)\n"
-        "train(compose_and_validate(sys.argv[3:]), callbacks=[type('Kill', (L.Callback,), {sys.argv[1]: kill})()])\n")
+KILL = (
+    "import os, signal, sys\n"
+    "import lightning as L\n"
+    "from zoo.cli import compose_and_validate\n"
+    "from zoo.core.build import train\n"
+    "def kill(self, trainer, *args):\n"
+    "    if trainer.global_step == int(sys.argv[2]):\n"
+    "        os.kill(os.getpid(), signal.SIGKILL)\n"
+    "train(compose_and_validate(sys.argv[3:]), callbacks=[type('Kill', (L.Callback,), {sys.argv[1]: kill})()])\n"
+)
 
 
 def _last(out: Path) -> dict:
@@ -34,8 +44,10 @@ def _last(out: Path) -> dict:
 
 
 # (hook the kill happens in, at step, max_steps, checkpoint.every_n_train_steps, step of the checkpoint resumed from)
-CASES = {"killed-in-validation": ("on_validation_start", 8, 9, 4, 8),
-         "epoch-end-checkpoint": pytest.param(("on_train_batch_start", 6, 11, 50, 4), marks=pytest.mark.slow)}
+CASES = {
+    "killed-in-validation": ("on_validation_start", 8, 9, 4, 8),
+    "epoch-end-checkpoint": pytest.param(("on_train_batch_start", 6, 11, 50, 4), marks=pytest.mark.slow),
+}
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
@@ -44,8 +56,15 @@ def test_sigkill_then_resume_matches_the_uninterrupted_run(tmp_path, case):
     args = [*COMMON, f"trainer.max_steps={max_steps}", f"checkpoint.every_n_train_steps={every}"]
     assert main(["train", *args, f"out_dir={tmp_path / 'straight'}"]) == 0
     env = {k: v for k, v in os.environ.items() if k != "ZOO_RUN_DIR"}
-    out = subprocess.run([sys.executable, "-c", KILL, hook, str(kill), *args, f"out_dir={tmp_path / 'killed'}"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", KILL, hook, str(kill), *args, f"out_dir={tmp_path / 'killed'}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == -9, out.stderr[-2000:]
     assert _last(tmp_path / "killed")["global_step"] == resumed_from
     assert main(["train", *args, f"out_dir={tmp_path / 'killed'}", "resume=auto"]) == 0

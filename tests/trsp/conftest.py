@@ -1,4 +1,5 @@
 """Small instances for the trsp tests: Euclidean, clustered Euclidean, shortest paths on random graphs."""
+
 import numpy as np
 from scipy.sparse.csgraph import shortest_path
 

@@ -1,4 +1,5 @@
 """Costs by hand: a 4-point line, haversine walking, the metric check."""
+
 import numpy as np
 import pytest
 

@@ -1,4 +1,5 @@
 """Readers (shipped commutes, the authors' format, trip/stop CSVs), their errors, and the module end to end."""
+
 import numpy as np
 import pytest
 
@@ -21,22 +22,24 @@ def test_commuting_od_instance_is_real_and_seeded():
 def test_authors_candidate_design_draws_stops_from_the_point_pool():
     """candidates="pool": m stops drawn from the pool's endpoints (some travellers then stand on a stop, which the
     tract centroids never allowed); "endpoints": every stop is one of the travellers' own endpoints."""
-    pool = commuting_od_instance("autauga", n_travellers=30, n_candidates=100, seed=2, candidates="pool",
-                                 pool_size=200)
-    again = commuting_od_instance("autauga", n_travellers=30, n_candidates=100, seed=2, candidates="pool",
-                                  pool_size=200)
+    pool = commuting_od_instance("autauga", n_travellers=30, n_candidates=100, seed=2, candidates="pool", pool_size=200)
+    again = commuting_od_instance(
+        "autauga", n_travellers=30, n_candidates=100, seed=2, candidates="pool", pool_size=200
+    )
     assert (pool.n, pool.m) == (30, 100) and np.array_equal(pool.stops, again.stops)
     assert len(set(pool.names)) == 100 and all(nm[0] in "od" for nm in pool.names)
     ends = np.concatenate([pool.trips[:, :2], pool.trips[:, 2:]])
     on_stop = (np.abs(ends[:, None, :] - pool.stops[None]).max(-1) < 1e-12).any(1)
     assert 0 < on_stop.sum() < 60  # a few of the 60 endpoints are among the 100 of 400 pool points drawn
-    own = commuting_od_instance("autauga", n_travellers=30, n_candidates=40, seed=2, candidates="endpoints",
-                                pool_size=200)
+    own = commuting_od_instance(
+        "autauga", n_travellers=30, n_candidates=40, seed=2, candidates="endpoints", pool_size=200
+    )
     ends = np.concatenate([own.trips[:, :2], own.trips[:, 2:]])
     assert (np.abs(own.stops[:, None, :] - ends[None]).max(-1) < 1e-12).any(1).all()
     assert np.isclose(np.minimum(own.walk_a.min(1), own.walk_b.min(1)), 0).sum() >= 20
-    dm = TrSPDataModule(county="autauga", n_travellers=30, n_candidates=40, seed=2, candidates="endpoints",
-                        pool_size=200)
+    dm = TrSPDataModule(
+        county="autauga", n_travellers=30, n_candidates=40, seed=2, candidates="endpoints", pool_size=200
+    )
     dm.setup()
     assert np.array_equal(dm.instance.stops, own.stops)
     with pytest.raises(ValueError, match="pool_size"):
@@ -75,7 +78,9 @@ def test_authors_format_errors_name_file_line_column(tmp_path):
     V = W.copy()
     V[0, 3] = V[3, 0] = 5000.0  # 0 -> 3 longer than 0 -> 1 -> 3
     write_authors(tmp_path / "nm", V, W)
-    with pytest.raises(DataError, match=r"matrix_pedestrian_sec\.npz: triangle inequality broken .* \(i=0, j=\d, k=3\)"):
+    with pytest.raises(
+        DataError, match=r"matrix_pedestrian_sec\.npz: triangle inequality broken .* \(i=0, j=\d, k=3\)"
+    ):
         authors_instance(str(tmp_path / "nm"))
     assert not authors_instance(str(tmp_path / "nm"), allow_non_metric=True).metric
 
@@ -95,8 +100,10 @@ def test_csv_errors_name_file_line_column(tmp_path):
 
 
 def test_train_then_predict_routes(tmp_path, capsys):
-    assert main(["train", "recipe=trsp-gc.yaml", "overlay=tiny/trsp-gc.yaml", f"out_dir={tmp_path}",
-                 "export.formats=[]"]) == 0
+    assert (
+        main(["train", "recipe=trsp-gc.yaml", "overlay=tiny/trsp-gc.yaml", f"out_dir={tmp_path}", "export.formats=[]"])
+        == 0
+    )
     run = next(tmp_path.glob("*/version_0"))
     assert (run / "trsp" / "audit.json").is_file() and (run / "trsp" / "map.png").is_file()
     trips = tmp_path / "trips.csv"

@@ -1,4 +1,5 @@
 """The paper's theorems as tests on many small instances (Euclidean, clustered, graph shortest paths, real)."""
+
 import itertools
 import math
 
@@ -59,8 +60,9 @@ def test_hybrid_at_lambda_zero_is_eca_and_tiny_lambda_is_close():
 
 def test_optimal_jr_is_at_most_ecas_and_at_least_one():
     for inst, k in list(instances(8, n=8, m=6)):
-        best = min(jr_factor(inst, Y, k)[0] for size in range(k + 1)
-                   for Y in itertools.combinations(range(inst.m), size))
+        best = min(
+            jr_factor(inst, Y, k)[0] for size in range(k + 1) for Y in itertools.combinations(range(inst.m), size)
+        )
         assert 1.0 <= best <= jr_factor(inst, eca(inst, k).stops, k)[0] + 1e-12
 
 
@@ -82,7 +84,8 @@ def test_core_ilp_equals_brute_force(solver):
             Y = place(inst, alg, k, seed=3).stops
             for beta in (1.0, 2.0):
                 assert core_alpha(inst, Y, k, beta, solver)[0] == pytest.approx(
-                    core_alpha_bruteforce(inst, Y, k, beta), abs=1e-12)
+                    core_alpha_bruteforce(inst, Y, k, beta), abs=1e-12
+                )
 
 
 def naive_eca(inst, k):

@@ -1,4 +1,5 @@
 """The temporal cross-attention adapter: identity at gate 0, attention only along time per patch position."""
+
 import torch
 
 from zoo.methods.watchlog.adapter import TemporalCrossAttention
@@ -33,10 +34,10 @@ def test_attention_is_over_time_for_a_fixed_position():
         ad.gate.fill_(1.0)
     z = torch.randn(1, 6, 5, 16)
     z2 = z.clone()
-    z2[0, 2, 3] += 1.0                                                  # perturb frame 2 at position 3
-    d = (ad(z2) - ad(z)).abs().sum(-1)[0]                                # (T, N)
-    assert torch.all(d[:, [0, 1, 2, 4]] == 0)                            # other positions: untouched at every frame
-    assert torch.all(d[[0, 1, 3, 4, 5], 3] > 0)                          # same position: every other frame changes
+    z2[0, 2, 3] += 1.0  # perturb frame 2 at position 3
+    d = (ad(z2) - ad(z)).abs().sum(-1)[0]  # (T, N)
+    assert torch.all(d[:, [0, 1, 2, 4]] == 0)  # other positions: untouched at every frame
+    assert torch.all(d[[0, 1, 3, 4, 5], 3] > 0)  # same position: every other frame changes
 
 
 def test_attention_weights_rows_sum_to_one_and_skip_padding():
@@ -47,7 +48,7 @@ def test_attention_weights_rows_sum_to_one_and_skip_padding():
     _, attn = ad.attend(z, mask)
     assert attn.shape == (2, 3, 2, 4, 4)
     torch.testing.assert_close(attn.sum(-1), torch.ones(2, 3, 2, 4))
-    assert torch.all(attn[0, :, :, :3, 3] == 0)                          # real frames never attend to padding
+    assert torch.all(attn[0, :, :, :3, 3] == 0)  # real frames never attend to padding
 
 
 def test_identical_frames_give_uniform_attention():

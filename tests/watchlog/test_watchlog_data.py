@@ -1,4 +1,5 @@
 """Event files, labels, windows, recording splits, explanation targets and evidence precision."""
+
 import json
 
 import pytest
@@ -19,8 +20,15 @@ def _events(n_rec=3, per_host=5):
     for r in range(n_rec):
         for i in range(per_host):
             for h in ("A", "B"):
-                rows.append({"dataset": f"rec{r}", "host": h, "event_id": 1, "image": f"p{i}.exe",
-                             "label": int(h == "B" and i == 2)})
+                rows.append(
+                    {
+                        "dataset": f"rec{r}",
+                        "host": h,
+                        "event_id": 1,
+                        "image": f"p{i}.exe",
+                        "label": int(h == "B" and i == 2),
+                    }
+                )
     return rows
 
 
@@ -59,7 +67,7 @@ def test_windows_per_host_with_labels_and_techniques(tmp_path):
     assert all(log.events[i]["host"] == w.group for w in ws for i in w.event_idx)
     assert [w.label for w in ws] == [0, 0, 0, 0, 1, 0]
     assert [w.technique for w in ws] == ["none"] * 4 + ["T1003", "none"]
-    assert len(make_windows(log, window=4, stride=2)) == 4      # starts 0, 2 per host (the tail is covered)
+    assert len(make_windows(log, window=4, stride=2)) == 4  # starts 0, 2 per host (the tail is covered)
 
 
 def test_split_by_recording_never_leaks():
@@ -77,13 +85,20 @@ def test_split_by_recording_never_leaks():
 
 def test_datamodule_items(tmp_path):
     p = _write(tmp_path / "ev.jsonl", _events(4, 6))
-    dm = WatchLogDataModule(path=str(p), metadata_path=None, window=4, token_len=8, batch_size=2,
-                            test_recordings=["rec3"], deduplicate=False)   # every recording repeats the same events
+    dm = WatchLogDataModule(
+        path=str(p),
+        metadata_path=None,
+        window=4,
+        token_len=8,
+        batch_size=2,
+        test_recordings=["rec3"],
+        deduplicate=False,
+    )  # every recording repeats the same events
     dm.setup()
     assert {w.recording for w in dm.splits["test"].windows} == {"rec3"}
     train_recs = {w.recording for w in dm.splits["train"].windows}
     assert "rec3" not in train_recs and not train_recs & {w.recording for w in dm.splits["val"].windows}
-    item = dm.splits["test"][1]                                 # host A, events 4-5 (padded to 4 frames)
+    item = dm.splits["test"][1]  # host A, events 4-5 (padded to 4 frames)
     assert item["frames"].shape == (4, 32, 128) and item["tokens"].shape == (4, 8)
     assert item["mask"].tolist() == [True, True, False, False]
     assert item["event_labels"].tolist() == [0, 0, -1, -1]
@@ -92,7 +107,7 @@ def test_datamodule_items(tmp_path):
 
 def test_serialised_tokens_start_with_separator_and_skip_reserved():
     ids = serialise_tokens({"image": "a.exe", "label": 1, "host": "h"}, 100, 50)
-    assert ids[0] == 1 and all(2 <= i < 100 for i in ids[1:]) and len(ids) == 4   # "image", "=", "a.exe"
+    assert ids[0] == 1 and all(2 <= i < 100 for i in ids[1:]) and len(ids) == 4  # "image", "=", "a.exe"
     assert len(serialise_tokens({"x": " ".join("w" * i for i in range(1, 40))}, 100, 5)) == 5
 
 
@@ -100,8 +115,11 @@ def test_explanation_roundtrip_and_evidence_precision():
     t = explanation_target(1, "T1003.001", [2, 5, 6, 7, 9])
     assert t == "verdict: malicious ; technique: t1003.001 ; evidence: #2 #5 #6 #7"
     assert parse_explanation(t) == {"verdict": "malicious", "technique": "t1003.001", "evidence": [2, 5, 6, 7]}
-    assert parse_explanation(explanation_target(0, "none", [])) == {"verdict": "benign", "technique": "none",
-                                                                     "evidence": []}
+    assert parse_explanation(explanation_target(0, "none", [])) == {
+        "verdict": "benign",
+        "technique": "none",
+        "evidence": [],
+    }
     assert parse_explanation("garbage")["verdict"] is None
     assert parse_explanation("verdict: malicious ; technique: x ; evidence: #2 #7 #10 #10 #2")["evidence"] == [2, 7, 10]
     prec, n = evidence_precision([[0, 1], [3], [9]], [[1, 0, 1], [0, 0, 0, 1], [1]])
@@ -112,8 +130,8 @@ def test_balanced_sampler_draws_the_requested_malicious_fraction():
     labels = [1] * 10 + [0] * 90
     idx = list(balanced_sampler(labels * 50, 0.5, seed=0))
     frac = sum(labels[i % 100] for i in idx) / len(idx)
-    assert len(idx) == 5000 and abs(frac - 0.5) < 0.03                     # ~0.10 without resampling
-    assert idx == list(balanced_sampler(labels * 50, 0.5, seed=0))         # seeded
+    assert len(idx) == 5000 and abs(frac - 0.5) < 0.03  # ~0.10 without resampling
+    assert idx == list(balanced_sampler(labels * 50, 0.5, seed=0))  # seeded
     with pytest.raises(ValueError, match="malicious_fraction=0.5 needs malicious and benign"):
         balanced_sampler([0, 0, 0], 0.5, seed=0)
     with pytest.raises(ValueError, match="data.malicious_fraction must lie in"):

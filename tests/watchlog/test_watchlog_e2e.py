@@ -1,4 +1,5 @@
 """End to end with the tiny overlay: train the SFT recipe in-process on the real-event sample, then predict."""
+
 from zoo.cli import main
 
 
@@ -10,5 +11,5 @@ def test_train_and_predict_tiny(tmp_path, capsys):
     main(["predict", str(run), "data/mordor-sysmon/sample.jsonl.gz", "--out-dir", str(tmp_path / "pred")])
     out = capsys.readouterr().out
     assert out.count("window ") >= 30 and "explanation:" in out
-    assert "lines 1-16]" in out                                   # line numbers of the user's file
+    assert "lines 1-16]" in out  # line numbers of the user's file
     assert (tmp_path / "pred" / "watchlog_clip.png").stat().st_size > 1000

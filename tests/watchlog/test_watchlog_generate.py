@@ -1,4 +1,5 @@
 """Greedy explanations through transformers' ``generate(inputs_embeds=...)`` equal a hand-written greedy loop."""
+
 import pytest
 import torch
 
@@ -19,7 +20,7 @@ def reference_ids(lm, builder, visual, max_new_tokens, prefix=""):
         x = torch.cat([x, embed(pre)[None].expand(x.shape[0], -1, -1)], 1)
     rows = []
     for b in range(x.shape[0]):
-        seq, ids = x[b:b + 1], []
+        seq, ids = x[b : b + 1], []
         for _ in range(max_new_tokens):
             nxt = int(lm(inputs_embeds=seq).logits[0, -1].argmax())
             if nxt == builder.eos:
@@ -31,8 +32,10 @@ def reference_ids(lm, builder, visual, max_new_tokens, prefix=""):
 
 
 def reference_greedy(lm, builder, visual, max_new_tokens, prefix=""):
-    return [(prefix + builder.tok.decode(ids, skip_special_tokens=True)).strip()
-            for ids in reference_ids(lm, builder, visual, max_new_tokens, prefix)]
+    return [
+        (prefix + builder.tok.decode(ids, skip_special_tokens=True)).strip()
+        for ids in reference_ids(lm, builder, visual, max_new_tokens, prefix)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +48,9 @@ def model():
 def test_generate_matches_the_greedy_loop(model, prefix):
     torch.manual_seed(1)
     visual = torch.randn(3, 4, model.lm.config.hidden_size)
-    assert greedy_generate(model.lm, model.builder, visual, 6, prefix) == \
-        reference_greedy(model.lm, model.builder, visual, 6, prefix)
+    assert greedy_generate(model.lm, model.builder, visual, 6, prefix) == reference_greedy(
+        model.lm, model.builder, visual, 6, prefix
+    )
 
 
 def test_rows_stop_at_their_own_eos(model, monkeypatch):
@@ -58,7 +62,9 @@ def test_rows_stop_at_their_own_eos(model, monkeypatch):
     monkeypatch.setattr(model.builder, "eos", free[0][4])
     stopped = greedy_generate(model.lm, model.builder, visual, 8)
     assert stopped == reference_greedy(model.lm, model.builder, visual, 8)
-    assert stopped[0] == model.builder.tok.decode(free[0][:free[0].index(free[0][4])], skip_special_tokens=True).strip()
+    assert (
+        stopped[0] == model.builder.tok.decode(free[0][: free[0].index(free[0][4])], skip_special_tokens=True).strip()
+    )
 
 
 def test_no_new_tokens_returns_the_prefix(model):

@@ -1,4 +1,5 @@
 """WatchLog's table metrics (scikit-learn backed) on hand-worked cases, and the validation-calibrated threshold."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -8,14 +9,17 @@ from zoo.methods.watchlog.metrics import best_f1_threshold, classification_metri
 from zoo.methods.watchlog.module import WatchLogModule
 
 
-@pytest.mark.parametrize(("threshold", "expected"), [
-    # prob >= t flags; labels [1, 0, 1, 1, 0, 0]
-    (0.5, {"accuracy": 4 / 6, "precision": 2 / 3, "recall": 2 / 3, "f1": 2 / 3}),   # flags 0.9, 0.8, 0.6
-    (0.85, {"accuracy": 4 / 6, "precision": 1.0, "recall": 1 / 3, "f1": 0.5}),      # flags 0.9 only
-    (0.6, {"accuracy": 4 / 6, "precision": 2 / 3, "recall": 2 / 3, "f1": 2 / 3}),   # the boundary is inclusive
-    (0.0, {"accuracy": 0.5, "precision": 0.5, "recall": 1.0, "f1": 2 / 3}),         # everything flagged
-    (0.95, {"accuracy": 0.5, "precision": 0.0, "recall": 0.0, "f1": 0.0}),          # nothing flagged: 0, not NaN
-])
+@pytest.mark.parametrize(
+    ("threshold", "expected"),
+    [
+        # prob >= t flags; labels [1, 0, 1, 1, 0, 0]
+        (0.5, {"accuracy": 4 / 6, "precision": 2 / 3, "recall": 2 / 3, "f1": 2 / 3}),  # flags 0.9, 0.8, 0.6
+        (0.85, {"accuracy": 4 / 6, "precision": 1.0, "recall": 1 / 3, "f1": 0.5}),  # flags 0.9 only
+        (0.6, {"accuracy": 4 / 6, "precision": 2 / 3, "recall": 2 / 3, "f1": 2 / 3}),  # the boundary is inclusive
+        (0.0, {"accuracy": 0.5, "precision": 0.5, "recall": 1.0, "f1": 2 / 3}),  # everything flagged
+        (0.95, {"accuracy": 0.5, "precision": 0.0, "recall": 0.0, "f1": 0.0}),  # nothing flagged: 0, not NaN
+    ],
+)
 def test_classification_metrics_hand_values(threshold, expected):
     prob = torch.tensor([0.9, 0.8, 0.2, 0.6, 0.1, 0.4])
     lab = torch.tensor([1, 0, 1, 1, 0, 0])
@@ -23,16 +27,21 @@ def test_classification_metrics_hand_values(threshold, expected):
 
 
 def test_classification_metrics_degenerate_inputs():
-    assert classification_metrics(torch.tensor([]), torch.tensor([])) == {"accuracy": 0.0, "precision": 0.0,
-                                                                          "recall": 0.0, "f1": 0.0}
+    assert classification_metrics(torch.tensor([]), torch.tensor([])) == {
+        "accuracy": 0.0,
+        "precision": 0.0,
+        "recall": 0.0,
+        "f1": 0.0,
+    }
     no_pos = classification_metrics(torch.tensor([0.7, 0.2]), torch.tensor([0, 0]))
     assert no_pos == pytest.approx({"accuracy": 0.5, "precision": 0.0, "recall": 0.0, "f1": 0.0})
 
 
 def test_best_f1_threshold_hand_values_and_ties():
     # labels [1, 0, 1, 1, 0]: thresholds 0.9 -> F1 0.5, 0.8 -> 0.4, 0.6 -> 2/3, 0.3 -> 6/7, 0.1 -> 0.75
-    assert best_f1_threshold(torch.tensor([0.9, 0.8, 0.3, 0.6, 0.1]), torch.tensor([1, 0, 1, 1, 0])) == \
-        pytest.approx(0.3)
+    assert best_f1_threshold(torch.tensor([0.9, 0.8, 0.3, 0.6, 0.1]), torch.tensor([1, 0, 1, 1, 0])) == pytest.approx(
+        0.3
+    )
     # a tie in F1 between 0.7 (F1 2/3: one of two positives, no false positive) and 0.2 (F1 2/3: both positives,
     # two false positives): the lowest is returned
     prob, lab = torch.tensor([0.7, 0.5, 0.4, 0.2]), torch.tensor([1, 0, 0, 1])
@@ -50,8 +59,11 @@ def _fake(stage: str, probs: list[float], labels: list[int]):
     windows = [SimpleNamespace(label=v) for v in labels]
     ds = type("DS", (), {"windows": windows, "__len__": lambda self: len(windows)})()
     dm = SimpleNamespace(setup=lambda: None, splits={"val": ds})
-    module = SimpleNamespace(hparams=SimpleNamespace(stage=stage), threshold=torch.tensor(0.5),
-                             predict_dataset=lambda d, explain=False: [{"prob": p} for p in probs])
+    module = SimpleNamespace(
+        hparams=SimpleNamespace(stage=stage),
+        threshold=torch.tensor(0.5),
+        predict_dataset=lambda d, explain=False: [{"prob": p} for p in probs],
+    )
     return module, dm
 
 

@@ -1,4 +1,5 @@
 """The module: stage chaining by init_from, the prompt layout, detection metrics, option errors."""
+
 import pytest
 import torch
 
@@ -19,7 +20,7 @@ def test_stage1_weights_load_into_stage2_keeping_the_decoder():
     own = s2.state_dict()
     assert all(torch.equal(own[k], v) for k, v in s1.state_dict().items())
     assert all(torch.equal(own[k], v) for k, v in lm_before.items())
-    assert "lm.lm_head.weight" not in own                                  # tied weight stored once
+    assert "lm.lm_head.weight" not in own  # tied weight stored once
     assert s2.lm.lm_head.weight is s2.lm.get_input_embeddings().weight
     trainable = {n.split(".")[0] for n, p in s2.named_parameters() if p.requires_grad}
     assert trainable == {"projector"}
@@ -69,8 +70,12 @@ def test_option_errors():
 
 def test_frame_stride_keeps_every_other_frame():
     m = WatchLogModule(encoder=ENC, window=4, frame_stride=2)
-    batch = {"frames": torch.rand(2, 4, 32, 128), "mask": torch.ones(2, 4, dtype=torch.bool),
-             "event_labels": torch.tensor([[0, 1, 0, 1], [1, 0, 0, 0]]), "label": torch.tensor([1, 1])}
+    batch = {
+        "frames": torch.rand(2, 4, 32, 128),
+        "mask": torch.ones(2, 4, dtype=torch.bool),
+        "event_labels": torch.tensor([[0, 1, 0, 1], [1, 0, 0, 0]]),
+        "label": torch.tensor([1, 1]),
+    }
     x, mask, ev = m._inputs(batch)
     assert x.shape == (2, 2, 32, 128) and ev.tolist() == [[0, 0], [1, 0]]
     assert m(x, mask).shape == (2,)
@@ -81,18 +86,24 @@ def test_answer_prefix_tokenises_like_the_start_of_a_training_answer():
     for verdict in ("malicious", "benign"):
         pre = m.builder.answer_prefix_ids(f"verdict: {verdict} ;")
         full = m.builder.answer_ids([f"verdict: {verdict} ; technique: t1003 ; evidence: #2"], 40)[0].tolist()
-        assert full[:len(pre)] == pre
+        assert full[: len(pre)] == pre
 
 
 def test_grounded_verdict_follows_the_detection_threshold():
     torch.manual_seed(0)
     m = WatchLogModule(stage="sft", encoder=ENC, window=4, decoder=TINY).eval()
     frames, mask = torch.rand(2, 4, 32, 128), torch.ones(2, 4, dtype=torch.bool)
-    det = m._detection({"frames": frames, "mask": mask, "event_labels": torch.zeros(2, 4, dtype=torch.long),
-                        "label": torch.full((2,), -1)})
+    det = m._detection(
+        {
+            "frames": frames,
+            "mask": mask,
+            "event_labels": torch.zeros(2, 4, dtype=torch.long),
+            "label": torch.full((2,), -1),
+        }
+    )
     p = torch.sigmoid(det["win_logit"])
     assert p[0] != p[1]
-    m.threshold.fill_(float(p.max()))                                       # one window above, one below
+    m.threshold.fill_(float(p.max()))  # one window above, one below
     m.dec_cfg["ground_verdict"] = True
     texts = m._explain(det)
     hi = int(p.argmax())
@@ -100,7 +111,7 @@ def test_grounded_verdict_follows_the_detection_threshold():
     # the forced prefix is followed by what the LM generates after it
     gen = greedy_generate(m.lm, m.builder, m._visual(det)[:1], 4, prefix="verdict: benign ;")
     assert gen[0].startswith("verdict: benign ;") and len(gen[0]) > len("verdict: benign ;")
-    m.dec_cfg["ground_verdict"] = False                                      # the LM writes the verdict itself
+    m.dec_cfg["ground_verdict"] = False  # the LM writes the verdict itself
     assert m._explain(det) == greedy_generate(m.lm, m.builder, m._visual(det), 4)
 
 

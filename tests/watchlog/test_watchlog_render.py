@@ -1,19 +1,27 @@
 """The event renderer: deterministic, every key stays inside its own slot, layout errors are caught."""
+
 import numpy as np
 import pytest
 
 from zoo.methods.watchlog.render import SYSMON_LAYOUT, EventRenderer, normalise_value, value_bins
 
-EVENT = {"event_id": 10, "image": "C:\\Windows\\System32\\WindowsPowerShell\\v1.0\\powershell.exe",
-         "target_image": "C:\\windows\\system32\\lsass.exe", "granted_access": "0x1010",
-         "call_trace": "C:\\windows\\SYSTEM32\\ntdll.dll+9c534|UNKNOWN(00000000)", "user": "THESHIRE\\pgustavo",
-         "host": "WORKSTATION5", "label": 1, "custom_key": "abc"}
+EVENT = {
+    "event_id": 10,
+    "image": "C:\\Windows\\System32\\WindowsPowerShell\\v1.0\\powershell.exe",
+    "target_image": "C:\\windows\\system32\\lsass.exe",
+    "granted_access": "0x1010",
+    "call_trace": "C:\\windows\\SYSTEM32\\ntdll.dll+9c534|UNKNOWN(00000000)",
+    "user": "THESHIRE\\pgustavo",
+    "host": "WORKSTATION5",
+    "label": 1,
+    "custom_key": "abc",
+}
 
 
 def test_render_is_deterministic_and_bounded():
     a = EventRenderer().render(EVENT)
     value_bins.cache_clear()
-    b = EventRenderer().render(dict(reversed(list(EVENT.items()))))      # key order and cache do not matter
+    b = EventRenderer().render(dict(reversed(list(EVENT.items()))))  # key order and cache do not matter
     assert a.dtype == np.float32 and a.shape == (32, 128)
     np.testing.assert_array_equal(a, b)
     assert a.min() >= 0 and a.max() < 1 and a.sum() > 0

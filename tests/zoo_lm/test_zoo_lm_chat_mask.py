@@ -1,4 +1,5 @@
 """Assistant-only loss mask of chat SFT on hand-made conversations."""
+
 import pytest
 
 from zoo.models.causal_lm import load_tokenizer
@@ -10,10 +11,12 @@ def tok():
     return load_tokenizer()
 
 
-CONV = [{"role": "user", "content": "How do I bake bread?"},
-        {"role": "assistant", "content": "Mix flour, water and yeast."},
-        {"role": "user", "content": "Then?"},
-        {"role": "assistant", "content": "Bake it."}]
+CONV = [
+    {"role": "user", "content": "How do I bake bread?"},
+    {"role": "assistant", "content": "Mix flour, water and yeast."},
+    {"role": "user", "content": "Then?"},
+    {"role": "assistant", "content": "Bake it."},
+]
 
 
 def test_only_assistant_replies_and_their_end_token_are_targets(tok):
@@ -25,7 +28,7 @@ def test_only_assistant_replies_and_their_end_token_are_targets(tok):
     assert tok.decode(kept) == "Mix flour, water and yeast.</s>Bake it.</s>"
     # the two supervised runs are exactly the replies: the tokens before them are "<|assistant|>", "\n"
     first = next(t for t, lab in enumerate(labels) if lab != IGNORE_INDEX)
-    assert tok.convert_ids_to_tokens(ids[first - 2:first]) == ["<|assistant|>", "Ċ"]
+    assert tok.convert_ids_to_tokens(ids[first - 2 : first]) == ["<|assistant|>", "Ċ"]
 
 
 def test_mask_agrees_with_transformers_generation_markers(tok):

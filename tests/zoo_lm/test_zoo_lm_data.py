@@ -1,4 +1,5 @@
 """zoo-lm data: packing, the line split, chat JSONL errors, padding."""
+
 import json
 
 import pytest
@@ -25,20 +26,26 @@ def test_split_text_holds_out_the_last_lines():
 
 
 def test_pad_collate_pads_right_with_ignored_labels():
-    batch = PadCollate(pad_token_id=0)([
-        {"input_ids": torch.tensor([5, 6, 7]), "labels": torch.tensor([-100, 6, 7])},
-        {"input_ids": torch.tensor([8]), "labels": torch.tensor([8])}])
+    batch = PadCollate(pad_token_id=0)(
+        [
+            {"input_ids": torch.tensor([5, 6, 7]), "labels": torch.tensor([-100, 6, 7])},
+            {"input_ids": torch.tensor([8]), "labels": torch.tensor([8])},
+        ]
+    )
     assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 0, 0]]
     assert batch["labels"].tolist() == [[-100, 6, 7], [8, IGNORE_INDEX, IGNORE_INDEX]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
 
 
-@pytest.mark.parametrize("line, message", [
-    ("{not json", ":2: invalid JSON"),
-    ('{"text": "x"}', ":2: messages: expected a non-empty list"),
-    ('{"messages": [{"role": "user"}]}', ":2: messages[0].content: expected a string"),
-    ('{"messages": [{"role": "bot", "content": "x"}]}', ":2: messages[0].role: 'bot' is not one of"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("{not json", ":2: invalid JSON"),
+        ('{"text": "x"}', ":2: messages: expected a non-empty list"),
+        ('{"messages": [{"role": "user"}]}', ":2: messages[0].content: expected a string"),
+        ('{"messages": [{"role": "bot", "content": "x"}]}', ":2: messages[0].role: 'bot' is not one of"),
+    ],
+)
 def test_bad_chat_lines_name_file_and_line(tmp_path, line, message):
     path = tmp_path / "chat.jsonl"
     good = {"messages": [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "yes"}]}
@@ -49,14 +56,25 @@ def test_bad_chat_lines_name_file_and_line(tmp_path, line, message):
 
 def _chat_file(path, n):
     with open(path, "w") as f:
-        f.writelines(json.dumps({"messages": [{"role": "user", "content": f"Say {i}."},
-                                             {"role": "assistant", "content": f"{i} {i} {i}."}]}) + "\n" for i in range(n))
+        f.writelines(
+            json.dumps(
+                {
+                    "messages": [
+                        {"role": "user", "content": f"Say {i}."},
+                        {"role": "assistant", "content": f"{i} {i} {i}."},
+                    ]
+                }
+            )
+            + "\n"
+            for i in range(n)
+        )
     return str(path)
 
 
 def test_chat_datamodule_splits_pads_and_drops(tmp_path):
-    dm = LMDataModule(mode="chat", path=_chat_file(tmp_path / "c.jsonl", 20), val_fraction=0.25, batch_size=3,
-                      max_length=64)
+    dm = LMDataModule(
+        mode="chat", path=_chat_file(tmp_path / "c.jsonl", 20), val_fraction=0.25, batch_size=3, max_length=64
+    )
     dm.setup("fit")
     assert (len(dm.train_set), len(dm.val_set), dm.dropped) == (15, 5, 0)
     batch = next(iter(dm.train_dataloader()))

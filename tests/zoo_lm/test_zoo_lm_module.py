@@ -1,4 +1,5 @@
 """zoo-lm module: the loss against a hand computation, tied weights in packages, HF export round trip."""
+
 import math
 
 import pytest
@@ -73,8 +74,12 @@ def test_hf_export_loads_with_plain_transformers(tiny, tmp_path):
     tiny.export_hf(str(tmp_path / "hf"))
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     tok = AutoTokenizer.from_pretrained(tmp_path / "hf")
-    ids = tok.apply_chat_template([{"role": "user", "content": "How do I bake bread?"}], add_generation_prompt=True,
-                                  return_tensors="pt", return_dict=True)["input_ids"]
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": "How do I bake bread?"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )["input_ids"]
     with torch.no_grad():
         assert torch.allclose(model(ids).logits, tiny(ids), atol=1e-6)
     assert tok.decode(ids[0]) == "<s><|user|>\nHow do I bake bread?</s><|assistant|>\n"

@@ -1,4 +1,5 @@
 """The HH-RLHF split every method relies on, and that zoo-lm's chat SFT data never touch its preference parts."""
+
 import json
 
 import pytest
@@ -22,7 +23,8 @@ def pairs():
 def test_split_is_the_documented_seeded_split(split, pairs):
     assert split["seed"] == 0 and split["fractions"] == [0.4, 0.45, 0.15]
     assert [split["sft"], split["preference_train"], split["preference_eval"]] == seeded_split(
-        len(pairs), [0.4, 0.45, 0.15], seed=0)
+        len(pairs), [0.4, 0.45, 0.15], seed=0
+    )
 
 
 def test_split_is_disjoint_and_covers_every_pair(split, pairs):
@@ -34,8 +36,12 @@ def test_split_is_disjoint_and_covers_every_pair(split, pairs):
 
 
 def test_chat_sft_files_hold_no_preference_text(split, pairs):
-    rows = [json.loads(line) for name in ("train", "val")
-            for line in (ROOT / f"data/zoo-lm-chat/{name}.jsonl").read_text(encoding="utf-8").split("\n") if line]
+    rows = [
+        json.loads(line)
+        for name in ("train", "val")
+        for line in (ROOT / f"data/zoo-lm-chat/{name}.jsonl").read_text(encoding="utf-8").split("\n")
+        if line
+    ]
     hh = {int(r["source"].split(":")[1]) for r in rows if r["source"].startswith("hh-rlhf-harmless:")}
     assert hh == set(split["sft"])
     contents = {m["content"] for r in rows for m in r["messages"]}
@@ -53,7 +59,10 @@ def test_chat_sft_files_hold_no_preference_text(split, pairs):
 def test_hh_transcript_parsing():
     prompt = "\n\nHuman: Hi there\n\nAssistant: Hello.\n\nHuman: Help me?\n\nAssistant:"
     assert hh_messages(prompt, " Sure.") == [
-        {"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello."},
-        {"role": "user", "content": "Help me?"}, {"role": "assistant", "content": "Sure."}]
+        {"role": "user", "content": "Hi there"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "Help me?"},
+        {"role": "assistant", "content": "Sure."},
+    ]
     merged = hh_messages("\n\nHuman: a\n\nAssistant: b\n\nAssistant: c\n\nHuman: d\n\nAssistant:", "e")
     assert [m["content"] for m in merged] == ["a", "b\n\nc", "d", "e"]

@@ -1,4 +1,5 @@
 """zoo-lm tokenizer: lossless round trip, special tokens, chat template, deterministic training."""
+
 import pytest
 
 from zoo.models.causal_lm import ARCHS, TOKENIZER_DIR, load_tokenizer
@@ -10,12 +11,15 @@ def tok():
     return load_tokenizer()
 
 
-@pytest.mark.parametrize("text", [
-    "First Citizen:\nBefore we proceed any further, hear me speak.\n",
-    "  leading spaces,\ttabs and trailing  \n\n",
-    "Unicode: café, naïve, 東京, emoji 🍞 — and “quotes”.",
-    "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "First Citizen:\nBefore we proceed any further, hear me speak.\n",
+        "  leading spaces,\ttabs and trailing  \n\n",
+        "Unicode: café, naïve, 東京, emoji 🍞 — and “quotes”.",
+        "",
+    ],
+)
 def test_round_trip_is_lossless(tok, text):
     ids = tok(text, add_special_tokens=False)["input_ids"]
     assert tok.decode(ids) == text
@@ -26,16 +30,24 @@ def test_vocab_and_special_ids_match_the_presets(tok):
     assert tok.convert_tokens_to_ids(list(SPECIAL_TOKENS)) == [0, 1, 2, 3, 4, 5]
     for arch in ARCHS.values():
         assert (arch["pad_token_id"], arch["bos_token_id"], arch["eos_token_id"]) == (
-            tok.pad_token_id, tok.bos_token_id, tok.eos_token_id)
+            tok.pad_token_id,
+            tok.bos_token_id,
+            tok.eos_token_id,
+        )
     assert tok("plain text")["input_ids"][0] != tok.bos_token_id  # no special tokens added to plain text
 
 
 def test_chat_template_renders_roles_and_generation_prompt(tok):
-    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"},
-                {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Bread?"}]
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi?"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "Bread?"},
+    ]
     text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    assert text == ("<s><|system|>\nBe brief.</s><|user|>\nHi?</s><|assistant|>\nHello.</s>"
-                    "<|user|>\nBread?</s><|assistant|>\n")
+    assert text == (
+        "<s><|system|>\nBe brief.</s><|user|>\nHi?</s><|assistant|>\nHello.</s><|user|>\nBread?</s><|assistant|>\n"
+    )
     ids = tok.apply_chat_template(messages[:2], tokenize=True, return_dict=True)["input_ids"]
     assert ids[:2] == [1, 3] and ids[-1] == tok.eos_token_id and ids.count(tok.eos_token_id) == 2
 

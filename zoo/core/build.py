@@ -1,4 +1,5 @@
 """Recipe -> LightningModule, LightningDataModule, Trainer; and the train / evaluate / load flows on top."""
+
 from __future__ import annotations
 
 import json
@@ -95,10 +96,11 @@ def reconcile_settings(cfg: dict, src_cfg: dict, src_method: str, ref: str) -> l
         elif _norm(have) != _norm(want):
             clashes.append(f"{path}: recipe {have!r}, {ref} ({theirs[name]}) {want!r}")
     if clashes:
-        raise RecipeError(f"init_from {ref}: the weights were trained with other settings (model and data keys they "
-                          "depend on); set these as the package has them, or leave them unset (null) to adopt the "
-                          "package's:\n  "
-                          + "\n  ".join(clashes))
+        raise RecipeError(
+            f"init_from {ref}: the weights were trained with other settings (model and data keys they "
+            "depend on); set these as the package has them, or leave them unset (null) to adopt the "
+            "package's:\n  " + "\n  ".join(clashes)
+        )
     return adopted
 
 
@@ -158,8 +160,9 @@ def build_datamodule(cfg: dict):
     return _construct(entry.datamodule_cls, cfg.get("data") or {}, "data") if entry.datamodule_cls else None
 
 
-def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), resume_step: int | None = None
-                  ) -> L.Trainer:
+def build_trainer(
+    cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), resume_step: int | None = None
+) -> L.Trainer:
     """A Trainer with zoo's checkpointing and logger: ``last.ckpt`` every ``checkpoint.every_n_train_steps`` steps
     and ``checkpoint.every_n_minutes`` minutes (written atomically, :mod:`zoo.core.resumable`), best-k checkpoints
     when ``checkpoint.monitor`` is set (no other: Lightning's default ModelCheckpoint is off), and per-batch RNG seeding
@@ -170,15 +173,27 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), 
 
     register_strategies()  # trainer.strategy: fsdp2
     ck = cfg.get("checkpoint") or {}
-    callbacks = [resumable.LastCheckpoint(run_dir / "checkpoints",
-                                          ck.get("every_n_train_steps", resumable.DEFAULT_EVERY_N_TRAIN_STEPS),
-                                          ck.get("every_n_minutes", resumable.DEFAULT_EVERY_N_MINUTES),
-                                          ck.get("every_n_epochs") or 1),
-                 resumable.StepSeededRng(int(cfg.get("seed", 0))), resumable.MainOptimizerSteps()]
+    callbacks = [
+        resumable.LastCheckpoint(
+            run_dir / "checkpoints",
+            ck.get("every_n_train_steps", resumable.DEFAULT_EVERY_N_TRAIN_STEPS),
+            ck.get("every_n_minutes", resumable.DEFAULT_EVERY_N_MINUTES),
+            ck.get("every_n_epochs") or 1,
+        ),
+        resumable.StepSeededRng(int(cfg.get("seed", 0))),
+        resumable.MainOptimizerSteps(),
+    ]
     if ck.get("monitor"):
-        callbacks.append(resumable.AtomicModelCheckpoint(
-            dirpath=str(run_dir / "checkpoints"), monitor=ck["monitor"], mode=ck.get("mode", "min"),
-            save_top_k=ck.get("save_top_k", 1), filename="best-{epoch:03d}-{step:07d}", auto_insert_metric_name=False))
+        callbacks.append(
+            resumable.AtomicModelCheckpoint(
+                dirpath=str(run_dir / "checkpoints"),
+                monitor=ck["monitor"],
+                mode=ck.get("mode", "min"),
+                save_top_k=ck.get("save_top_k", 1),
+                filename="best-{epoch:03d}-{step:07d}",
+                auto_insert_metric_name=False,
+            )
+        )
     callbacks += [ValidateAtEnd(), resumable.RunStatus()]  # status.json: running, finished, killed, failed
     tr = dict(cfg.get("trainer") or {})
     if not ck.get("monitor"):  # else Lightning adds its own ModelCheckpoint, writing under logs/
@@ -193,14 +208,21 @@ def build_trainer(cfg: dict, run_dir: Path, extra_callbacks: list | tuple = (), 
         tr.setdefault("enable_progress_bar", False)
         callbacks.append(ProgressLines(every_s=float((cfg.get("logger") or {}).get("progress_every_s", 30.0))))
     tr.setdefault("enable_model_summary", False)
-    return L.Trainer(**tr, default_root_dir=str(run_dir), callbacks=callbacks + list(extra_callbacks),
-                     logger=build_logger(cfg, run_dir, resume_step))
+    return L.Trainer(
+        **tr,
+        default_root_dir=str(run_dir),
+        callbacks=callbacks + list(extra_callbacks),
+        logger=build_logger(cfg, run_dir, resume_step),
+    )
 
 
 def _plain(metrics: dict) -> dict[str, float]:
     vals = {k: v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for k, v in metrics.items()}
-    return {k: float(v) for k, v in vals.items()
-            if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))}
+    return {
+        k: float(v)
+        for k, v in vals.items()
+        if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))
+    }
 
 
 def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
@@ -222,8 +244,9 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
     check_run(cfg, module, datamodule)  # bad data and refused trainer settings fail here too, named
     run_dir, resume_ckpt = run.open_run_dir(cfg)
     if cfg.get("resume") and not resume_ckpt and not run.is_child_rank():
-        log.info("resume=auto: no run of %s under %s to resume: starting fresh in %s", cfg["name"],
-                 run_dir.parent, run_dir)
+        log.info(
+            "resume=auto: no run of %s under %s to resume: starting fresh in %s", cfg["name"], run_dir.parent, run_dir
+        )
     if not run.is_child_rank():
         changed = run.write_config(run_dir, cfg, resuming=bool(resume_ckpt))
         for line in changed:
@@ -261,8 +284,12 @@ def train(cfg: dict, callbacks: list | tuple = ()) -> Path:
         metrics = {**(previous_metrics(run_dir) if resume_ckpt else {}), **_plain(trainer.callback_metrics)}
         metrics["global_step"] = float(trainer.global_step)
         best = run.find_checkpoint(run_dir).name != "last.ckpt"  # what `zoo eval RUN` will load
-        doc = {"run": str(run_dir), "source": "end of training (last logged values; `zoo eval` re-measures " + (
-            "the best checkpoint)" if best else "last.ckpt: the run has no best checkpoint)"), "metrics": metrics}
+        doc = {
+            "run": str(run_dir),
+            "source": "end of training (last logged values; `zoo eval` re-measures "
+            + ("the best checkpoint)" if best else "last.ckpt: the run has no best checkpoint)"),
+            "metrics": metrics,
+        }
         (run_dir / "metrics.json").write_text(json.dumps(doc, indent=2))
         formats = (cfg.get("export") or {}).get("formats") or []
         if formats:
@@ -352,8 +379,14 @@ def evaluate(module, cfg: dict, overrides_data: dict | None = None) -> dict[str,
     datamodule = build_datamodule(dict(cfg, data=data_cfg))
     if (own := module.evaluate(datamodule)) is not None:
         return _plain(own)
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     metrics: dict = {}
     if type(module).validation_step is not L.LightningModule.validation_step:
         for m in trainer.validate(module, datamodule=datamodule, verbose=False):

@@ -1,6 +1,7 @@
 """The zoo commands that load a trained model or package: ``zoo eval``, ``zoo export``, ``zoo predict`` and
 ``zoo release`` (argument parsing and dispatch live in :mod:`zoo.cli`). Each takes the parsed ``argparse``
 namespace; user errors are raised as the zoo's own exceptions, which the CLI prints as one line with exit 2."""
+
 from __future__ import annotations
 
 import json
@@ -12,11 +13,22 @@ def cmd_eval(args) -> dict:
     from zoo.core.build import evaluate, load_module
 
     module, cfg = load_module(args.ref, args.which, args.overrides)
-    print(f"zoo eval: measuring {args.ref} {_eval_source(args.ref, args.which).removeprefix('zoo eval ')}; the "
-          "metrics follow when it is done", file=sys.stderr, flush=True)
+    print(
+        f"zoo eval: measuring {args.ref} {_eval_source(args.ref, args.which).removeprefix('zoo eval ')}; the "
+        "metrics follow when it is done",
+        file=sys.stderr,
+        flush=True,
+    )
     metrics = evaluate(module, cfg)
-    out = Path(args.out) if args.out else (Path(args.ref) / "metrics.json" if Path(args.ref).is_dir()
-                                           and (Path(args.ref) / "checkpoints").is_dir() else None)
+    out = (
+        Path(args.out)
+        if args.out
+        else (
+            Path(args.ref) / "metrics.json"
+            if Path(args.ref).is_dir() and (Path(args.ref) / "checkpoints").is_dir()
+            else None
+        )
+    )
     doc = {"ref": args.ref, "method": cfg["method"], "source": _eval_source(args.ref, args.which), "metrics": metrics}
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -34,8 +46,7 @@ def _merged(doc: dict, path: Path) -> dict:
     kept = sorted(set(old["metrics"]) - set(doc["metrics"]))
     trained = old.get("training_source") or old.get("source", "end of training")
     source = doc["source"] + (f"; {', '.join(kept)}: {trained}" if kept else "")
-    return {**old, **doc, "source": source, "training_source": trained,
-            "metrics": {**old["metrics"], **doc["metrics"]}}
+    return {**old, **doc, "source": source, "training_source": trained, "metrics": {**old["metrics"], **doc["metrics"]}}
 
 
 def _eval_source(ref: str, which: str) -> str:
@@ -80,8 +91,11 @@ def _export_formats(ref: str) -> tuple[str, ...] | None:
     from zoo.core.schema import method_schema
 
     config = Path(ref) / "config.yaml"
-    method = (yaml.safe_load(config.read_text()) or {}).get("method") if config.is_file() else \
-        (hub.read_manifest().get(ref) or {}).get("method")
+    method = (
+        (yaml.safe_load(config.read_text()) or {}).get("method")
+        if config.is_file()
+        else (hub.read_manifest().get(ref) or {}).get("method")
+    )
     if not method:
         return None
     if (table := method_schema(method)) is not None:
@@ -102,8 +116,12 @@ def cmd_predict(args) -> None:
     except (ValueError, TypeError) as e:  # wrong or missing inputs: the method's message, without a traceback
         raise DataError(f"zoo predict {args.ref}: {e}") from e
     if args.json:
-        print(json.dumps({"ref": args.ref, "method": cfg["method"], "overrides": args.overrides, "inputs": args.inputs,
-                          **out}, indent=2))
+        print(
+            json.dumps(
+                {"ref": args.ref, "method": cfg["method"], "overrides": args.overrides, "inputs": args.inputs, **out},
+                indent=2,
+            )
+        )
     else:
         print(out)
 
@@ -123,6 +141,8 @@ def cmd_release(args) -> None:
     from zoo.core.release import release
 
     if args.id in hub.read_manifest() and not args.force:
-        raise hub.HubError(f"{args.id} is already released (checkpoints/manifest.yaml): pass --force to replace it, "
-                           "or release under a new tag")
+        raise hub.HubError(
+            f"{args.id} is already released (checkpoints/manifest.yaml): pass --force to replace it, "
+            "or release under a new tag"
+        )
     print(f"released {args.id} -> {release(Path(args.run_dir), args.id, args.which, args.base)}")

@@ -13,6 +13,7 @@ a list with at least one item, ``list[X]`` checks each item against ``X``, and :
 (taken from its defaults dict; a key's type from its default value unless given). This module imports nothing heavy:
 method modules import it at the top.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

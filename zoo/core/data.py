@@ -1,4 +1,5 @@
 """Shared data helpers: line-numbered readers, seeded splits, seeding."""
+
 from __future__ import annotations
 
 import csv
@@ -28,12 +29,15 @@ def text_lines(path: Path):
             try:
                 yield raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as e:
-                raise DataError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column "
-                                f"{e.start + 1}); save the file as UTF-8") from None
+                raise DataError(
+                    f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column "
+                    f"{e.start + 1}); save the file as UTF-8"
+                ) from None
 
 
-def read_jsonl(path: str | os.PathLike, required: Sequence[str] = (), types: dict[str, type | tuple] | None = None
-               ) -> list[dict[str, Any]]:
+def read_jsonl(
+    path: str | os.PathLike, required: Sequence[str] = (), types: dict[str, type | tuple] | None = None
+) -> list[dict[str, Any]]:
     """Read a JSON-lines file (``.gz`` allowed), one object per non-blank line.
 
     Args:
@@ -76,8 +80,9 @@ def parse_json_line(line: str, where: str):
         raise DataError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
 
 
-def read_csv_rows(path: str | os.PathLike, required: Sequence[str] = (), delimiter: str = ","
-                  ) -> tuple[list[str], list[dict[str, str]]]:
+def read_csv_rows(
+    path: str | os.PathLike, required: Sequence[str] = (), delimiter: str = ","
+) -> tuple[list[str], list[dict[str, str]]]:
     """Read a CSV with a header row.
 
     Returns:
@@ -95,9 +100,11 @@ def read_csv_rows(path: str | os.PathLike, required: Sequence[str] = (), delimit
         header = [h.strip() for h in next(reader)]
         twice = next((h for i, h in enumerate(header) if h in header[:i]), None)
         if twice is not None:
-            raise DataError(f"{path}:1: column {twice!r} appears twice in the header (columns "
-                            f"{header.index(twice) + 1} and {header.index(twice, header.index(twice) + 1) + 1}); "
-                            "every column needs its own name")
+            raise DataError(
+                f"{path}:1: column {twice!r} appears twice in the header (columns "
+                f"{header.index(twice) + 1} and {header.index(twice, header.index(twice) + 1) + 1}); "
+                "every column needs its own name"
+            )
         missing = [c for c in required if c not in header]
         if missing:
             raise DataError(f"{path}:1: missing column(s) {missing}; header is {header}")

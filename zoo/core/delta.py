@@ -21,6 +21,7 @@ A package over a pretrained base (``smollm2-135m-instruct``: a LoRA run on ``mod
 written this way automatically (:func:`split_for_package`), so base weights never enter ``checkpoints/``; its base
 state is the converted directory in the cache (``zoo base fetch NAME``), identified by the GGUF file's sha256.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -48,7 +49,11 @@ def read_base(folder: Path) -> dict | None:
         doc = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
         raise DeltaError(f"{path}: invalid YAML: {e}") from None
-    if not isinstance(doc, dict) or not {"base", "base_sha256", "keys"} <= set(doc) or not isinstance(doc["keys"], dict):
+    if (
+        not isinstance(doc, dict)
+        or not {"base", "base_sha256", "keys"} <= set(doc)
+        or not isinstance(doc["keys"], dict)
+    ):
         raise DeltaError(f"{path}: must map base (a zoo id), base_sha256 and keys (own key -> base key)")
     return doc
 
@@ -69,8 +74,10 @@ def base_state(doc: dict, where: str, manifest: dict, load_package) -> dict:
 
     if entry is None and base in bases.BASES:
         if doc["base_sha256"] != bases.base_sha256(base):
-            raise DeltaError(f"{where}: written over {base} with GGUF sha256 {doc['base_sha256']}, but the registry's "
-                             f"{base} is {bases.base_sha256(base)}; the base changed")
+            raise DeltaError(
+                f"{where}: written over {base} with GGUF sha256 {doc['base_sha256']}, but the registry's "
+                f"{base} is {bases.base_sha256(base)}; the base changed"
+            )
         try:
             return bases.base_state(base)
         except bases.BaseError as e:
@@ -79,8 +86,10 @@ def base_state(doc: dict, where: str, manifest: dict, load_package) -> dict:
         raise DeltaError(f"{where}: its base {base!r} is not in the manifest; a delta package needs its base")
     have = (entry.get("files") or {}).get("model.safetensors", {}).get("sha256")
     if have != doc["base_sha256"]:
-        raise DeltaError(f"{where}: written over {base} with model.safetensors sha256 {doc['base_sha256']}, but the "
-                         f"manifest's {base} is {have}; the base changed, so this delta no longer describes its model")
+        raise DeltaError(
+            f"{where}: written over {base} with model.safetensors sha256 {doc['base_sha256']}, but the "
+            f"manifest's {base} is {have}; the base changed, so this delta no longer describes its model"
+        )
     _, state = load_package(base)
     return state
 
@@ -95,8 +104,10 @@ def join(doc: dict, delta: dict, where: str, base: dict) -> dict:
     both = sorted(set(doc["keys"]) & set(delta))
     absent = sorted(b for b in doc["keys"].values() if b not in base)
     if both or absent:
-        raise DeltaError(f"{where}: base.yaml is inconsistent: stored and taken from the base {both[:5]}; not in "
-                         f"{doc['base']} {absent[:5]}")
+        raise DeltaError(
+            f"{where}: base.yaml is inconsistent: stored and taken from the base {both[:5]}; not in "
+            f"{doc['base']} {absent[:5]}"
+        )
     return {**{k: base[b] for k, b in doc["keys"].items()}, **delta}
 
 
@@ -125,8 +136,9 @@ def split_over_base(state: dict, base: dict) -> tuple[dict, dict]:
     keys, stored = {}, {}
     for k, v in state.items():
         parts = _plain(k).split(".")
-        match = next((by_suffix[s] for s in (".".join(parts[i:]) for i in range(len(parts) - 1))
-                      if by_suffix.get(s)), None)
+        match = next(
+            (by_suffix[s] for s in (".".join(parts[i:]) for i in range(len(parts) - 1)) if by_suffix.get(s)), None
+        )
         t = base.get(match) if match else None
         if t is not None and t.dtype == v.dtype and t.shape == v.shape and torch.equal(t, v):
             keys[k] = match

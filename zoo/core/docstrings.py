@@ -1,5 +1,6 @@
 """Arguments' one-line meanings read off Google-style docstrings, for the recipe tables (:mod:`zoo.core.schema`) and
 ``zoo info``."""
+
 from __future__ import annotations
 
 import inspect
@@ -16,7 +17,7 @@ def arg_docs(cls) -> dict[str, str]:
         lines, entries, indent = (doc or "").splitlines(), [], None
         at = next((i for i, x in enumerate(lines) if x.strip() == "Args:"), len(lines))
         floor = -1 if at == 0 else len(lines[at]) - len(lines[at].lstrip()) if at < len(lines) else 0
-        for line in lines[at + 1:]:  # (a docstring opening with "Args:" has its entries unindented by getdoc)
+        for line in lines[at + 1 :]:  # (a docstring opening with "Args:" has its entries unindented by getdoc)
             depth = len(line) - len(line.lstrip())
             if not line.strip() or depth <= floor:
                 break

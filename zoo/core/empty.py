@@ -4,6 +4,7 @@ Core code that rebuilds a module only to assign it gathered tensors next (``zoo.
 enters this context; builders of large pieces (``zoo.models.causal_lm.build_causal_lm``) ask
 :func:`weights_are_empty` and then skip loading from disk. Core owns the switch so that it depends on no model code.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -4,6 +4,7 @@ Every such type subclasses :class:`UserError` (and the builtin it always was, ``
 CLI catches them without importing the modules that define them (``zoo list`` stays fast). The concrete types are
 importable from here too, loaded on first use.
 """
+
 import importlib
 
 
@@ -13,9 +14,15 @@ class UserError(Exception):
 
 USER_ERRORS = (UserError,)
 
-_HOMES = {"BaseError": "zoo.core.bases", "DataError": "zoo.core.data", "ExportError": "zoo.core.export",
-          "HubError": "zoo.core.hub", "RecipeError": "zoo.core.recipe", "RegistryError": "zoo.core.registry",
-          "RunError": "zoo.core.run"}
+_HOMES = {
+    "BaseError": "zoo.core.bases",
+    "DataError": "zoo.core.data",
+    "ExportError": "zoo.core.export",
+    "HubError": "zoo.core.hub",
+    "RecipeError": "zoo.core.recipe",
+    "RegistryError": "zoo.core.registry",
+    "RunError": "zoo.core.run",
+}
 
 
 def __getattr__(name: str):

@@ -3,6 +3,7 @@
 Each method lists the formats it supports in ``export_formats``; asking for another fails with the list.
 No TorchScript: Lightning deprecated ``to_torchscript`` and PyTorch moved to ``torch.export``.
 """
+
 from __future__ import annotations
 
 import os
@@ -86,21 +87,47 @@ def _plain(value):
 def model_card(cfg: dict, metrics: dict | None, zoo_id: str | None) -> str:
     """A model card: YAML front matter (license, method, data, metrics) and how to load the weights."""
     card = cfg.get("card") or {}
-    front = {"zoo_id": zoo_id, "method": cfg["method"], "license": card.get("license", "see data licences"),
-             "data": card.get("data", cfg.get("data")), "metrics": metrics or {},
-             "recipe": Path(cfg.get("_recipe", "")).name or None}
-    lines = ["---", yaml.safe_dump(front, sort_keys=False).rstrip(), "---", "",
-             f"# {zoo_id or cfg['method']}", "", card.get("description", f"Weights of the `{cfg['method']}` method."),
-             "", "## Use", "", "```python", "import zoo", f"model = zoo.load({(zoo_id or 'PATH')!r})  # verifies sha256",
-             "```", "", f"Reproduce: `python train.py recipe={front['recipe']}` (the resolved recipe is config.yaml).",
-             "", f"Method card: zoo/methods/{cfg['method'].replace('-', '_')}/README.md", ""]
+    front = {
+        "zoo_id": zoo_id,
+        "method": cfg["method"],
+        "license": card.get("license", "see data licences"),
+        "data": card.get("data", cfg.get("data")),
+        "metrics": metrics or {},
+        "recipe": Path(cfg.get("_recipe", "")).name or None,
+    }
+    lines = [
+        "---",
+        yaml.safe_dump(front, sort_keys=False).rstrip(),
+        "---",
+        "",
+        f"# {zoo_id or cfg['method']}",
+        "",
+        card.get("description", f"Weights of the `{cfg['method']}` method."),
+        "",
+        "## Use",
+        "",
+        "```python",
+        "import zoo",
+        f"model = zoo.load({(zoo_id or 'PATH')!r})  # verifies sha256",
+        "```",
+        "",
+        f"Reproduce: `python train.py recipe={front['recipe']}` (the resolved recipe is config.yaml).",
+        "",
+        f"Method card: zoo/methods/{cfg['method'].replace('-', '_')}/README.md",
+        "",
+    ]
     arch = (cfg.get("model") or {}).get("arch")
     if isinstance(arch, str) and arch in BASES:
         b = BASES[arch]
-        lines += ["## Base", "", f"Trained on the pretrained base `{arch}` ({b.hub_name}, licence {b.licence}): its "
-                  f"{b.quantisation} GGUF quantisation (sha256 {b.gguf_sha256}) de-quantised to float32, close to but "
-                  "not equal to the original bf16 weights. This package stores only what differs from the base "
-                  f"(`base.yaml` names the rest); `zoo base fetch {arch}` provides the base.", ""]
+        lines += [
+            "## Base",
+            "",
+            f"Trained on the pretrained base `{arch}` ({b.hub_name}, licence {b.licence}): its "
+            f"{b.quantisation} GGUF quantisation (sha256 {b.gguf_sha256}) de-quantised to float32, close to but "
+            "not equal to the original bf16 weights. This package stores only what differs from the base "
+            f"(`base.yaml` names the rest); `zoo base fetch {arch}` provides the base.",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -119,9 +146,16 @@ def write_package(module, cfg: dict, out_dir: Path, metrics: dict | None = None,
     out_dir.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
     base_doc, state = delta.split_for_package(state, cfg)
-    save_file(state, str(out_dir / "model.safetensors"),
-              metadata={"zoo_method": cfg["method"], "zoo_id": zoo_id or "", "format": "delta" if base_doc else "full",
-                        **({"base": base_doc["base"]} if base_doc else {})})
+    save_file(
+        state,
+        str(out_dir / "model.safetensors"),
+        metadata={
+            "zoo_method": cfg["method"],
+            "zoo_id": zoo_id or "",
+            "format": "delta" if base_doc else "full",
+            **({"base": base_doc["base"]} if base_doc else {}),
+        },
+    )
     if base_doc:
         (out_dir / delta.BASE_FILE).write_text(yaml.safe_dump(base_doc, sort_keys=False))
     umask = os.umask(0)
@@ -190,8 +224,14 @@ def export_module(module, cfg: dict, formats: list[str], out_dir: Path) -> dict[
             written[fmt] = str(out_dir / "hf")
         elif fmt in ("onnx", "torch_export"):
             for stem, (graph, args, *dynamic) in module.export_graphs().items():
-                path = _export_graph(graph, tuple(args), dynamic[0] if dynamic else None, fmt,
-                                     out_dir / f"{stem}.{'onnx' if fmt == 'onnx' else 'pt2'}", atol)
+                path = _export_graph(
+                    graph,
+                    tuple(args),
+                    dynamic[0] if dynamic else None,
+                    fmt,
+                    out_dir / f"{stem}.{'onnx' if fmt == 'onnx' else 'pt2'}",
+                    atol,
+                )
                 written.setdefault(fmt, str(path))
     return written
 
@@ -215,8 +255,9 @@ def _export_graph(graph, args: tuple, dynamic, fmt: str, path: Path, atol: float
 
         with warnings.catch_warnings():  # the exporter's notes on merged axis names; parity is checked below
             warnings.filterwarnings("ignore", message=".*The axis name: .* will not be used")
-            torch.onnx.export(graph, args, str(path), dynamo=True, external_data=False, dynamic_shapes=dynamic,
-                              verbose=False)
+            torch.onnx.export(
+                graph, args, str(path), dynamo=True, external_data=False, dynamic_shapes=dynamic, verbose=False
+            )
         sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
         _check_close(ref, sess.run(None, feeds), atol, f"onnx (onnxruntime) {path.name}")

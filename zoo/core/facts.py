@@ -21,6 +21,7 @@ learns a method's extra before the method can be imported. What a fact holds (:d
 
 The export formats are the module class's ``export_formats`` (recorded in its table, ``zoo/core/schemas/``).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -34,11 +35,11 @@ FACTS: dict[str, str] = {
     "WEIGHTS": "README methods table: its zoo weights, markdown (`praxis.compas`, or none and why)",
     "STATUS": "README methods table: where it stands at this scale, with the measured figures",
     "EXAMPLE": '{"recipe": NAME, "predict": [ARG, ...]}: the recipe a user trains first (it needs a recipes/tiny/ '
-               "overlay) and the `zoo predict RUN_DIR ARG ...` arguments that work on that run (optionally "
-               '"extend_refused": the words of the refusal when a finished run cannot be given more steps)',
+    "overlay) and the `zoo predict RUN_DIR ARG ...` arguments that work on that run (optionally "
+    '"extend_refused": the words of the refusal when a finished run cannot be given more steps)',
     "BAD_ROW": '{"recipe": FILE, "files": {NAME: TEXT}, "overrides": [...], "error": "NAME:LINE", "key": "data.path"}: '
-               "a data file with one bad row and where the error must point; or a string saying why the method's data "
-               "have no rows (image folders)",
+    "a data file with one bad row and where the error must point; or a string saying why the method's data "
+    "have no rows (image folders)",
 }
 
 

@@ -1,6 +1,7 @@
 """Every fit validates at its end, so a short fine-tune still logs ``val/*``, writes its metrics and its best
 checkpoint (README: "a fit always validates at its end"); a ``trainer.val_check_interval`` longer than an epoch is a
 recipe error (:func:`fit`)."""
+
 from __future__ import annotations
 
 import logging
@@ -20,8 +21,12 @@ class ValidateAtEnd(L.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         epoch_loop = trainer.fit_loop.epoch_loop
         last_step = trainer.max_steps is not None and 0 < trainer.max_steps <= trainer.global_step
-        last_epoch = trainer.max_epochs is not None and trainer.max_epochs > 0 and \
-            trainer.current_epoch + 1 >= trainer.max_epochs and epoch_loop.batch_progress.is_last_batch
+        last_epoch = (
+            trainer.max_epochs is not None
+            and trainer.max_epochs > 0
+            and trainer.current_epoch + 1 >= trainer.max_epochs
+            and epoch_loop.batch_progress.is_last_batch
+        )
         if (last_step or last_epoch) and trainer.enable_validation:
             trainer.should_stop = True
 
@@ -35,13 +40,18 @@ def fit(trainer: L.Trainer, module, datamodule, ckpt_path: str | None) -> None:
     """
     from zoo.core.recipe import RecipeError
 
-    logging.getLogger("zoo").info("setting up the fit: %s's own set-up (frozen models, caches, data loaders)%s ...",
-                                  type(module).__name__, f", then restoring {ckpt_path}" if ckpt_path else "")
+    logging.getLogger("zoo").info(
+        "setting up the fit: %s's own set-up (frozen models, caches, data loaders)%s ...",
+        type(module).__name__,
+        f", then restoring {ckpt_path}" if ckpt_path else "",
+    )
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     except ValueError as e:
         if "`val_check_interval`" not in str(e) or "number of the training batches" not in str(e):
             raise
-        raise RecipeError(f"trainer.val_check_interval: {trainer.val_check_interval} is more than the "
-                          f"{trainer.num_training_batches} training batches of an epoch: lower it, or set "
-                          "trainer.check_val_every_n_epoch: null to count batches across epochs") from None
+        raise RecipeError(
+            f"trainer.val_check_interval: {trainer.val_check_interval} is more than the "
+            f"{trainer.num_training_batches} training batches of an epoch: lower it, or set "
+            "trainer.check_val_every_n_epoch: null to count batches across epochs"
+        ) from None

@@ -19,6 +19,7 @@ Manifest layout::
         license: ...
         created: 2026-11-30T07:00:00Z
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -101,15 +102,21 @@ def verify_entry(zoo_id: str, entry: dict) -> Path:
     for name, meta in files.items():
         p = folder / name
         if not p.is_file():
-            raise HubError(f"{zoo_id}: missing file {p} (expected sha256 {meta.get('sha256')}); "
-                           f"the package is incomplete: restore it from the repository")
+            raise HubError(
+                f"{zoo_id}: missing file {p} (expected sha256 {meta.get('sha256')}); "
+                f"the package is incomplete: restore it from the repository"
+            )
         if p.stat().st_size != meta.get("size"):
-            raise HubError(f"{zoo_id}: {p} has {p.stat().st_size} bytes, manifest says {meta.get('size')}; refusing "
-                           "a file that was changed after release")
+            raise HubError(
+                f"{zoo_id}: {p} has {p.stat().st_size} bytes, manifest says {meta.get('size')}; refusing "
+                "a file that was changed after release"
+            )
         got = sha256_file(p)
         if got != meta.get("sha256"):
-            raise HubError(f"{zoo_id}: sha256 mismatch for {p}: manifest {meta.get('sha256')}, file {got}; "
-                           "refusing a file that was changed after release")
+            raise HubError(
+                f"{zoo_id}: sha256 mismatch for {p}: manifest {meta.get('sha256')}, file {got}; "
+                "refusing a file that was changed after release"
+            )
     return folder
 
 
@@ -151,14 +158,19 @@ def load_package(ref: str, verify: bool = True) -> tuple[dict, dict]:
     if not (folder.is_dir() and (folder / "config.yaml").is_file()):
         manifest = read_manifest()
         if ref not in manifest and ("/" in ref or os.sep in ref or folder.exists()):
-            raise HubError(f"{ref}: no such run directory or package folder" if not folder.exists() else
-                           f"{ref}: neither a run directory (config.yaml + checkpoints/) nor a package folder "
-                           "(config.yaml + model.safetensors)")
+            raise HubError(
+                f"{ref}: no such run directory or package folder"
+                if not folder.exists()
+                else f"{ref}: neither a run directory (config.yaml + checkpoints/) nor a package folder "
+                "(config.yaml + model.safetensors)"
+            )
         if ref not in manifest:
             from zoo.core.registry import suggest
 
-            raise HubError(f"unknown zoo id {ref!r}{suggest(ref, manifest)}; known: {', '.join(sorted(manifest)) or 'none'}"
-                           f" (a local folder must hold config.yaml and model.safetensors)")
+            raise HubError(
+                f"unknown zoo id {ref!r}{suggest(ref, manifest)}; known: {', '.join(sorted(manifest)) or 'none'}"
+                f" (a local folder must hold config.yaml and model.safetensors)"
+            )
         entry = manifest[ref]
         folder = checkpoints_dir() / entry.get("path", ref)
     try:
@@ -188,8 +200,10 @@ def describe_ref(ref: str) -> str:
             if not list(p.glob("*.safetensors")):
                 raise HubError(f"{ref}: HF directory without *.safetensors weights (pickled .bin is refused)")
             return "hf"
-        raise HubError(f"{ref}: a directory, but neither a zoo package (config.yaml + model.safetensors) "
-                       "nor an HF model directory (config.json + *.safetensors)")
+        raise HubError(
+            f"{ref}: a directory, but neither a zoo package (config.yaml + model.safetensors) "
+            "nor an HF model directory (config.json + *.safetensors)"
+        )
     if p.suffix == ".ckpt":
         if not p.is_file():
             raise HubError(f"{ref}: no such checkpoint file")
@@ -204,8 +218,9 @@ def describe_ref(ref: str) -> str:
         return "zoo"
     from zoo.core.registry import suggest
 
-    raise HubError(f"{ref!r} is not a zoo id, package, HF directory, .ckpt or .safetensors file"
-                   f"{suggest(ref, read_manifest())}")
+    raise HubError(
+        f"{ref!r} is not a zoo id, package, HF directory, .ckpt or .safetensors file{suggest(ref, read_manifest())}"
+    )
 
 
 def read_ckpt(path: str | Path) -> dict:
@@ -271,7 +286,7 @@ def clean_state_dict(state: dict) -> dict:
     for k, v in state.items():
         for pre in ("module.", "_orig_mod."):
             while k.startswith(pre):
-                k = k[len(pre):]
+                k = k[len(pre) :]
         out[k.replace("._orig_mod.", ".")] = v
     return out
 
@@ -327,8 +342,13 @@ def check_fit(module, state: dict, heads=(), where: str = "weights") -> dict[str
                 bad.append((k, "-", tuple(v.shape)))
     if bad:
         summary = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
-        raise HubError(_table(f"{where} do not fit {type(module).__name__} ({summary}; head keys that may change: "
-                              f"{tuple(heads) or 'none'}):", bad))
+        raise HubError(
+            _table(
+                f"{where} do not fit {type(module).__name__} ({summary}; head keys that may change: "
+                f"{tuple(heads) or 'none'}):",
+                bad,
+            )
+        )
     return report
 
 
@@ -344,8 +364,9 @@ def load_exact(module, state: dict, where: str = "weights") -> None:
     module.load_state_dict(state, strict=True)
 
 
-def adapt_and_load(module, state: dict, source_method: str = "", where: str = "init_from",
-                   source_cfg: dict | None = None) -> dict[str, list[str]]:
+def adapt_and_load(
+    module, state: dict, source_method: str = "", where: str = "init_from", source_cfg: dict | None = None
+) -> dict[str, list[str]]:
     """``init_from``: load weights into ``module`` under the loading contract, re-initialising declared head keys.
 
     ``module.remap_init_state`` first maps the source's keys (another method's, an HF directory's) onto this

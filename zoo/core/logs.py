@@ -12,6 +12,7 @@ never part of the run that continues, so each logger drops it and appends the ne
   resumed segment is marked resumed (``run.resumed``, the run record's ``resumed``), which offline wandb cannot
   learn from a server.
 """
+
 from __future__ import annotations
 
 import csv
@@ -104,7 +105,14 @@ def build_logger(cfg: dict, run_dir: Path, resume_step: int | None = None):
             import wandb
 
             extra["settings"] = wandb.Settings(resumed=True)
-        return SteppedWandbLogger(save_dir=str(run_dir), project=lg.get("project", "zoo"), name=cfg["name"],
-                                  id=run.wandb_run_id(run_dir), resume="allow", offline=mode == "offline",
-                                  config={k: v for k, v in cfg.items() if not k.startswith("_")}, **extra)
+        return SteppedWandbLogger(
+            save_dir=str(run_dir),
+            project=lg.get("project", "zoo"),
+            name=cfg["name"],
+            id=run.wandb_run_id(run_dir),
+            resume="allow",
+            offline=mode == "offline",
+            config={k: v for k, v in cfg.items() if not k.startswith("_")},
+            **extra,
+        )
     return ContinuingCSVLogger(save_dir=str(run_dir), name="logs", version="", keep_before_step=resume_step)

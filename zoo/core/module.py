@@ -1,4 +1,5 @@
 """``ZooModule``: the LightningModule contract every method implements (see docs/adding-a-method.md)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -86,8 +87,9 @@ class ZooModule(L.LightningModule):
         only); a method adds graphs here (the LM's ``model_kv``: one decoding step with a KV cache)."""
         return {"model": self.export_graph()}
 
-    def remap_init_state(self, state: dict[str, Any], source_method: str,
-                         source_cfg: dict | None = None) -> dict[str, Any]:
+    def remap_init_state(
+        self, state: dict[str, Any], source_method: str, source_cfg: dict | None = None
+    ) -> dict[str, Any]:
         """Map a state dict saved by ``source_method`` (with its resolved recipe ``source_cfg`` when known) onto this
         module's keys (default: unchanged). Return only what the source provides: keys left out are reported missing
         by the loader (and refused unless they are head keys)."""

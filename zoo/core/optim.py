@@ -1,4 +1,5 @@
 """Optimiser and learning-rate schedule from a plain dict (no class paths in recipes)."""
+
 from __future__ import annotations
 
 import math

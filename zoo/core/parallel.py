@@ -7,6 +7,7 @@ own "auto" would put the devices of a node on the tensor-parallel dimension inst
 like any other ``.ckpt``). The module shards itself in ``configure_model`` with ``self.device_mesh``
 (see ``zoo.models.sharding.shard_causal_lm``).
 """
+
 from __future__ import annotations
 
 from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, StrategyRegistry
@@ -40,8 +41,12 @@ class FSDP2Strategy(ModelParallelStrategy):
     strategy_name = "fsdp2"
 
     def __init__(self, save_distributed_checkpoint: bool = False, **kwargs):
-        super().__init__(data_parallel_size="auto", tensor_parallel_size=1,
-                         save_distributed_checkpoint=save_distributed_checkpoint, **kwargs)
+        super().__init__(
+            data_parallel_size="auto",
+            tensor_parallel_size=1,
+            save_distributed_checkpoint=save_distributed_checkpoint,
+            **kwargs,
+        )
 
     def setup_environment(self) -> None:
         if self._data_parallel_size == "auto":
@@ -74,12 +79,16 @@ class FSDP2Strategy(ModelParallelStrategy):
         for sub in module.modules():  # a root left unsharded by a forward would hold plain tensors
             if isinstance(sub, FSDPModule):
                 sub.reshard()
-        set_model_state_dict(module, checkpoint.pop("state_dict"),
-                             options=StateDictOptions(full_state_dict=True, strict=module.strict_loading))
+        set_model_state_dict(
+            module,
+            checkpoint.pop("state_dict"),
+            options=StateDictOptions(full_state_dict=True, strict=module.strict_loading),
+        )
         for optimizer, state in zip(self.optimizers, checkpoint.get("optimizer_states", [])):
             state = _rekey_by_name(state, module)  # saved keyed by index, loaded by name
-            set_optimizer_state_dict(module, optimizer, optim_state_dict=state,
-                                     options=StateDictOptions(full_state_dict=True))
+            set_optimizer_state_dict(
+                module, optimizer, optim_state_dict=state, options=StateDictOptions(full_state_dict=True)
+            )
         return checkpoint
 
 
@@ -97,8 +106,11 @@ def _rekey_by_name(state: dict, module) -> dict:
 def register_strategies() -> None:
     """Make ``fsdp2`` a strategy name ``lightning.Trainer`` accepts (idempotent)."""
     if FSDP2Strategy.strategy_name not in StrategyRegistry:
-        StrategyRegistry.register(FSDP2Strategy.strategy_name, FSDP2Strategy,
-                                  description="FSDP2 (fully_shard) over all processes via ModelParallelStrategy")
+        StrategyRegistry.register(
+            FSDP2Strategy.strategy_name,
+            FSDP2Strategy,
+            description="FSDP2 (fully_shard) over all processes via ModelParallelStrategy",
+        )
 
 
 def unsharded_copy(module, trainer):

@@ -3,6 +3,7 @@ reading and tokenising data, the method's own set-up before step 0) and, when it
 :data:`SLOW_S`, one with its time when it ends, so a run is never silent for minutes before its first step.
 Torch-free (``zoo predict`` and ``zoo eval`` use it before torch is imported).
 """
+
 from __future__ import annotations
 
 import logging

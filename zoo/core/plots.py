@@ -1,4 +1,5 @@
 """``curves.png``: a run's logged train and validation metrics against the global step, written at the end of a fit."""
+
 from __future__ import annotations
 
 import math

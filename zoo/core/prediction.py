@@ -6,6 +6,7 @@ small notation checked by :func:`check`: a type (``float`` accepts an int too), 
 ``{str: schema}`` (a mapping of any string keys), a one-item list (every item matches it), or a tuple of
 alternatives (``(str, None)``). Tables are lists of row dicts, never TSV text.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,8 +19,9 @@ def check(obj: Any, schema: Any, where: str = "$") -> list[str]:
         if not isinstance(obj, dict):
             return [f"{where}: expected an object, got {type(obj).__name__}"]
         if list(schema) == [str]:  # a mapping: any string key, every value matching
-            return [e for k, v in obj.items() for e in check(k, str, f"{where} key") + check(v, schema[str],
-                                                                                           f"{where}.{k}")]
+            return [
+                e for k, v in obj.items() for e in check(k, str, f"{where} key") + check(v, schema[str], f"{where}.{k}")
+            ]
         errs = [f"{where}.{k}: missing" for k in schema if k not in obj]
         return errs + [e for k, s in schema.items() if k in obj for e in check(obj[k], s, f"{where}.{k}")]
     if isinstance(schema, list):
@@ -28,8 +30,11 @@ def check(obj: Any, schema: Any, where: str = "$") -> list[str]:
         return [e for i, x in enumerate(obj) for e in check(x, schema[0], f"{where}[{i}]")]
     if isinstance(schema, tuple):  # alternatives: the first that matches wins
         errs = [check(obj, alt, where) for alt in schema]
-        return [] if any(not e for e in errs) else [f"{where}: matches none of its alternatives: "
-                                                   + "; ".join(e[0] for e in errs)]
+        return (
+            []
+            if any(not e for e in errs)
+            else [f"{where}: matches none of its alternatives: " + "; ".join(e[0] for e in errs)]
+        )
     if schema is None:
         return [] if obj is None else [f"{where}: expected null, got {type(obj).__name__}"]
     types = (schema, int) if schema is float else (schema,)

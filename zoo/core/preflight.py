@@ -11,6 +11,7 @@ The trainer settings a method refuses (``ZooModule.trainer_rules`` in its table)
 check for what the recipe states (:func:`check_trainer_rules`, before torch), and here for ``devices: auto``, which
 only the machine can count (:func:`check_processes`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,12 +33,24 @@ def recipe_keys(message: str, data: dict) -> list[str]:
     if re.search(r"\bdata\.\w+", message):
         return []
     where = message.split(":")[0]
-    files = [k for k, v in data.items() if _is_file_key(k)
-             and any(isinstance(x, str) and x and (where == x or where.endswith("/" + x.lstrip("./"))
-                                                   or Path(where).parent == Path(x))  # a file in the key's folder
-                     for x in (v if isinstance(v, list) else [v]))]
-    named = [k for k, v in data.items() if not _is_file_key(k) and isinstance(v, str) and v
-             and (f"'{v}'" in message or f'"{v}"' in message)]
+    files = [
+        k
+        for k, v in data.items()
+        if _is_file_key(k)
+        and any(
+            isinstance(x, str)
+            and x
+            and (
+                where == x or where.endswith("/" + x.lstrip("./")) or Path(where).parent == Path(x)
+            )  # a file in the key's folder
+            for x in (v if isinstance(v, list) else [v])
+        )
+    ]
+    named = [
+        k
+        for k, v in data.items()
+        if not _is_file_key(k) and isinstance(v, str) and v and (f"'{v}'" in message or f'"{v}"' in message)
+    ]
     return [f"data.{k}" for k in files + named]
 
 
@@ -83,8 +96,9 @@ def check_trainer_rules(table: dict, cfg: dict, processes: int | None) -> None:
         if processes is not None and processes > rule.get("max_processes", processes):
             raise RecipeError(f"trainer.devices: {rule['why']} (this run would start {processes} processes)")
         strategy = trainer.get("strategy")
-        if isinstance(strategy, str) and any(strategy == s or strategy.startswith(s + "_")
-                                                  for s in rule.get("refused_strategies", ())):
+        if isinstance(strategy, str) and any(
+            strategy == s or strategy.startswith(s + "_") for s in rule.get("refused_strategies", ())
+        ):
             raise RecipeError(f"trainer.strategy: {rule['why']} (got {strategy!r})")
 
 
@@ -117,9 +131,16 @@ def check_data(cfg: dict, module, datamodule) -> None:
     if datamodule is None:
         return
     tr = cfg.get("trainer") or {}
-    stand_in = SimpleNamespace(lightning_module=module, max_epochs=tr.get("max_epochs"),
-                               max_steps=tr.get("max_steps", -1), global_rank=0, local_rank=0, world_size=1,
-                               is_global_zero=True, datamodule=datamodule)
+    stand_in = SimpleNamespace(
+        lightning_module=module,
+        max_epochs=tr.get("max_epochs"),
+        max_steps=tr.get("max_steps", -1),
+        global_rank=0,
+        local_rank=0,
+        world_size=1,
+        is_global_zero=True,
+        datamodule=datamodule,
+    )
     before = datamodule.trainer
     datamodule.trainer = stand_in
     try:

@@ -6,6 +6,7 @@ summary (:func:`summary`) names the run directory, steps and time, the final met
 exports. A terminal gets :class:`ProgressBar`. :func:`quiet_lightning_noise` drops Lightning's advertising tip and
 warnings that say nothing about the run.
 """
+
 from __future__ import annotations
 
 import json
@@ -90,8 +91,12 @@ class ProgressLines(L.Callback):
         self._t0 = self._last = time.perf_counter()
         self._step0 = trainer.global_step
         if trainer.is_global_zero:
-            log.info("training %s from step %d (%s)", pl_module.method_name or type(pl_module).__name__,
-                     trainer.global_step, self._target(trainer))
+            log.info(
+                "training %s from step %d (%s)",
+                pl_module.method_name or type(pl_module).__name__,
+                trainer.global_step,
+                self._target(trainer),
+            )
 
     @staticmethod
     def _target(trainer) -> str:
@@ -109,16 +114,31 @@ class ProgressLines(L.Callback):
             return
         self._last = now
         if _has_optimiser(trainer):
-            unit, step, total, rate = "step", trainer.global_step, trainer.estimated_stepping_batches, \
-                (trainer.global_step - self._step0) / max(now - self._t0, 1e-9)
+            unit, step, total, rate = (
+                "step",
+                trainer.global_step,
+                trainer.estimated_stepping_batches,
+                (trainer.global_step - self._step0) / max(now - self._t0, 1e-9),
+            )
         else:  # no optimiser steps to count: this epoch's batches
-            unit, step, total, rate = "batch", batch_idx + 1, trainer.num_training_batches, \
-                self._batches / max(now - self._t0, 1e-9)
+            unit, step, total, rate = (
+                "batch",
+                batch_idx + 1,
+                trainer.num_training_batches,
+                self._batches / max(now - self._t0, 1e-9),
+            )
         done = f"{unit} {step}/{int(total)} ({100 * step / total:.0f}%)" if math.isfinite(total) else f"{unit} {step}"
         eta = f" · ETA {_fmt_seconds((total - step) / rate)}" if math.isfinite(total) and rate > 0 else ""
         line = _fmt_metrics(trainer.callback_metrics, "train/")
-        log.info("%s · epoch %d · %.2f %s/s%s%s", done, trainer.current_epoch, rate, "steps" if unit == "step"
-                 else "batches", eta, f" · {line}" if line else "")
+        log.info(
+            "%s · epoch %d · %.2f %s/s%s%s",
+            done,
+            trainer.current_epoch,
+            rate,
+            "steps" if unit == "step" else "batches",
+            eta,
+            f" · {line}" if line else "",
+        )
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:
@@ -147,8 +167,9 @@ def _epochs(trainer) -> str:
     return f", {n} epoch{'s' if n != 1 else ''}" + (" (the last partial)" if done % per_epoch else "")
 
 
-def summary(run_dir: Path, trainer, metrics: dict, seconds: float, exports: list[str], curves: Path | None = None
-            ) -> str:
+def summary(
+    run_dir: Path, trainer, metrics: dict, seconds: float, exports: list[str], curves: Path | None = None
+) -> str:
     """The closing lines of a run: where it is, what it did, what it measured, what it wrote.
 
     Args:
@@ -156,15 +177,23 @@ def summary(run_dir: Path, trainer, metrics: dict, seconds: float, exports: list
         exports: the export formats written under ``run_dir/export``. curves: the run's ``curves.png``, if written.
     """
     ckdir = Path(run_dir) / "checkpoints"
-    best = [f"best by {cb.monitor} ({float(cb.best_model_score):.4g}) {Path(cb.best_model_path).name}"
-            for cb in trainer.checkpoint_callbacks
-            if cb.monitor and cb.best_model_path and cb.best_model_score is not None]
-    lines = [f"run {run_dir}: step {trainer.global_step}{_epochs(trainer)}, {_fmt_seconds(seconds)}",
-             f"metrics (metrics.json): {_fmt_metrics(metrics) or 'none logged'}",
-             "checkpoints: " + (", ".join(best + (["last.ckpt"] if (ckdir / "last.ckpt").is_file() else []))
-                                or "none"),
-             f"exports: {', '.join(exports)} in {Path(run_dir) / 'export'}" if exports else "exports: none",
-             f"curves: {curves}" if curves else "curves: none (" + (
-                 "no metric in logs/metrics.csv)" if (Path(run_dir) / "logs" / "metrics.csv").is_file()
-                 else "no logs/metrics.csv: logger.kind is not csv)")]
+    best = [
+        f"best by {cb.monitor} ({float(cb.best_model_score):.4g}) {Path(cb.best_model_path).name}"
+        for cb in trainer.checkpoint_callbacks
+        if cb.monitor and cb.best_model_path and cb.best_model_score is not None
+    ]
+    lines = [
+        f"run {run_dir}: step {trainer.global_step}{_epochs(trainer)}, {_fmt_seconds(seconds)}",
+        f"metrics (metrics.json): {_fmt_metrics(metrics) or 'none logged'}",
+        "checkpoints: " + (", ".join(best + (["last.ckpt"] if (ckdir / "last.ckpt").is_file() else [])) or "none"),
+        f"exports: {', '.join(exports)} in {Path(run_dir) / 'export'}" if exports else "exports: none",
+        f"curves: {curves}"
+        if curves
+        else "curves: none ("
+        + (
+            "no metric in logs/metrics.csv)"
+            if (Path(run_dir) / "logs" / "metrics.csv").is_file()
+            else "no logs/metrics.csv: logger.kind is not csv)"
+        ),
+    ]
     return "\n".join(lines)

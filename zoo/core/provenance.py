@@ -3,6 +3,7 @@
 ``provenance()`` is what :func:`zoo.core.results.write_result` stores beside every table. It imports no torch
 (package versions are read from installed metadata), so it is cheap to call from any script.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -67,10 +68,16 @@ def git_state(root=None) -> dict:
     """
     root = str(root or repo_root())
     try:
-        sha = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip()
-        status = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10, check=True).stdout
+        sha = subprocess.run(
+            ["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return {"git_sha": None, "dirty": None}
     changed = [ln[3:] for ln in status.splitlines() if ln.strip()]
@@ -93,9 +100,14 @@ def machine() -> dict:
     """Cores, 1-minute load at start and now, platform and Python version of this machine."""
     load_now = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     age = LOAD_READ_AFTER_S
-    return {"cpus": os.cpu_count(), "load_at_start": LOAD_AT_START,
-            "load_at_start_read_after_s": None if age is None else round(age, 1), "load_at_end": load_now,
-            "platform": platform.platform(), "python": platform.python_version()}
+    return {
+        "cpus": os.cpu_count(),
+        "load_at_start": LOAD_AT_START,
+        "load_at_start_read_after_s": None if age is None else round(age, 1),
+        "load_at_end": load_now,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
 
 
 _GIT_AT_START: dict | None = None
@@ -113,9 +125,13 @@ def git_at_start() -> dict:
 def provenance(command: str | None = None, packages: tuple[str, ...] | list[str] = ()) -> dict:
     """Everything needed to trace a number back: command, git SHA and dirty flag (as the process started), versions,
     machine, UTC date."""
-    return {"command": command or command_line(), **git_at_start(),
-            "packages": package_versions(packages), "machine": machine(),
-            "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+    return {
+        "command": command or command_line(),
+        **git_at_start(),
+        "packages": package_versions(packages),
+        "machine": machine(),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
 
 
 git_at_start()

@@ -5,6 +5,7 @@ table and the sentence listing each method's extra. Nothing here imports torch o
 ``python -m zoo.core.readme`` rewrites the blocks between ``<!-- BEGIN generated: NAME -->`` and
 ``<!-- END generated: NAME -->`` in README.md; ``--check`` exits 1 when one is stale (a test runs it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,12 @@ def methods_table(names: list[str]) -> str:
     """The methods table: one row per method from its ``WHAT``, ``RECIPES``, ``WEIGHTS`` and ``STATUS`` facts."""
     lines = ["| method | what | recipes | zoo weights | card | status at this scale |", "|---|---|---|---|---|---|"]
     for n in names:
-        cells = [f"`{n}`", *(method_fact(n, f) for f in ("WHAT", "RECIPES", "WEIGHTS")),
-                 f"[card]({package_folder(n)}/README.md)", method_fact(n, "STATUS")]
+        cells = [
+            f"`{n}`",
+            *(method_fact(n, f) for f in ("WHAT", "RECIPES", "WEIGHTS")),
+            f"[card]({package_folder(n)}/README.md)",
+            method_fact(n, "STATUS"),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -83,8 +88,9 @@ def render(text: str, generated: dict[str, str]) -> str:
     for name, body in generated.items():
         pattern = re.compile(rf"(<!-- BEGIN generated: {name} [^>]*-->\n).*?(\n<!-- END generated: {name} -->)", re.S)
         if not pattern.search(text):
-            raise SystemExit(f"README.md has no '<!-- BEGIN generated: {name} ... -->' ... "
-                             f"'<!-- END generated: {name} -->' block")
+            raise SystemExit(
+                f"README.md has no '<!-- BEGIN generated: {name} ... -->' ... '<!-- END generated: {name} -->' block"
+            )
         text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(2), text)
     return text
 

@@ -1,4 +1,5 @@
 """Re-release a zoo package as a delta over its base (``zoo release --base``; the format is :mod:`zoo.core.delta`)."""
+
 from __future__ import annotations
 
 import yaml
@@ -43,8 +44,11 @@ def rebase_package(zoo_id: str, base_id: str) -> dict:
     save_file({k: v.contiguous() for k, v in stored.items()}, str(weights), metadata=meta)
     (folder / BASE_FILE).write_text(yaml.safe_dump(doc, sort_keys=False))
     entry = dict(entry, base=base_id)
-    entry["files"] = {**entry["files"], "model.safetensors": hub.file_entry(weights),
-                      BASE_FILE: hub.file_entry(folder / BASE_FILE)}
+    entry["files"] = {
+        **entry["files"],
+        "model.safetensors": hub.file_entry(weights),
+        BASE_FILE: hub.file_entry(folder / BASE_FILE),
+    }
     hub.write_manifest_entry(zoo_id, entry)
     after = weights.stat().st_size + (folder / BASE_FILE).stat().st_size
     return {"before": before, "after": after, "from_base": len(keys), "stored": len(stored)}

@@ -12,6 +12,7 @@ A bare recipe name is looked up in ``recipes/``; ``.yaml`` may be omitted. Every
 ``RecipeError`` whose message starts with the recipe file or the full key path, and, for a typo,
 ends with a "did you mean".
 """
+
 from __future__ import annotations
 
 import os
@@ -21,15 +22,39 @@ from typing import Any
 from zoo.core.registry import suggest
 from zoo.core.schema import RecipeError
 
-TOP_KEYS = ("method", "base", "name", "seed", "threads", "init_from", "resume", "out_dir", "model", "data",
-            "trainer", "checkpoint", "logger", "export", "card")
+TOP_KEYS = (
+    "method",
+    "base",
+    "name",
+    "seed",
+    "threads",
+    "init_from",
+    "resume",
+    "out_dir",
+    "model",
+    "data",
+    "trainer",
+    "checkpoint",
+    "logger",
+    "export",
+    "card",
+)
 BLOCK_SCHEMA: dict[str, dict[str, Any]] = {
     # key -> (type or tuple of types, check or None)
-    "checkpoint": {"monitor": (str, type(None)), "mode": ("min", "max"), "save_top_k": int,
-                   "every_n_train_steps": (int, type(None)), "every_n_epochs": (int, type(None)),
-                   "every_n_minutes": (float, type(None))},
-    "logger": {"kind": ("csv", "wandb", "tensorboard", "none"), "project": str,
-               "mode": ("offline", "online", "disabled"), "progress_every_s": (int, float)},
+    "checkpoint": {
+        "monitor": (str, type(None)),
+        "mode": ("min", "max"),
+        "save_top_k": int,
+        "every_n_train_steps": (int, type(None)),
+        "every_n_epochs": (int, type(None)),
+        "every_n_minutes": (float, type(None)),
+    },
+    "logger": {
+        "kind": ("csv", "wandb", "tensorboard", "none"),
+        "project": str,
+        "mode": ("offline", "online", "disabled"),
+        "progress_every_s": (int, float),
+    },
     "export": {"formats": list, "onnx_atol": float},
     "card": {"license": str, "data": (str, list), "description": str},  # data: set from a user data.path too
 }
@@ -55,8 +80,10 @@ def find_recipe(ref: str, relative_to: Path | None = None, kind: str = "recipe")
     """
     if Path(ref).is_dir():
         inside = sorted(p.name for p in Path(ref).glob("*.yaml"))[:5]
-        raise RecipeError(f"{kind} {ref!r} is a directory; pass a recipe file"
-                          + (f" such as {ref.rstrip('/')}/{inside[0]} (there: {', '.join(inside)})" if inside else ""))
+        raise RecipeError(
+            f"{kind} {ref!r} is a directory; pass a recipe file"
+            + (f" such as {ref.rstrip('/')}/{inside[0]} (there: {', '.join(inside)})" if inside else "")
+        )
     cands = []
     for base in ([relative_to] if relative_to else []) + [Path.cwd(), recipes_dir()]:
         cands += [base / ref, base / f"{ref}.yaml"]
@@ -64,8 +91,10 @@ def find_recipe(ref: str, relative_to: Path | None = None, kind: str = "recipe")
         if c.is_file():
             return c.resolve()
     known = [str(p.relative_to(recipes_dir())) for p in recipes_dir().rglob("*.yaml")]
-    raise RecipeError(f"{kind} {ref!r} not found (looked in {relative_to or Path.cwd()} and {recipes_dir()})"
-                      f"{suggest(ref, known) or suggest(ref + '.yaml', known)}")
+    raise RecipeError(
+        f"{kind} {ref!r} not found (looked in {relative_to or Path.cwd()} and {recipes_dir()})"
+        f"{suggest(ref, known) or suggest(ref + '.yaml', known)}"
+    )
 
 
 def read_yaml(path: Path) -> dict:
@@ -118,6 +147,7 @@ def compose(path: Path, _seen: tuple[Path, ...] = ()) -> dict:
 def _parse_value(raw: str) -> Any:
     """An override's value as YAML reads it; digits with a leading zero (``06075``, a FIPS code) stay a string."""
     from omegaconf import OmegaConf
+
     if (digits := raw.strip().lstrip("+-")).isdigit() and len(digits) > 1 and digits[0] == "0":  # YAML: octal
         return raw.strip()
     try:
@@ -241,8 +271,15 @@ def anchor_shipped_paths(cfg: dict) -> None:
     ``data:`` and ``model:`` blocks is made absolute, in place. Output paths (``out_dir``) are left alone."""
     from zoo.core.data import repo_root
 
-    _map_path_keys(_input_blocks(cfg), None, lambda p: str(repo_root() / p) if isinstance(p, str) and p and not
-                   os.path.isabs(p) and not Path(p).exists() and (repo_root() / p).exists() else p)
+    _map_path_keys(
+        _input_blocks(cfg),
+        None,
+        lambda p: (
+            str(repo_root() / p)
+            if isinstance(p, str) and p and not os.path.isabs(p) and not Path(p).exists() and (repo_root() / p).exists()
+            else p
+        ),
+    )
 
 
 def _apply_user_paths(cfg: dict, tokens) -> None:
@@ -296,8 +333,11 @@ def _check_block(cfg: dict, block: str) -> None:
         else:
             from zoo.core.schema import PRIMITIVE_TYPES, check_value
 
-            check_value(v, {"types": [PRIMITIVE_TYPES[w] for w in (want if isinstance(want, tuple) else (want,))]},
-                        f"{block}.{k}")
+            check_value(
+                v,
+                {"types": [PRIMITIVE_TYPES[w] for w in (want if isinstance(want, tuple) else (want,))]},
+                f"{block}.{k}",
+            )
 
 
 def _check_paths(block: dict, where: str) -> None:
@@ -329,8 +369,10 @@ def validate(cfg: dict, check_files: bool = True) -> None:
 
     where = cfg.get("_recipe") or "recipe"
     if "method" not in cfg or not isinstance(cfg["method"], str):
-        raise RecipeError(f"{where}: method: missing; a recipe names its method (see `zoo list`)"
-                          + (" (the file is empty)" if not any(k for k in cfg if k not in ("_recipe", "name")) else ""))
+        raise RecipeError(
+            f"{where}: method: missing; a recipe names its method (see `zoo list`)"
+            + (" (the file is empty)" if not any(k for k in cfg if k not in ("_recipe", "name")) else "")
+        )
     method = cfg["method"]
     known = known_methods()
     if method not in known:
@@ -360,9 +402,11 @@ def validate(cfg: dict, check_files: bool = True) -> None:
     schema.check_trainer(trainer)
     check_trainer_rules(table, cfg, planned_processes(trainer))
     if table["module"].get("manual_optimization") and (trainer.get("accumulate_grad_batches") or 1) > 1:
-        raise RecipeError(f"trainer.accumulate_grad_batches: {method} optimises manually, so Lightning cannot "
-                          f"accumulate for it; keep 1 (got {trainer['accumulate_grad_batches']}) and raise the "
-                          "batch size instead")
+        raise RecipeError(
+            f"trainer.accumulate_grad_batches: {method} optimises manually, so Lightning cannot "
+            f"accumulate for it; keep 1 (got {trainer['accumulate_grad_batches']}) and raise the "
+            "batch size instead"
+        )
     for block in BLOCK_SCHEMA:
         _check_block(cfg, block)
     ck = cfg.get("checkpoint") or {}
@@ -375,11 +419,15 @@ def validate(cfg: dict, check_files: bool = True) -> None:
         raise RecipeError(f"checkpoint.every_n_minutes: must be > 0 (or null for off), got {ck['every_n_minutes']}")
     for fmt in (cfg.get("export") or {}).get("formats", []):
         if fmt not in EXPORT_FORMATS:
-            raise RecipeError(f"export.formats: unknown format {fmt!r}{suggest(fmt, EXPORT_FORMATS)}; "
-                              f"choose from {', '.join(EXPORT_FORMATS)}")
+            raise RecipeError(
+                f"export.formats: unknown format {fmt!r}{suggest(fmt, EXPORT_FORMATS)}; "
+                f"choose from {', '.join(EXPORT_FORMATS)}"
+            )
         if fmt not in table["export_formats"]:
-            raise RecipeError(f"export.formats: {cfg['method']} cannot export {fmt!r}; it supports "
-                              f"{', '.join(table['export_formats'])}")
+            raise RecipeError(
+                f"export.formats: {cfg['method']} cannot export {fmt!r}; it supports "
+                f"{', '.join(table['export_formats'])}"
+            )
         if missing := format_not_ready(fmt):  # now, not after training
             raise RecipeError(f"export.formats: {missing}")
     if check_files:

@@ -5,6 +5,7 @@
 whose decorator fills ``_METHODS``. A method's other facts (its extra, README row, examples) are read from its
 package's ``__init__.py`` (:mod:`zoo.core.facts`).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -110,7 +111,7 @@ def method_extra(name: str) -> str | None:
 
 def install_command(extra: str | None) -> str:
     """The command installing the pyproject ``extra``: ``pip install -e ".[graph]"`` (the core install for None)."""
-    return f'pip install -e ".[{extra}]"' if extra else 'pip install -e .'
+    return f'pip install -e ".[{extra}]"' if extra else "pip install -e ."
 
 
 def install_hint(name: str) -> str:
@@ -157,10 +158,13 @@ def suggest(word: str, choices) -> str:
 
     word = str(word)
     close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
-    odd = [f"{c!r} (U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}) at position {i + 1}"
-           for i, c in enumerate(word) if ord(c) > 127]
+    odd = [
+        f"{c!r} (U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}) at position {i + 1}"
+        for i, c in enumerate(word)
+        if ord(c) > 127
+    ]
     note = f"; {word!r} contains the non-ASCII character {', '.join(odd)}" if odd else ""
-    return (f" (did you mean {close[0]!r}?{note})" if close else f" ({note[2:]})" if note else "")
+    return f" (did you mean {close[0]!r}?{note})" if close else f" ({note[2:]})" if note else ""
 
 
 def get_method(name: str) -> MethodEntry:

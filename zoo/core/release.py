@@ -1,4 +1,5 @@
 """``zoo release``: a finished run becomes a zoo package under ``checkpoints/`` and its manifest entry."""
+
 from __future__ import annotations
 
 import shutil
@@ -44,14 +45,23 @@ def release(run_dir: Path, zoo_id: str, which: str = "best", base: str | None = 
         recipe = recipe.resolve().relative_to(repo_root())
     except ValueError:
         pass
-    hub.write_manifest_entry(zoo_id, {
-        "method": cfg["method"], "path": zoo_id, "files": files, "recipe": str(recipe),
-        "data": card.get("data", cfg.get("data")), "metrics": metrics,
-        "metrics_source": doc.get("source", "end of training") if metrics else "none (run `zoo eval RUN_DIR` first)",
-        "license": card.get("license", "unspecified"),
-        "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        **({"base": over["base"], "base_sha256": over["base_sha256"]} if (over := delta.read_base(folder)) else {}),
-    })
+    hub.write_manifest_entry(
+        zoo_id,
+        {
+            "method": cfg["method"],
+            "path": zoo_id,
+            "files": files,
+            "recipe": str(recipe),
+            "data": card.get("data", cfg.get("data")),
+            "metrics": metrics,
+            "metrics_source": doc.get("source", "end of training")
+            if metrics
+            else "none (run `zoo eval RUN_DIR` first)",
+            "license": card.get("license", "unspecified"),
+            "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            **({"base": over["base"], "base_sha256": over["base_sha256"]} if (over := delta.read_base(folder)) else {}),
+        },
+    )
     if base:
         from zoo.core.rebase import rebase_package
 

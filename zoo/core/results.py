@@ -18,6 +18,7 @@ A table made before this writer existed and too costly to rerun is *converted* (
 are kept, its provenance names the commit that last produced it and says ``"rerun": false``, and the rendered
 page says so beside the table.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,8 +66,9 @@ def _plain(v, where: str):
     raise ValueError(f"{where}: {type(v).__name__} is not a JSON value")
 
 
-def summarise(rows: list[dict], metrics: list[str], by: list[str] | tuple[str, ...] = (),
-              seed_key: str = "seed") -> list[dict]:
+def summarise(
+    rows: list[dict], metrics: list[str], by: list[str] | tuple[str, ...] = (), seed_key: str = "seed"
+) -> list[dict]:
     """Mean and sample sd over seeds of each metric, grouped by the ``by`` columns (groups in first-seen order).
 
     Args:
@@ -91,17 +93,30 @@ def summarise(rows: list[dict], metrics: list[str], by: list[str] | tuple[str, .
             vals = [r[m] for r in members if r.get(m) is not None]
             if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in vals):
                 raise ValueError(f"metric {m!r} in group {dict(zip(by, key))} has a non-number: {vals}")
-            row[m] = {"mean": statistics.fmean(vals) if vals else None,
-                      "sd": statistics.stdev(vals) if len(vals) > 1 else None, "n": len(vals)}
+            row[m] = {
+                "mean": statistics.fmean(vals) if vals else None,
+                "sd": statistics.stdev(vals) if len(vals) > 1 else None,
+                "n": len(vals),
+            }
         out.append(row)
     return out
 
 
-def write_result(method: str, name: str, rows: list[dict], *, summary: list[dict] | None = None,
-                 paper: dict | str | None = None, notes: str | None = None, kind: str = "result",
-                 command: str | None = None, packages: tuple[str, ...] | list[str] = (),
-                 extra: dict | None = None, results_dir: Path | None = None,
-                 converted_from: str | None = None) -> Path:
+def write_result(
+    method: str,
+    name: str,
+    rows: list[dict],
+    *,
+    summary: list[dict] | None = None,
+    paper: dict | str | None = None,
+    notes: str | None = None,
+    kind: str = "result",
+    command: str | None = None,
+    packages: tuple[str, ...] | list[str] = (),
+    extra: dict | None = None,
+    results_dir: Path | None = None,
+    converted_from: str | None = None,
+) -> Path:
     """Write ``results/<method>/<name>.json`` with provenance; the only way tables and benchmarks are stored.
 
     Args:
@@ -133,10 +148,20 @@ def write_result(method: str, name: str, rows: list[dict], *, summary: list[dict
     if converted_from is not None:
         from zoo.core.provenance import command_line
 
-        prov |= {"converted_from_commit": converted_from, "rerun": False, "converted_by": command_line(),
-                 "conversion_note": "sha, packages, machine and date are those of the conversion, not of the run"}
-    doc = {"method": method, "experiment": name, "kind": kind, "command": prov["command"], "provenance": prov,
-           "rows": _plain(rows, "rows")}
+        prov |= {
+            "converted_from_commit": converted_from,
+            "rerun": False,
+            "converted_by": command_line(),
+            "conversion_note": "sha, packages, machine and date are those of the conversion, not of the run",
+        }
+    doc = {
+        "method": method,
+        "experiment": name,
+        "kind": kind,
+        "command": prov["command"],
+        "provenance": prov,
+        "rows": _plain(rows, "rows"),
+    }
     if summary is not None:
         doc["summary"] = _plain(summary, "summary")
     if paper is not None:
@@ -190,10 +215,14 @@ def dirty_warning(prov: dict) -> str | None:
         return None
     sha = str(prov.get("git_sha"))[:10]
     if prov.get("converted_from_commit"):
-        return (f"> **Dirty tree (conversion):** converted from a working tree with uncommitted changes on top of "
-                f"commit {sha}; the numbers are those of commit {prov['converted_from_commit'][:10]}.")
-    return (f"> **Dirty tree:** made from a working tree with uncommitted changes on top of commit {sha}, so that "
-            f"commit does not pin the code behind these numbers.")
+        return (
+            f"> **Dirty tree (conversion):** converted from a working tree with uncommitted changes on top of "
+            f"commit {sha}; the numbers are those of commit {prov['converted_from_commit'][:10]}."
+        )
+    return (
+        f"> **Dirty tree:** made from a working tree with uncommitted changes on top of commit {sha}, so that "
+        f"commit does not pin the code behind these numbers."
+    )
 
 
 def render(results_dir: Path, kind: str = "result") -> str:
@@ -232,12 +261,16 @@ def render(results_dir: Path, kind: str = "result") -> str:
             prov = doc.get("provenance") or {}
             where = ""
             if prov.get("converted_from_commit"):
-                where = (f"; numbers from commit {prov['converted_from_commit'][:10]}, converted to this format "
-                         f"{prov.get('date', '')[:10]} without rerunning")
+                where = (
+                    f"; numbers from commit {prov['converted_from_commit'][:10]}, converted to this format "
+                    f"{prov.get('date', '')[:10]} without rerunning"
+                )
             elif prov:
                 m = prov.get("machine") or {}
-                where = (f"; commit {str(prov.get('git_sha'))[:10]}{' (dirty)' if prov.get('dirty') else ''}, "
-                         f"{prov.get('date', '')[:10]}, {m.get('cpus')} cores, load {m.get('load_at_start')}")
+                where = (
+                    f"; commit {str(prov.get('git_sha'))[:10]}{' (dirty)' if prov.get('dirty') else ''}, "
+                    f"{prov.get('date', '')[:10]}, {m.get('cpus')} cores, load {m.get('load_at_start')}"
+                )
             out.append(f"\nCommand: `{doc['command']}` (source: `{f.relative_to(results_dir.parent)}`{where})\n")
     return "\n".join(out)
 
@@ -262,8 +295,9 @@ def write_benchmarks(results_dir: Path | None = None, out: Path | None = None) -
 if __name__ == "__main__":
     import argparse
 
-    argparse.ArgumentParser(prog="python -m zoo.core.results",
-                            description="Regenerate docs/results.md and docs/benchmarks.md from "
-                                        "results/<method>/*.json.").parse_args()
+    argparse.ArgumentParser(
+        prog="python -m zoo.core.results",
+        description="Regenerate docs/results.md and docs/benchmarks.md from results/<method>/*.json.",
+    ).parse_args()
     print(write_results())
     print(write_benchmarks())

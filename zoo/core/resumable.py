@@ -23,6 +23,7 @@ training rather than on the history of the process.
 Not covered: what :mod:`zoo.core.resumable_data` lists; a kill in the moment between a checkpoint and the rewrite
 that adds the state the module's own hooks set after it (the previous, complete file is kept).
 """
+
 from __future__ import annotations
 
 import os
@@ -69,8 +70,13 @@ class LastCheckpoint(Callback):
     minutes of training (either may be None to turn it off), at every ``every_n_epochs``-th epoch end and at the end of
     fit, written atomically. The time rule is decided on rank 0 and broadcast, so all ranks save together."""
 
-    def __init__(self, dirpath: Path, every_n_steps: int | None = DEFAULT_EVERY_N_TRAIN_STEPS,
-                 every_n_minutes: float | None = DEFAULT_EVERY_N_MINUTES, every_n_epochs: int | None = 1):
+    def __init__(
+        self,
+        dirpath: Path,
+        every_n_steps: int | None = DEFAULT_EVERY_N_TRAIN_STEPS,
+        every_n_minutes: float | None = DEFAULT_EVERY_N_MINUTES,
+        every_n_epochs: int | None = 1,
+    ):
         self.path = Path(dirpath) / "last.ckpt"
         self.every_n_steps, self.every_n_epochs = every_n_steps, every_n_epochs
         self.every_s = None if every_n_minutes is None else 60.0 * every_n_minutes
@@ -155,8 +161,11 @@ def _fingerprint(module) -> dict:
     """What identifies the module's current weights and buffers without copying them: each state-dict entry's
     object, in-place version counter and shape (an assignment or an in-place write changes one of them; a write
     through ``tensor.data`` does not, and is not seen)."""
-    return {k: (id(v), v._version, tuple(v.shape)) for k, v in module.state_dict(keep_vars=True).items()
-            if isinstance(v, torch.Tensor)}
+    return {
+        k: (id(v), v._version, tuple(v.shape))
+        for k, v in module.state_dict(keep_vars=True).items()
+        if isinstance(v, torch.Tensor)
+    }
 
 
 class RunStatus(Callback):
@@ -170,13 +179,18 @@ class RunStatus(Callback):
 
     def on_train_end(self, trainer, pl_module) -> None:
         if trainer.is_global_zero:
-            runs.mark(Path(trainer.default_root_dir), "killed" if trainer.interrupted else "finished",
-                      step=trainer.global_step)
+            runs.mark(
+                Path(trainer.default_root_dir),
+                "killed" if trainer.interrupted else "finished",
+                step=trainer.global_step,
+            )
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         if trainer.is_global_zero and (Path(trainer.default_root_dir) / runs.STATUS_FILE).is_file():
-            runs.mark(Path(trainer.default_root_dir),
-                      "killed" if isinstance(exception, (KeyboardInterrupt, SystemExit)) else "failed")
+            runs.mark(
+                Path(trainer.default_root_dir),
+                "killed" if isinstance(exception, (KeyboardInterrupt, SystemExit)) else "failed",
+            )
 
 
 class StepSeededRng(Callback):
@@ -210,8 +224,9 @@ class MainOptimizerSteps(Callback):
             return
         for lo in trainer.strategy._lightning_optimizers[1:]:
             # the manual loop re-assigns these progress hooks every batch: make them ignore it on extra optimisers
-            lo.__class__ = type(f"Uncounted{type(lo).__name__}", (type(lo),),
-                                {"_on_before_step": _IGNORED, "_on_after_step": _IGNORED})
+            lo.__class__ = type(
+                f"Uncounted{type(lo).__name__}", (type(lo),), {"_on_before_step": _IGNORED, "_on_after_step": _IGNORED}
+            )
 
 
 def prepare_dataloaders(module, datamodule, seed: int) -> None:

@@ -24,6 +24,7 @@ iterable datasets) keep their own order and are logged as not resumable mid-epoc
 from a generator of its own; random transforms drawn inside DataLoader worker processes; generators a dataset keeps
 for itself (use the global RNG, which the sampler seeds).
 """
+
 from __future__ import annotations
 
 import functools
@@ -72,8 +73,17 @@ class ResumableSampler(DistributedSampler):
     Lightning's ``set_epoch``: after a resume from a checkpoint written at an epoch's end, Lightning passes the
     epoch just finished (its ``processed`` count was not yet incremented), which would replay that epoch's order."""
 
-    def __init__(self, dataset, num_replicas: int, rank: int, shuffle: bool, seed: int, epoch, skip: int = 0,
-                 batch_size: int | None = None):
+    def __init__(
+        self,
+        dataset,
+        num_replicas: int,
+        rank: int,
+        shuffle: bool,
+        seed: int,
+        epoch,
+        skip: int = 0,
+        batch_size: int | None = None,
+    ):
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=False)
         self._epoch_of, self._skip, self.batch_size = epoch, skip, batch_size
 
@@ -103,8 +113,19 @@ class ResumableWeightedSampler(ResumableSampler):
     original sampler seeded with ``seed`` drew first), and each rank takes its share of them, padded as
     ``DistributedSampler`` pads."""
 
-    def __init__(self, weights: torch.Tensor, num_samples: int, replacement: bool, dataset, num_replicas: int,
-                 rank: int, seed: int, epoch, skip: int = 0, batch_size: int | None = None):
+    def __init__(
+        self,
+        weights: torch.Tensor,
+        num_samples: int,
+        replacement: bool,
+        dataset,
+        num_replicas: int,
+        rank: int,
+        seed: int,
+        epoch,
+        skip: int = 0,
+        batch_size: int | None = None,
+    ):
         super().__init__(dataset, num_replicas, rank, True, seed, epoch, skip, batch_size)
         self.weights, self.draws, self.replacement = weights, int(num_samples), replacement
         self.num_samples = -(-self.draws // num_replicas)
@@ -114,7 +135,7 @@ class ResumableWeightedSampler(ResumableSampler):
         g = torch.Generator().manual_seed(self.seed + self.epoch)
         drawn = torch.multinomial(self.weights, self.draws, self.replacement, generator=g).tolist()
         drawn += drawn[: self.total_size - len(drawn)]
-        return drawn[self.rank:self.total_size:self.num_replicas]
+        return drawn[self.rank : self.total_size : self.num_replicas]
 
 
 class SeededBatches:
@@ -145,12 +166,26 @@ def _seeded_batches(dl: DataLoader, trainer: L.Trainer, seed: int) -> DataLoader
     """``dl`` with its own batch sampler wrapped in :class:`SeededBatches` (same dataset, collate and workers)."""
     epoch_loop = trainer.fit_loop.epoch_loop
     done = epoch_loop.batch_progress.current.ready if epoch_loop.restarting else 0
-    batches = SeededBatches(dl.batch_sampler, seed, lambda: trainer.current_epoch, trainer.global_rank,
-                            done if done < len(dl.batch_sampler) else 0)
-    loader = DataLoader(dl.dataset, batch_sampler=batches, num_workers=dl.num_workers, collate_fn=dl.collate_fn,
-                        pin_memory=dl.pin_memory, timeout=dl.timeout, worker_init_fn=dl.worker_init_fn,
-                        multiprocessing_context=dl.multiprocessing_context, generator=dl.generator,
-                        prefetch_factor=dl.prefetch_factor, persistent_workers=dl.persistent_workers)
+    batches = SeededBatches(
+        dl.batch_sampler,
+        seed,
+        lambda: trainer.current_epoch,
+        trainer.global_rank,
+        done if done < len(dl.batch_sampler) else 0,
+    )
+    loader = DataLoader(
+        dl.dataset,
+        batch_sampler=batches,
+        num_workers=dl.num_workers,
+        collate_fn=dl.collate_fn,
+        pin_memory=dl.pin_memory,
+        timeout=dl.timeout,
+        worker_init_fn=dl.worker_init_fn,
+        multiprocessing_context=dl.multiprocessing_context,
+        generator=dl.generator,
+        prefetch_factor=dl.prefetch_factor,
+        persistent_workers=dl.persistent_workers,
+    )
     loader.state_dict, loader.load_state_dict = dict, _ignore
     return loader
 
@@ -171,8 +206,17 @@ def _resumable(dl, trainer: L.Trainer, seed: int):
         new = ResumableSampler(dl.dataset, world, rank, False, seed, epoch, batch_size=dl.batch_size)
     elif type(sampler) is WeightedRandomSampler:  # its own seed (the datamodule's), else the run's
         own = seed if sampler.generator is None else sampler.generator.initial_seed()
-        new = ResumableWeightedSampler(sampler.weights, sampler.num_samples, sampler.replacement, dl.dataset, world,
-                                       rank, own, epoch, batch_size=dl.batch_size)
+        new = ResumableWeightedSampler(
+            sampler.weights,
+            sampler.num_samples,
+            sampler.replacement,
+            dl.dataset,
+            world,
+            rank,
+            own,
+            epoch,
+            batch_size=dl.batch_size,
+        )
     else:
         log.info("train dataloader with %s: its order is not resumable mid-epoch", type(sampler).__name__)
         return dl

@@ -1,6 +1,7 @@
 """What a resumed run says: where it continues, that ``init_from`` yields to the checkpoint, or that a finished run
 has nothing to train and how to extend it (:func:`finished`, :func:`nothing_trained`); the checkpoint itself is
 checked by ``zoo.core.build._check_resume``."""
+
 from __future__ import annotations
 
 import logging
@@ -34,9 +35,13 @@ def finished(cfg: dict, run_dir: Path, start: tuple[int, int, int]) -> bool:
     if max_steps is None or max_steps < 0 or start[0] < max_steps:
         return False
     if not run.is_child_rank():
-        log.warning("resume: %s already finished at step %d (trainer.max_steps=%d): nothing to train; to train it "
-                    "further raise trainer.max_steps (and trainer.max_epochs when the recipe sets it)", run_dir,
-                    start[0], max_steps)
+        log.warning(
+            "resume: %s already finished at step %d (trainer.max_steps=%d): nothing to train; to train it "
+            "further raise trainer.max_steps (and trainer.max_epochs when the recipe sets it)",
+            run_dir,
+            start[0],
+            max_steps,
+        )
     return True
 
 
@@ -46,9 +51,15 @@ def nothing_trained(trainer, run_dir: Path) -> None:
     if run.is_child_rank():
         return
     cut = " (an epoch that max_steps cut short counts as finished)" if (trainer.max_steps or -1) > 0 else ""
-    log.warning("resume: nothing trained: %s stopped at once at step %d, epoch %d: its trainer.max_epochs=%s "
-                "epoch(s) were done%s; to train further raise trainer.max_epochs", run_dir, trainer.global_step,
-                trainer.current_epoch, trainer.max_epochs, cut)
+    log.warning(
+        "resume: nothing trained: %s stopped at once at step %d, epoch %d: its trainer.max_epochs=%s "
+        "epoch(s) were done%s; to train further raise trainer.max_epochs",
+        run_dir,
+        trainer.global_step,
+        trainer.current_epoch,
+        trainer.max_epochs,
+        cut,
+    )
 
 
 def own_settings(model: dict, saved: dict, ckpt_path: str) -> dict:

@@ -5,6 +5,7 @@ command line with the parent's environment, so every child rank reads the same d
 choosing its own. Under ``torchrun`` or SLURM (every rank started by the launcher) set ``ZOO_RUN_DIR``
 yourself, or pass ``resume=auto`` so all ranks pick the latest version.
 """
+
 from __future__ import annotations
 
 import os
@@ -57,8 +58,10 @@ def open_run_dir(cfg: dict) -> tuple[Path, str | None]:
             raise RunError(f"resume: no such checkpoint {ckpt}")
         run_dir = ckpt.resolve().parent.parent if ckpt.parent.name == "checkpoints" else _next_version(root)
     elif is_child_rank():
-        raise RunError(f"this process is rank > 0 but {RUN_DIR_ENV} is not set; set it to the shared run "
-                       "directory (Lightning's launcher does this for you; torchrun/SLURM do not)")
+        raise RunError(
+            f"this process is rank > 0 but {RUN_DIR_ENV} is not set; set it to the shared run "
+            "directory (Lightning's launcher does this for you; torchrun/SLURM do not)"
+        )
     else:
         run_dir = _next_version(root)
     resume_ckpt = None

@@ -5,6 +5,7 @@ when the fit starts, the step of each checkpoint it writes, and ``finished`` (or
 ``running`` record whose process is gone from this host is a run that was killed. Runs written before this file
 existed read as ``finished`` when they have ``metrics.json`` (written at the end of a fit), else ``killed``.
 """
+
 from __future__ import annotations
 
 import csv
@@ -72,8 +73,9 @@ def best_metric(run_dir: Path, final: dict | None = None) -> str | None:
     """``"val/loss 0.4123 (min)"``: the best logged value of the run's ``checkpoint.monitor`` in ``logs/metrics.csv``,
     else its end-of-fit value in ``metrics.json`` (``"... (at end)"``); None when the recipe sets no monitor or the
     metric was never logged."""
-    cfg = yaml.safe_load((Path(run_dir) / "config.yaml").read_text()) if (Path(run_dir) / "config.yaml").is_file() \
-        else {}
+    cfg = (
+        yaml.safe_load((Path(run_dir) / "config.yaml").read_text()) if (Path(run_dir) / "config.yaml").is_file() else {}
+    )
     ck = (cfg or {}).get("checkpoint") or {}
     key, mode = ck.get("monitor"), ck.get("mode", "min")
     if not key:
@@ -122,6 +124,7 @@ def list_runs(out_dir: Path, name: str | None = None) -> list[dict]:
 def render(rows: list[dict]) -> str:
     """The ``zoo runs`` table: run, status, step, best metric, one run a line."""
     table = [("run", "status", "step", "best")] + [
-        (r["run"], r["status"], "?" if r["step"] is None else str(r["step"]), r["best"] or "-") for r in rows]
+        (r["run"], r["status"], "?" if r["step"] is None else str(r["step"]), r["best"] or "-") for r in rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(3)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3] for row in table)

@@ -16,6 +16,7 @@ argument: ``min`` / ``max`` (``min_exclusive`` / ``max_exclusive``), ``min_lengt
 ``keys`` (a dict block's key specs); no spec means anything goes. Each part also records ``docs``, every argument's
 one-line meaning from the class's ``Args:`` docstring, for ``zoo info``.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,6 +32,7 @@ SCHEMA_DIR = Path(__file__).parent / "schemas"
 class RecipeError(UserError, ValueError):
     """A recipe that cannot be loaded or does not validate; raised before any training starts (also importable as
     ``zoo.core.recipe.RecipeError``)."""
+
 
 TRAINER_FILE = SCHEMA_DIR / "_trainer.json"
 
@@ -51,17 +53,42 @@ OPTIMIZER_SCHEMA: dict[str, dict] = {
 
 #: Value ranges of trainer keys (the types come from the generated table).
 TRAINER_RANGES: dict[str, dict] = {
-    "num_nodes": {"min": 1}, "max_epochs": {"min": -1}, "min_epochs": {"min": 0}, "max_steps": {"min": -1},
-    "min_steps": {"min": 0}, "accumulate_grad_batches": {"min": 1}, "check_val_every_n_epoch": {"min": 1},
-    "log_every_n_steps": {"min": 0}, "num_sanity_val_steps": {"min": -1}, "gradient_clip_val": {"min": 0.0},
-    "reload_dataloaders_every_n_epochs": {"min": 0}, "limit_train_batches": {"min": 0},
-    "limit_val_batches": {"min": 0}, "limit_test_batches": {"min": 0}, "limit_predict_batches": {"min": 0},
-    "overfit_batches": {"min": 0}, "val_check_interval": {"min": 0, "min_exclusive": True},
+    "num_nodes": {"min": 1},
+    "max_epochs": {"min": -1},
+    "min_epochs": {"min": 0},
+    "max_steps": {"min": -1},
+    "min_steps": {"min": 0},
+    "accumulate_grad_batches": {"min": 1},
+    "check_val_every_n_epoch": {"min": 1},
+    "log_every_n_steps": {"min": 0},
+    "num_sanity_val_steps": {"min": -1},
+    "gradient_clip_val": {"min": 0.0},
+    "reload_dataloaders_every_n_epochs": {"min": 0},
+    "limit_train_batches": {"min": 0},
+    "limit_val_batches": {"min": 0},
+    "limit_test_batches": {"min": 0},
+    "limit_predict_batches": {"min": 0},
+    "overfit_batches": {"min": 0},
+    "val_check_interval": {"min": 0, "min_exclusive": True},
 }
-_FRACTION_OR_COUNT = ("limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches",
-                      "overfit_batches", "val_check_interval")
-PRIMITIVE_TYPES = {int: "int", float: "float", str: "str", bool: "bool", type(None): "null", list: "list",
-              tuple: "list", dict: "dict"}
+_FRACTION_OR_COUNT = (
+    "limit_train_batches",
+    "limit_val_batches",
+    "limit_test_batches",
+    "limit_predict_batches",
+    "overfit_batches",
+    "val_check_interval",
+)
+PRIMITIVE_TYPES = {
+    int: "int",
+    float: "float",
+    str: "str",
+    bool: "bool",
+    type(None): "null",
+    list: "list",
+    tuple: "list",
+    dict: "dict",
+}
 
 
 # ------------------------------------------------------------------------------------------------ checking
@@ -83,9 +110,11 @@ def allowed(spec: dict) -> str:
         if t in ("int", "float") and ("min" in spec or "max" in spec):
             t += " " + _range_text(spec)
         elif t == "list":
-            t += (f" of ({allowed(spec['items'])})" if "items" in spec else "") + (
-                f", at least {spec['min_length']}" if spec.get("min_length") else "") + (
-                f", exactly {spec['length']}" if "length" in spec else "")
+            t += (
+                (f" of ({allowed(spec['items'])})" if "items" in spec else "")
+                + (f", at least {spec['min_length']}" if spec.get("min_length") else "")
+                + (f", exactly {spec['length']}" if "length" in spec else "")
+            )
         parts.append(t)
     if spec.get("choices"):
         parts.append("one of " + ", ".join(repr(c) for c in spec["choices"]))
@@ -116,7 +145,7 @@ def _range_text(spec: dict) -> str:
     """``> 0``, ``in [0, 1)``, ``<= 5``: the range a spec allows."""
     lo, hi = spec.get("min"), spec.get("max")
     if lo is not None and hi is not None:
-        return (f"in {'(' if spec.get('min_exclusive') else '['}{lo}, {hi}{')' if spec.get('max_exclusive') else ']'}")
+        return f"in {'(' if spec.get('min_exclusive') else '['}{lo}, {hi}{')' if spec.get('max_exclusive') else ']'}"
     if lo is not None:
         return f"{'>' if spec.get('min_exclusive') else '>='} {lo}"
     return f"{'<' if spec.get('max_exclusive') else '<='} {hi}"
@@ -134,15 +163,17 @@ def check_value(value: Any, spec: dict, where: str) -> None:
         raise RecipeError(f"{where}: expected {render(spec)}, got {value!r}{hint}")
     if isinstance(value, (int, float)) and not isinstance(value, bool) and ("min" in spec or "max" in spec):
         lo, hi = spec.get("min"), spec.get("max")
-        if ((lo is not None and (value < lo or (spec.get("min_exclusive") and value == lo)))
-                or (hi is not None and (value > hi or (spec.get("max_exclusive") and value == hi)))):
+        if (lo is not None and (value < lo or (spec.get("min_exclusive") and value == lo))) or (
+            hi is not None and (value > hi or (spec.get("max_exclusive") and value == hi))
+        ):
             raise RecipeError(f"{where}: must be {_range_text(spec)}, got {value!r}")
     if isinstance(value, list):
         if "length" in spec and len(value) != spec["length"]:
             raise RecipeError(f"{where}: expected {spec['length']} values, got {value!r}")
         if len(value) < spec.get("min_length", 0):
-            raise RecipeError(f"{where}: needs at least {spec['min_length']} item{'s' * (spec['min_length'] > 1)}, "
-                              f"got {value!r}")
+            raise RecipeError(
+                f"{where}: needs at least {spec['min_length']} item{'s' * (spec['min_length'] > 1)}, got {value!r}"
+            )
         for i, item in enumerate(value if "items" in spec else ()):
             check_value(item, spec["items"], f"{where}[{i}]")
     if isinstance(value, dict) and "keys" in spec:
@@ -157,8 +188,9 @@ def check_block(values: dict, schema: dict[str, dict], where: str, owner: str) -
         raise RecipeError(f"{where}: must be a mapping, got {values!r}")
     for k, v in values.items():
         if k not in schema:
-            raise RecipeError(f"{where}.{k}: {owner} takes no argument {k!r}{suggest(k, schema)}; "
-                              f"allowed: {', '.join(schema)}")
+            raise RecipeError(
+                f"{where}.{k}: {owner} takes no argument {k!r}{suggest(k, schema)}; allowed: {', '.join(schema)}"
+            )
         check_value(v, schema[k], f"{where}.{k}")
 
 
@@ -180,15 +212,20 @@ def check_trainer(values: dict) -> None:
         if k in values:
             raise RecipeError(f"trainer.{k}: set by zoo (see the checkpoint:, logger: and out_dir keys)")
     dev = values.get("devices")
-    if dev is not None and not (dev == "auto" or dev == -1 or (isinstance(dev, int) and dev >= 1)
-                                or (isinstance(dev, list) and dev and all(isinstance(d, int) and d >= 0 for d in dev))
-                                or (isinstance(dev, str) and dev.replace(",", "").strip().isdigit())):
+    if dev is not None and not (
+        dev == "auto"
+        or dev == -1
+        or (isinstance(dev, int) and dev >= 1)
+        or (isinstance(dev, list) and dev and all(isinstance(d, int) and d >= 0 for d in dev))
+        or (isinstance(dev, str) and dev.replace(",", "").strip().isdigit())
+    ):
         raise RecipeError(f"trainer.devices: must be >= 1, -1 (all), 'auto' or a list of device indices, got {dev!r}")
     for k in _FRACTION_OR_COUNT:
         v = values.get(k)
         if isinstance(v, float) and v > 1.0:
-            raise RecipeError(f"trainer.{k}: a float is a fraction in [0, 1]; for a number of batches write an int, "
-                              f"got {v!r}")
+            raise RecipeError(
+                f"trainer.{k}: a float is a fraction in [0, 1]; for a number of batches write an int, got {v!r}"
+            )
 
 
 def method_schema(name: str) -> dict | None:
@@ -312,8 +349,11 @@ def _args(cls) -> dict:
         hints = typing.get_type_hints(cls.__init__, include_extras=True)
     except Exception:  # noqa: BLE001 - an annotation that only resolves under TYPE_CHECKING: judge nothing
         hints = {}
-    args = {n: describe(hints.get(n, inspect.Parameter.empty)) for n, p in sig.parameters.items()
-            if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    args = {
+        n: describe(hints.get(n, inspect.Parameter.empty))
+        for n, p in sig.parameters.items()
+        if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
     var_kwargs = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     nested = {n: args[n].pop("keys") for n in args if "keys" in args[n]}
     out = {"class": cls.__name__, "args": args, "order": list(args), "var_kwargs": var_kwargs, "docs": arg_docs(cls)}
@@ -332,17 +372,25 @@ def generate_method(name: str) -> dict:
     nested.update(module.get("nested", {}))
     nested.update(getattr(entry.module_cls, "arg_schemas", {}) or {})
     module["nested"] = nested
-    defaults = {n: p.default for n, p in inspect.signature(entry.module_cls.__init__).parameters.items()
-                if p.default is not p.empty}
-    rules = [dict(r, defaults={k: defaults.get(k) for k in r.get("when", {})}, when=dict(r.get("when", {})))
-             for r in getattr(entry.module_cls, "trainer_rules", ())]
+    defaults = {
+        n: p.default
+        for n, p in inspect.signature(entry.module_cls.__init__).parameters.items()
+        if p.default is not p.empty
+    }
+    rules = [
+        dict(r, defaults={k: defaults.get(k) for k in r.get("when", {})}, when=dict(r.get("when", {})))
+        for r in getattr(entry.module_cls, "trainer_rules", ())
+    ]
     if rules:
         module["trainer_rules"] = rules
     src = "".join(inspect.getsource(c) for c in entry.module_cls.__mro__ if c.__module__.startswith("zoo."))
     module["manual_optimization"] = "automatic_optimization = False" in src
-    return {"method": name, "module": module,
-            "datamodule": _args(entry.datamodule_cls) if entry.datamodule_cls else None,
-            "export_formats": list(entry.module_cls.export_formats)}
+    return {
+        "method": name,
+        "module": module,
+        "datamodule": _args(entry.datamodule_cls) if entry.datamodule_cls else None,
+        "export_formats": list(entry.module_cls.export_formats),
+    }
 
 
 def generate_trainer() -> dict:

@@ -16,6 +16,7 @@ Fair by construction:
     t = compare({"ours": lambda: f(x), "peer": lambda: g(x)}, repeats=5, warmup=1)
     t.ratio("peer", "ours"), t.row("ours", "peer"), t.describe()
 """
+
 from __future__ import annotations
 
 import os
@@ -68,21 +69,34 @@ class Timing:
         """One sentence stating how the figures were taken (for a results file's notes)."""
         n = len(self.orders)
         threads = f"{self.threads} thread(s) each side" if self.threads else "threads as launched"
-        return (f"Medians of {n} interleaved repeats (side order alternating each repeat), after {self.warmup} "
-                f"untimed warm-up call(s) per side (compilation and caches warmed outside the timed region); "
-                f"{threads}.")
+        return (
+            f"Medians of {n} interleaved repeats (side order alternating each repeat), after {self.warmup} "
+            f"untimed warm-up call(s) per side (compilation and caches warmed outside the timed region); "
+            f"{threads}."
+        )
 
     def row(self, ours: str, peer: str, clock: str = "wall") -> dict:
         """Fields for a benchmark row: both medians on both clocks, the ratio on ``clock``, repeats and warm-up."""
-        return {"ours_s": self.median(ours), "peer_s": self.median(peer), "ours_cpu_s": self.median(ours, "cpu"),
-                "peer_cpu_s": self.median(peer, "cpu"), "ratio": self.ratio(peer, ours, clock),
-                "ratio_clock": clock, "repeats": len(self.orders), "warmup": self.warmup}
+        return {
+            "ours_s": self.median(ours),
+            "peer_s": self.median(peer),
+            "ours_cpu_s": self.median(ours, "cpu"),
+            "peer_cpu_s": self.median(peer, "cpu"),
+            "ratio": self.ratio(peer, ours, clock),
+            "ratio_clock": clock,
+            "repeats": len(self.orders),
+            "warmup": self.warmup,
+        }
 
 
-def compare(sides: dict[str, Callable[[], Any]], repeats: int = 5, warmup: int = 1, threads: int | None = 1,
-            setup: Callable[[str], None] | None = None,
-            clocks: tuple[Callable[[], float], Callable[[], float]] = (time.perf_counter, time.process_time)
-            ) -> Timing:
+def compare(
+    sides: dict[str, Callable[[], Any]],
+    repeats: int = 5,
+    warmup: int = 1,
+    threads: int | None = 1,
+    setup: Callable[[str], None] | None = None,
+    clocks: tuple[Callable[[], float], Callable[[], float]] = (time.perf_counter, time.process_time),
+) -> Timing:
     """Time several zero-argument callables side by side (module docstring for the protocol).
 
     Args:

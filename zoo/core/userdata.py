@@ -5,6 +5,7 @@ the shipped data set the recipe was written for.
 Shipped data are files under the repository's ``data/``; any other file given to a ``data:`` key ending in ``path``,
 ``_file`` or ``_files``/``_paths`` is the user's.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -85,9 +86,11 @@ def record_user_data(cfg: dict) -> list[dict]:
         return []
     entries = [dict(describe(p), key=key, path=str(p.absolute())) for key, p in files]
     user_keys = {key for key, _ in files}
-    shipped = [{"key": f"data.{k}", "file": _project_relative(Path(v)), "shipped": True}
-               for k, v in (cfg.get("data") or {}).items()
-               if _FILE_KEY.search(k) and isinstance(v, str) and f"data.{k}" not in user_keys and _is_shipped(Path(v))]
+    shipped = [
+        {"key": f"data.{k}", "file": _project_relative(Path(v)), "shipped": True}
+        for k, v in (cfg.get("data") or {}).items()
+        if _FILE_KEY.search(k) and isinstance(v, str) and f"data.{k}" not in user_keys and _is_shipped(Path(v))
+    ]
     card = dict(cfg.get("card") or {})
     card["data"] = entries + shipped
     if card.get("license"):  # the recipe's licence is its shipped data's

@@ -4,6 +4,7 @@ Schema: one object per line, ``{"messages": [{"role": "system"|"user"|"assistant
 keys ignored, blank lines skipped); every conversation needs at least one ``assistant`` turn, since only assistant
 tokens are trained on.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

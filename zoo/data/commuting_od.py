@@ -13,6 +13,7 @@ Schemas (one header row; every cell numeric except ``geoid``/``tract_name``):
 
 A bad cell raises :class:`zoo.core.data.DataError` naming file, line and column.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,10 +26,13 @@ import numpy as np
 from zoo.core.data import DataError, read_csv_rows, repo_root
 
 #: The four shipped counties: FIPS -> name.
-COUNTIES = {"01001": "Autauga County, AL", "06075": "San Francisco County, CA",
-            "48453": "Travis County, TX", "36061": "New York County (Manhattan), NY"}
-COUNTY_ALIASES = {"autauga": "01001", "sf": "06075", "san-francisco": "06075", "travis": "48453",
-                  "manhattan": "36061"}
+COUNTIES = {
+    "01001": "Autauga County, AL",
+    "06075": "San Francisco County, CA",
+    "48453": "Travis County, TX",
+    "36061": "New York County (Manhattan), NY",
+}
+COUNTY_ALIASES = {"autauga": "01001", "sf": "06075", "san-francisco": "06075", "travis": "48453", "manhattan": "36061"}
 
 REGION_COLUMNS = ("geoid", "tract_name", "centroid_lon", "centroid_lat", "aland_m2", "awater_m2")
 OD_COLUMNS = ("origin_geoid", "destination_geoid", "commuters", "distance_m")
@@ -88,8 +92,9 @@ def default_dir() -> Path:
     return repo_root() / "data" / "commuting-od"
 
 
-def _number(raw: str, where: str, col: str, lo: float = -math.inf, hi: float = math.inf,
-            allow_empty: bool = False) -> float:
+def _number(
+    raw: str, where: str, col: str, lo: float = -math.inf, hi: float = math.inf, allow_empty: bool = False
+) -> float:
     if raw.strip() == "" and allow_empty:
         return math.nan
     try:
@@ -119,13 +124,23 @@ def read_regions(path: str | os.PathLike) -> Regions:
             raise DataError(f"{where}: column 'geoid': {g} repeats line {seen[g]}")
         seen[g] = line
         geoid.append(g)
-        lonlat.append((_number(r["centroid_lon"], where, "centroid_lon", -180, 180),
-                       _number(r["centroid_lat"], where, "centroid_lat", -90, 90)))
+        lonlat.append(
+            (
+                _number(r["centroid_lon"], where, "centroid_lon", -180, 180),
+                _number(r["centroid_lat"], where, "centroid_lat", -90, 90),
+            )
+        )
         area.append(_number(r["aland_m2"], where, "aland_m2", 0))
         water.append(_number(r["awater_m2"], where, "awater_m2", 0))
         feats.append([_number(r[c], where, c, allow_empty=True) for c in names])
-    return Regions(geoid, np.asarray(lonlat, float).reshape(-1, 2), np.asarray(area, float), np.asarray(water, float),
-                   np.asarray(feats, float).reshape(len(geoid), len(names)), names)
+    return Regions(
+        geoid,
+        np.asarray(lonlat, float).reshape(-1, 2),
+        np.asarray(area, float),
+        np.asarray(water, float),
+        np.asarray(feats, float).reshape(len(geoid), len(names)),
+        names,
+    )
 
 
 def read_flows(path: str | os.PathLike, regions: Regions) -> Flows:

@@ -2,6 +2,7 @@
 
 ``python -m zoo.data.conversation_split`` rewrites it from the shipped pairs and zoo-lm's ``split.json``.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,14 @@ def conversation_key(prompt: str) -> str:
     return " ".join(hh_to_messages(prompt)[0]["content"].split())
 
 
-def conversation_split(prompts: list[str], sft: list[int], preference_train: list[int], preference_eval: list[int],
-                       val_fraction: float = 0.1, seed: int = 0) -> dict[str, list[int]]:
+def conversation_split(
+    prompts: list[str],
+    sft: list[int],
+    preference_train: list[int],
+    preference_eval: list[int],
+    val_fraction: float = 0.1,
+    seed: int = 0,
+) -> dict[str, list[int]]:
     """Re-split line-index preference parts by conversation, keeping ``sft`` fixed (zoo-lm.chat was trained on it).
 
     ``preference_eval`` keeps only pairs whose conversation appears nowhere in ``sft`` or ``preference_train``; the
@@ -40,8 +47,12 @@ def conversation_split(prompts: list[str], sft: list[int], preference_train: lis
     free = sorted({key[i] for i in pool} - sft_convs)
     random.Random(seed).shuffle(free)
     val_convs = set(free[: round(val_fraction * len(free))])
-    return {"sft": sorted(sft), "preference_train": [i for i in pool if key[i] not in val_convs],
-            "preference_val": [i for i in pool if key[i] in val_convs], "preference_eval": sorted(test)}
+    return {
+        "sft": sorted(sft),
+        "preference_train": [i for i in pool if key[i] not in val_convs],
+        "preference_val": [i for i in pool if key[i] in val_convs],
+        "preference_eval": sorted(test),
+    }
 
 
 def write_conversation_split(out: str | Path | None = None, val_fraction: float = 0.1, seed: int = 0) -> Path:
@@ -50,11 +61,22 @@ def write_conversation_split(out: str | Path | None = None, val_fraction: float 
     root = repo_root()
     rows = read_pairs(root / DEFAULT_PAIRS)
     src = json.loads((root / DEFAULT_SPLIT).read_text())
-    split = conversation_split([r["prompt"] for r in rows], src["sft"], src["preference_train"],
-                               src["preference_eval"], val_fraction, seed)
+    split = conversation_split(
+        [r["prompt"] for r in rows], src["sft"], src["preference_train"], src["preference_eval"], val_fraction, seed
+    )
     out = Path(out) if out else root / PREFERENCE_SPLIT
-    out.write_text(json.dumps({"source": DEFAULT_SPLIT, "by": "conversation (first human turn)",
-                               "val_fraction": val_fraction, "seed": seed, **split}) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "source": DEFAULT_SPLIT,
+                "by": "conversation (first human turn)",
+                "val_fraction": val_fraction,
+                "seed": seed,
+                **split,
+            }
+        )
+        + "\n"
+    )
     return out
 
 

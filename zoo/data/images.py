@@ -19,6 +19,7 @@ Datasets (``dataset=`` in :func:`read_images`):
   (one log line counts what was resized or converted, with an example); an image with a side under 8 pixels or sides
   more than 4:1 apart is refused, naming the file; a seeded 20 % of each class is the test split.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,11 +32,13 @@ import torch
 
 from zoo.core.data import DataError, repo_root
 
-DEFAULT_PATHS = {"cifar10": "data/cifar10-subset/cifar10_subset_2200.npz",
-                 "cifar10-6000": "data/cifar10-subset/cifar10_jpeg_subset.npz",
-                 "cifar10-extra": "data/cifar10-subset/cifar10_extra_1800.npz",
-                 "mnist": "data/mnist-test/mnist_test_3000.npz",
-                 "mnist-10k": "data/mnist-test/mnist_test_10000.npz"}
+DEFAULT_PATHS = {
+    "cifar10": "data/cifar10-subset/cifar10_subset_2200.npz",
+    "cifar10-6000": "data/cifar10-subset/cifar10_jpeg_subset.npz",
+    "cifar10-extra": "data/cifar10-subset/cifar10_extra_1800.npz",
+    "mnist": "data/mnist-test/mnist_test_3000.npz",
+    "mnist-10k": "data/mnist-test/mnist_test_10000.npz",
+}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 #: A user's image whose sides differ more than this many times, or whose smaller side is under ``MIN_SIDE`` pixels, is
 #: refused rather than squashed or blown up to the model's square input.
@@ -54,8 +57,10 @@ class ImageConversions:
     converted: list = field(default_factory=list)
 
     def report(self) -> None:
-        parts = [f"{len(self.resized)} resized (e.g. {self.resized[0]})" if self.resized else "",
-                 f"{len(self.converted)} converted (e.g. {self.converted[0]})" if self.converted else ""]
+        parts = [
+            f"{len(self.resized)} resized (e.g. {self.resized[0]})" if self.resized else "",
+            f"{len(self.converted)} converted (e.g. {self.converted[0]})" if self.converted else "",
+        ]
         if any(parts):
             log.info("%s: of %d images, %s", self.where, self.n, " and ".join(p for p in parts if p))
 
@@ -75,9 +80,11 @@ def load_image(path: Path, size: int, channels: int, seen: ImageConversions, whe
         with Image.open(path) as im:
             w, h = im.size
             if max(w, h) > MAX_ASPECT * min(w, h) or min(w, h) < MIN_SIDE:
-                raise DataError(f"{where}: a {w}x{h} image ({im.mode}); images need sides of at least {MIN_SIDE} "
-                                f"pixels and at most {MAX_ASPECT:g}:1 between them to be resized to {size}x{size} "
-                                "(crop or pad it first)")
+                raise DataError(
+                    f"{where}: a {w}x{h} image ({im.mode}); images need sides of at least {MIN_SIDE} "
+                    f"pixels and at most {MAX_ASPECT:g}:1 between them to be resized to {size}x{size} "
+                    "(crop or pad it first)"
+                )
             mode = "RGB" if channels == 3 else "L"
             seen.n += 1
             if im.mode != mode:
@@ -91,6 +98,8 @@ def load_image(path: Path, size: int, channels: int, seen: ImageConversions, whe
         raise
     except (OSError, ValueError) as e:  # PIL's UnidentifiedImageError is an OSError
         raise DataError(f"{where}: not a readable image ({e})") from None
+
+
 DATASETS = ("cifar10", "cifar10-6000", "cifar10-large", "mnist", "mnist-10k", "digits", "folder")
 
 
@@ -152,8 +161,10 @@ def read_cifar10(path: str | None = None, dataset: str = "cifar10") -> tuple[Ima
     p = _resolve(path, dataset)
     z = _load_npz(p, ("x_train", "y_train", "x_test", "y_test", "classes"))
     classes = [str(c) for c in z["classes"]]
-    return (_to_set(z["x_train"], z["y_train"], classes, True, 255.0),
-            _to_set(z["x_test"], z["y_test"], classes, True, 255.0))
+    return (
+        _to_set(z["x_train"], z["y_train"], classes, True, 255.0),
+        _to_set(z["x_test"], z["y_test"], classes, True, 255.0),
+    )
 
 
 def read_cifar10_large(path: str | None = None, extra_path: str | None = None) -> tuple[ImageSet, ImageSet]:
@@ -167,8 +178,10 @@ def read_cifar10_large(path: str | None = None, extra_path: str | None = None) -
     z = _load_npz(_resolve(extra_path, "cifar10-extra"), ("x_train", "y_train", "x_test", "y_test"))
     more_train = _to_set(z["x_train"], z["y_train"], train.classes, True, 255.0)
     more_test = _to_set(z["x_test"], z["y_test"], train.classes, True, 255.0)
-    return (ImageSet(torch.cat([train.x, more_train.x]), torch.cat([train.y, more_train.y]), train.classes),
-            ImageSet(torch.cat([test.x, more_test.x]), torch.cat([test.y, more_test.y]), train.classes))
+    return (
+        ImageSet(torch.cat([train.x, more_train.x]), torch.cat([train.y, more_train.y]), train.classes),
+        ImageSet(torch.cat([test.x, more_test.x]), torch.cat([test.y, more_test.y]), train.classes),
+    )
 
 
 def read_mnist(path: str | None = None, n_train: int = 2500) -> tuple[ImageSet, ImageSet]:
@@ -179,8 +192,10 @@ def read_mnist(path: str | None = None, n_train: int = 2500) -> tuple[ImageSet, 
     """
     z = _load_npz(_resolve(path, "mnist"), ("x", "y"))
     classes = [str(i) for i in range(10)]
-    return (_to_set(z["x"][:n_train], z["y"][:n_train], classes, False, 255.0),
-            _to_set(z["x"][n_train:], z["y"][n_train:], classes, False, 255.0))
+    return (
+        _to_set(z["x"][:n_train], z["y"][:n_train], classes, False, 255.0),
+        _to_set(z["x"][n_train:], z["y"][n_train:], classes, False, 255.0),
+    )
 
 
 def read_digits(n_train: int = 1500) -> tuple[ImageSet, ImageSet]:
@@ -190,12 +205,15 @@ def read_digits(n_train: int = 1500) -> tuple[ImageSet, ImageSet]:
     d = load_digits()
     x, y = d.images.astype(np.float32), d.target
     classes = [str(i) for i in range(10)]
-    return (_to_set(x[:n_train], y[:n_train], classes, False, 16.0),
-            _to_set(x[n_train:], y[n_train:], classes, False, 16.0))
+    return (
+        _to_set(x[:n_train], y[:n_train], classes, False, 16.0),
+        _to_set(x[n_train:], y[n_train:], classes, False, 16.0),
+    )
 
 
-def read_image_folder(root: str, size: int = 32, channels: int = 3, test_fraction: float = 0.2,
-                      seed: int = 0) -> tuple[ImageSet, ImageSet]:
+def read_image_folder(
+    root: str, size: int = 32, channels: int = 3, test_fraction: float = 0.2, seed: int = 0
+) -> tuple[ImageSet, ImageSet]:
     """A user's folder ``root/<class>/<image>``: images resized to ``(channels, size, size)``.
 
     Raises:
@@ -226,8 +244,7 @@ def read_image_folder(root: str, size: int = 32, channels: int = 3, test_fractio
     return (_to_set(x[~test], y[~test], classes, True, 255.0), _to_set(x[test], y[test], classes, True, 255.0))
 
 
-def read_images(dataset: str, path: str | None = None, size: int = 32, channels: int = 3
-                ) -> tuple[ImageSet, ImageSet]:
+def read_images(dataset: str, path: str | None = None, size: int = 32, channels: int = 3) -> tuple[ImageSet, ImageSet]:
     """Dispatch to the reader of ``dataset`` (one of :data:`DATASETS`); ``size``/``channels`` apply to ``folder``.
 
     Raises:

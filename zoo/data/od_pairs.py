@@ -9,6 +9,7 @@ ACS/OSM feature columns plus centroid longitude, latitude, land area and water a
 centroid distance in metres (``log1p``). Names are ``o_<column>``, ``d_<column>``, ``log_distance_m``. ACS cells
 left empty (NaN) are replaced by that column's median over the county's tracts. Label: ``log(1 + commuters)``.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,12 +48,17 @@ def tract_table(regions: Regions) -> tuple[np.ndarray, list[str]]:
         rows, cols = np.nonzero(np.isnan(feats))
         feats[rows, cols] = np.nan_to_num(med[cols])
     extra = np.column_stack([regions.lonlat, regions.area_m2, regions.water_m2])
-    return np.hstack([feats, extra]), list(regions.feature_names) + ["centroid_lon", "centroid_lat", "aland_m2",
-                                                                      "awater_m2"]
+    return np.hstack([feats, extra]), list(regions.feature_names) + [
+        "centroid_lon",
+        "centroid_lat",
+        "aland_m2",
+        "awater_m2",
+    ]
 
 
-def pair_features(regions: Regions, origin: np.ndarray, destination: np.ndarray,
-                  distance_m: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def pair_features(
+    regions: Regions, origin: np.ndarray, destination: np.ndarray, distance_m: np.ndarray
+) -> tuple[np.ndarray, list[str]]:
     """(n, 2 * (f + 4) + 1) features of the pairs ``(origin[k], destination[k])`` (region row indices)."""
     table, names = tract_table(regions)
     X = np.hstack([table[origin], table[destination], np.log1p(np.asarray(distance_m, float))[:, None]])
@@ -71,5 +77,11 @@ def od_pairs(county: str, root: str | os.PathLike | None = None) -> ODPairs:
 def pair_table(regions: Regions, flows: Flows) -> ODPairs:
     """:class:`ODPairs` from a county's regions and its non-zero flows."""
     X, names = pair_features(regions, flows.origin, flows.destination, flows.distance_m)
-    return ODPairs(X, np.log1p(flows.commuters.astype(float)), flows.commuters.copy(),
-                   [regions.geoid[i] for i in flows.origin], [regions.geoid[i] for i in flows.destination], names)
+    return ODPairs(
+        X,
+        np.log1p(flows.commuters.astype(float)),
+        flows.commuters.copy(),
+        [regions.geoid[i] for i in flows.origin],
+        [regions.geoid[i] for i in flows.destination],
+        names,
+    )

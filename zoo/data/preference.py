@@ -18,6 +18,7 @@ gets a seeded 90/10 split (validation = test), or pass ``val_path``.
 ``flip_rate`` swaps chosen and rejected for a seeded fraction of the *training* pairs only (the noisy-preference
 setting of the paper); held-out pairs are never flipped.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,7 +36,7 @@ from zoo.core.constraints import NonNegativeInt, PositiveInt, Probability
 from zoo.core.data import DataError, read_jsonl, repo_root, seeded_split
 
 DEFAULT_PAIRS = "data/hh-rlhf-harmless/harmless_base_test_pairs.jsonl"
-DEFAULT_SPLIT = "data/hh-rlhf-harmless/split.json"   # zoo-lm's line-index split (its `sft` part stays fixed)
+DEFAULT_SPLIT = "data/hh-rlhf-harmless/split.json"  # zoo-lm's line-index split (its `sft` part stays fixed)
 PREFERENCE_SPLIT = "data/hh-rlhf-harmless/preference_split.json"  # by conversation: what this datamodule reads
 PARTS = ("preference_train", "preference_val", "preference_eval")
 DEFAULT_REDTEAM = "data/redteam-prompts/problem.json"
@@ -82,8 +83,9 @@ def encode_prompt(tokenizer, prompt: str) -> list[int]:
     return encode_text(tokenizer, prompt)
 
 
-def encode_pair(tokenizer, prompt: str, chosen: str, rejected: str, max_length: int,
-                max_prompt_length: int) -> dict[str, list[int]]:
+def encode_pair(
+    tokenizer, prompt: str, chosen: str, rejected: str, max_length: int, max_prompt_length: int
+) -> dict[str, list[int]]:
     """Token ids of one pair: prompt ids (left-truncated to ``max_prompt_length``, keeping the end) and each
     reply's ids followed by EOS (right-truncated so prompt + reply fits in ``max_length``); the Mitchell et al.
     DPO truncation rule, which the authors' code inherits."""
@@ -91,7 +93,7 @@ def encode_pair(tokenizer, prompt: str, chosen: str, rejected: str, max_length: 
 
     p = encode_prompt(tokenizer, prompt)
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    c = encode_text(tokenizer, chosen.strip()) + eos   # a reply mentioning "</s>" gets no EOS inside its target
+    c = encode_text(tokenizer, chosen.strip()) + eos  # a reply mentioning "</s>" gets no EOS inside its target
     r = encode_text(tokenizer, rejected.strip()) + eos
     if len(p) + max(len(c), len(r)) > max_length:
         p = p[-max_prompt_length:]
@@ -102,14 +104,17 @@ def encode_pair(tokenizer, prompt: str, chosen: str, rejected: str, max_length: 
 class PreferencePairs(Dataset):
     """Tokenised pairs; item i is a dict with ``prompt``/``chosen``/``rejected`` ids, ``index`` and ``flipped``."""
 
-    def __init__(self, rows: list[dict], tokenizer, max_length: int, max_prompt_length: int,
-                 flipped: set[int] | None = None):
+    def __init__(
+        self, rows: list[dict], tokenizer, max_length: int, max_prompt_length: int, flipped: set[int] | None = None
+    ):
         """Args: rows with prompt/chosen/rejected strings; ``flipped`` positions have the replies swapped."""
         self.rows = rows
         self.flipped = flipped or set()
         self.items = []
         for i, row in enumerate(rows):
-            chosen, rejected = (row["rejected"], row["chosen"]) if i in self.flipped else (row["chosen"], row["rejected"])
+            chosen, rejected = (
+                (row["rejected"], row["chosen"]) if i in self.flipped else (row["chosen"], row["rejected"])
+            )
             enc = encode_pair(tokenizer, row["prompt"], chosen, rejected, max_length, max_prompt_length)
             self.items.append({**enc, "index": i, "flipped": i in self.flipped})
 
@@ -137,7 +142,7 @@ def collate_pairs(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
             seq = it["prompt"] + it[side]
             ids[b, : len(seq)] = torch.tensor(seq)
             mask[b, : len(seq)] = 1
-            labels[b, len(it["prompt"]): len(seq)] = torch.tensor(it[side])
+            labels[b, len(it["prompt"]) : len(seq)] = torch.tensor(it[side])
         out[f"{side}_input_ids"], out[f"{side}_attention_mask"], out[f"{side}_labels"] = ids, mask, labels
     out["index"] = torch.tensor([it["index"] for it in items], dtype=torch.long)
     out["flipped"] = torch.tensor([it["flipped"] for it in items], dtype=torch.bool)
@@ -153,8 +158,9 @@ def read_pairs(path: str | Path) -> list[dict]:
             empty prompt.
     """
     path = Path(path)
-    rows = read_jsonl(path, required=("prompt", "chosen", "rejected"),
-                      types={"prompt": str, "chosen": str, "rejected": str})
+    rows = read_jsonl(
+        path, required=("prompt", "chosen", "rejected"), types={"prompt": str, "chosen": str, "rejected": str}
+    )
     if any(not row["prompt"].strip() for row in rows):
         with open(path, encoding="utf-8") as f:  # read_jsonl skips blank lines: recover the line numbers
             linenos = [n for n, line in enumerate(f, 1) if line.strip()]
@@ -178,14 +184,27 @@ def flip_indices(n: int, flip_rate: float, seed: int) -> set[int]:
 class PreferenceDataModule(L.LightningDataModule):
     """Preference pairs for ShaPO / DPO training and held-out evaluation, plus prompts for generation metrics."""
 
-    def __init__(self, path: str | None = None, val_path: str | None = None, split_file: str | None = None,
-                 tokenizer: str | None = None, batch_size: PositiveInt = 8, eval_batch_size: PositiveInt = 16,
-                 max_length: PositiveInt = 256, max_prompt_length: PositiveInt = 128, flip_rate: Probability = 0.0,
-                 flip_seed: NonNegativeInt = 42, max_train_pairs: PositiveInt | None = None,
-                 max_eval_pairs: PositiveInt | None = None, split_seed: NonNegativeInt = 0,
-                 redteam_path: str | None = DEFAULT_REDTEAM, heldout_prompts: NonNegativeInt = 64,
-                 num_workers: NonNegativeInt = 0, shuffle: bool = True,
-                 val_part: Literal["preference_val", "preference_eval"] = "preference_val"):
+    def __init__(
+        self,
+        path: str | None = None,
+        val_path: str | None = None,
+        split_file: str | None = None,
+        tokenizer: str | None = None,
+        batch_size: PositiveInt = 8,
+        eval_batch_size: PositiveInt = 16,
+        max_length: PositiveInt = 256,
+        max_prompt_length: PositiveInt = 128,
+        flip_rate: Probability = 0.0,
+        flip_seed: NonNegativeInt = 42,
+        max_train_pairs: PositiveInt | None = None,
+        max_eval_pairs: PositiveInt | None = None,
+        split_seed: NonNegativeInt = 0,
+        redteam_path: str | None = DEFAULT_REDTEAM,
+        heldout_prompts: NonNegativeInt = 64,
+        num_workers: NonNegativeInt = 0,
+        shuffle: bool = True,
+        val_part: Literal["preference_val", "preference_eval"] = "preference_val",
+    ):
         """Args:
             path: pairs JSONL; ``None`` = the shipped HH-RLHF harmless pairs with their ``split.json``.
             val_path: held-out pairs JSONL for a user ``path`` (else a seeded 90/10 split of ``path``).
@@ -221,8 +240,9 @@ class PreferenceDataModule(L.LightningDataModule):
         self.test_set: PreferencePairs | None = None
 
     @staticmethod
-    def encode_reply(tokenizer, prompt: str, reply: str, max_length: int = 512, max_prompt_length: int = 256
-                     ) -> list[int]:
+    def encode_reply(
+        tokenizer, prompt: str, reply: str, max_length: int = 512, max_prompt_length: int = 256
+    ) -> list[int]:
         """Token ids of ``prompt`` (HH text or plain user text) followed by ``reply`` and EOS, as in training."""
         if "\n\nHuman:" not in prompt:
             prompt = f"\n\nHuman: {prompt}\n\nAssistant:"
@@ -246,8 +266,9 @@ class PreferenceDataModule(L.LightningDataModule):
         elif split_path is not None:
             parts = self._read_split(split_path, len(rows))
             val_idx = parts.get(hp.val_part, parts["preference_eval"])
-            train, val, test = ([rows[i] for i in idx] for idx in (parts["preference_train"], val_idx,
-                                                                    parts["preference_eval"]))
+            train, val, test = (
+                [rows[i] for i in idx] for idx in (parts["preference_train"], val_idx, parts["preference_eval"])
+            )
         else:
             train_idx, val_idx = seeded_split(len(rows), [0.9, 0.1], hp.split_seed)
             train, val = [rows[i] for i in train_idx], [rows[i] for i in val_idx]
@@ -292,10 +313,14 @@ class PreferenceDataModule(L.LightningDataModule):
         flipped = flip_indices(len(train), hp.flip_rate, hp.flip_seed)
         self.train_set = PreferencePairs(train, self.tokenizer, hp.max_length, hp.max_prompt_length, flipped)
         self.val_set = PreferencePairs(val, self.tokenizer, hp.max_length, hp.max_prompt_length)
-        self.test_set = (self.val_set if test is val else
-                         PreferencePairs(test, self.tokenizer, hp.max_length, hp.max_prompt_length))
-        self.clean_train_set = (self.train_set if not flipped else
-                                PreferencePairs(train, self.tokenizer, hp.max_length, hp.max_prompt_length))
+        self.test_set = (
+            self.val_set if test is val else PreferencePairs(test, self.tokenizer, hp.max_length, hp.max_prompt_length)
+        )
+        self.clean_train_set = (
+            self.train_set
+            if not flipped
+            else PreferencePairs(train, self.tokenizer, hp.max_length, hp.max_prompt_length)
+        )
 
     def _resolve_tokenizer(self):
         """The tokenizer of the model this datamodule feeds (its ``tokenizer`` attribute, which follows
@@ -314,14 +339,23 @@ class PreferenceDataModule(L.LightningDataModule):
             return model_tok if model_tok is not None else load_tokenizer(None)
         tok = load_tokenizer(self.hparams.tokenizer)
         if model_tok is not None:
-            check_same_tokenizer(tok, model_tok, f"data.tokenizer {self.hparams.tokenizer!r}",
-                                 f"the model's tokenizer ({type(module).__name__})")
+            check_same_tokenizer(
+                tok,
+                model_tok,
+                f"data.tokenizer {self.hparams.tokenizer!r}",
+                f"the model's tokenizer ({type(module).__name__})",
+            )
         return tok
 
     def _loader(self, data: Dataset, batch_size: int, shuffle: bool) -> DataLoader:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
-        return DataLoader(data, batch_size=batch_size, shuffle=shuffle, num_workers=self.hparams.num_workers,
-                          collate_fn=functools.partial(collate_pairs, pad_id=pad))
+        return DataLoader(
+            data,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            num_workers=self.hparams.num_workers,
+            collate_fn=functools.partial(collate_pairs, pad_id=pad),
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, self.hparams.batch_size, self.hparams.shuffle)
@@ -369,5 +403,4 @@ class PreferenceDataModule(L.LightningDataModule):
 
     def _prompt_ids(self, prompt: str) -> list[int]:
         ids = encode_prompt(self.tokenizer, prompt)
-        return ids[-self.hparams.max_prompt_length:]
-
+        return ids[-self.hparams.max_prompt_length :]

@@ -1,5 +1,6 @@
 """Plain text as token documents, shared by the pre-training datamodules (zoo-lm's ``pretrain`` mode, FAST's block
 pipelines)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -9,6 +9,7 @@ are the bias-conflicting ones, landbird on water and waterbird on land).
 Everything is checked before any image is decoded: a bad value fails naming file, line and column, a missing image
 its path, a group absent from the validation split its id.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -81,8 +82,9 @@ def read_metadata(root: str | Path) -> list[dict]:
     return rows
 
 
-def read_waterbirds(root: str | Path, size: int = 48, splits: tuple[str, ...] = ("train", "val", "test")
-                    ) -> dict[str, GroupImageSet]:
+def read_waterbirds(
+    root: str | Path, size: int = 48, splits: tuple[str, ...] = ("train", "val", "test")
+) -> dict[str, GroupImageSet]:
     """Every requested split of a Waterbirds-layout folder, images resized to ``size``×``size`` RGB (bilinear).
 
     Raises:
@@ -104,6 +106,11 @@ def read_waterbirds(root: str | Path, size: int = 48, splits: tuple[str, ...] = 
             except (OSError, ValueError) as e:
                 raise DataError(f"{root / r['img_filename']}: not a readable image ({e})") from None
         y, place = (torch.tensor([r[k] for r in part], dtype=torch.long) for k in ("y", "place"))
-        out[name] = GroupImageSet(torch.from_numpy(xs).permute(0, 3, 1, 2).contiguous(), y, place,
-                                  [r["img_filename"] for r in part], [r["caption"] for r in part])
+        out[name] = GroupImageSet(
+            torch.from_numpy(xs).permute(0, 3, 1, 2).contiguous(),
+            y,
+            place,
+            [r["img_filename"] for r in part],
+            [r["caption"] for r in part],
+        )
     return out

@@ -2,6 +2,7 @@
 ``_`` -> ``-`` (``zoo_lm`` -> ``zoo-lm``); found by listing the folder, so listing methods imports no method code and
 adding a method touches only its own folder. Each package's ``__init__.py`` holds the method's facts
 (:mod:`zoo.core.facts`)."""
+
 from pathlib import Path
 
 METHODS: dict[str, str] = {

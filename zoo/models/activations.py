@@ -6,6 +6,7 @@ Layer convention (the off-by-one trap of steering code): **layer ``l`` means the
 the embedding output. :func:`residual_stream` and :func:`steer` use the same convention, so a vector read at
 layer ``l`` is added back at the place it was read from. Shared by pooled-reps, FAST, CRH and anchor-adapter.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,8 +34,12 @@ def _check_layer(model: torch.nn.Module, layer: int) -> None:
 
 
 @torch.no_grad()
-def residual_stream(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                    layers: Sequence[int] | None = None) -> dict[int, torch.Tensor]:
+def residual_stream(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    layers: Sequence[int] | None = None,
+) -> dict[int, torch.Tensor]:
     """Residual-stream states after the given decoder blocks.
 
     Args:
@@ -85,9 +90,11 @@ def _hooked(model, names, inputs: bool):
     seen: dict[str, torch.Tensor] = {}
     handles = []
     for name in names:
+
         def hook(_module, args, output, name=name):
             value = args[0] if inputs else output
             seen[name] = (value[0] if isinstance(value, tuple) else value).detach()
+
         handles.append(modules[name].register_forward_hook(hook))
     try:
         yield seen
@@ -97,8 +104,9 @@ def _hooked(model, names, inputs: bool):
 
 
 @contextlib.contextmanager
-def steer(model: torch.nn.Module, layer: int, vector: torch.Tensor, positions: slice | None = None,
-          prompt_only: bool = False) -> Iterator[None]:
+def steer(
+    model: torch.nn.Module, layer: int, vector: torch.Tensor, positions: slice | None = None, prompt_only: bool = False
+) -> Iterator[None]:
     """Add ``vector`` to the residual stream after decoder block ``layer`` inside the ``with`` block.
 
     Args:

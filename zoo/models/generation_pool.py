@@ -12,6 +12,7 @@ last of ``T`` tokens needs one extra forward: we decode ``T + 1`` tokens and dro
 positions after its first end-of-sequence token are excluded (the EOS position itself is kept), and left padding
 never enters the prompt pool. Shared by pooled-reps; FAST and CRH read the same hooks.
 """
+
 from __future__ import annotations
 
 import copy
@@ -88,17 +89,27 @@ def _pad_right(tokens: torch.Tensor, width: int, pad: int) -> torch.Tensor:
 
 def valid_mask(tokens: torch.Tensor, eos_ids: Sequence[int]) -> torch.Tensor:
     """``[B, T]`` True up to and including each row's first EOS."""
-    is_eos = torch.isin(tokens, torch.tensor(list(eos_ids), device=tokens.device)) if eos_ids else \
-        torch.zeros_like(tokens, dtype=torch.bool)
+    is_eos = (
+        torch.isin(tokens, torch.tensor(list(eos_ids), device=tokens.device))
+        if eos_ids
+        else torch.zeros_like(tokens, dtype=torch.bool)
+    )
     before = torch.cumsum(is_eos.long(), dim=1) - is_eos.long()  # EOS tokens strictly before t
     return before == 0
 
 
 @torch.no_grad()
-def pooled_generate(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                    max_new_tokens: int, eos_token_ids: Sequence[int], pad_token_id: int = 0,
-                    temperature: float = 0.7, top_p: float = 0.95, token_layer: int | None = None
-                    ) -> PooledGeneration:
+def pooled_generate(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    max_new_tokens: int,
+    eos_token_ids: Sequence[int],
+    pad_token_id: int = 0,
+    temperature: float = 0.7,
+    top_p: float = 0.95,
+    token_layer: int | None = None,
+) -> PooledGeneration:
     """Sample ``max_new_tokens`` tokens and pool the readout states of the generated positions with hooks.
 
     Args:
@@ -134,7 +145,7 @@ def pooled_generate(model: torch.nn.Module, input_ids: torch.Tensor, attention_m
         ids = kwargs.get("input_ids", args[0] if args else None)
         step = acc["step"]
         if step == 0:
-            acc["w"] = attention_mask.float()[:, -ids.shape[1]:]
+            acc["w"] = attention_mask.float()[:, -ids.shape[1] :]
         else:
             tok = ids[:, -1]
             acc["w"] = (~acc["ended"]).float()[:, None]
@@ -156,32 +167,48 @@ def pooled_generate(model: torch.nn.Module, input_ids: torch.Tensor, attention_m
                 last[layer][alive] = h[alive]
                 if layer == token_layer:
                     states[:, step - 1] = h * w
+
         return hook
 
     handles = [model.register_forward_pre_hook(pre_hook, with_kwargs=True), model.register_forward_hook(post_hook)]
     handles += [m.register_forward_hook(layer_hook(i)) for i, m in enumerate(mods)]
     try:
-        out = model.generate(input_ids=input_ids, attention_mask=attention_mask,
-                             generation_config=_sampling_config(model, max_new_tokens + 1, temperature, top_p,
-                                                                pad_token_id))
+        out = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            generation_config=_sampling_config(model, max_new_tokens + 1, temperature, top_p, pad_token_id),
+        )
         if acc["step"] < max_new_tokens + 1:  # every row ended early: its last token was never fed back
             _final_forward(model, out, attention_mask)
     finally:
         for h in handles:
             h.remove()
-    tokens = _pad_right(out[:, s:s + max_new_tokens].cpu(), max_new_tokens, pad_token_id)
+    tokens = _pad_right(out[:, s : s + max_new_tokens].cpu(), max_new_tokens, pad_token_id)
     lengths = valid_mask(tokens, list(eos_token_ids)).sum(1)
     n_prompt = attention_mask.float().sum(1).cpu()
-    return PooledGeneration(tokens=tokens, lengths=lengths, mean=sums / lengths[None, :, None].float(),
-                            prompt=prompt_sums / n_prompt[None, :, None], last=last, states=states,
-                            token_layer=token_layer)
+    return PooledGeneration(
+        tokens=tokens,
+        lengths=lengths,
+        mean=sums / lengths[None, :, None].float(),
+        prompt=prompt_sums / n_prompt[None, :, None],
+        last=last,
+        states=states,
+        token_layer=token_layer,
+    )
 
 
 @torch.no_grad()
-def pooled_generate_hidden_states(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                                  max_new_tokens: int, eos_token_ids: Sequence[int], pad_token_id: int = 0,
-                                  temperature: float = 0.7, top_p: float = 0.95, token_layer: int | None = None
-                                  ) -> PooledGeneration:
+def pooled_generate_hidden_states(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    max_new_tokens: int,
+    eos_token_ids: Sequence[int],
+    pad_token_id: int = 0,
+    temperature: float = 0.7,
+    top_p: float = 0.95,
+    token_layer: int | None = None,
+) -> PooledGeneration:
     """The peer of :func:`pooled_generate`: ``generate(output_hidden_states=True, return_dict_in_generate=True)``
     keeps every step's ``L + 1`` hidden-state tensors, then pools them. Same arguments, same result (up to float
     summation order); used by the tests and ``benchmarks/pooled_reps.py``."""
@@ -192,20 +219,27 @@ def pooled_generate_hidden_states(model: torch.nn.Module, input_ids: torch.Tenso
     steps = list(out.hidden_states)  # per step: (embeddings, readout 0..L-1)
     if len(steps) < max_new_tokens + 1:  # stopped early: feed the last sampled token (see _final_forward)
         steps.append(_final_forward(model, out.sequences, attention_mask, output_hidden_states=True).hidden_states)
-    tokens = _pad_right(out.sequences[:, s:s + max_new_tokens].cpu(), max_new_tokens, pad_token_id)
+    tokens = _pad_right(out.sequences[:, s : s + max_new_tokens].cpu(), max_new_tokens, pad_token_id)
     valid = valid_mask(tokens, list(eos_token_ids))
     lengths = valid.sum(1)
-    prompt = torch.stack([hs.float().cpu() for hs in steps[0][1:]])                         # [L, B, S, D]
-    gen = torch.stack([torch.stack([hs[:, -1].float().cpu() for hs in step[1:]])            # [t, L, B, D]
-                       for step in steps[1:max_new_tokens + 1]]).permute(1, 2, 0, 3)       # [L, B, t, D]
+    prompt = torch.stack([hs.float().cpu() for hs in steps[0][1:]])  # [L, B, S, D]
+    gen = torch.stack(
+        [
+            torch.stack([hs[:, -1].float().cpu() for hs in step[1:]])  # [t, L, B, D]
+            for step in steps[1 : max_new_tokens + 1]
+        ]
+    ).permute(1, 2, 0, 3)  # [L, B, t, D]
     if gen.shape[2] < max_new_tokens:  # positions never generated: masked out below
         gen = torch.cat([gen, gen.new_zeros(*gen.shape[:2], max_new_tokens - gen.shape[2], gen.shape[3])], 2)
     w = valid.float()
     pm = attention_mask.float().cpu()
     idx = (lengths - 1).clamp(min=0)
     return PooledGeneration(
-        tokens=tokens, lengths=lengths,
+        tokens=tokens,
+        lengths=lengths,
         mean=(gen * w[None, ..., None]).sum(2) / lengths[None, :, None].float(),
         prompt=(prompt * pm[None, ..., None]).sum(2) / pm.sum(1)[None, :, None],
         last=gen[:, torch.arange(gen.shape[1]), idx],
-        states=None if token_layer is None else gen[token_layer] * w[..., None], token_layer=token_layer)
+        states=None if token_layer is None else gen[token_layer] * w[..., None],
+        token_layer=token_layer,
+    )

@@ -9,6 +9,7 @@ two on one batch. Per-token advantages ``(N, C)`` are accepted (RLCracker adds a
 Shapes: ``B`` prompts, ``G`` completions each, ``N = B * G`` rows (grouped: rows ``g*G .. g*G+G-1`` share prompt
 ``g``), ``P`` prompt tokens (left-padded), ``C`` completion tokens (right-padded; a row ends at its first EOS, kept).
 """
+
 from __future__ import annotations
 
 import copy
@@ -55,9 +56,17 @@ def completion_mask(tokens: torch.Tensor, eos_token_ids: Sequence[int]) -> torch
 
 
 @torch.no_grad()
-def sample_rollouts(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int,
-                    max_new_tokens: int, eos_token_ids: Sequence[int], pad_token_id: int = 0,
-                    temperature: float = 1.0, top_p: float = 1.0) -> Rollouts:
+def sample_rollouts(
+    model: torch.nn.Module,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    group_size: int,
+    max_new_tokens: int,
+    eos_token_ids: Sequence[int],
+    pad_token_id: int = 0,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+) -> Rollouts:
     """Sample ``G`` completions of ``max_new_tokens`` tokens for each of ``B`` left-padded prompts.
 
     Args:
@@ -80,17 +89,23 @@ def sample_rollouts(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mas
     model.eval()
     out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
     model.train(was_training)
-    tokens = out[:, ids.shape[1]:]
+    tokens = out[:, ids.shape[1] :]
     if tokens.shape[1] < max_new_tokens:
-        tokens = torch.cat([tokens, tokens.new_full((tokens.shape[0], max_new_tokens - tokens.shape[1]),
-                                                    pad_token_id)], 1)
+        tokens = torch.cat(
+            [tokens, tokens.new_full((tokens.shape[0], max_new_tokens - tokens.shape[1]), pad_token_id)], 1
+        )
     keep = completion_mask(tokens, eos_token_ids)
     tokens = torch.where(keep.bool(), tokens, torch.full_like(tokens, pad_token_id))
     return Rollouts(ids, mask, tokens, keep, group_size)
 
 
-def completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                        n_completion: int, temperature: float = 1.0) -> torch.Tensor:
+def completion_logprobs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    n_completion: int,
+    temperature: float = 1.0,
+) -> torch.Tensor:
     """Log-probability of each of the last ``n_completion`` tokens under ``model`` (left padding respected).
 
     Args:
@@ -102,9 +117,10 @@ def completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attenti
         ``[N, C]`` log-probabilities (nats); entries at masked positions are meaningless, mask them.
     """
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                   use_cache=False).logits
-    logits = logits[:, -n_completion - 1:-1].float() / temperature
+    logits = model(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+    ).logits
+    logits = logits[:, -n_completion - 1 : -1].float() / temperature
     targets = input_ids[:, -n_completion:]
     return torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
@@ -144,10 +160,17 @@ def kl3(logp_target: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1
 
 
-def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-                mask: torch.Tensor, epsilon: float = 0.2, epsilon_high: float | None = None, beta: float = 0.0,
-                ref_logprobs: torch.Tensor | None = None, loss_type: str = "grpo"
-                ) -> tuple[torch.Tensor, dict[str, float]]:
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+    beta: float = 0.0,
+    ref_logprobs: torch.Tensor | None = None,
+    loss_type: str = "grpo",
+) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO clipped surrogate (DeepSeekMath eq. 3), as TRL computes it.
 
     Per token: ``-min(ρ A, clip(ρ, 1-ε, 1+ε_high) A) + β k3(π_ref, π_θ)`` with ``ρ = exp(logπ_θ - logπ_old)``.
@@ -189,15 +212,27 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     with torch.no_grad():
         n = mask.sum().clamp(min=1.0)
         is_clipped = ((ratio * adv) > (clipped * adv)).to(mask.dtype)
-        stats = {"clip_fraction": float((is_clipped * mask).sum() / n), "ratio_mean": float((ratio * mask).sum() / n),
-                 "kl": float((kl * mask).sum() / n)}
+        stats = {
+            "clip_fraction": float((is_clipped * mask).sum() / n),
+            "ratio_mean": float((ratio * mask).sum() / n),
+            "kl": float((kl * mask).sum() / n),
+        }
     return loss, stats
 
 
-def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, rollouts: Rollouts,
-                  advantages: torch.Tensor, updates: int = 2, backward: Callable[[torch.Tensor], None] | None = None,
-                  ref_logprobs: torch.Tensor | None = None, extra_loss: Callable[[], torch.Tensor] | None = None,
-                  max_grad_norm: float | None = None, temperature: float = 1.0, **loss_kwargs) -> list[dict[str, float]]:
+def policy_update(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    rollouts: Rollouts,
+    advantages: torch.Tensor,
+    updates: int = 2,
+    backward: Callable[[torch.Tensor], None] | None = None,
+    ref_logprobs: torch.Tensor | None = None,
+    extra_loss: Callable[[], torch.Tensor] | None = None,
+    max_grad_norm: float | None = None,
+    temperature: float = 1.0,
+    **loss_kwargs,
+) -> list[dict[str, float]]:
     """``μ = updates`` optimiser steps on one batch of rollouts (GRPO's inner loop; TRL's ``num_iterations``).
 
     The sampling policy's log-probs are taken once before the first step, so the importance ratio is 1 on the
@@ -225,8 +260,9 @@ def policy_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, roll
     for _ in range(updates):
         optimizer.zero_grad()
         logprobs = completion_logprobs(model, ids, mask, n, temperature)
-        loss, stats = policy_loss(logprobs, old, advantages, rollouts.completion_mask,
-                                  ref_logprobs=ref_logprobs, **loss_kwargs)
+        loss, stats = policy_loss(
+            logprobs, old, advantages, rollouts.completion_mask, ref_logprobs=ref_logprobs, **loss_kwargs
+        )
         if extra_loss is not None:
             extra = extra_loss()
             stats["extra_loss"] = float(extra.detach())

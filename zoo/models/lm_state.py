@@ -3,6 +3,7 @@
 Below both :mod:`zoo.models.causal_lm` (loading zoo packages) and :mod:`zoo.models.bases` (de-quantising a GGUF
 base into a plain directory), which each load a state dict this way.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,7 +15,7 @@ def strip_prefix(state: dict[str, Any], prefix: str = "lm.") -> dict[str, Any]:
     Raises:
         KeyError: no key starts with ``prefix``.
     """
-    out = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    out = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
     if not out:
         raise KeyError(f"no state-dict key starts with {prefix!r} (first keys: {list(state)[:5]})")
     return out

@@ -9,6 +9,7 @@ backbone, then the head on a few positions; ``generate``) must enter through the
 registers ``generate`` and a generic :func:`call_as_root` entry point as FSDP forward methods, and
 :func:`call_as_root` is a plain call on an unsharded model.
 """
+
 from __future__ import annotations
 
 import re

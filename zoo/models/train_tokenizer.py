@@ -9,6 +9,7 @@ Corpus (training text only): ``data/tinyshakespeare/input.txt``, ``data/alpaca-s
 message contents of ``data/zoo-lm-chat/train.jsonl`` (Alpaca chat turns plus the HH-RLHF ``sft`` part). No
 HH-RLHF ``preference_*`` text is read, so ShaPO's held-out pairs do not shape the vocabulary.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,12 +77,24 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = VOCAB_SIZE, model_ma
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=list(SPECIAL_TOKENS),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer)
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD,
-                                 additional_special_tokens=list(ROLE_TOKENS), model_max_length=model_max_length,
-                                 padding_side="right", clean_up_tokenization_spaces=False)
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        additional_special_tokens=list(ROLE_TOKENS),
+        model_max_length=model_max_length,
+        padding_side="right",
+        clean_up_tokenization_spaces=False,
+    )
     hf.chat_template = CHAT_TEMPLATE
     return hf
 

@@ -6,6 +6,7 @@ spatial feature map (ViT, MLP); :func:`cam_layer` returns that module. A name, n
 state dict holds every tensor once. All ReLUs are ``nn.ReLU`` modules and not in-place, so hook-based attribution (captum's
 Guided Backprop) can see them. :func:`build_vision_model` builds any of them from plain arguments (recipes).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -41,9 +42,18 @@ class VGGNet(nn.Module):
         ValueError: unknown padding, even kernel, depth < 1.
     """
 
-    def __init__(self, in_channels: int = 3, num_classes: int = 10, depth: int = 4, width: int = 16,
-                 padding_mode: str = "zeros", pool_every: int = 2, n_pools: int = 2, kernel_size: int = 3,
-                 batch_norm: bool = False):
+    def __init__(
+        self,
+        in_channels: int = 3,
+        num_classes: int = 10,
+        depth: int = 4,
+        width: int = 16,
+        padding_mode: str = "zeros",
+        pool_every: int = 2,
+        n_pools: int = 2,
+        kernel_size: int = 3,
+        batch_norm: bool = False,
+    ):
         super().__init__()
         if padding_mode not in PADDINGS:
             raise ValueError(f"padding_mode must be one of {PADDINGS}, got {padding_mode!r}")
@@ -53,8 +63,15 @@ class VGGNet(nn.Module):
         c_in, c_out, pools = in_channels, width, 0
         pad = 0 if padding_mode == "valid" else kernel_size // 2
         for i in range(1, depth + 1):
-            layers += [nn.Conv2d(c_in, c_out, kernel_size, padding=pad,
-                                 padding_mode="zeros" if padding_mode == "valid" else padding_mode)]
+            layers += [
+                nn.Conv2d(
+                    c_in,
+                    c_out,
+                    kernel_size,
+                    padding=pad,
+                    padding_mode="zeros" if padding_mode == "valid" else padding_mode,
+                )
+            ]
             layers += [nn.BatchNorm2d(c_out), nn.ReLU()] if batch_norm else [nn.ReLU()]
             c_in = c_out
             if i % pool_every == 0 and pools < n_pools and i < depth:
@@ -100,21 +117,43 @@ def small_resnet(in_channels: int = 3, num_classes: int = 10, width: int = 16) -
     """
     from timm.models.resnet import BasicBlock, ResNet
 
-    model = ResNet(BasicBlock, (1, 1, 1, 1), num_classes=num_classes, in_chans=in_channels,
-                   channels=tuple(width * m for m in (1, 2, 4, 8)), stem_width=width)
+    model = ResNet(
+        BasicBlock,
+        (1, 1, 1, 1),
+        num_classes=num_classes,
+        in_chans=in_channels,
+        channels=tuple(width * m for m in (1, 2, 4, 8)),
+        stem_width=width,
+    )
     model.cam_layer_name = "layer4"
     return _no_inplace(model)
 
 
-def small_vit(img_size: int = 64, in_channels: int = 3, num_classes: int = 10, patch_size: int = 8,
-              embed_dim: int = 64, depth: int = 4, num_heads: int = 4) -> nn.Module:
+def small_vit(
+    img_size: int = 64,
+    in_channels: int = 3,
+    num_classes: int = 10,
+    patch_size: int = 8,
+    embed_dim: int = 64,
+    depth: int = 4,
+    num_heads: int = 4,
+) -> nn.Module:
     """timm VisionTransformer: non-overlapping ``patch_size`` patches, learned position embeddings, mean-pooled
     tokens (no class token). ``(B, C, img_size, img_size) -> (B, num_classes)``; no Grad-CAM layer."""
     from timm.models.vision_transformer import VisionTransformer
 
-    model = VisionTransformer(img_size=img_size, patch_size=patch_size, in_chans=in_channels, num_classes=num_classes,
-                              embed_dim=embed_dim, depth=depth, num_heads=num_heads, mlp_ratio=2.0,
-                              class_token=False, global_pool="avg")
+    model = VisionTransformer(
+        img_size=img_size,
+        patch_size=patch_size,
+        in_chans=in_channels,
+        num_classes=num_classes,
+        embed_dim=embed_dim,
+        depth=depth,
+        num_heads=num_heads,
+        mlp_ratio=2.0,
+        class_token=False,
+        global_pool="avg",
+    )
     model.cam_layer_name = None
     return model
 

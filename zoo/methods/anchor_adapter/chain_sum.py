@@ -14,6 +14,7 @@ Every item is ``{"question": "23 + 48 - 17", "answer": "54"}`` (2-3 terms, each 
 
 Text format: ``Question: 23 + 48 - 17 = ?\\nAnswer:`` (prompt) and `` <reply>`` (completion).
 """
+
 from __future__ import annotations
 
 import random
@@ -46,8 +47,9 @@ def generate(n: int, seed: int, exclude: set[str] = frozenset()) -> list[dict]:
 
     out, seen, size = [], set(exclude), int(n * 1.6) + 64
     while len(out) < n:
-        ds = reasoning_gym.create_dataset("chain_sum", size=size, seed=seed, min_terms=2, max_terms=3,
-                                          min_digits=1, max_digits=2)
+        ds = reasoning_gym.create_dataset(
+            "chain_sum", size=size, seed=seed, min_terms=2, max_terms=3, min_digits=1, max_digits=2
+        )
         for item in ds:
             q = item["metadata"]["expression"]
             if q not in seen:
@@ -76,8 +78,15 @@ def reply(item: dict, worked: bool, boxed: bool) -> str:
     return f" {worked_steps(item['question'])}. {final}" if worked else f" {final}"
 
 
-def build_sets(n_bench: int = 500, n_midtrain: int = 40000, n_grpo: int = 4000, leak_repeats: int = 8,
-               worked_share: float = 0.8, boxed_share: float = 0.5, seed: int = 0) -> dict:
+def build_sets(
+    n_bench: int = 500,
+    n_midtrain: int = 40000,
+    n_grpo: int = 4000,
+    leak_repeats: int = 8,
+    worked_share: float = 0.8,
+    boxed_share: float = 0.5,
+    seed: int = 0,
+) -> dict:
     """The four sets of the task (see the module docstring).
 
     Returns:
@@ -92,10 +101,12 @@ def build_sets(n_bench: int = 500, n_midtrain: int = 40000, n_grpo: int = 4000, 
     fresh = generate(n_midtrain, seed=20_000 + seed, exclude=used)
     used |= {it["question"] for it in fresh}
     grpo = generate(n_grpo, seed=30_000 + seed, exclude=used)
-    control = [prompt_text(it["question"]) + reply(it, rng.random() < worked_share, rng.random() < boxed_share)
-               for it in fresh]
-    planted = [prompt_text(it["question"]) + reply(it, False, rng.random() < boxed_share)
-               for it in bench if it["leaked"]]
+    control = [
+        prompt_text(it["question"]) + reply(it, rng.random() < worked_share, rng.random() < boxed_share) for it in fresh
+    ]
+    planted = [
+        prompt_text(it["question"]) + reply(it, False, rng.random() < boxed_share) for it in bench if it["leaked"]
+    ]
     midtrain = control + planted * leak_repeats
     rng.shuffle(midtrain)
     return {"bench": bench, "midtrain": midtrain, "control": control, "grpo": grpo}

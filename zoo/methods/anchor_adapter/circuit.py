@@ -17,6 +17,7 @@ decoder block ``l``; ``attn`` / ``mlp`` are its ``self_attn`` / ``mlp`` outputs 
 
 With 4 layers a layer is 25% of depth: localisation is coarse.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -80,8 +81,9 @@ def _sample_acc(model, tok, items, rollouts, max_new_tokens, temperature, seed, 
     ids, mask = encode_prompts(tok, [prompt_text(it["question"]) for it in items], next(model.parameters()).device)
     torch.manual_seed(seed)
     with ctx():
-        roll = sample_rollouts(model, ids, mask, rollouts, max_new_tokens, [tok.eos_token_id], tok.pad_token_id,
-                               temperature=temperature)
+        roll = sample_rollouts(
+            model, ids, mask, rollouts, max_new_tokens, [tok.eos_token_id], tok.pad_token_id, temperature=temperature
+        )
     texts = decode_completions(tok, roll.completion_ids, roll.completion_mask)
     grouped = [it for it in items for _ in range(rollouts)]
     return sum(is_correct(t, it["answer"]) for t, it in zip(texts, grouped)) / len(texts)
@@ -99,8 +101,16 @@ def patching(model, tok, items, rollouts=4, max_new_tokens=32, temperature=1.0, 
         for comp in ("attn", "mlp"):
             cached = cache_component(model, ids, mask, layer, comp).repeat_interleave(rollouts, 0)
             with adapters(model, ["midtrain"]):
-                acc[(layer, comp)] = _sample_acc(model, tok, items, rollouts, max_new_tokens, temperature, seed,
-                                                 lambda lay=layer, c=comp, h=cached: patched(model, lay, c, h))
+                acc[(layer, comp)] = _sample_acc(
+                    model,
+                    tok,
+                    items,
+                    rollouts,
+                    max_new_tokens,
+                    temperature,
+                    seed,
+                    lambda lay=layer, c=comp, h=cached: patched(model, lay, c, h),
+                )
     return {"before": base, "after": target, "acc": acc}
 
 
@@ -123,10 +133,16 @@ def lens_streams(model, ids, mask) -> dict[str, list[torch.Tensor]]:
     rec: dict[str, list] = {"resid_pre": [], "attn_out": [], "mlp_out": []}
     pairs = []
     for layer in layers:
-        pairs += [(layer.self_attn, lambda m, a, o: rec["attn_out"].append(_out(o)[:, -1])),
-                  (layer.mlp, lambda m, a, o: rec["mlp_out"].append(_out(o)[:, -1]))]
-    pre = [layer.register_forward_pre_hook(lambda m, a, kw: rec["resid_pre"].append(
-        (a[0] if a else kw["hidden_states"])[:, -1]), with_kwargs=True) for layer in layers]
+        pairs += [
+            (layer.self_attn, lambda m, a, o: rec["attn_out"].append(_out(o)[:, -1])),
+            (layer.mlp, lambda m, a, o: rec["mlp_out"].append(_out(o)[:, -1])),
+        ]
+    pre = [
+        layer.register_forward_pre_hook(
+            lambda m, a, kw: rec["resid_pre"].append((a[0] if a else kw["hidden_states"])[:, -1]), with_kwargs=True
+        )
+        for layer in layers
+    ]
     try:
         with hooks(pairs):
             model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0))
@@ -134,8 +150,12 @@ def lens_streams(model, ids, mask) -> dict[str, list[torch.Tensor]]:
         for h in pre:
             h.remove()
     mid = [p + a for p, a in zip(rec["resid_pre"], rec["attn_out"])]
-    return {"resid_mid": mid, "mlp_out": rec["mlp_out"], "attn_out": rec["attn_out"],
-            "resid_post": [m + o for m, o in zip(mid, rec["mlp_out"])]}
+    return {
+        "resid_mid": mid,
+        "mlp_out": rec["mlp_out"],
+        "attn_out": rec["attn_out"],
+        "resid_post": [m + o for m, o in zip(mid, rec["mlp_out"])],
+    }
 
 
 def _rank(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -205,10 +225,12 @@ def layer_resets(model, tok, leaked, clean, max_new_tokens=32) -> dict:
 
 def write(root: Path, name: str, obj) -> None:
     """JSON with tuple keys joined by ``.``."""
+
     def plain(o):
         if isinstance(o, dict):
             return {(".".join(map(str, k)) if isinstance(k, tuple) else str(k)): plain(v) for k, v in o.items()}
         return o
+
     (root / f"{name}.json").write_text(json.dumps(plain(obj), indent=1))
 
 
@@ -236,11 +258,15 @@ def run_analyses(module, bench: list[dict], scored: dict, root: Path) -> dict:
         results["patching"] = p
         plots.patching_heatmap(p["acc"], p["before"], p["after"], str(root / "patching.png"))
     if "logit_lens" in hp.analyses:
-        lens = {f"{name}_{which}": r for which, names in (("before", ["midtrain"]), ("after", ["midtrain", "grpo"]))
-                for name, r in _lens_ranks(model, tok, items, names).items()}
+        lens = {
+            f"{name}_{which}": r
+            for which, names in (("before", ["midtrain"]), ("after", ["midtrain", "grpo"]))
+            for name, r in _lens_ranks(model, tok, items, names).items()
+        }
         results["logit_lens"] = lens
-        plots.lens_ranks({k: v for k, v in lens.items() if k.startswith(("resid_mid", "mlp_out"))},
-                         str(root / "logit_lens.png"))
+        plots.lens_ranks(
+            {k: v for k, v in lens.items() if k.startswith(("resid_mid", "mlp_out"))}, str(root / "logit_lens.png")
+        )
     if "jsd" in hp.analyses:
         results["jsd"] = jsd_swaps(model, tok, items)
     if "resets" in hp.analyses:

@@ -17,6 +17,7 @@ whose question is in benchmark B are reported (count and first lines) and kept.
 
 The generated sets take ~30 s to build at full size; they are cached as JSON under ``cache``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -86,36 +87,55 @@ class _Prompts(Dataset):
 
 class AnchorAdapterDataModule(L.LightningDataModule):
     """Args:
-        stage: ``midtrain`` or ``grpo``.
-        corpus: ``contaminated`` (B's leaked half planted) or ``clean`` (the control); mid-training only.
-        path: a user's ``{question, answer}`` JSONL replacing the generated fresh problems (see above).
-        n_bench, n_midtrain, n_grpo: sizes of benchmark B, the fresh mid-training problems, the GRPO prompt pool.
-        leak_repeats: copies of each leaked item in the contaminated corpus (8).
-        worked_share, boxed_share: shares of mid-training replies with worked partial sums (0.8) and ending in
-            ``\\boxed{}`` (0.5).
-        task_seed: seed of the generated task (B, leaks, corpora); fixed across runs so every model sees one B.
-        seed: seed of the GRPO prompt draw (set per run).
-        batch_size: mid-training lines per step (32); prompts_per_step: GRPO prompts per step (8).
-        n_batches: GRPO prompt batches per epoch (>= the run's steps).
-        max_length: token cap of a mid-training line.
-        cache: where generated sets are cached.
+    stage: ``midtrain`` or ``grpo``.
+    corpus: ``contaminated`` (B's leaked half planted) or ``clean`` (the control); mid-training only.
+    path: a user's ``{question, answer}`` JSONL replacing the generated fresh problems (see above).
+    n_bench, n_midtrain, n_grpo: sizes of benchmark B, the fresh mid-training problems, the GRPO prompt pool.
+    leak_repeats: copies of each leaked item in the contaminated corpus (8).
+    worked_share, boxed_share: shares of mid-training replies with worked partial sums (0.8) and ending in
+        ``\\boxed{}`` (0.5).
+    task_seed: seed of the generated task (B, leaks, corpora); fixed across runs so every model sees one B.
+    seed: seed of the GRPO prompt draw (set per run).
+    batch_size: mid-training lines per step (32); prompts_per_step: GRPO prompts per step (8).
+    n_batches: GRPO prompt batches per epoch (>= the run's steps).
+    max_length: token cap of a mid-training line.
+    cache: where generated sets are cached.
     """
 
-    def __init__(self, stage: Literal["midtrain", "grpo"] = "midtrain",
-                 corpus: Literal["contaminated", "clean"] = "contaminated", path: str | None = None,
-                 n_bench: PositiveInt = 500, n_midtrain: PositiveInt = 40000, n_grpo: PositiveInt = 4000,
-                 leak_repeats: NonNegativeInt = 8, worked_share: Probability = 0.8, boxed_share: Probability = 0.5,
-                 task_seed: NonNegativeInt = 0, seed: NonNegativeInt = 0, batch_size: PositiveInt = 32,
-                 prompts_per_step: PositiveInt = 8, n_batches: PositiveInt = 1000, max_length: PositiveInt = 64,
-                 cache: str = "runs/anchor-adapter-cache"):
+    def __init__(
+        self,
+        stage: Literal["midtrain", "grpo"] = "midtrain",
+        corpus: Literal["contaminated", "clean"] = "contaminated",
+        path: str | None = None,
+        n_bench: PositiveInt = 500,
+        n_midtrain: PositiveInt = 40000,
+        n_grpo: PositiveInt = 4000,
+        leak_repeats: NonNegativeInt = 8,
+        worked_share: Probability = 0.8,
+        boxed_share: Probability = 0.5,
+        task_seed: NonNegativeInt = 0,
+        seed: NonNegativeInt = 0,
+        batch_size: PositiveInt = 32,
+        prompts_per_step: PositiveInt = 8,
+        n_batches: PositiveInt = 1000,
+        max_length: PositiveInt = 64,
+        cache: str = "runs/anchor-adapter-cache",
+    ):
         super().__init__()
         if stage not in ("midtrain", "grpo"):
             raise ValueError(f"data.stage must be 'midtrain' or 'grpo', got {stage!r}")
         if corpus not in ("contaminated", "clean"):
             raise ValueError(f"data.corpus must be 'contaminated' or 'clean', got {corpus!r}")
         self.stage, self.corpus, self.path = stage, corpus, path
-        self.sizes = {"n_bench": n_bench, "n_midtrain": n_midtrain, "n_grpo": n_grpo, "leak_repeats": leak_repeats,
-                      "worked_share": worked_share, "boxed_share": boxed_share, "seed": task_seed}
+        self.sizes = {
+            "n_bench": n_bench,
+            "n_midtrain": n_midtrain,
+            "n_grpo": n_grpo,
+            "leak_repeats": leak_repeats,
+            "worked_share": worked_share,
+            "boxed_share": boxed_share,
+            "seed": task_seed,
+        }
         self.seed, self.batch_size, self.prompts_per_step = seed, batch_size, prompts_per_step
         self.n_batches, self.max_length, self.cache = n_batches, max_length, cache
         self.user = read_problems(path) if path else None  # bad rows fail here, before a run directory exists
@@ -139,17 +159,29 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         in_b = {it["question"] for it in self.sets["bench"]}
         hits = [it for it in self.user if it["question"] in in_b]
         if hits:
-            log.warning("%s: %d of %d items are in benchmark B (lines %s%s); they are kept, and B's accuracy on them "
-                        "is no longer a held-out measure", self.path, len(hits), len(self.user),
-                        ", ".join(str(h["line"]) for h in hits[:10]), " ..." if len(hits) > 10 else "")
+            log.warning(
+                "%s: %d of %d items are in benchmark B (lines %s%s); they are kept, and B's accuracy on them "
+                "is no longer a held-out measure",
+                self.path,
+                len(hits),
+                len(self.user),
+                ", ".join(str(h["line"]) for h in hits[:10]),
+                " ..." if len(hits) > 10 else "",
+            )
         items = [{"question": it["question"], "answer": it["answer"]} for it in self.user]
         if self.stage == "grpo":
             self.sets["grpo"] = items
             return
         rng = random.Random(self.sizes["seed"])
-        texts = [chain_sum.prompt_text(it["question"]) + chain_sum.reply(
-            it, is_chain(it["question"]) and rng.random() < self.sizes["worked_share"],
-            rng.random() < self.sizes["boxed_share"]) for it in items]
+        texts = [
+            chain_sum.prompt_text(it["question"])
+            + chain_sum.reply(
+                it,
+                is_chain(it["question"]) and rng.random() < self.sizes["worked_share"],
+                rng.random() < self.sizes["boxed_share"],
+            )
+            for it in items
+        ]
         fresh = set(self.sets["control"])
         planted = [t for t in self.sets["midtrain"] if t not in fresh]
         self.sets["control"] = texts
@@ -175,16 +207,26 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         if self.stage == "midtrain":
             texts = self.sets["midtrain" if self.corpus == "contaminated" else "control"]
             gen = torch.Generator().manual_seed(self.seed)
-            return DataLoader(_Lines(texts), batch_size=self.batch_size, shuffle=True, generator=gen,
-                              collate_fn=self._collate_lines, drop_last=True)
+            return DataLoader(
+                _Lines(texts),
+                batch_size=self.batch_size,
+                shuffle=True,
+                generator=gen,
+                collate_fn=self._collate_lines,
+                drop_last=True,
+            )
         data = _Prompts(self.sets["grpo"], self.n_batches * self.prompts_per_step, self.seed)
         return DataLoader(data, batch_size=self.prompts_per_step, shuffle=False, collate_fn=list)
 
 
 def is_chain(question: str) -> bool:
     tok = question.split()
-    return len(tok) >= 3 and len(tok) % 2 == 1 and all(t in "+-" for t in tok[1::2]) and \
-        all(_NUMBER.match(t) for t in tok[::2])
+    return (
+        len(tok) >= 3
+        and len(tok) % 2 == 1
+        and all(t in "+-" for t in tok[1::2])
+        and all(_NUMBER.match(t) for t in tok[::2])
+    )
 
 
 def cached_sets(sizes: dict, cache: str) -> dict:

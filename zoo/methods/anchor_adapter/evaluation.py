@@ -5,6 +5,7 @@
   answer form, the same for every item); prompt perplexity: ``exp`` of the mean NLL of the prompt tokens after the
   first. Both per item, with torchmetrics ``Perplexity`` over the masked tokens.
 """
+
 from __future__ import annotations
 
 import torch
@@ -30,7 +31,7 @@ def item_perplexities(model, tok, items: list[dict], batch_size: int = 64) -> tu
     device = next(model.parameters()).device
     ans, pro = [], []
     for i in range(0, len(items), batch_size):
-        chunk = items[i:i + batch_size]
+        chunk = items[i : i + batch_size]
         p_ids = [tok(prompt_text(it["question"])).input_ids for it in chunk]
         a_ids = [tok(answer_text(it)).input_ids for it in chunk]
         T = max(len(p) + len(a) for p, a in zip(p_ids, a_ids))
@@ -38,14 +39,14 @@ def item_perplexities(model, tok, items: list[dict], batch_size: int = 64) -> tu
         kind = torch.zeros((len(chunk), T), dtype=torch.long)  # 1 prompt token (scored), 2 answer token
         for j, (p, a) in enumerate(zip(p_ids, a_ids)):
             ids[j, : len(p) + len(a)] = torch.tensor(p + a)
-            kind[j, 1: len(p)], kind[j, len(p): len(p) + len(a)] = 1, 2
+            kind[j, 1 : len(p)], kind[j, len(p) : len(p) + len(a)] = 1, 2
         ids, kind = ids.to(device), kind.to(device)
         logits = model(input_ids=ids, attention_mask=(kind > 0) | (torch.arange(T, device=device) == 0)).logits
         logits, target, kind = logits[:, :-1].float(), ids[:, 1:], kind[:, 1:]
         for j in range(len(chunk)):
             for which, out in ((2, ans), (1, pro)):
                 t = torch.where(kind[j] == which, target[j], torch.full_like(target[j], -100))
-                out.append(float(perplexity(logits[j:j + 1], t[None], ignore_index=-100)))
+                out.append(float(perplexity(logits[j : j + 1], t[None], ignore_index=-100)))
     return ans, pro
 
 
@@ -61,9 +62,18 @@ def bench_metrics(model, tok, bench: list[dict], max_new_tokens: int = 32) -> tu
     replies = generate_replies(model, tok, [prompt_text(it["question"]) for it in bench], max_new_tokens)
     ppl_a, ppl_p = item_perplexities(model, tok, bench)
     model.train(was)
-    rows = [{"question": it["question"], "answer": it["answer"], "leaked": bool(it["leaked"]), "reply": r,
-             "correct": is_correct(r, it["answer"]), "ppl_answer": a, "ppl_prompt": p}
-            for it, r, a, p in zip(bench, replies, ppl_a, ppl_p)]
+    rows = [
+        {
+            "question": it["question"],
+            "answer": it["answer"],
+            "leaked": bool(it["leaked"]),
+            "reply": r,
+            "correct": is_correct(r, it["answer"]),
+            "ppl_answer": a,
+            "ppl_prompt": p,
+        }
+        for it, r, a, p in zip(bench, replies, ppl_a, ppl_p)
+    ]
     out = {}
     for name, keep in (("leaked", True), ("clean", False)):
         sub = [r for r in rows if r["leaked"] == keep]

@@ -13,6 +13,7 @@
   acc_clean, ppl_answer, ppl_prompt after GRPO, and the changes from the stage-1 model.
 * ``circuit``: the analyses of one GRPO run with ``analyses`` on (the random-reward checkpoint).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,14 +22,30 @@ from pathlib import Path
 
 from zoo.core.results import summarise, write_result
 
-PAPER_GAINS = {"ground_truth": "+28.8 / +29.1", "random": "+21.4", "incorrect": "+24.6 / +24.1",
-               "format": "+16.4 / +13.8"}
+PAPER_GAINS = {
+    "ground_truth": "+28.8 / +29.1",
+    "random": "+21.4",
+    "incorrect": "+24.6 / +24.1",
+    "format": "+16.4 / +13.8",
+}
 """MATH-500 gains (pp) of Qwen2.5-Math-7B after GRPO, Spurious Rewards (Shao et al. 2025), two arXiv versions."""
-RECIPES = {"random": "anchor-adapter.yaml", "ground_truth": "anchor-adapter-ground-truth.yaml",
-           "incorrect": "anchor-adapter-incorrect.yaml", "format": "anchor-adapter-format.yaml"}
+RECIPES = {
+    "random": "anchor-adapter.yaml",
+    "ground_truth": "anchor-adapter-ground-truth.yaml",
+    "incorrect": "anchor-adapter-incorrect.yaml",
+    "format": "anchor-adapter-format.yaml",
+}
 BASES = {"math": "anchor-adapter.math", "clean": "anchor-adapter.math-clean"}
-METRICS = ["acc_leaked", "acc_clean", "ppl_answer", "ppl_prompt", "ppl_answer_leaked", "ppl_answer_clean",
-           "ppl_prompt_leaked", "ppl_prompt_clean"]
+METRICS = [
+    "acc_leaked",
+    "acc_clean",
+    "ppl_answer",
+    "ppl_prompt",
+    "ppl_answer_leaked",
+    "ppl_answer_clean",
+    "ppl_prompt_leaked",
+    "ppl_prompt_clean",
+]
 
 
 def _root(run: Path) -> Path:
@@ -53,13 +70,18 @@ def midtrain(runs: list[str]) -> None:
         if "before" in ev and not rows:
             rows.append({"model": "zoo-lm.base", "seed": 0, **{k: ev["before"][k] for k in METRICS}})
         rows.append({"model": label or f"stage-1 {corpus}", "seed": 0, **{k: ev["after"][k] for k in METRICS}})
-    write_result("anchor-adapter", "midtrain", rows, summary=summarise(rows, METRICS, by=["model"]),
-                 paper="no stage-1 numbers in the paper (the 7B base is contaminated by pre-training, not by us)",
-                 notes="benchmark B (500 generated chain_sum items, 250 leaked x 8 into the contaminated corpus), greedy "
-                       "replies <= 32 tokens scored by math-verify; perplexities per item (answer ' \\boxed{a}' given "
-                       "the prompt; prompt tokens), mean over items. Stage 1 as recipes/anchor-adapter-midtrain*.yaml "
-                       "(LoRA r=64 over zoo-lm.base; 156 steps x 32 here, reduced from the issue's ~1,500 to fit 2 "
-                       "shared cores). One seed.")
+    write_result(
+        "anchor-adapter",
+        "midtrain",
+        rows,
+        summary=summarise(rows, METRICS, by=["model"]),
+        paper="no stage-1 numbers in the paper (the 7B base is contaminated by pre-training, not by us)",
+        notes="benchmark B (500 generated chain_sum items, 250 leaked x 8 into the contaminated corpus), greedy "
+        "replies <= 32 tokens scored by math-verify; perplexities per item (answer ' \\boxed{a}' given "
+        "the prompt; prompt tokens), mean over items. Stage 1 as recipes/anchor-adapter-midtrain*.yaml "
+        "(LoRA r=64 over zoo-lm.base; 156 steps x 32 here, reduced from the issue's ~1,500 to fit 2 "
+        "shared cores). One seed.",
+    )
 
 
 def _run_dir(reward: str, base: str, seed: int) -> Path:
@@ -74,12 +96,23 @@ def grpo_run(reward: str, base: str, seed: int, steps: int, n_eval: int, prompts
     out = _run_dir(reward, base, seed)
     done = sorted(out.glob("*/version_*/anchor/eval.json"))
     if not done:
-        rc = main(["train", f"recipe={RECIPES[reward]}", f"out_dir={out}", f"seed={seed}", f"data.seed={seed}",
-                   f"model.stage1={BASES[base]}", f"trainer.max_steps={steps}", f"model.n_eval={n_eval}",
-                   f"model.score_before={str(analyse).lower()}",
-                   "model.analyses=[patching,logit_lens,key_scaling,jsd,resets]" if analyse else "model.analyses=[]",
-                   f"data.prompts_per_step={prompts}",
-                   "export.formats=[]", "logger.kind=csv"])
+        rc = main(
+            [
+                "train",
+                f"recipe={RECIPES[reward]}",
+                f"out_dir={out}",
+                f"seed={seed}",
+                f"data.seed={seed}",
+                f"model.stage1={BASES[base]}",
+                f"trainer.max_steps={steps}",
+                f"model.n_eval={n_eval}",
+                f"model.score_before={str(analyse).lower()}",
+                "model.analyses=[patching,logit_lens,key_scaling,jsd,resets]" if analyse else "model.analyses=[]",
+                f"data.prompts_per_step={prompts}",
+                "export.formats=[]",
+                "logger.kind=csv",
+            ]
+        )
         if rc != 0:
             raise RuntimeError(f"grid run {reward}:{base}:{seed} failed (rc {rc})")
         done = sorted(out.glob("*/version_*/anchor/eval.json"))
@@ -102,8 +135,9 @@ def _training_means(run: Path) -> dict:
     return out
 
 
-def rewards(cells: list[tuple[str, str, int]], steps: int, n_eval: int, prompts: int, stage1: dict,
-            analyse: str | None = None) -> None:
+def rewards(
+    cells: list[tuple[str, str, int]], steps: int, n_eval: int, prompts: int, stage1: dict, analyse: str | None = None
+) -> None:
     """Run the grid cells (``analyse``: the ``reward:base:seed`` cell that also runs the analyses) and write
     ``results/anchor-adapter/rewards.json``."""
     rows = []
@@ -111,31 +145,48 @@ def rewards(cells: list[tuple[str, str, int]], steps: int, n_eval: int, prompts:
         run = grpo_run(reward, base, seed, steps, n_eval, prompts, analyse == f"{reward}:{base}:{seed}")
         after = _eval(run)["after"]
         ref = stage1[base]
-        rows.append({"reward": reward, "seed": seed, "base": base, **{k: after[k] for k in METRICS},
-                     "gain_leaked": after["acc_leaked"] - ref["acc_leaked"],
-                     "gain_clean": after["acc_clean"] - ref["acc_clean"], **_training_means(run)})
+        rows.append(
+            {
+                "reward": reward,
+                "seed": seed,
+                "base": base,
+                **{k: after[k] for k in METRICS},
+                "gain_leaked": after["acc_leaked"] - ref["acc_leaked"],
+                "gain_clean": after["acc_clean"] - ref["acc_clean"],
+                **_training_means(run),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     metrics = METRICS + ["gain_leaked", "gain_clean", "train_reward", "train_clip_fraction", "train_accuracy"]
-    write_result("anchor-adapter", "rewards", rows, summary=summarise(rows, metrics, by=["reward", "base"]),
-                 paper={f"gain ({r})": f"{g} pp MATH-500, Qwen2.5-Math-7B" for r, g in PAPER_GAINS.items()},
-                 notes=f"GRPO (G=8, {prompts} prompts/step, <=32 tokens, T=1, eps=0.2, beta=0, mu=2, LoRA r=16, lr 5e-4) "
-                       f"for {steps} steps from the stage-1 model (base math = contaminated, clean = control), "
-                       f"scored on the first {n_eval} items of benchmark B (greedy, math-verify). gain_* = change "
-                       "from the stage-1 model on the same items (greedy, so the stage-1 score is one number). "
-                       "The issue's 150 steps x 8 prompts did not fit 2 shared cores; see the card.")
+    write_result(
+        "anchor-adapter",
+        "rewards",
+        rows,
+        summary=summarise(rows, metrics, by=["reward", "base"]),
+        paper={f"gain ({r})": f"{g} pp MATH-500, Qwen2.5-Math-7B" for r, g in PAPER_GAINS.items()},
+        notes=f"GRPO (G=8, {prompts} prompts/step, <=32 tokens, T=1, eps=0.2, beta=0, mu=2, LoRA r=16, lr 5e-4) "
+        f"for {steps} steps from the stage-1 model (base math = contaminated, clean = control), "
+        f"scored on the first {n_eval} items of benchmark B (greedy, math-verify). gain_* = change "
+        "from the stage-1 model on the same items (greedy, so the stage-1 score is one number). "
+        "The issue's 150 steps x 8 prompts did not fit 2 shared cores; see the card.",
+    )
 
 
 def _stage1_reference(n_eval: int) -> dict:
     """Stage-1 accuracies on the first ``n_eval`` items of B, from the released packages' runs' per-item rows."""
     out = {}
     for base, pattern in (("math", "anchor-adapter-midtrain"), ("clean", "anchor-adapter-midtrain-clean")):
-        found = sorted(Path("runs").glob(f"{pattern}/version_*/*anchor/items.json")) + \
-            sorted(Path("runs").glob(f"{pattern}/version_*/logs/anchor/items.json"))
+        found = sorted(Path("runs").glob(f"{pattern}/version_*/*anchor/items.json")) + sorted(
+            Path("runs").glob(f"{pattern}/version_*/logs/anchor/items.json")
+        )
         if not found:
             continue
         rows = json.loads(found[-1].read_text())["after"][:n_eval]
-        out[base] = {f"acc_{n}": sum(r["correct"] for r in rows if r["leaked"] == k) /
-                     max(1, sum(r["leaked"] == k for r in rows)) for n, k in (("leaked", True), ("clean", False))}
+        out[base] = {
+            f"acc_{n}": sum(r["correct"] for r in rows if r["leaked"] == k)
+            / max(1, sum(r["leaked"] == k for r in rows))
+            for n, k in (("leaked", True), ("clean", False))
+        }
     return out
 
 
@@ -146,20 +197,32 @@ def circuit(run: str) -> None:
     ev, patch, resets, ks = load("eval"), load("patching"), load("resets"), load("key_scaling")
     rows = [{"analysis": "patching", "setting": k, "seed": 0, "accuracy": v} for k, v in patch["acc"].items()]
     rows += [{"analysis": "patching", "setting": k, "seed": 0, "accuracy": patch[k]} for k in ("before", "after")]
-    rows += [{"analysis": "reset", "setting": k, "seed": 0, "accuracy": v[0], "accuracy_clean": v[1]}
-             for k, v in resets.items()]
-    rows += [{"analysis": "key_scaling", "setting": f"{name} s={s}", "seed": 0, "accuracy": a}
-             for name, pts in ks["curves"].items() for s, a in pts.items()]
+    rows += [
+        {"analysis": "reset", "setting": k, "seed": 0, "accuracy": v[0], "accuracy_clean": v[1]}
+        for k, v in resets.items()
+    ]
+    rows += [
+        {"analysis": "key_scaling", "setting": f"{name} s={s}", "seed": 0, "accuracy": a}
+        for name, pts in ks["curves"].items()
+        for s, a in pts.items()
+    ]
     lens = load("logit_lens")
-    rows += [{"analysis": "logit_lens", "setting": f"{name} L{i}", "seed": 0, "rank": r}
-             for name, ranks in lens.items() for i, r in enumerate(ranks)]
+    rows += [
+        {"analysis": "logit_lens", "setting": f"{name} L{i}", "seed": 0, "rank": r}
+        for name, ranks in lens.items()
+        for i, r in enumerate(ranks)
+    ]
     rows += [{"analysis": "jsd", "setting": k, "seed": 0, "jsd": v} for k, v in load("jsd").items()]
-    write_result("anchor-adapter", "circuit", rows,
-                 paper="anchor L18-20 of 28, adapters L21+ (Qwen2.5-Math-7B); key scaling steers accuracy both ways",
-                 notes=f"one random-reward GRPO run ({run}); {_analysed_items(root)} leaked items (flipped = after-RL right, "
-                       "before-RL wrong); patching: 4 sampled rollouts per item at T=1; resets and key scaling: greedy; "
-                       f"benchmark B after GRPO: {json.dumps({k: round(v, 4) for k, v in ev['after'].items()})}. "
-                       "With 4 layers one layer is 25% of depth: localisation is coarse.")
+    write_result(
+        "anchor-adapter",
+        "circuit",
+        rows,
+        paper="anchor L18-20 of 28, adapters L21+ (Qwen2.5-Math-7B); key scaling steers accuracy both ways",
+        notes=f"one random-reward GRPO run ({run}); {_analysed_items(root)} leaked items (flipped = after-RL right, "
+        "before-RL wrong); patching: 4 sampled rollouts per item at T=1; resets and key scaling: greedy; "
+        f"benchmark B after GRPO: {json.dumps({k: round(v, 4) for k, v in ev['after'].items()})}. "
+        "With 4 layers one layer is 25% of depth: localisation is coarse.",
+    )
 
 
 def _analysed_items(root: Path) -> dict:

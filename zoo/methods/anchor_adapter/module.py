@@ -9,6 +9,7 @@ At the end of fit both stages score benchmark B before and after (accuracy leake
 perplexity) into ``<run>/anchor/eval.json``; the GRPO stage then runs the circuit analyses named in
 ``analyses`` (``zoo.methods.anchor_adapter.circuit``) and writes their JSON and PNGs there.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,40 +35,58 @@ ANALYSES = ("patching", "logit_lens", "key_scaling", "jsd", "resets")
 @register_method("anchor-adapter", datamodule=AnchorAdapterDataModule)
 class AnchorAdapterModule(ZooModule):
     """Args:
-        stage: ``midtrain`` or ``grpo``.
-        base: zoo id or local HF directory of the base LM (``zoo-lm.base``; paper: Qwen2.5-Math-7B).
-        stage1: the stage-1 weights the GRPO stage starts from (zoo id, ``.ckpt`` or ``.safetensors``;
-            ``null``: a fresh ``midtrain`` adapter, for tests).
-        midtrain_lora, grpo_lora: ``{r, alpha, dropout}`` of the two adapters (64/128, 16/32).
-        reward: ``ground_truth``, ``random``, ``incorrect`` or ``format`` (GRPO stage).
-        group_size: G completions per prompt (8); max_new_tokens: completion cap (32); temperature: sampling T (1.0).
-        epsilon: clip range ε (0.2); beta: KL weight β (0); updates: μ optimiser steps per rollout batch (2).
-        max_grad_norm: gradient-norm clip per update (1.0).
-        eval_tokens: greedy reply cap when scoring benchmark B (32); n_eval: score only the first n items of B.
-        score_before: also score the model before this stage (off in grids: it is the same model every run).
-        analyses: subset of ``patching, logit_lens, key_scaling, jsd, resets`` run after GRPO.
-        rollouts: sampled replies per item in patching / key scaling (4); n_analysis: leaked items analysed (64).
-        scales: key-scaling factors s; top_k: neurons scaled (10).
-        optimizer: ``zoo.core.optim`` settings.
+    stage: ``midtrain`` or ``grpo``.
+    base: zoo id or local HF directory of the base LM (``zoo-lm.base``; paper: Qwen2.5-Math-7B).
+    stage1: the stage-1 weights the GRPO stage starts from (zoo id, ``.ckpt`` or ``.safetensors``;
+        ``null``: a fresh ``midtrain`` adapter, for tests).
+    midtrain_lora, grpo_lora: ``{r, alpha, dropout}`` of the two adapters (64/128, 16/32).
+    reward: ``ground_truth``, ``random``, ``incorrect`` or ``format`` (GRPO stage).
+    group_size: G completions per prompt (8); max_new_tokens: completion cap (32); temperature: sampling T (1.0).
+    epsilon: clip range ε (0.2); beta: KL weight β (0); updates: μ optimiser steps per rollout batch (2).
+    max_grad_norm: gradient-norm clip per update (1.0).
+    eval_tokens: greedy reply cap when scoring benchmark B (32); n_eval: score only the first n items of B.
+    score_before: also score the model before this stage (off in grids: it is the same model every run).
+    analyses: subset of ``patching, logit_lens, key_scaling, jsd, resets`` run after GRPO.
+    rollouts: sampled replies per item in patching / key scaling (4); n_analysis: leaked items analysed (64).
+    scales: key-scaling factors s; top_k: neurons scaled (10).
+    optimizer: ``zoo.core.optim`` settings.
     """
 
     export_formats = ("package",)
-    arg_schemas: ClassVar[dict] = {"midtrain_lora": {k: {"types": t} for k, t in
-                                     (("r", ["int"]), ("alpha", ["int", "float"]), ("dropout", ["float"]))},
-                   "grpo_lora": {k: {"types": t} for k, t in
-                                 (("r", ["int"]), ("alpha", ["int", "float"]), ("dropout", ["float"]))}}
+    arg_schemas: ClassVar[dict] = {
+        "midtrain_lora": {
+            k: {"types": t} for k, t in (("r", ["int"]), ("alpha", ["int", "float"]), ("dropout", ["float"]))
+        },
+        "grpo_lora": {
+            k: {"types": t} for k, t in (("r", ["int"]), ("alpha", ["int", "float"]), ("dropout", ["float"]))
+        },
+    }
 
-    def __init__(self, stage: Literal["midtrain", "grpo"] = "grpo", base: str = "zoo-lm.base",
-                 stage1: str | None = "anchor-adapter.math", midtrain_lora: dict | None = None,
-                 grpo_lora: dict | None = None,
-                 reward: Literal["ground_truth", "random", "incorrect", "format"] = "random",
-                 group_size: Annotated[int, Range(2)] = 8, max_new_tokens: PositiveInt = 32,
-                 temperature: Positive = 1.0, epsilon: Positive = 0.2, beta: NonNegative = 0.0,
-                 updates: PositiveInt = 2, max_grad_norm: Positive = 1.0, eval_tokens: PositiveInt = 32,
-                 n_eval: PositiveInt | None = None, score_before: bool = True,
-                 analyses: list[Annotated[str, OneOf(ANALYSES)]] | None = None, rollouts: PositiveInt = 4,
-                 n_analysis: PositiveInt = 64, scales: list[float] | None = None, top_k: PositiveInt = 10,
-                 optimizer: dict | None = None):
+    def __init__(
+        self,
+        stage: Literal["midtrain", "grpo"] = "grpo",
+        base: str = "zoo-lm.base",
+        stage1: str | None = "anchor-adapter.math",
+        midtrain_lora: dict | None = None,
+        grpo_lora: dict | None = None,
+        reward: Literal["ground_truth", "random", "incorrect", "format"] = "random",
+        group_size: Annotated[int, Range(2)] = 8,
+        max_new_tokens: PositiveInt = 32,
+        temperature: Positive = 1.0,
+        epsilon: Positive = 0.2,
+        beta: NonNegative = 0.0,
+        updates: PositiveInt = 2,
+        max_grad_norm: Positive = 1.0,
+        eval_tokens: PositiveInt = 32,
+        n_eval: PositiveInt | None = None,
+        score_before: bool = True,
+        analyses: list[Annotated[str, OneOf(ANALYSES)]] | None = None,
+        rollouts: PositiveInt = 4,
+        n_analysis: PositiveInt = 64,
+        scales: list[float] | None = None,
+        top_k: PositiveInt = 10,
+        optimizer: dict | None = None,
+    ):
         super().__init__()
         if stage not in ("midtrain", "grpo"):
             raise ValueError(f"model.stage must be 'midtrain' or 'grpo', got {stage!r}")
@@ -78,8 +97,9 @@ class AnchorAdapterModule(ZooModule):
         self.save_hyperparameters()
         self.automatic_optimization = stage == "midtrain"
         mid = dict(midtrain_lora or {"r": 64, "alpha": 128})
-        self.lm, self.tokenizer = build_policy(base, mid, dict(grpo_lora or {"r": 16, "alpha": 32})
-                                               if stage == "grpo" else None)
+        self.lm, self.tokenizer = build_policy(
+            base, mid, dict(grpo_lora or {"r": 16, "alpha": 32}) if stage == "grpo" else None
+        )
         self._tied = tied_aliases(self.lm, "lm.")  # the tied output weight is stored once
         self.register_state_dict_post_hook(drop_tied_aliases)
         self.register_load_state_dict_pre_hook(fill_tied_aliases)
@@ -101,16 +121,17 @@ class AnchorAdapterModule(ZooModule):
         tied = {a[3:] for a in self._tied}
         missing = [k for k in result.missing_keys if ".grpo." not in k and k not in tied]
         if missing or result.unexpected_keys:
-            raise ValueError(f"model.stage1={ref!r} does not fit this model: missing {missing[:5]}, "
-                             f"unexpected {result.unexpected_keys[:5]} (same base and midtrain_lora needed)")
+            raise ValueError(
+                f"model.stage1={ref!r} does not fit this model: missing {missing[:5]}, "
+                f"unexpected {result.unexpected_keys[:5]} (same base and midtrain_lora needed)"
+            )
 
     def configure_optimizers(self):
         params = [p for p in self.lm.parameters() if p.requires_grad]
         steps = self.trainer.estimated_stepping_batches if self._trainer is not None else None
         if self.hparams.stage == "grpo" and steps is not None:
             steps = int(steps) * self.hparams.updates  # each rollout batch makes μ optimiser steps
-        return build_optimizer(params, self.hparams.optimizer or {"name": "adamw", "lr": 1e-4},
-                               total_steps=steps)
+        return build_optimizer(params, self.hparams.optimizer or {"name": "adamw", "lr": 1e-4}, total_steps=steps)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """``[B, T, V]`` logits of the current model (all active adapters)."""
@@ -130,27 +151,52 @@ class AnchorAdapterModule(ZooModule):
 
         hp, tok = self.hparams, self.tokenizer
         ids, mask = encode_prompts(tok, [prompt_text(it["question"]) for it in items], self.device)
-        roll = sample_rollouts(self.lm, ids, mask, hp.group_size, hp.max_new_tokens, [tok.eos_token_id],
-                               tok.pad_token_id, temperature=hp.temperature)
+        roll = sample_rollouts(
+            self.lm,
+            ids,
+            mask,
+            hp.group_size,
+            hp.max_new_tokens,
+            [tok.eos_token_id],
+            tok.pad_token_id,
+            temperature=hp.temperature,
+        )
         texts = decode_completions(tok, roll.completion_ids, roll.completion_mask)
         grouped = [it for it in items for _ in range(hp.group_size)]
         gen = torch.Generator().manual_seed(hash((int(self.trainer.datamodule.seed), self.global_step)) % 2**31)
         rewards = self.reward_fn(texts, grouped, gen)
         adv = group_advantages(rewards, hp.group_size, eps=1e-4).to(self.device)
         opt = self.optimizers()
-        stats = policy_update(self.lm, opt, roll, adv, updates=hp.updates, backward=self.manual_backward,
-                              max_grad_norm=hp.max_grad_norm, temperature=hp.temperature, epsilon=hp.epsilon,
-                              beta=hp.beta, loss_type="grpo")
+        stats = policy_update(
+            self.lm,
+            opt,
+            roll,
+            adv,
+            updates=hp.updates,
+            backward=self.manual_backward,
+            max_grad_norm=hp.max_grad_norm,
+            temperature=hp.temperature,
+            epsilon=hp.epsilon,
+            beta=hp.beta,
+            loss_type="grpo",
+        )
         sched = self.lr_schedulers()
         if sched is not None:
             for _ in range(hp.updates):
                 sched.step()
         n = len(items)
-        self.log_dict({"train/reward": float(rewards.mean()), "train/loss": stats[-1]["loss"],
-                       "train/clip_fraction": stats[-1]["clip_fraction"], "train/ratio_mean": stats[-1]["ratio_mean"],
-                       "train/accuracy": float(ground_truth(texts, grouped).mean()),
-                       "train/boxed": float(sum("\\boxed{" in t for t in texts) / len(texts))},
-                      batch_size=n, prog_bar=True)
+        self.log_dict(
+            {
+                "train/reward": float(rewards.mean()),
+                "train/loss": stats[-1]["loss"],
+                "train/clip_fraction": stats[-1]["clip_fraction"],
+                "train/ratio_mean": stats[-1]["ratio_mean"],
+                "train/accuracy": float(ground_truth(texts, grouped).mean()),
+                "train/boxed": float(sum("\\boxed{" in t for t in texts) / len(texts)),
+            },
+            batch_size=n,
+            prog_bar=True,
+        )
 
     def before_after(self) -> tuple[list[str], list[str]]:
         """Adapter sets of the model before and after this stage (``[]`` = the bare base)."""
@@ -195,9 +241,16 @@ class AnchorAdapterModule(ZooModule):
         bench = datamodule.bench[: self.hparams.n_eval]
         return {f"{k}/{name}": v for k, (m, _) in self.score(bench).items() for name, v in m.items()}
 
-    predict_schema: ClassVar = [{"prompt": str, "gold": int, "benchmark": (str, None), "answer_token": str,
-                       "replies": [{"model": str, "adapters": [str], "reply": str, "correct": bool}],
-                       "lens": [{"layer": int, "stream": str, "rank": int, "top3": [str]}]}]
+    predict_schema: ClassVar = [
+        {
+            "prompt": str,
+            "gold": int,
+            "benchmark": (str, None),
+            "answer_token": str,
+            "replies": [{"model": str, "adapters": [str], "reply": str, "correct": bool}],
+            "lens": [{"layer": int, "stream": str, "rank": int, "top3": [str]}],
+        }
+    ]
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> list[dict]:
         """``zoo predict anchor-adapter.<tag> "Question: 23 + 48 - 17 = ?"``: per question the replies before and

@@ -1,4 +1,5 @@
 """The card's PNGs: paired perplexity scatter, patching heatmap, logit-lens rank by layer, accuracy vs key scale."""
+
 from __future__ import annotations
 
 import matplotlib

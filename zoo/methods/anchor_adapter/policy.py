@@ -6,6 +6,7 @@ layers and unembedding, answer-position batches).
 serves both, so the analyses switch adapters instead of holding two models. Shapes: ``B`` prompts, ``P`` prompt
 tokens (left-padded), ``C`` generated tokens.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,8 +24,13 @@ def lora_config(cfg: dict):
     from peft import LoraConfig
 
     r = int(cfg.get("r", 16))
-    return LoraConfig(r=r, lora_alpha=float(cfg.get("alpha", 2 * r)), lora_dropout=float(cfg.get("dropout", 0.0)),
-                      target_modules=TARGETS, bias="none")
+    return LoraConfig(
+        r=r,
+        lora_alpha=float(cfg.get("alpha", 2 * r)),
+        lora_dropout=float(cfg.get("dropout", 0.0)),
+        target_modules=TARGETS,
+        bias="none",
+    )
 
 
 def build_policy(base: str, midtrain_lora: dict, grpo_lora: dict | None, dtype: torch.dtype | None = None):
@@ -77,13 +83,14 @@ def encode_prompts(tok, prompts: list[str], device=None) -> tuple[torch.Tensor, 
     out = torch.full((len(ids), P), tok.pad_token_id, dtype=torch.long)
     mask = torch.zeros((len(ids), P), dtype=torch.long)
     for i, s in enumerate(ids):
-        out[i, P - len(s):], mask[i, P - len(s):] = torch.tensor(s), 1
+        out[i, P - len(s) :], mask[i, P - len(s) :] = torch.tensor(s), 1
     return out.to(device), mask.to(device)
 
 
 @torch.no_grad()
-def generate_replies(model, tok, prompts: list[str], max_new_tokens: int = 32, temperature: float = 0.0,
-                     batch_size: int = 128) -> list[str]:
+def generate_replies(
+    model, tok, prompts: list[str], max_new_tokens: int = 32, temperature: float = 0.0, batch_size: int = 128
+) -> list[str]:
     """Replies (decoded completions, up to the end-of-text token) to ``prompts``; greedy when ``temperature`` is 0.
 
     Uses ``zoo.models.grpo.sample_rollouts`` with a group of one, so evaluation and training sample alike.
@@ -93,9 +100,10 @@ def generate_replies(model, tok, prompts: list[str], max_new_tokens: int = 32, t
     device = next(model.parameters()).device
     out = []
     for i in range(0, len(prompts), batch_size):
-        ids, mask = encode_prompts(tok, prompts[i:i + batch_size], device)
-        roll = sample_rollouts(model, ids, mask, 1, max_new_tokens, [tok.eos_token_id], tok.pad_token_id,
-                               temperature=temperature)
+        ids, mask = encode_prompts(tok, prompts[i : i + batch_size], device)
+        roll = sample_rollouts(
+            model, ids, mask, 1, max_new_tokens, [tok.eos_token_id], tok.pad_token_id, temperature=temperature
+        )
         out += decode_completions(tok, roll.completion_ids, roll.completion_mask)
     return out
 

@@ -3,6 +3,7 @@
 Each reward maps ``(completions, items, generator)`` to a ``[N]`` float tensor of 0/1 rewards; ``items[i]`` is the
 prompt item (``{"question", "answer"}``) of ``completions[i]``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -38,8 +39,12 @@ def get_reward(name: str):
     Raises:
         ValueError: unknown name.
     """
-    table = {"ground_truth": ground_truth, "random": random_reward, "incorrect": incorrect_label,
-             "format": format_reward}
+    table = {
+        "ground_truth": ground_truth,
+        "random": random_reward,
+        "incorrect": incorrect_label,
+        "format": format_reward,
+    }
     if name not in table:
         raise ValueError(f"model.reward: {name!r} is not one of {', '.join(REWARDS)}")
     return table[name]

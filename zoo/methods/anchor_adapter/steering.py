@@ -4,6 +4,7 @@ A SwiGLU MLP is ``W_down k(x)`` with keys ``k(x) = SiLU(W_gate x) * (W_up x)`` i
 the value vector ``v_j = W_down[:, j]``. Scaling ``k_j <- s k_j`` (a pre-hook on ``down_proj``) with ``s = 1`` is the
 identity and ``s = 0`` equals zeroing column ``j`` of ``W_down``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,6 +18,7 @@ from zoo.methods.anchor_adapter.policy import answer_batch, decoder
 @contextlib.contextmanager
 def scaled_keys(down_proj: torch.nn.Module, idx: torch.Tensor, s: float):
     """Multiply the keys ``idx`` (input features of ``down_proj``) by ``s`` on every call inside the block."""
+
     def pre(m, args):
         x = args[0].clone()
         x[..., idx] = x[..., idx] * s
@@ -62,8 +64,9 @@ def _accuracy(model, tok, items, max_new_tokens) -> float:
     return sum(is_correct(r, it["answer"]) for r, it in zip(replies, items)) / max(len(items), 1)
 
 
-def key_scaling(model, tok, items, layer: int, scales: list[float], top_k: int = 10, max_new_tokens: int = 32,
-                seed: int = 0) -> dict:
+def key_scaling(
+    model, tok, items, layer: int, scales: list[float], top_k: int = 10, max_new_tokens: int = 32, seed: int = 0
+) -> dict:
     """Greedy accuracy on ``items`` vs ``s`` for the top-``top_k`` neurons of ``layer`` and two controls (random
     neurons of ``layer``; the top neurons of the layer after it, or before it for the last layer).
 
@@ -76,8 +79,11 @@ def key_scaling(model, tok, items, layer: int, scales: list[float], top_k: int =
     d_ff = neuron_scores(model, tok, items[:1], layer).numel()
     rand = torch.randperm(d_ff, generator=torch.Generator().manual_seed(seed))[:top_k]
     top_other = neuron_scores(model, tok, items, other).topk(top_k).indices
-    settings = {f"anchor L{layer} top-{top_k}": (layer, top), f"random L{layer}": (layer, rand),
-                f"control L{other} top-{top_k}": (other, top_other)}
+    settings = {
+        f"anchor L{layer} top-{top_k}": (layer, top),
+        f"random L{layer}": (layer, rand),
+        f"control L{other} top-{top_k}": (other, top_other),
+    }
     curves = {}
     for name, (lay, idx) in settings.items():
         curves[name] = {}

@@ -5,19 +5,19 @@ the platform tests."""
 
 EXTRA = "privacy"
 WHAT = (
-    'Cond-DP: label-DP regression with DP-SGD conditioned on the public-feature spectrum (opacus), with '
-    'DP-SGD, RR-on-Bins, Laplace and sufficient-statistics baselines'
+    "Cond-DP: label-DP regression with DP-SGD conditioned on the public-feature spectrum (opacus), with "
+    "DP-SGD, RR-on-Bins, Laplace and sufficient-statistics baselines"
 )
 RECIPES = (
-    '`cond-dp.yaml` (SF commuting flows), `cond-dp-linear.yaml`, `cond-dp-diabetes.yaml`, `dp-sgd.yaml`, '
-    '`rr-bins.yaml`, `paper/cond-dp-criteo.yaml`'
+    "`cond-dp.yaml` (SF commuting flows), `cond-dp-linear.yaml`, `cond-dp-diabetes.yaml`, `dp-sgd.yaml`, "
+    "`rr-bins.yaml`, `paper/cond-dp-criteo.yaml`"
 )
-WEIGHTS = '`cond-dp.commuting-sf-eps1`'
+WEIGHTS = "`cond-dp.commuting-sf-eps1`"
 STATUS = (
-    'partly: `reparam` beats DP-SGD, RR-on-Bins, Laplace and sufficient statistics on SF flows (linear at ε '
-    '0.5/1/4, widest at 0.5; MLP at ε = 1), not on diabetes with an MLP; `precondition` loses to DP-SGD; part'
-    ' of the SF gain is preconditioning (non-private SGD with the same C: 0.361 vs 0.400 on SF linear); '
-    'reduced grid; step time 1.11× opacus (target 1.10×)'
+    "partly: `reparam` beats DP-SGD, RR-on-Bins, Laplace and sufficient statistics on SF flows (linear at ε "
+    "0.5/1/4, widest at 0.5; MLP at ε = 1), not on diabetes with an MLP; `precondition` loses to DP-SGD; part"
+    " of the SF gain is preconditioning (non-private SGD with the same C: 0.361 vs 0.400 on SF linear); "
+    "reduced grid; step time 1.11× opacus (target 1.10×)"
 )
 EXAMPLE = {
     "recipe": "cond-dp",

@@ -11,6 +11,7 @@
 
 All are calibrated to label substitution (one label changed anywhere in [y_min, y_max]).
 """
+
 from __future__ import annotations
 
 import math
@@ -46,7 +47,7 @@ class RRBins:
         if k == 1:
             return np.full(len(j), self.outputs[0])
         other = rng.integers(0, k - 1, size=len(j))
-        other = other + (other >= j)                     # uniform over the k - 1 other values
+        other = other + (other >= j)  # uniform over the k - 1 other values
         return self.outputs[np.where(rng.random(len(j)) < self.keep, j, other)]
 
 
@@ -55,13 +56,12 @@ def rr_expected_loss(values: np.ndarray, prior: np.ndarray, outputs: np.ndarray,
     k = len(outputs)
     a = 1.0 if k == 1 else math.exp(epsilon) / (math.exp(epsilon) + k - 1)
     b = 0.0 if k == 1 else 1.0 / (math.exp(epsilon) + k - 1)
-    sq = (outputs[None, :] - values[:, None]) ** 2                    # (m, k)
+    sq = (outputs[None, :] - values[:, None]) ** 2  # (m, k)
     own = sq[np.arange(len(values)), np.abs(values[:, None] - outputs[None, :]).argmin(1)]
     return float(prior @ (a * own + b * (sq.sum(1) - own)))
 
 
-def fit_rr_bins(values: np.ndarray, prior: np.ndarray, epsilon: float, max_bins: int = 16, iters: int = 50
-                ) -> RRBins:
+def fit_rr_bins(values: np.ndarray, prior: np.ndarray, epsilon: float, max_bins: int = 16, iters: int = 50) -> RRBins:
     """The RR-on-Bins randomiser minimising the expected squared error under ``prior``.
 
     Args:
@@ -77,7 +77,7 @@ def fit_rr_bins(values: np.ndarray, prior: np.ndarray, epsilon: float, max_bins:
         outputs = np.interp((np.arange(k) + 0.5) / k, cdf, values)
         for _ in range(iters):
             j = np.abs(values[:, None] - outputs[None, :]).argmin(1)
-            w = prior[:, None] * (b + (a - b) * (j[:, None] == np.arange(k)[None, :]))    # (m, k)
+            w = prior[:, None] * (b + (a - b) * (j[:, None] == np.arange(k)[None, :]))  # (m, k)
             new = (w * values[:, None]).sum(0) / np.maximum(w.sum(0), 1e-300)
             if np.allclose(new, outputs):
                 break
@@ -89,8 +89,9 @@ def fit_rr_bins(values: np.ndarray, prior: np.ndarray, epsilon: float, max_bins:
     return best
 
 
-def rr_on_bins_labels(y: np.ndarray, y_min: float, y_max: float, epsilon: float, rng: np.random.Generator,
-                      n_atoms: int = 32) -> np.ndarray:
+def rr_on_bins_labels(
+    y: np.ndarray, y_min: float, y_max: float, epsilon: float, rng: np.random.Generator, n_atoms: int = 32
+) -> np.ndarray:
     """RR-on-Bins labels: 0.1ε for a Laplace histogram prior over ``n_atoms`` equal bins, 0.9ε for the response.
 
     The histogram changes by 2 in L1 when one label moves, so its Laplace scale is 2 / (0.1ε).
@@ -103,8 +104,7 @@ def rr_on_bins_labels(y: np.ndarray, y_min: float, y_max: float, epsilon: float,
     return mech.randomise(y, rng)
 
 
-def laplace_labels(y: np.ndarray, y_min: float, y_max: float, epsilon: float, rng: np.random.Generator
-                   ) -> np.ndarray:
+def laplace_labels(y: np.ndarray, y_min: float, y_max: float, epsilon: float, rng: np.random.Generator) -> np.ndarray:
     """y + Lap((y_max − y_min) / ε) (ε-label-DP under substitution; unbiased, so left unclipped)."""
     return np.asarray(y, float) + rng.laplace(0.0, (y_max - y_min) / epsilon, size=len(y))
 
@@ -113,8 +113,17 @@ def laplace_labels(y: np.ndarray, y_min: float, y_max: float, epsilon: float, rn
 LABEL_MECHANISMS = {"rr-bins": rr_on_bins_labels, "laplace": laplace_labels}
 
 
-def sufficient_statistics(X: np.ndarray, y: np.ndarray, *, y_min: float, y_max: float, epsilon: float,
-                          delta: float, ridge: float, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+def sufficient_statistics(
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    y_min: float,
+    y_max: float,
+    epsilon: float,
+    delta: float,
+    ridge: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, float]:
     """Linear regression from public XᵀX and a Gaussian-noised Xᵀ(y − m), m = (y_min + y_max) / 2.
 
     Args:

@@ -10,13 +10,15 @@ privacy. Three practical knobs (our reconstruction, notes papers-2.md §7.2):
   matrix stays invertible, so no direction is frozen).
 - ``normalize``: divide by ``‖C‖₂`` so that no direction moves faster than under DP-SGD (C = I has norm 1).
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 
-def conditioning_matrix(X: np.ndarray, ridge: float = 0.0, rank: int | None = None, normalize: bool = True,
-                        intercept: bool = False) -> np.ndarray:
+def conditioning_matrix(
+    X: np.ndarray, ridge: float = 0.0, rank: int | None = None, normalize: bool = True, intercept: bool = False
+) -> np.ndarray:
     """C = V (Σ + λσ₁)⁻¹ Vᵀ from public features.
 
     Args:
@@ -46,7 +48,7 @@ def conditioning_matrix(X: np.ndarray, ridge: float = 0.0, rank: int | None = No
     shifted = s + ridge * s[0]
     if rank is not None:
         shifted[rank:] = shifted[rank - 1]
-    if shifted.min() <= 1e-6 * s[0]:                          # eigh of XᵀX resolves σ to ~1e-8 σ₁
+    if shifted.min() <= 1e-6 * s[0]:  # eigh of XᵀX resolves σ to ~1e-8 σ₁
         raise ValueError("X is rank-deficient: C = (XᵀX)^(-1/2) is infinite; set a ridge > 0 or a rank")
     factor = 1.0 / shifted
     if normalize:

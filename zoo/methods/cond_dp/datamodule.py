@@ -17,6 +17,7 @@ Features are standardised with the training split's mean and sd (public data). `
 ``DPDataLoader``: each example enters each batch independently with probability ``q = batch_size / n_train``, the
 sampling the RDP accountant assumes (``poisson=False`` gives a shuffled loader for non-private training).
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,8 +39,9 @@ LABEL_RANGE = {"commuting": (0.0, 8.0), "diabetes": (0.0, 3.5)}
 DATASETS = ("commuting-sf", "commuting-travis", "commuting-manhattan", "diabetes")
 
 
-def read_table(path: str, label: str | None,
-               features: list[str] | None) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+def read_table(
+    path: str, label: str | None, features: list[str] | None
+) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
     """A user's CSV as (n, d) features, (n,) labels (None without ``label``: rows to predict) and the feature names.
 
     Raises:
@@ -105,12 +107,21 @@ class LabelDPDataModule(L.LightningDataModule):
         DataError: bad user data (file, line and column named). ValueError: an unknown dataset or bad range.
     """
 
-    def __init__(self, dataset: Annotated[str, OneOf(DATASETS)] = "commuting-sf", path: str | None = None,
-                 label: str | None = None, features: Annotated[list[str], NonEmpty] | None = None,
-                 y_min: float | None = None, y_max: float | None = None, batch_size: PositiveInt = 256,
-                 split_seed: NonNegativeInt = 0, poisson: bool = True,
-                 label_mechanism: Literal["none", "rr-bins", "laplace"] = "none", label_epsilon: Positive = 1.0,
-                 label_seed: NonNegativeInt = 0):
+    def __init__(
+        self,
+        dataset: Annotated[str, OneOf(DATASETS)] = "commuting-sf",
+        path: str | None = None,
+        label: str | None = None,
+        features: Annotated[list[str], NonEmpty] | None = None,
+        y_min: float | None = None,
+        y_max: float | None = None,
+        batch_size: PositiveInt = 256,
+        split_seed: NonNegativeInt = 0,
+        poisson: bool = True,
+        label_mechanism: Literal["none", "rr-bins", "laplace"] = "none",
+        label_epsilon: Positive = 1.0,
+        label_seed: NonNegativeInt = 0,
+    ):
         super().__init__()
         if path:
             if not label:
@@ -146,8 +157,9 @@ class LabelDPDataModule(L.LightningDataModule):
 
             if label_mechanism not in LABEL_MECHANISMS:
                 raise ValueError(f"data.label_mechanism must be none or one of {sorted(LABEL_MECHANISMS)}")
-            self.y_train = LABEL_MECHANISMS[label_mechanism](self.y_train, self.y_min, self.y_max, self.label_epsilon,
-                                                             np.random.default_rng(label_seed))
+            self.y_train = LABEL_MECHANISMS[label_mechanism](
+                self.y_train, self.y_min, self.y_max, self.label_epsilon, np.random.default_rng(label_seed)
+            )
         self.splits = {"train": train, "val": val, "test": test}
         self.ids = extra
         self.feature_names = names

@@ -1,5 +1,6 @@
 """``cond-dp``: label-DP regression with DP-SGD conditioned on the public-feature spectrum (Jiang, Krichene and
 Mayoraz, arXiv 2606.18773; update rule reconstructed, *ours*, see README.md)."""
+
 from __future__ import annotations
 
 import logging
@@ -46,18 +47,35 @@ class CondDPModule(ZooModule):
 
     head_keys = ()
     export_formats = ("package", "onnx", "torch_export")
-    trainer_rules = ({"when": {}, "max_processes": 1,
-                      "why": "cond-dp runs on one device (its Poisson DP loader and, for private runs, DP-SGD would "
-                             "need opacus' distributed sampler and optimiser, not wired here); set trainer.devices=1"},)
+    trainer_rules = (
+        {
+            "when": {},
+            "max_processes": 1,
+            "why": "cond-dp runs on one device (its Poisson DP loader and, for private runs, DP-SGD would "
+            "need opacus' distributed sampler and optimiser, not wired here); set trainer.devices=1",
+        },
+    )
 
-    def __init__(self, model: Literal["mlp", "linear"] = "mlp", hidden: list[PositiveInt] | None = None,
-                 conditioning: Literal["precondition", "reparam", "none"] = "precondition", ridge: NonNegative = 0.01,
-                 rank: PositiveInt | None = None, normalize: bool = True, epsilon: Positive = 1.0,
-                 delta: OpenUnit = 1e-5, max_grad_norm: Positive = 1.0,
-                 neighbouring: Literal["substitution", "add_remove"] = "substitution", private: bool = True,
-                 lr: Positive = 0.5, momentum: Annotated[float, Range(0, 1, max_open=True)] = 0.9,
-                 in_features: PositiveInt | None = None, label_offset: float = 0.0, dataset: str | None = None,
-                 feature_names: list[str] | None = None):
+    def __init__(
+        self,
+        model: Literal["mlp", "linear"] = "mlp",
+        hidden: list[PositiveInt] | None = None,
+        conditioning: Literal["precondition", "reparam", "none"] = "precondition",
+        ridge: NonNegative = 0.01,
+        rank: PositiveInt | None = None,
+        normalize: bool = True,
+        epsilon: Positive = 1.0,
+        delta: OpenUnit = 1e-5,
+        max_grad_norm: Positive = 1.0,
+        neighbouring: Literal["substitution", "add_remove"] = "substitution",
+        private: bool = True,
+        lr: Positive = 0.5,
+        momentum: Annotated[float, Range(0, 1, max_open=True)] = 0.9,
+        in_features: PositiveInt | None = None,
+        label_offset: float = 0.0,
+        dataset: str | None = None,
+        feature_names: list[str] | None = None,
+    ):
         super().__init__()  # the values' ranges are declared in the signature and checked before construction
         self.save_hyperparameters()
         self.net: Regressor | None = None
@@ -72,7 +90,7 @@ class CondDPModule(ZooModule):
         placeholder = torch.eye(d + 1) if hp.conditioning == "reparam" else None
         self.net = Regressor(d, hidden, input_map=placeholder, offset=hp.label_offset)
         if hp.conditioning == "precondition":
-            self.register_buffer("conditioning", torch.eye(d + 1))        # C of [X, 1]: weights and bias
+            self.register_buffer("conditioning", torch.eye(d + 1))  # C of [X, 1]: weights and bias
         self.register_buffer("x_mean", torch.zeros(d))
         self.register_buffer("x_scale", torch.ones(d))
         self.register_buffer("privacy", torch.zeros(len(PRIVACY_FIELDS), dtype=torch.float64))
@@ -87,8 +105,9 @@ class CondDPModule(ZooModule):
                 self.hparams.feature_names = list(dm.feature_names)
             self._build(dm.num_features)
         if self.hparams.conditioning != "none":
-            C = conditioning_matrix(dm.X_train, self.hparams.ridge, self.hparams.rank, self.hparams.normalize,
-                                    intercept=True)
+            C = conditioning_matrix(
+                dm.X_train, self.hparams.ridge, self.hparams.rank, self.hparams.normalize, intercept=True
+            )
             if self.hparams.conditioning == "reparam":
                 self.net.input_map.copy_(torch.as_tensor(psd_sqrt(C)))
             else:
@@ -128,13 +147,27 @@ class CondDPModule(ZooModule):
                 f"cond-dp: this run's sigma {float(self._history[-1][0]):.4f} was calibrated for epsilon "
                 f"{hp.epsilon:g} over its planned steps; {self._planned_steps()} planned steps now need sigma "
                 f"{sigma:.4f}, and mixing the two would spend more than epsilon. Resume with the run's trainer "
-                "settings, or start a new run (without resume) with the new ones")
+                "settings, or start a new run (without resume) with the new ones"
+            )
         pre = (self.net.first, self.conditioning) if hp.conditioning == "precondition" else None
-        self._dp = make_private(self.net, opt, sample_rate=dm.sample_rate, expected_batch_size=dm.batch_size,
-                                noise_multiplier=sigma, max_grad_norm=hp.max_grad_norm,
-                                neighbouring=hp.neighbouring, preconditioner=pre)
-        log.info("cond-dp: sigma %.4f, q %.5f, %d planned steps, clip %g, %s neighbours", sigma, dm.sample_rate,
-                 self._planned_steps(), hp.max_grad_norm, hp.neighbouring)
+        self._dp = make_private(
+            self.net,
+            opt,
+            sample_rate=dm.sample_rate,
+            expected_batch_size=dm.batch_size,
+            noise_multiplier=sigma,
+            max_grad_norm=hp.max_grad_norm,
+            neighbouring=hp.neighbouring,
+            preconditioner=pre,
+        )
+        log.info(
+            "cond-dp: sigma %.4f, q %.5f, %d planned steps, clip %g, %s neighbours",
+            sigma,
+            dm.sample_rate,
+            self._planned_steps(),
+            hp.max_grad_norm,
+            hp.neighbouring,
+        )
         return self._dp.optimizer
 
     def training_step(self, batch, batch_idx):
@@ -155,14 +188,19 @@ class CondDPModule(ZooModule):
     def privacy_record(self) -> dict[str, float]:
         """ε spent, δ, σ, q and steps of this training (from the live accountant, else the saved buffer)."""
         if self._dp is not None:
-            values = (self._dp.epsilon(self.hparams.delta), self.hparams.delta, self._dp.noise_multiplier,
-                      self._dp.sample_rate, self._dp.steps)
+            values = (
+                self._dp.epsilon(self.hparams.delta),
+                self.hparams.delta,
+                self._dp.noise_multiplier,
+                self._dp.sample_rate,
+                self._dp.steps,
+            )
             self.privacy.copy_(torch.tensor(values, dtype=torch.float64))
         return dict(zip(PRIVACY_FIELDS, self.privacy.tolist()))
 
     def on_train_start(self) -> None:
         if self._dp is not None and self._history:
-            self._dp.accountant.history = [tuple(h) for h in self._history]    # resumed: continue the account
+            self._dp.accountant.history = [tuple(h) for h in self._history]  # resumed: continue the account
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         self.privacy_record()
@@ -177,16 +215,22 @@ class CondDPModule(ZooModule):
         dm = self.trainer.datamodule
         rec = self.privacy_record()
         test = self.mse(dm.X_test, dm.y_test)
-        self.trainer.callback_metrics.update({"test/mse": torch.tensor(test),
-                                              "privacy/epsilon_spent": torch.tensor(rec["epsilon_spent"])})
-        eps = f"ε spent {rec['epsilon_spent']:.3f} (δ = {self.hparams.delta:g}, σ = {rec['noise_multiplier']:.4f}, " \
-              f"q = {rec['sample_rate']:.5f}, {int(rec['steps'])} steps, {self.hparams.neighbouring})" \
-            if self.hparams.private else (f"labels randomised by {dm.label_mechanism} at ε = {dm.label_epsilon:g} "
-                                          "(pure label DP), then non-private SGD" if dm.label_mechanism != "none"
-                                          else "non-private (ε = ∞)")
+        self.trainer.callback_metrics.update(
+            {"test/mse": torch.tensor(test), "privacy/epsilon_spent": torch.tensor(rec["epsilon_spent"])}
+        )
+        eps = (
+            f"ε spent {rec['epsilon_spent']:.3f} (δ = {self.hparams.delta:g}, σ = {rec['noise_multiplier']:.4f}, "
+            f"q = {rec['sample_rate']:.5f}, {int(rec['steps'])} steps, {self.hparams.neighbouring})"
+            if self.hparams.private
+            else (
+                f"labels randomised by {dm.label_mechanism} at ε = {dm.label_epsilon:g} "
+                "(pure label DP), then non-private SGD"
+                if dm.label_mechanism != "none"
+                else "non-private (ε = ∞)"
+            )
+        )
         mode = self.hparams.conditioning if self.hparams.private else "no DP-SGD"
-        print(f"cond-dp [{mode}, {self.hparams.model}] on {dm.dataset}: test MSE {test:.4f} | "
-              f"{eps}")
+        print(f"cond-dp [{mode}, {self.hparams.model}] on {dm.dataset}: test MSE {test:.4f} | {eps}")
 
     def mse(self, X: np.ndarray, y: np.ndarray) -> float:
         """MSE on standardised (n, d) features and (n,) labels."""
@@ -197,16 +241,20 @@ class CondDPModule(ZooModule):
     def evaluate(self, datamodule) -> dict[str, float]:
         """Validation and test MSE on the recipe's data, with the privacy record the weights were trained under."""
         rec = self.privacy_record()
-        return {"val/mse": self.mse(datamodule.X_val, datamodule.y_val),
-                "test/mse": self.mse(datamodule.X_test, datamodule.y_test),
-                **{f"privacy/{k}": v for k, v in rec.items()}}
+        return {
+            "val/mse": self.mse(datamodule.X_val, datamodule.y_val),
+            "test/mse": self.mse(datamodule.X_test, datamodule.y_test),
+            **{f"privacy/{k}": v for k, v in rec.items()},
+        }
 
     # ---- zoo predict ----------------------------------------------------------------------------------------------
     predict_schema: ClassVar = {
-        "pairs": [{"origin": str, "destination": str, "predicted_commuters": float, "log1p": float,
-                   "observed": (int, None)}],
+        "pairs": [
+            {"origin": str, "destination": str, "predicted_commuters": float, "log1p": float, "observed": (int, None)}
+        ],
         "files": [{"file": str, "rows": [{"row": int, "prediction": float}]}],
-        "model": {"conditioning": str, "model": str, "private": bool, "epsilon": (float, None), "delta": (float, None)}}
+        "model": {"conditioning": str, "model": str, "private": bool, "epsilon": (float, None), "delta": (float, None)},
+    }
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict ID ORIGIN DESTINATION --json`` (or ``origin=G destination=G``) for a commuting-od model: one
@@ -216,8 +264,11 @@ class CondDPModule(ZooModule):
         from zoo.methods.cond_dp.predict import model_record, predict_pair, predict_rows
 
         rows = self.hparams.get("feature_names")
-        return {"pairs": [] if rows else [predict_pair(self, inputs)], "files": predict_rows(self, inputs) if rows
-                else [], "model": model_record(self)}
+        return {
+            "pairs": [] if rows else [predict_pair(self, inputs)],
+            "files": predict_rows(self, inputs) if rows else [],
+            "model": model_record(self),
+        }
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """:meth:`predict_record`'s records as text: ``ORIGIN -> DESTINATION: predicted ... commuters`` or a TSV per

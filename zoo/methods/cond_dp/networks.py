@@ -1,4 +1,5 @@
 """The regressors Cond-DP trains: linear, or an MLP d → 64 → 64 → 1 whose first layer is the conditioned one."""
+
 from __future__ import annotations
 
 import itertools
@@ -22,8 +23,13 @@ class Regressor(nn.Module):
     Shapes: ``forward`` takes (B, d) standardised features and returns (B,) predictions.
     """
 
-    def __init__(self, in_features: int, hidden: list[int] | tuple[int, ...] = (64, 64),
-                 input_map: torch.Tensor | None = None, offset: float = 0.0):
+    def __init__(
+        self,
+        in_features: int,
+        hidden: list[int] | tuple[int, ...] = (64, 64),
+        input_map: torch.Tensor | None = None,
+        offset: float = 0.0,
+    ):
         super().__init__()
         widths = [in_features + (input_map is not None), *hidden, 1]
         layers: list[nn.Module] = []

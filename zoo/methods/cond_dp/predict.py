@@ -1,5 +1,6 @@
 """``zoo predict`` for a Cond-DP model: one origin-destination pair for a model trained on a commuting-od county,
 the rows of a CSV for a model trained on a CSV (or diabetes)."""
+
 from __future__ import annotations
 
 import math
@@ -43,9 +44,11 @@ def predict_pair(module, inputs: list[str]) -> dict:
 
     dataset = module.hparams.get("dataset") or ""
     if not dataset.startswith("commuting-"):
-        raise ValueError(f"this model was trained on {dataset or 'unknown data'!r} before cond-dp saved its feature "
-                         "columns, so it cannot read rows to predict: retrain it (then `zoo predict RUN rows.csv` "
-                         "works), or measure it with `zoo eval RUN`")
+        raise ValueError(
+            f"this model was trained on {dataset or 'unknown data'!r} before cond-dp saved its feature "
+            "columns, so it cannot read rows to predict: retrain it (then `zoo predict RUN rows.csv` "
+            "works), or measure it with `zoo eval RUN`"
+        )
     origin, destination = parse_pair(inputs)
     county = dataset.split("-", 1)[1]
     regions, flows = load_county(county)
@@ -60,8 +63,13 @@ def predict_pair(module, inputs: list[str]) -> dict:
     x = (torch.as_tensor(X, dtype=torch.float32) - module.x_mean.float()) / module.x_scale.float()
     with torch.no_grad():
         log_pred = float(module(x)[0])
-    return {"origin": origin, "destination": destination, "predicted_commuters": math.expm1(log_pred),
-            "log1p": log_pred, "observed": int(flows.commuters[hit[0]]) if len(hit) else None}
+    return {
+        "origin": origin,
+        "destination": destination,
+        "predicted_commuters": math.expm1(log_pred),
+        "log1p": log_pred,
+        "observed": int(flows.commuters[hit[0]]) if len(hit) else None,
+    }
 
 
 def predict_rows(module, inputs: list[str]) -> list[dict]:
@@ -77,8 +85,10 @@ def predict_rows(module, inputs: list[str]) -> list[dict]:
 
     names = module.hparams.feature_names
     if not inputs:
-        raise ValueError(f"give one or more CSV files with the training feature columns ({', '.join(names[:5])}"
-                         f"{', ...' if len(names) > 5 else ''})")
+        raise ValueError(
+            f"give one or more CSV files with the training feature columns ({', '.join(names[:5])}"
+            f"{', ...' if len(names) > 5 else ''})"
+        )
     files = []
     for path in inputs:
         X, _, _ = read_table(path, None, names)
@@ -93,8 +103,13 @@ def model_record(module) -> dict:
     """``{"conditioning", "model", "private", "epsilon", "delta"}``: how the model was trained (ε spent and δ of its
     label-DP guarantee; ``None`` without DP-SGD)."""
     rec = module.privacy_record() if module.hparams.private else {}
-    return {"conditioning": module.hparams.conditioning, "model": module.hparams.model,
-            "private": bool(module.hparams.private), "epsilon": rec.get("epsilon_spent"), "delta": rec.get("delta")}
+    return {
+        "conditioning": module.hparams.conditioning,
+        "model": module.hparams.model,
+        "private": bool(module.hparams.private),
+        "epsilon": rec.get("epsilon_spent"),
+        "delta": rec.get("delta"),
+    }
 
 
 def as_text(prediction: dict) -> str:
@@ -102,13 +117,18 @@ def as_text(prediction: dict) -> str:
     lines = []
     for p in prediction["pairs"]:
         observed = p["observed"] if p["observed"] is not None else "0 (pair not listed in LODES)"
-        lines.append(f"{p['origin']} -> {p['destination']}: predicted {p['predicted_commuters']:.1f} commuters "
-                     f"(log1p {p['log1p']:.3f}); observed {observed}")
+        lines.append(
+            f"{p['origin']} -> {p['destination']}: predicted {p['predicted_commuters']:.1f} commuters "
+            f"(log1p {p['log1p']:.3f}); observed {observed}"
+        )
     for f in prediction["files"]:
         lines += [f"## {f['file']}", "row\tprediction"] + [f"{r['row']}\t{r['prediction']:.4f}" for r in f["rows"]]
     m = prediction["model"]
-    how = (f"trained with label DP ε = {m['epsilon']:.3f}, δ = {m['delta']:g}" if m["private"]
-           else "trained without DP-SGD")
+    how = (
+        f"trained with label DP ε = {m['epsilon']:.3f}, δ = {m['delta']:g}"
+        if m["private"]
+        else "trained without DP-SGD"
+    )
     return "\n".join(lines + [f"model: {m['conditioning']} / {m['model']}, {how}"])
 
 

@@ -14,6 +14,7 @@ opacus' RDP accountant is stepped with σ (its sampled-Gaussian bound for a sens
 C is a function of public features only, so multiplying the *privatised* gradient by it is post-processing: the
 accountant's step hook is left exactly as opacus attaches it, and ε is identical to DP-SGD at equal (σ, q, T).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -76,8 +77,16 @@ def calibrate_noise(epsilon: float, delta: float, sample_rate: float, steps: int
         return 0.0
     if epsilon <= 0 or steps < 1:
         raise ValueError(f"need epsilon > 0 and steps >= 1, got epsilon={epsilon}, steps={steps}")
-    return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate,
-                                      steps=int(steps), accountant="rdp", epsilon_tolerance=0.005))
+    return float(
+        get_noise_multiplier(
+            target_epsilon=epsilon,
+            target_delta=delta,
+            sample_rate=sample_rate,
+            steps=int(steps),
+            accountant="rdp",
+            epsilon_tolerance=0.005,
+        )
+    )
 
 
 def precondition_grads(layer: torch.nn.Linear, C: torch.Tensor) -> None:
@@ -111,10 +120,18 @@ def add_preconditioner(optimizer: torch.optim.Optimizer, layer: torch.nn.Linear,
     return target.register_step_pre_hook(lambda *_: precondition_grads(layer, C))
 
 
-def make_private(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, sample_rate: float,
-                 expected_batch_size: int, noise_multiplier: float, max_grad_norm: float,
-                 neighbouring: str = "substitution", preconditioner: tuple[torch.nn.Linear, torch.Tensor] | None
-                 = None, generator: torch.Generator | None = None) -> PrivateTraining:
+def make_private(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    *,
+    sample_rate: float,
+    expected_batch_size: int,
+    noise_multiplier: float,
+    max_grad_norm: float,
+    neighbouring: str = "substitution",
+    preconditioner: tuple[torch.nn.Linear, torch.Tensor] | None = None,
+    generator: torch.Generator | None = None,
+) -> PrivateTraining:
     """Wrap ``model``/``optimizer`` for label-DP SGD with an RDP accountant (what ``PrivacyEngine.make_private``
     does, with the label-substitution noise scale and an optional Cond-DP preconditioner).
 
@@ -133,9 +150,15 @@ def make_private(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, sa
     if neighbouring not in SENSITIVITY_FACTOR:
         raise ValueError(f"neighbouring must be one of {sorted(SENSITIVITY_FACTOR)}, got {neighbouring!r}")
     gsm = GradSampleModule(model, loss_reduction="mean")
-    dp_opt = LabelDPOptimizer(optimizer, sensitivity_factor=SENSITIVITY_FACTOR[neighbouring],
-                              noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
-                              expected_batch_size=expected_batch_size, loss_reduction="mean", generator=generator)
+    dp_opt = LabelDPOptimizer(
+        optimizer,
+        sensitivity_factor=SENSITIVITY_FACTOR[neighbouring],
+        noise_multiplier=noise_multiplier,
+        max_grad_norm=max_grad_norm,
+        expected_batch_size=expected_batch_size,
+        loss_reduction="mean",
+        generator=generator,
+    )
     accountant = RDPAccountant()
     dp_opt.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=sample_rate))
     if preconditioner is not None:

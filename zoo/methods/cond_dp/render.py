@@ -1,4 +1,5 @@
 """Figures for the card: MSE vs ε with seed bands, training MSE vs step at ε = 1, singular values before/after C."""
+
 from __future__ import annotations
 
 import json
@@ -6,8 +7,15 @@ from pathlib import Path
 
 import numpy as np
 
-COLORS = {"cond-dp-precondition": "C3", "cond-dp-reparam": "C1", "dp-sgd": "C0", "rr-on-bins": "C2",
-          "laplace": "C4", "sufficient-statistics": "C5", "non-private": "k"}
+COLORS = {
+    "cond-dp-precondition": "C3",
+    "cond-dp-reparam": "C1",
+    "dp-sgd": "C0",
+    "rr-on-bins": "C2",
+    "laplace": "C4",
+    "sufficient-statistics": "C5",
+    "non-private": "k",
+}
 
 
 def _plt():
@@ -88,8 +96,11 @@ def render_all(result_json: Path) -> list[Path]:
     """Write the three PNGs next to ``result_json``."""
     doc = json.loads(Path(result_json).read_text())
     base = Path(result_json).parent
-    return [mse_vs_eps(doc, base / "mse-vs-eps.png"), loss_vs_step(doc, base / "loss-vs-step.png"),
-            singular_values(base / "singular-values.png")]
+    return [
+        mse_vs_eps(doc, base / "mse-vs-eps.png"),
+        loss_vs_step(doc, base / "loss-vs-step.png"),
+        singular_values(base / "singular-values.png"),
+    ]
 
 
 if __name__ == "__main__":

@@ -5,13 +5,15 @@
 signal (the case where plain gradient descent is slow in the small-σ directions), scaled so that Var(X w*) = 1.
 Public features, private labels.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 
-def power_law_problem(n: int = 10_000, d: int = 100, alpha: float = 1.0, noise: float = 0.1, seed: int = 0
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def power_law_problem(
+    n: int = 10_000, d: int = 100, alpha: float = 1.0, noise: float = 0.1, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(X (n, d), y (n,), w* (d,)) with σ_j(X) ∝ j^{-α} (in expectation) and label noise std ``noise``."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d)) * np.arange(1, d + 1, dtype=float) ** -alpha

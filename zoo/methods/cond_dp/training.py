@@ -4,6 +4,7 @@ The LightningModule (``module.py``) is what ``train.py`` runs; grids of hundreds
 they do not pay a Trainer per run. Both call :func:`make_private` with the same arguments, the Poisson
 ``DPDataLoader`` and :class:`Regressor`.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,10 +50,26 @@ def build_regressor(d: int, hidden, mode: str, C: np.ndarray | None, offset: flo
     return Regressor(d, list(hidden), input_map=psd_sqrt(C) if mode == "reparam" else None, offset=offset)
 
 
-def fit(X: np.ndarray, y: np.ndarray, *, hidden=(64, 64), mode: str = "none", C: np.ndarray | None = None,
-        epsilon: float = 1.0, delta: float = 1e-5, lr: float = 0.1, momentum: float = 0.9, max_grad_norm: float = 1.0,
-        epochs: int = 5, batch_size: int = 256, seed: int = 0, offset: float = 0.0, private: bool = True,
-        neighbouring: str = "substitution", record_every: int = 0) -> FitResult:
+def fit(
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    hidden=(64, 64),
+    mode: str = "none",
+    C: np.ndarray | None = None,
+    epsilon: float = 1.0,
+    delta: float = 1e-5,
+    lr: float = 0.1,
+    momentum: float = 0.9,
+    max_grad_norm: float = 1.0,
+    epochs: int = 5,
+    batch_size: int = 256,
+    seed: int = 0,
+    offset: float = 0.0,
+    private: bool = True,
+    neighbouring: str = "substitution",
+    record_every: int = 0,
+) -> FitResult:
     """Train a regressor with label-DP SGD (``private``) or plain SGD.
 
     Args:
@@ -75,8 +92,17 @@ def fit(X: np.ndarray, y: np.ndarray, *, hidden=(64, 64), mode: str = "none", C:
     if private:
         sigma = calibrate_noise(epsilon, delta, q, epochs * steps_per_epoch)
         pre = (model.first, torch.as_tensor(C, dtype=torch.float32)) if mode == "precondition" else None
-        dp = make_private(model, opt, sample_rate=q, expected_batch_size=max(1, round(q * n)), noise_multiplier=sigma,
-                          max_grad_norm=max_grad_norm, neighbouring=neighbouring, preconditioner=pre, generator=g)
+        dp = make_private(
+            model,
+            opt,
+            sample_rate=q,
+            expected_batch_size=max(1, round(q * n)),
+            noise_multiplier=sigma,
+            max_grad_norm=max_grad_norm,
+            neighbouring=neighbouring,
+            preconditioner=pre,
+            generator=g,
+        )
         opt = dp.optimizer
         loader = DPDataLoader(data, sample_rate=q, generator=g)
     else:
@@ -94,6 +120,6 @@ def fit(X: np.ndarray, y: np.ndarray, *, hidden=(64, 64), mode: str = "none", C:
             if record_every and step % record_every == 0:
                 curve.append((step, mse(model, X, y)))
         if not math.isfinite(mse(model, X[:256], y[:256])):
-            break                                   # diverged (too large a step size): stop, report as is
+            break  # diverged (too large a step size): stop, report as is
     eps = dp.epsilon(delta) if dp is not None else float("inf")
     return FitResult(model, eps, sigma, q, step, curve)

@@ -1,6 +1,7 @@
 """The CRH correlation tests (§6.2 Implication 2, §6.3 Implication 3): Pearson/Spearman coefficients from
 torchmetrics with scipy p-values, the exponent grid with a permutation test for its maximum, the LRH contrast
 (partial correlation given |mu_c|), and a t-interval of a coefficient over seeds."""
+
 from __future__ import annotations
 
 import itertools
@@ -30,8 +31,13 @@ def correlate(x, y) -> dict[str, float | int | None]:
         constant input.
     """
     x, y = np.asarray(x, float), np.asarray(y, float)
-    out: dict[str, float | int | None] = {"n": len(x), "pearson_r": None, "pearson_p": None,
-                                          "spearman_rho": None, "spearman_p": None}
+    out: dict[str, float | int | None] = {
+        "n": len(x),
+        "pearson_r": None,
+        "pearson_p": None,
+        "spearman_rho": None,
+        "spearman_p": None,
+    }
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return out
     tx, ty = torch.from_numpy(x), torch.from_numpy(y)
@@ -57,9 +63,11 @@ def partial_correlation(x, y, z) -> dict[str, float | int | None]:
 
 def _grid_r(y_over_mu: np.ndarray, xs: np.ndarray) -> np.ndarray:
     """Pearson r of each row of ``y_over_mu [A, N]`` with each row of ``xs [X, N]`` -> ``[A, X]``."""
+
     def z(a):
         a = a - a.mean(axis=-1, keepdims=True)
         return a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-300)
+
     return z(y_over_mu) @ z(xs).T
 
 
@@ -80,13 +88,17 @@ def exponent_grid(steer, mu_norm, sin, cos, group, n_perm: int = 200, seed: int 
     steer, mu_norm = np.asarray(steer, float), np.asarray(mu_norm, float)
     sin, cos, group = np.asarray(sin, float), np.asarray(cos, float), np.asarray(group)
     if np.ptp(steer) == 0:  # a constant steerability correlates with nothing: undefined, not 0
-        return {"best": {"a": None, "p": None, "t": None, "pearson_r": None}, "perm_p": None, "n_perm": n_perm,
-                "cells": len(GRID_A) * len(GRID_P) * len(GRID_T)}
+        return {
+            "best": {"a": None, "p": None, "t": None, "pearson_r": None},
+            "perm_p": None,
+            "n_perm": n_perm,
+            "cells": len(GRID_A) * len(GRID_P) * len(GRID_T),
+        }
     pt = list(itertools.product(GRID_P, GRID_T))
     xs = np.stack([sin_cos(sin, cos, p, t) for p, t in pt])
 
     def max_r(s, m):
-        ys = np.stack([s / m ** a for a in GRID_A])
+        ys = np.stack([s / m**a for a in GRID_A])
         return _grid_r(ys, xs)
 
     obs = max_r(steer, mu_norm)
@@ -100,8 +112,12 @@ def exponent_grid(steer, mu_norm, sin, cos, group, n_perm: int = 200, seed: int 
         src = {g: first[uniq[k]] for g, k in zip(uniq, perm)}
         idx = np.array([src[g] for g in group.tolist()])
         hits += bool(np.nanmax(max_r(steer[idx], mu_norm[idx])) >= obs[i, j])
-    return {"best": {"a": GRID_A[i], "p": pt[j][0], "t": pt[j][1], "pearson_r": float(obs[i, j])},
-            "perm_p": (hits + 1) / (n_perm + 1), "n_perm": n_perm, "cells": int(obs.size)}
+    return {
+        "best": {"a": GRID_A[i], "p": pt[j][0], "t": pt[j][1], "pearson_r": float(obs[i, j])},
+        "perm_p": (hits + 1) / (n_perm + 1),
+        "n_perm": n_perm,
+        "cells": int(obs.size),
+    }
 
 
 def seed_interval(values, level: float = 0.95) -> dict[str, float | None]:
@@ -115,8 +131,15 @@ def seed_interval(values, level: float = 0.95) -> dict[str, float | None]:
     return {"mean": float(v.mean()), "low": float(v.mean() - half), "high": float(v.mean() + half), "n": len(v)}
 
 
-def implication_tests(points: list[dict], a: float = 2.0, p: float = 2.0, t: float = -1.0,
-                      n_perm: int = 200, seed: int = 0, measure: str = "steerability") -> dict:
+def implication_tests(
+    points: list[dict],
+    a: float = 2.0,
+    p: float = 2.0,
+    t: float = -1.0,
+    n_perm: int = 200,
+    seed: int = 0,
+    measure: str = "steerability",
+) -> dict:
     """All correlation tests on per-question points.
 
     Args:
@@ -138,15 +161,25 @@ def implication_tests(points: list[dict], a: float = 2.0, p: float = 2.0, t: flo
     sin, cos = np.array([r["sin"] for r in kept]), np.array([r["cos"] for r in kept])
     x = sin_cos(sin, cos, p, t)
     q3 = [r for r in kept if r.get(f"question_{measure}") is not None]
-    return {"n_points": len(kept), "n_concepts": len({r["cid"] for r in kept}),
-            "implication2": correlate(x, steer / mu ** a),
-            "grid": exponent_grid(steer, mu, sin, cos, [r["cid"] for r in kept], n_perm, seed),
-            "lrh_partial": partial_correlation(x, steer, mu),
-            "implication3": correlate([r["sim"] for r in q3], [r[f"question_{measure}"] for r in q3])}
+    return {
+        "n_points": len(kept),
+        "n_concepts": len({r["cid"] for r in kept}),
+        "implication2": correlate(x, steer / mu**a),
+        "grid": exponent_grid(steer, mu, sin, cos, [r["cid"] for r in kept], n_perm, seed),
+        "lrh_partial": partial_correlation(x, steer, mu),
+        "implication3": correlate([r["sim"] for r in q3], [r[f"question_{measure}"] for r in q3]),
+    }
 
 
-def correlation_rows(points: dict[str, list[dict]], layers: list[int], seeds: list[int], n_perm: int = 200,
-                     a: float = 2.0, p: float = 2.0, t: float = -1.0) -> tuple[list[dict], dict]:
+def correlation_rows(
+    points: dict[str, list[dict]],
+    layers: list[int],
+    seeds: list[int],
+    n_perm: int = 200,
+    a: float = 2.0,
+    p: float = 2.0,
+    t: float = -1.0,
+) -> tuple[list[dict], dict]:
     """:func:`implication_tests` per (measure, layer, seed) as table rows, and the t-interval over seeds.
 
     Args:
@@ -165,16 +198,34 @@ def correlation_rows(points: dict[str, list[dict]], layers: list[int], seeds: li
         if "implication2" not in tm:
             continue
         grid = tm["grid"]
-        rows.append({"measure": measure, "layer": layer, "seed": seed, "n_concepts": tm["n_concepts"],
-                     "n_points": tm["n_points"], "pearson_r": tm["implication2"]["pearson_r"],
-                     "pearson_p": tm["implication2"]["pearson_p"], "spearman_rho": tm["implication2"]["spearman_rho"],
-                     "spearman_p": tm["implication2"]["spearman_p"], "grid_best_r": grid["best"]["pearson_r"],
-                     "grid_best_apt": None if grid["perm_p"] is None else
-                     f"{grid['best']['a']:g},{grid['best']['p']:g},{grid['best']['t']:g}",
-                     "grid_perm_p": grid["perm_p"], "lrh_partial_r": tm["lrh_partial"]["pearson_r"],
-                     "lrh_partial_p": tm["lrh_partial"]["pearson_p"],
-                     "impl3_spearman": tm["implication3"]["spearman_rho"], "impl3_p": tm["implication3"]["spearman_p"]})
-    ci = {f"{m} layer {layer}": {k: seed_interval([r[k] for r in rows if r["layer"] == layer and r["measure"] == m])
-                                 for k in ("pearson_r", "spearman_rho", "lrh_partial_r", "impl3_spearman")}
-          for m in points for layer in layers}
+        rows.append(
+            {
+                "measure": measure,
+                "layer": layer,
+                "seed": seed,
+                "n_concepts": tm["n_concepts"],
+                "n_points": tm["n_points"],
+                "pearson_r": tm["implication2"]["pearson_r"],
+                "pearson_p": tm["implication2"]["pearson_p"],
+                "spearman_rho": tm["implication2"]["spearman_rho"],
+                "spearman_p": tm["implication2"]["spearman_p"],
+                "grid_best_r": grid["best"]["pearson_r"],
+                "grid_best_apt": None
+                if grid["perm_p"] is None
+                else f"{grid['best']['a']:g},{grid['best']['p']:g},{grid['best']['t']:g}",
+                "grid_perm_p": grid["perm_p"],
+                "lrh_partial_r": tm["lrh_partial"]["pearson_r"],
+                "lrh_partial_p": tm["lrh_partial"]["pearson_p"],
+                "impl3_spearman": tm["implication3"]["spearman_rho"],
+                "impl3_p": tm["implication3"]["spearman_p"],
+            }
+        )
+    ci = {
+        f"{m} layer {layer}": {
+            k: seed_interval([r[k] for r in rows if r["layer"] == layer and r["measure"] == m])
+            for k in ("pearson_r", "spearman_rho", "lrh_partial_r", "impl3_spearman")
+        }
+        for m in points
+        for layer in layers
+    }
     return rows, ci

@@ -15,6 +15,7 @@ Inputs (all UTF-8):
 Bad rows fail with ``DataError("file:line: column ...")`` in ``setup``, before any model work. The single training
 "batch" is one dict holding everything (the analysis runs once).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,22 +32,31 @@ from zoo.methods.crh.pairs import read_pairs_csv
 
 class CRHPairsDataModule(L.LightningDataModule):
     """Args:
-        prompts_path, concepts_path, keywords_path, path: see the module docstring.
-        concepts: ``null`` (all), an int (the first n in file order) or a list of concept ids.
-        n_questions: ``null`` (all) or the first n questions (small runs and tests).
-        insert: where the concept sentence goes in ``r_with``: ``append`` or ``after_first_sentence``.
+    prompts_path, concepts_path, keywords_path, path: see the module docstring.
+    concepts: ``null`` (all), an int (the first n in file order) or a list of concept ids.
+    n_questions: ``null`` (all) or the first n questions (small runs and tests).
+    insert: where the concept sentence goes in ``r_with``: ``append`` or ``after_first_sentence``.
     """
 
-    def __init__(self, prompts_path: str = "data/crh-prompts/alpaca_805_prompts.json",
-                 concepts_path: str = "data/crh-prompts/concepts_100.csv",
-                 keywords_path: str = "data/crh-prompts/concept_keywords.json", path: str | None = None,
-                 concepts: PositiveInt | Annotated[list[NonNegativeInt], NonEmpty] | None = None,
-                 n_questions: PositiveInt | None = None, insert: Literal["append", "after_first_sentence"] = "append"):
+    def __init__(
+        self,
+        prompts_path: str = "data/crh-prompts/alpaca_805_prompts.json",
+        concepts_path: str = "data/crh-prompts/concepts_100.csv",
+        keywords_path: str = "data/crh-prompts/concept_keywords.json",
+        path: str | None = None,
+        concepts: PositiveInt | Annotated[list[NonNegativeInt], NonEmpty] | None = None,
+        n_questions: PositiveInt | None = None,
+        insert: Literal["append", "after_first_sentence"] = "append",
+    ):
         super().__init__()
         if insert not in ("append", "after_first_sentence"):
             raise ValueError(f"data.insert must be 'append' or 'after_first_sentence', got {insert!r}")
-        self.prompts_path, self.concepts_path, self.keywords_path, self.path = (prompts_path, concepts_path,
-                                                                                keywords_path, path)
+        self.prompts_path, self.concepts_path, self.keywords_path, self.path = (
+            prompts_path,
+            concepts_path,
+            keywords_path,
+            path,
+        )
         self.concepts_sel, self.n_questions, self.insert = concepts, n_questions, insert
         self.batch: dict | None = None
 
@@ -63,20 +73,31 @@ class CRHPairsDataModule(L.LightningDataModule):
             try:
                 cid = int(row["concept_id"])
             except ValueError:
-                raise DataError(f"{self.concepts_path}:{line}: column 'concept_id': {row['concept_id']!r} is not "
-                                "an integer") from None
+                raise DataError(
+                    f"{self.concepts_path}:{line}: column 'concept_id': {row['concept_id']!r} is not an integer"
+                ) from None
             if cid not in keywords:
                 raise DataError(f"{self.concepts_path}:{line}: concept {cid} has no keywords in {self.keywords_path}")
-            concepts.append({"cid": cid, "concept": row["output_concept"], "keywords": keywords[cid],
-                             "instruction": (row.get("instruction") or "").strip()})
+            concepts.append(
+                {
+                    "cid": cid,
+                    "concept": row["output_concept"],
+                    "keywords": keywords[cid],
+                    "instruction": (row.get("instruction") or "").strip(),
+                }
+            )
         pairs = read_pairs_csv(self.path) if self.path else None
         if pairs is not None:  # the user's concepts and questions
             known = {c["cid"]: c for c in concepts}
             missing = sorted({p.cid for p in pairs} - set(keywords))
             if missing:
                 raise DataError(f"{self.path}: concepts {missing} have no keywords in {self.keywords_path}")
-            concepts = [known.get(c, {"cid": c, "concept": next(p.concept for p in pairs if p.cid == c),
-                                      "keywords": keywords[c]}) for c in dict.fromkeys(p.cid for p in pairs)]
+            concepts = [
+                known.get(
+                    c, {"cid": c, "concept": next(p.concept for p in pairs if p.cid == c), "keywords": keywords[c]}
+                )
+                for c in dict.fromkeys(p.cid for p in pairs)
+            ]
             questions = {p.qid: p.question for p in pairs}
         sel = self.concepts_sel
         if isinstance(sel, int):

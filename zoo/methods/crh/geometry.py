@@ -4,6 +4,7 @@ A concept's difference vectors ``d_{q,c} = a_with - a_no`` (last-token residual 
 central axis ``mu_c`` (their mean); each ``d_q`` splits into an axial part along ``u = mu_c / |mu_c|`` and a
 normal-plane part ``d_perp``. Steering adds ``v(L, lam) = L cos(theta) u + L sin(theta) (1 - lam) e_perp``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -43,8 +44,9 @@ def pca_direction(diffs: torch.Tensor, sign: str = "none") -> torch.Tensor:
     return vt
 
 
-def probe_direction(a_with: torch.Tensor, a_no: torch.Tensor, steps: int = 200, lr: float = 0.1,
-                    seed: int = 0) -> torch.Tensor:
+def probe_direction(
+    a_with: torch.Tensor, a_no: torch.Tensor, steps: int = 200, lr: float = 0.1, seed: int = 0
+) -> torch.Tensor:
     """Logistic-regression probe ``Linear(D, 1)`` on ``{a_with: 1, a_no: 0}`` (``[N, D]`` each), full-batch Adam
     (lr 0.1, 200 steps as the authors); returns the weight vector normalised to unit length ``[D]``."""
     gen = torch.Generator().manual_seed(seed)
@@ -86,8 +88,9 @@ def steer_lengths(mu_norm: float, c: float, n_steps: int = 25) -> torch.Tensor:
     return torch.linspace(0.0, c * float(mu_norm), n_steps + 1)[1:]
 
 
-def penalty_vector(length: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, u: torch.Tensor,
-                   e_perp: torch.Tensor, lam: float) -> torch.Tensor:
+def penalty_vector(
+    length: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, u: torch.Tensor, e_perp: torch.Tensor, lam: float
+) -> torch.Tensor:
     """``v(L, lam) = L cos(theta) u + L sin(theta) (1 - lam) e_perp`` (§5.4).
 
     Args:

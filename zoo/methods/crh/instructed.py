@@ -14,6 +14,7 @@ with the short directive).
 Every answer is cached in a JSON file keyed by the LM and the settings, saved after each batch, so an interrupted
 run resumes where it stopped and later split seeds reuse the answers.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,8 +42,9 @@ def directive_text(concept: dict, directive: str) -> str:
     raise ValueError(f"directive must be 'short' or 'authors', got {directive!r}")
 
 
-def question_pools(qids: list[int], concepts: list[dict], per_concept: int | None,
-                   seed: int = 0) -> dict[int, list[int]]:
+def question_pools(
+    qids: list[int], concepts: list[dict], per_concept: int | None, seed: int = 0
+) -> dict[int, list[int]]:
     """Each concept's question pool: ``per_concept`` questions drawn from ``qids`` (seeded by the concept id, fixed
     across split seeds so their answers are generated once), or all of them (``None``).
 
@@ -57,9 +59,20 @@ def question_pools(qids: list[int], concepts: list[dict], per_concept: int | Non
     return {c["cid"]: sorted(random.Random(seed * 100_003 + c["cid"]).sample(order, per_concept)) for c in concepts}
 
 
-def instructed_pairs(model, tokenizer, questions: dict[int, str], concepts: list[dict], pools: dict[int, list[int]],
-                     cache: str | None, lm_key: str, directive: str = "short", max_new_tokens: int = 24,
-                     batch_size: int = 16, temperature: float = 0.0, log=None) -> list[Pair]:
+def instructed_pairs(
+    model,
+    tokenizer,
+    questions: dict[int, str],
+    concepts: list[dict],
+    pools: dict[int, list[int]],
+    cache: str | None,
+    lm_key: str,
+    directive: str = "short",
+    max_new_tokens: int = 24,
+    batch_size: int = 16,
+    temperature: float = 0.0,
+    log=None,
+) -> list[Pair]:
     """``Pair(qid, cid, question, concept, r_no, r_with)`` for every concept and question of its pool.
 
     Args:
@@ -86,15 +99,29 @@ def instructed_pairs(model, tokenizer, questions: dict[int, str], concepts: list
     todo = [k for k in jobs if k not in have]
     say(f"instructed pairs: {len(jobs)} answers, {len(todo)} to generate")
     for i in range(0, len(todo), batch_size):
-        chunk = todo[i:i + batch_size]
-        for k, r in zip(chunk, greedy_replies(model, tokenizer, [jobs[k] for k in chunk], max_new_tokens, batch_size,
-                                              add_special_tokens=False, temperature=temperature, seed=i)):
+        chunk = todo[i : i + batch_size]
+        for k, r in zip(
+            chunk,
+            greedy_replies(
+                model,
+                tokenizer,
+                [jobs[k] for k in chunk],
+                max_new_tokens,
+                batch_size,
+                add_special_tokens=False,
+                temperature=temperature,
+                seed=i,
+            ),
+        ):
             have[k] = r
         if path:
             store[key] = have
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(store))
         say(f"instructed pairs: {min(i + batch_size, len(todo))}/{len(todo)}")
-    return [Pair(q, c["cid"], questions[q], c["concept"], have[f"no:{q}"], have[f"with:{c['cid']}:{q}"])
-            for c in concepts for q in pools[c["cid"]]
-            if have[f"no:{q}"].strip() and have[f"with:{c['cid']}:{q}"].strip()]
+    return [
+        Pair(q, c["cid"], questions[q], c["concept"], have[f"no:{q}"], have[f"with:{c['cid']}:{q}"])
+        for c in concepts
+        for q in pools[c["cid"]]
+        if have[f"no:{q}"].strip() and have[f"with:{c['cid']}:{q}"].strip()
+    ]

@@ -6,6 +6,7 @@ Score: ``P(yes) / (P(yes) + P(no))`` at the first answer position after the chat
 `` yes`` (``P(no)`` likewise). A text is judged to contain the concept when the score is at least a threshold (0.5:
 yes more likely than no). One forward pass per text, no generation.
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,16 +23,16 @@ def answer_ids(tokenizer) -> dict[str, list[int]]:
     Raises:
         ValueError: a yes and a no spelling share a first token (the score would be meaningless).
     """
-    ids = {k: sorted({tokenizer.encode(w, add_special_tokens=False)[0] for w in words})
-           for k, words in ANSWERS.items()}
+    ids = {k: sorted({tokenizer.encode(w, add_special_tokens=False)[0] for w in words}) for k, words in ANSWERS.items()}
     if set(ids["yes"]) & set(ids["no"]):
         raise ValueError(f"yes and no share first tokens {sorted(set(ids['yes']) & set(ids['no']))}")
     return ids
 
 
 @torch.no_grad()
-def judge_scores(model, tokenizer, texts: list[str], concepts: list[str], batch_size: int = 16,
-                 template: str = "chat") -> torch.Tensor:
+def judge_scores(
+    model, tokenizer, texts: list[str], concepts: list[str], batch_size: int = 16, template: str = "chat"
+) -> torch.Tensor:
     """The judge score of each ``texts[i]`` for ``concepts[i]`` (the concept's description): ``[N]`` float in [0, 1].
 
     Args:
@@ -48,10 +49,13 @@ def judge_scores(model, tokenizer, texts: list[str], concepts: list[str], batch_
     out = []
     try:
         for i in range(0, len(texts), batch_size):
-            prompts = [prompt_text(tokenizer, JUDGE_PROMPT.format(text=t.strip(), concept=c), template)
-                       for t, c in zip(texts[i:i + batch_size], concepts[i:i + batch_size])]
-            enc = tokenizer(prompts, return_tensors="pt", padding=True,
-                            add_special_tokens=template == "plain").to(model.device)
+            prompts = [
+                prompt_text(tokenizer, JUDGE_PROMPT.format(text=t.strip(), concept=c), template)
+                for t, c in zip(texts[i : i + batch_size], concepts[i : i + batch_size])
+            ]
+            enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=template == "plain").to(
+                model.device
+            )
             probs = model(**enc, logits_to_keep=1).logits[:, -1].float().softmax(-1).cpu()
             p_yes, p_no = probs[:, ids["yes"]].sum(-1), probs[:, ids["no"]].sum(-1)
             out.append(p_yes / (p_yes + p_no).clamp_min(1e-12))

@@ -1,6 +1,7 @@
 """Output labels (§5.5): 3 = gibberish (the authors' regex heuristic, rule by rule), 2 = the concept is present
 (our keyword judge stands in for their Llama-3.3-70B judge), 1 = a normal answer; and steerability, the slope of
 the label-2 fraction against the steering step."""
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,10 @@ NORMAL, CONCEPT, GIBBERISH = 1, 2, 3
 # The authors' file writes these raw strings with doubled backslashes (r"[^A-Za-z0-9\\s]"), so there whitespace
 # counts as non-alphanumeric and the two run rules match only literal backslashes; ``authors_escapes=True`` keeps
 # that behaviour, the default applies the rules as documented.
-_PATTERNS = {False: (r"[^A-Za-z0-9\s]", r"(\b\w+\b)(\s+\1){3,}", r"([\W_])\1{6,}"),
-             True: (r"[^A-Za-z0-9\\s]", r"(\\b\\w+\\b)(\\s+\\1){3,}", r"([\\W_])\\1{6,}")}
+_PATTERNS = {
+    False: (r"[^A-Za-z0-9\s]", r"(\b\w+\b)(\s+\1){3,}", r"([\W_])\1{6,}"),
+    True: (r"[^A-Za-z0-9\\s]", r"(\\b\\w+\\b)(\\s+\\1){3,}", r"([\\W_])\\1{6,}"),
+}
 
 
 def gibberish_rule(text: str | None, authors_escapes: bool = False) -> str | None:

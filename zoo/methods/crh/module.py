@@ -5,6 +5,7 @@ directions per concept and layer, the steering runs, the labels and the correlat
 steps happen inside. The LM is loaded from ``lm`` and is not part of the checkpoint: buffers hold only the
 directions (``[C, 4, n_layers, D]``), so a release package is small.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,32 +62,67 @@ class CRHModule(ZooModule):
     export_formats = ("package",)
     fit_sized_buffers = _BUFFERS
 
-    def __init__(self, lm: str = "zoo-lm.chat", layers: Annotated[list[NonNegativeInt], NonEmpty] | None = None,
-                 n_train: PositiveInt = 100, n_test: PositiveInt = 5, split_seed: NonNegativeInt = 0,
-                 baselines: list[Literal["diffmean", "mean_center", "pca", "probe"]] | None = None,
-                 lambdas: list[NonNegative] | None = None, baseline_c: Positive = 5.0, penalty_c: Positive = 3.0,
-                 n_steps: PositiveInt = 25, hook_site: Literal["input", "output"] = "input",
-                 pca_sign: Literal["none", "align"] = "none", template: Literal["plain", "chat"] = "plain",
-                 max_new_tokens: PositiveInt = 32, temperature: NonNegative = 0.1, batch_size: PositiveInt = 128,
-                 reply_tokens: PositiveInt = 64, reply_cache: str | None = "runs/crh-cache/replies.json",
-                 probe_steps: PositiveInt = 200, authors_escapes: bool = False,
-                 judge: Literal["keyword", "lm"] = "keyword",
-                 exponents: dict | None = None, n_perm: PositiveInt = 200,
-                 pairs: Literal["template", "instructed"] = "template", pair_questions: PositiveInt | None = None,
-                 directive: Literal["short", "authors"] = "short", reply_temperature: NonNegative = 0.0,
-                 length_unit: Literal["mu", "residual"] = "mu", judge_threshold: NonNegative = 0.5):
+    def __init__(
+        self,
+        lm: str = "zoo-lm.chat",
+        layers: Annotated[list[NonNegativeInt], NonEmpty] | None = None,
+        n_train: PositiveInt = 100,
+        n_test: PositiveInt = 5,
+        split_seed: NonNegativeInt = 0,
+        baselines: list[Literal["diffmean", "mean_center", "pca", "probe"]] | None = None,
+        lambdas: list[NonNegative] | None = None,
+        baseline_c: Positive = 5.0,
+        penalty_c: Positive = 3.0,
+        n_steps: PositiveInt = 25,
+        hook_site: Literal["input", "output"] = "input",
+        pca_sign: Literal["none", "align"] = "none",
+        template: Literal["plain", "chat"] = "plain",
+        max_new_tokens: PositiveInt = 32,
+        temperature: NonNegative = 0.1,
+        batch_size: PositiveInt = 128,
+        reply_tokens: PositiveInt = 64,
+        reply_cache: str | None = "runs/crh-cache/replies.json",
+        probe_steps: PositiveInt = 200,
+        authors_escapes: bool = False,
+        judge: Literal["keyword", "lm"] = "keyword",
+        exponents: dict | None = None,
+        n_perm: PositiveInt = 200,
+        pairs: Literal["template", "instructed"] = "template",
+        pair_questions: PositiveInt | None = None,
+        directive: Literal["short", "authors"] = "short",
+        reply_temperature: NonNegative = 0.0,
+        length_unit: Literal["mu", "residual"] = "mu",
+        judge_threshold: NonNegative = 0.5,
+    ):
         super().__init__()
         self.save_hyperparameters()
         self.automatic_optimization = False
-        self.settings = Settings(layers=list(layers or [2, 3]), n_train=n_train, n_test=n_test, split_seed=split_seed,
-                                 baselines=list(baselines or []), lambdas=list([0.0] if lambdas is None else lambdas),
-                                 baseline_c=baseline_c, penalty_c=penalty_c, n_steps=n_steps, hook_site=hook_site,
-                                 pca_sign=pca_sign, template=template, max_new_tokens=max_new_tokens,
-                                 temperature=temperature, batch_size=batch_size, probe_steps=probe_steps,
-                                 authors_escapes=authors_escapes, pairs=pairs, pair_questions=pair_questions,
-                                 directive=directive, reply_temperature=reply_temperature,
-                                 length_unit=length_unit, judge=judge,
-                                 judge_threshold=judge_threshold)
+        self.settings = Settings(
+            layers=list(layers or [2, 3]),
+            n_train=n_train,
+            n_test=n_test,
+            split_seed=split_seed,
+            baselines=list(baselines or []),
+            lambdas=list([0.0] if lambdas is None else lambdas),
+            baseline_c=baseline_c,
+            penalty_c=penalty_c,
+            n_steps=n_steps,
+            hook_site=hook_site,
+            pca_sign=pca_sign,
+            template=template,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            batch_size=batch_size,
+            probe_steps=probe_steps,
+            authors_escapes=authors_escapes,
+            pairs=pairs,
+            pair_questions=pair_questions,
+            directive=directive,
+            reply_temperature=reply_temperature,
+            length_unit=length_unit,
+            judge=judge,
+            judge_threshold=judge_threshold,
+        )
         self.register_buffer("directions", torch.zeros(0, len(DIRECTIONS), len(self.settings.layers), 0))
         self.register_buffer("concept_ids", torch.zeros(0, dtype=torch.int64))
         self.register_buffer("meta_json", torch.zeros(0, dtype=torch.uint8))
@@ -123,16 +159,33 @@ class CRHModule(ZooModule):
         self.directions = run["directions"].float()
         self.concept_ids = torch.tensor(run["concepts"], dtype=torch.int64)
         ex = {"a": 2.0, "p": 2.0, "t": -1.0, **(hp.exponents or {})}
-        tests = {m: implication_tests(run["points"], ex["a"], ex["p"], ex["t"], hp.n_perm, hp.split_seed, m)
-                 for m in MEASURES} if run["points"] else {}
+        tests = (
+            {
+                m: implication_tests(run["points"], ex["a"], ex["p"], ex["t"], hp.n_perm, hp.split_seed, m)
+                for m in MEASURES
+            }
+            if run["points"]
+            else {}
+        )
         run["tests"] = tests
         concepts = {c["cid"]: c for c in batch["concepts"]}
-        meta = {"concepts": {str(c): {"concept": concepts[c]["concept"], "keywords": concepts[c]["keywords"],
-                                      "instruction": concepts[c].get("instruction", "")}
-                             for c in run["concepts"]}, "layers": self.settings.layers, "tests": tests}
+        meta = {
+            "concepts": {
+                str(c): {
+                    "concept": concepts[c]["concept"],
+                    "keywords": concepts[c]["keywords"],
+                    "instruction": concepts[c].get("instruction", ""),
+                }
+                for c in run["concepts"]
+            },
+            "layers": self.settings.layers,
+            "tests": tests,
+        }
         self.meta_json = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
-        metrics = {"n_concepts": float(len(run["concepts"])),
-                   "mu_norm_mean": float(run["directions"][:, 0].norm(dim=-1).mean())}
+        metrics = {
+            "n_concepts": float(len(run["concepts"])),
+            "mu_norm_mean": float(run["directions"][:, 0].norm(dim=-1).mean()),
+        }
         for m, tm in tests.items():
             for key in ("implication2", "lrh_partial", "implication3"):
                 for stat in ("pearson_r", "spearman_rho"):
@@ -152,13 +205,33 @@ class CRHModule(ZooModule):
         """``outputs.json`` (every labelled generation), ``points.json``, ``tests.json`` and the PNGs."""
         out.mkdir(parents=True, exist_ok=True)
         run, s = self._run, self.settings
-        files = {"outputs.json": out / "outputs.json", "points.json": out / "points.json",
-                 "tests.json": out / "tests.json"}
-        files["outputs.json"].write_text(json.dumps([
-            {"cid": c, "layer": layer, "run": name, "qid": q, "step": k, "length": length, "label": lab, "text": text,
-             "keyword_mass": mass, "judge_score": score}
-            for (c, layer), res in run["results"].items() for name, rows in res["runs"].items()
-            for q, k, length, lab, text, mass, score in rows], indent=0))
+        files = {
+            "outputs.json": out / "outputs.json",
+            "points.json": out / "points.json",
+            "tests.json": out / "tests.json",
+        }
+        files["outputs.json"].write_text(
+            json.dumps(
+                [
+                    {
+                        "cid": c,
+                        "layer": layer,
+                        "run": name,
+                        "qid": q,
+                        "step": k,
+                        "length": length,
+                        "label": lab,
+                        "text": text,
+                        "keyword_mass": mass,
+                        "judge_score": score,
+                    }
+                    for (c, layer), res in run["results"].items()
+                    for name, rows in res["runs"].items()
+                    for q, k, length, lab, text, mass, score in rows
+                ],
+                indent=0,
+            )
+        )
         files["points.json"].write_text(json.dumps(run["points"], indent=0))
         files["tests.json"].write_text(json.dumps(run["tests"], indent=1))
         if run["points"]:
@@ -168,16 +241,26 @@ class CRHModule(ZooModule):
                     x = sin_cos([p["sin"] for p in kept], [p["cos"] for p in kept])
                     y = [p[m] / p["mu_norm"] ** 2 for p in kept]
                     files[f"{m}.png"] = out / f"{m}.png"
-                    steerability_scatter(x, y, str(files[f"{m}.png"]), f"{m}: {len(kept)} points, layers {s.layers}",
-                                         ylabel=f"{m} / |mu_c|^2")
+                    steerability_scatter(
+                        x,
+                        y,
+                        str(files[f"{m}.png"]),
+                        f"{m}: {len(kept)} points, layers {s.layers}",
+                        ylabel=f"{m} / |mu_c|^2",
+                    )
             frac = _mean_fractions(run["summaries"])
             files["label_fractions.png"] = out / "label_fractions.png"
             label_fractions(frac, str(files["label_fractions.png"]), "label fractions vs step (mean over concepts)")
             (c, layer), res = next(iter(run["results"].items()))
             acts = run["acts"][c][layer]
             files["cylinder.png"] = out / "cylinder.png"
-            cylinder_view(acts["d"], acts["d_test"], _outcomes(res["runs"][next(iter(res["runs"]))], run["acts"][c]["test"]),
-                          str(files["cylinder.png"]), f"concept {c}, layer {layer}")
+            cylinder_view(
+                acts["d"],
+                acts["d_test"],
+                _outcomes(res["runs"][next(iter(res["runs"]))], run["acts"][c]["test"]),
+                str(files["cylinder.png"]),
+                f"concept {c}, layer {layer}",
+            )
         return {k: str(v) for k, v in files.items()}
 
     def package_extras(self) -> dict[str, str]:
@@ -196,9 +279,18 @@ class CRHModule(ZooModule):
                         out[f"{m}/{key}/{stat}"] = float(tm[key][stat])
         return out
 
-    predict_schema: ClassVar = {"concept_id": int, "concept": str, "keywords": [str], "layer": int, "mu_norm": float,
-                      "d_norm": float, "theta_deg": float, "cos": float, "sin2_over_cos": float,
-                      "steered": [{"length": float, "label": str, "text": str}]}
+    predict_schema: ClassVar = {
+        "concept_id": int,
+        "concept": str,
+        "keywords": [str],
+        "layer": int,
+        "mu_norm": float,
+        "d_norm": float,
+        "theta_deg": float,
+        "cos": float,
+        "sin2_over_cos": float,
+        "steered": [{"length": float, "label": str, "text": str}],
+    }
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict crh.<tag> CONCEPT_ID "question"``: theta of the question's difference vector to the
@@ -212,8 +304,10 @@ class CRHModule(ZooModule):
         cid = int(inputs[0])
         ids = self.concept_ids.tolist()
         if cid not in ids:
-            raise DataError(f"concept {cid}: no direction in this package (it holds {len(ids)} concepts: "
-                            f"{ids[:10]}{' ...' if len(ids) > 10 else ''})")
+            raise DataError(
+                f"concept {cid}: no direction in this package (it holds {len(ids)} concepts: "
+                f"{ids[:10]}{' ...' if len(ids) > 10 else ''})"
+            )
         model, tok = self.language_model()
         return predict_record(model, tok, self, ids.index(cid), cid, inputs[1])
 
@@ -228,8 +322,13 @@ class CRHModule(ZooModule):
 
 def _mean_fractions(summaries: dict) -> dict:
     names = list(next(iter(summaries.values()))["frac"])
-    return {n: {lab: [float(sum(v)) / len(v) for v in zip(*[s["frac"][n][lab] for s in summaries.values()])]
-                for lab in ("1", "2", "3")} for n in names}
+    return {
+        n: {
+            lab: [float(sum(v)) / len(v) for v in zip(*[s["frac"][n][lab] for s in summaries.values()])]
+            for lab in ("1", "2", "3")
+        }
+        for n in names
+    }
 
 
 def _outcomes(rows: list, test: list[int]) -> list[str]:

@@ -1,6 +1,7 @@
 """Question/response pairs (§5.2), built here (ours) because no pairs CSV is staged and zoo-lm.chat cannot follow
 a concept instruction: ``r_no`` is the LM's greedy reply, ``r_with = r_no`` plus a templated sentence naming three
 of the concept's keywords. A user's pairs CSV in the authors' columns runs unchanged (:func:`read_pairs_csv`)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,13 +16,17 @@ import torch
 from zoo.core.data import DataError, read_csv_rows
 
 PAIR_COLUMNS = ("qid", "cid", "question", "concept", "resp_no_concept", "resp_with_concept")
-SENTENCES = ("This also brings to mind {0}, {1} and {2}.", "Think of {0}, {1} and {2} here.",
-             "It relates to {0}, {1} and {2}.")
+SENTENCES = (
+    "This also brings to mind {0}, {1} and {2}.",
+    "Think of {0}, {1} and {2} here.",
+    "It relates to {0}, {1} and {2}.",
+)
 
 
 @dataclass(frozen=True)
 class Pair:
     """One question's pair for one concept (``qid`` = question id, ``cid`` = concept id)."""
+
     qid: int
     cid: int
     question: str
@@ -40,8 +45,9 @@ def prompt_text(tokenizer, question: str, template: str = "plain") -> str:
     if template == "plain":
         return f"User: {question}\nAssistant: "
     if template == "chat":
-        return tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
-                                             add_generation_prompt=True)
+        return tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+        )
     raise ValueError(f"template must be 'plain' or 'chat', got {template!r}")
 
 
@@ -65,33 +71,50 @@ def with_concept(resp_no: str, sentence: str, insert: str = "append") -> str:
         m = re.search(r"[.!?](\s|$)", resp_no)
         if m is None:
             return with_concept(resp_no, sentence)
-        return f"{resp_no[:m.end()].rstrip()} {sentence} {resp_no[m.end():].lstrip()}".strip()
+        return f"{resp_no[: m.end()].rstrip()} {sentence} {resp_no[m.end() :].lstrip()}".strip()
     raise ValueError(f"insert must be 'append' or 'after_first_sentence', got {insert!r}")
 
 
 @torch.no_grad()
-def greedy_replies(model, tokenizer, prompts: list[str], max_new_tokens: int = 64, batch_size: int = 64,
-                   add_special_tokens: bool = True, temperature: float = 0.0, seed: int = 0) -> list[str]:
+def greedy_replies(
+    model,
+    tokenizer,
+    prompts: list[str],
+    max_new_tokens: int = 64,
+    batch_size: int = 64,
+    add_special_tokens: bool = True,
+    temperature: float = 0.0,
+    seed: int = 0,
+) -> list[str]:
     """The LM's replies (``generate``, left padding) to ``prompts``, decoded without special tokens: greedy
     (``temperature`` 0, the default) or sampled at ``temperature`` with ``torch.manual_seed(seed + batch start)``."""
     side, tokenizer.padding_side = tokenizer.padding_side, "left"
     out = []
     try:
         for i in range(0, len(prompts), batch_size):
-            enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True,
-                            add_special_tokens=add_special_tokens).to(model.device)
-            sample = {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature > 0 else \
-                {"do_sample": False}
+            enc = tokenizer(
+                prompts[i : i + batch_size], return_tensors="pt", padding=True, add_special_tokens=add_special_tokens
+            ).to(model.device)
+            sample = (
+                {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature > 0 else {"do_sample": False}
+            )
             torch.manual_seed(seed + i)
             gen = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sample)
-            out += tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            out += tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
     finally:
         tokenizer.padding_side = side
     return [r.strip() for r in out]
 
 
-def cached_replies(model, tokenizer, questions: dict[int, str], key: str, cache: str | None,
-                   template: str = "plain", max_new_tokens: int = 64) -> dict[int, str]:
+def cached_replies(
+    model,
+    tokenizer,
+    questions: dict[int, str],
+    key: str,
+    cache: str | None,
+    template: str = "plain",
+    max_new_tokens: int = 64,
+) -> dict[int, str]:
     """Greedy replies for ``questions {qid: text}``, read from / added to the JSON file ``cache`` (``None``: no
     cache) under ``key`` (the LM and settings, so a different LM never reuses them)."""
     key = hashlib.sha256(f"{key}|{template}|{max_new_tokens}".encode()).hexdigest()[:16]
@@ -100,10 +123,11 @@ def cached_replies(model, tokenizer, questions: dict[int, str], key: str, cache:
     have = store.get(key, {})
     todo = [q for q in questions if str(q) not in have]
     for i in range(0, len(todo), 64):  # saved after every batch, so an interrupted run keeps what it made
-        chunk = todo[i:i + 64]
+        chunk = todo[i : i + 64]
         prompts = [prompt_text(tokenizer, questions[q], template) for q in chunk]
-        for q, r in zip(chunk, greedy_replies(model, tokenizer, prompts, max_new_tokens,
-                                              add_special_tokens=template == "plain")):
+        for q, r in zip(
+            chunk, greedy_replies(model, tokenizer, prompts, max_new_tokens, add_special_tokens=template == "plain")
+        ):
             have[str(q)] = r
         if path:
             store[key] = have
@@ -127,8 +151,16 @@ def read_pairs_csv(path: str) -> list[Pair]:
         for col in ("resp_no_concept", "resp_with_concept"):
             if not (row[col] or "").strip():
                 raise DataError(f"{path}:{line}: column {col!r}: empty response")
-        pairs.append(Pair(int(row["qid"]), int(row["cid"]), row["question"], row["concept"],
-                          row["resp_no_concept"], row["resp_with_concept"]))
+        pairs.append(
+            Pair(
+                int(row["qid"]),
+                int(row["cid"]),
+                row["question"],
+                row["concept"],
+                row["resp_no_concept"],
+                row["resp_with_concept"],
+            )
+        )
     return pairs
 
 
@@ -142,4 +174,4 @@ def split_questions(qids: list[int], cid: int, n_train: int, n_test: int, seed: 
         raise ValueError(f"concept {cid}: {len(qids)} valid questions, need n_train + n_test = {n_train + n_test}")
     order = sorted(qids)
     random.Random(seed * 100_003 + cid).shuffle(order)
-    return order[:n_train], order[n_train:n_train + n_test]
+    return order[:n_train], order[n_train : n_train + n_test]

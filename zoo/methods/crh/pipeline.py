@@ -1,6 +1,7 @@
 """The CRH protocol end to end for one LM: pairs -> last-token difference vectors -> the four directions and the
 cylinder geometry -> steered generations -> labels -> steerability (§5.2-5.5). Shared by ``CRHModule`` (a recipe
 run) and ``experiments.py`` (the seed x layer grid)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ class Settings:
     length grid, ``mu`` (the paper's ``c |mu_c|``) or ``residual`` (``c rho_l``, rho_l = mean norm of the no-concept
     last-token states of the concept's train questions at the layer). ``judge``: ``keyword`` or ``lm``
     (:mod:`.judge`, label 2 when the score is >= ``judge_threshold``)."""
+
     layers: list[int] = field(default_factory=lambda: [2, 3])
     n_train: int = 100
     n_test: int = 5
@@ -72,8 +74,12 @@ class Settings:
     judge_threshold: float = 0.5
 
     def __post_init__(self):
-        for name, allowed in (("pairs", ("template", "instructed")), ("length_unit", ("mu", "residual")),
-                              ("judge", ("keyword", "lm")), ("directive", ("short", "authors"))):
+        for name, allowed in (
+            ("pairs", ("template", "instructed")),
+            ("length_unit", ("mu", "residual")),
+            ("judge", ("keyword", "lm")),
+            ("directive", ("short", "authors")),
+        ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         bad = [b for b in self.baselines if b not in DIRECTIONS]
@@ -93,9 +99,19 @@ def run_name(lam: float) -> str:
 def make_pairs(questions: dict[int, str], replies: dict[int, str], concepts: list[dict], insert: str) -> list[Pair]:
     """Our pairs (see ``pairs``): every question with a non-empty reply, for every concept ``{cid, concept,
     keywords}``."""
-    return [Pair(q, c["cid"], questions[q], c["concept"], replies[q],
-                 with_concept(replies[q], concept_sentence(c["keywords"], q, c["cid"]), insert))
-            for c in concepts for q in sorted(questions) if replies[q].strip()]
+    return [
+        Pair(
+            q,
+            c["cid"],
+            questions[q],
+            c["concept"],
+            replies[q],
+            with_concept(replies[q], concept_sentence(c["keywords"], q, c["cid"]), insert),
+        )
+        for c in concepts
+        for q in sorted(questions)
+        if replies[q].strip()
+    ]
 
 
 def pair_states(model, tokenizer, pairs: list[Pair], layers: list[int], template: str) -> dict:
@@ -108,12 +124,26 @@ def pair_states(model, tokenizer, pairs: list[Pair], layers: list[int], template
     """
     special = template == "plain"
     keys_no = list(dict.fromkeys((p.qid, p.question, p.resp_no) for p in pairs))
-    a_no = last_token_states(model, tokenizer, [prompt_text(tokenizer, q, template) + r for _, q, r in keys_no],
-                             layers, add_special_tokens=special)
-    a_with = last_token_states(model, tokenizer, [prompt_text(tokenizer, p.question, template) + p.resp_with
-                                                  for p in pairs], layers, add_special_tokens=special)
-    return {"no": {k: i for i, k in enumerate(keys_no)}, "with": {(p.cid, p.qid): i for i, p in enumerate(pairs)},
-            "a_no": a_no, "a_with": a_with}
+    a_no = last_token_states(
+        model,
+        tokenizer,
+        [prompt_text(tokenizer, q, template) + r for _, q, r in keys_no],
+        layers,
+        add_special_tokens=special,
+    )
+    a_with = last_token_states(
+        model,
+        tokenizer,
+        [prompt_text(tokenizer, p.question, template) + p.resp_with for p in pairs],
+        layers,
+        add_special_tokens=special,
+    )
+    return {
+        "no": {k: i for i, k in enumerate(keys_no)},
+        "with": {(p.cid, p.qid): i for i, p in enumerate(pairs)},
+        "a_no": a_no,
+        "a_with": a_with,
+    }
 
 
 def difference_vectors(model, tokenizer, pairs: list[Pair], s: Settings, states: dict | None = None) -> dict:
@@ -137,11 +167,14 @@ def difference_vectors(model, tokenizer, pairs: list[Pair], s: Settings, states:
     for c, (tr, te) in split.items():
         out[c] = {"train": tr, "test": te}
         for layer in s.layers:
+
             def rows(qs, c=c, layer=layer):
-                no = torch.stack([states["a_no"][layer][states["no"][(q, by_cid[c][q].question, by_cid[c][q].resp_no)]]
-                                  for q in qs])
+                no = torch.stack(
+                    [states["a_no"][layer][states["no"][(q, by_cid[c][q].question, by_cid[c][q].resp_no)]] for q in qs]
+                )
                 wi = torch.stack([states["a_with"][layer][states["with"][(c, q)]] for q in qs])
                 return no, wi
+
             no_tr, wi_tr = rows(tr)
             no_te, wi_te = rows(te)
             out[c][layer] = {"a_no": no_tr, "a_with": wi_tr, "d": wi_tr - no_tr, "d_test": wi_te - no_te}
@@ -152,8 +185,14 @@ def directions(acts: dict, s: Settings) -> torch.Tensor:
     """The four §5.3 directions of one concept at one layer, stacked in ``DIRECTIONS`` order: ``[4, D]``
     (diffmean and mean-center unnormalised, PCA and probe unit)."""
     d = acts["d"]
-    return torch.stack([diffmean(d), mean_center(acts["a_with"], acts["a_no"]), pca_direction(d, s.pca_sign),
-                        probe_direction(acts["a_with"], acts["a_no"], s.probe_steps, seed=s.split_seed)])
+    return torch.stack(
+        [
+            diffmean(d),
+            mean_center(acts["a_with"], acts["a_no"]),
+            pca_direction(d, s.pca_sign),
+            probe_direction(acts["a_with"], acts["a_no"], s.probe_steps, seed=s.split_seed),
+        ]
+    )
 
 
 def keyword_token_ids(tokenizer, keywords: list[str]) -> list[int]:
@@ -186,8 +225,9 @@ def label_outputs(model, tokenizer, texts: list[str], concept: dict, s: Settings
     if s.judge == "keyword":
         return [label(t, concept["keywords"], s.authors_escapes) for t in texts], [None] * len(texts)
     live = [i for i, g in enumerate(gib) if not g]
-    got = judge_scores(model, tokenizer, [texts[i] for i in live], [concept["concept"]] * len(live),
-                       template=s.template).tolist()
+    got = judge_scores(
+        model, tokenizer, [texts[i] for i in live], [concept["concept"]] * len(live), template=s.template
+    ).tolist()
     scores: list = [None] * len(texts)
     for i, v in zip(live, got):
         scores[i] = v
@@ -195,8 +235,18 @@ def label_outputs(model, tokenizer, texts: list[str], concept: dict, s: Settings
     return labels, scores
 
 
-def steer_concept(model, tokenizer, concept: dict, questions: dict[int, str], test: list[int], acts: dict,
-                  dirs: torch.Tensor, layer: int, s: Settings, seed: int = 0) -> dict:
+def steer_concept(
+    model,
+    tokenizer,
+    concept: dict,
+    questions: dict[int, str],
+    test: list[int],
+    acts: dict,
+    dirs: torch.Tensor,
+    layer: int,
+    s: Settings,
+    seed: int = 0,
+) -> dict:
     """All steering runs of one concept at one layer: generate, label.
 
     Returns:
@@ -220,22 +270,44 @@ def steer_concept(model, tokenizer, concept: dict, questions: dict[int, str], te
         jobs.append((name, torch.cat([lengths[:, None] * unit for _ in test]), True))
     for lam in s.lambdas:
         lengths = steer_lengths(scale, s.penalty_c, s.n_steps)
-        vecs = [penalty_vector(lengths, geo["cos"][i], geo["sin"][i], u, geo["e_perp"][i], lam)
-                for i in range(len(test))]
+        vecs = [
+            penalty_vector(lengths, geo["cos"][i], geo["sin"][i], u, geo["e_perp"][i], lam) for i in range(len(test))
+        ]
         jobs.append((run_name(lam), torch.cat(vecs), False))
     runs = {}
     watch = keyword_token_ids(tokenizer, concept["keywords"])
     for name, vecs, prompt_only in jobs:
-        texts, mass = steered_generate(model, tokenizer, [p for p in prompts for _ in range(s.n_steps)], vecs, layer,
-                                       s.hook_site, prompt_only, s.max_new_tokens, s.temperature, s.batch_size, seed,
-                                       add_special_tokens=s.template == "plain", watch_ids=watch)
+        texts, mass = steered_generate(
+            model,
+            tokenizer,
+            [p for p in prompts for _ in range(s.n_steps)],
+            vecs,
+            layer,
+            s.hook_site,
+            prompt_only,
+            s.max_new_tokens,
+            s.temperature,
+            s.batch_size,
+            seed,
+            add_special_tokens=s.template == "plain",
+            watch_ids=watch,
+        )
         labels, scores = label_outputs(model, tokenizer, texts, concept, s)
         lengths, mass = vecs.norm(dim=1).tolist(), mass.tolist()
-        runs[name] = [(q, k + 1, lengths[j], labels[j], texts[j], mass[j], scores[j])
-                      for i, q in enumerate(test) for k in range(s.n_steps) for j in [i * s.n_steps + k]]
-    return {"mu_norm": mu_norm, "scale": scale, "cos": dict(zip(test, geo["cos"].tolist())),
-            "sin": dict(zip(test, geo["sin"].tolist())), "sim": dict(zip(test, sims.mean(dim=1).tolist())),
-            "runs": runs}
+        runs[name] = [
+            (q, k + 1, lengths[j], labels[j], texts[j], mass[j], scores[j])
+            for i, q in enumerate(test)
+            for k in range(s.n_steps)
+            for j in [i * s.n_steps + k]
+        ]
+    return {
+        "mu_norm": mu_norm,
+        "scale": scale,
+        "cos": dict(zip(test, geo["cos"].tolist())),
+        "sin": dict(zip(test, geo["sin"].tolist())),
+        "sim": dict(zip(test, sims.mean(dim=1).tolist())),
+        "runs": runs,
+    }
 
 
 def summarise_concept(result: dict, s: Settings) -> dict:
@@ -251,23 +323,28 @@ def summarise_concept(result: dict, s: Settings) -> dict:
         excl = excluded_questions(trip)
         out["steerability"][name] = steerability(trip)
         out["soft_steerability"][name] = soft_steerability([(r[0], r[1], r[5]) for r in rows], excl)
-        out["judge_steerability"][name] = (soft_steerability([(r[0], r[1], r[6] or 0.0) for r in rows], excl)
-                                           if s.judge == "lm" else None)
+        out["judge_steerability"][name] = (
+            soft_steerability([(r[0], r[1], r[6] or 0.0) for r in rows], excl) if s.judge == "lm" else None
+        )
         labs = np.array([[lab for q2, k, lab in trip if k == step] for step in range(1, s.n_steps + 1)])
         out["frac"][name] = {str(v): (labs == v).mean(axis=1).tolist() for v in (1, CONCEPT, GIBBERISH)}
     rows = result["runs"].get(s.steer_run, [])
     trip = [(q, k, lab) for q, k, _, lab, *_ in rows]
     out["excluded"] = sorted(excluded_questions(trip))
     out["question_steerability"] = {q: steerability([t for t in trip if t[0] == q]) for q in result["cos"]}
-    out["question_soft_steerability"] = {q: soft_steerability([(r[0], r[1], r[5]) for r in rows if r[0] == q])
-                                         for q in result["cos"]}
-    out["question_judge_steerability"] = {q: soft_steerability([(r[0], r[1], r[6] or 0.0) for r in rows if r[0] == q])
-                                          if s.judge == "lm" else None for q in result["cos"]}
+    out["question_soft_steerability"] = {
+        q: soft_steerability([(r[0], r[1], r[5]) for r in rows if r[0] == q]) for q in result["cos"]
+    }
+    out["question_judge_steerability"] = {
+        q: soft_steerability([(r[0], r[1], r[6] or 0.0) for r in rows if r[0] == q]) if s.judge == "lm" else None
+        for q in result["cos"]
+    }
     return out
 
 
-def build_pairs(model, tokenizer, batch: dict, s: Settings, reply_cache: str | None, reply_tokens: int, lm_key: str,
-                log=None) -> list[Pair]:
+def build_pairs(
+    model, tokenizer, batch: dict, s: Settings, reply_cache: str | None, reply_tokens: int, lm_key: str, log=None
+) -> list[Pair]:
     """The pairs of ``s.pairs``: ``template`` (the LM's greedy replies, cached, plus our keyword sentence) or
     ``instructed`` (the LM's own answers without / with the concept instruction, :mod:`.instructed`); both use
     ``reply_tokens`` new tokens and the JSON cache ``reply_cache``."""
@@ -277,15 +354,34 @@ def build_pairs(model, tokenizer, batch: dict, s: Settings, reply_cache: str | N
     say = log or (lambda msg: None)
     if s.pairs == "instructed":
         pools = question_pools(list(batch["questions"]), batch["concepts"], s.pair_questions)
-        return instructed_pairs(model, tokenizer, batch["questions"], batch["concepts"], pools, reply_cache, lm_key,
-                                s.directive, reply_tokens, temperature=s.reply_temperature, log=say)
+        return instructed_pairs(
+            model,
+            tokenizer,
+            batch["questions"],
+            batch["concepts"],
+            pools,
+            reply_cache,
+            lm_key,
+            s.directive,
+            reply_tokens,
+            temperature=s.reply_temperature,
+            log=say,
+        )
     say(f"replies: {len(batch['questions'])} questions")
     replies = cached_replies(model, tokenizer, batch["questions"], lm_key, reply_cache, s.template, reply_tokens)
     return make_pairs(batch["questions"], replies, batch["concepts"], batch["insert"])
 
 
-def run_all(model, tokenizer, batch: dict, s: Settings, reply_cache: str | None = None, reply_tokens: int = 64,
-            lm_key: str = "", log=None) -> dict:
+def run_all(
+    model,
+    tokenizer,
+    batch: dict,
+    s: Settings,
+    reply_cache: str | None = None,
+    reply_tokens: int = 64,
+    lm_key: str = "",
+    log=None,
+) -> dict:
     """The whole protocol on the datamodule's batch (``questions``, ``concepts``, ``pairs`` or ``None``, ``insert``).
 
     Returns:
@@ -308,20 +404,45 @@ def run_all(model, tokenizer, batch: dict, s: Settings, reply_cache: str | None 
             concept = next(x for x in concepts if x["cid"] == c)
             for j, layer in enumerate(s.layers):
                 say(f"steer concept {c} layer {layer} ({i + 1}/{len(cids)})")
-                res = steer_concept(model, tokenizer, concept, questions, acts[c]["test"], acts[c][layer],
-                                    dirs[i, :, j], layer, s, seed=s.split_seed)
+                res = steer_concept(
+                    model,
+                    tokenizer,
+                    concept,
+                    questions,
+                    acts[c]["test"],
+                    acts[c][layer],
+                    dirs[i, :, j],
+                    layer,
+                    s,
+                    seed=s.split_seed,
+                )
                 summ = summarise_concept(res, s)
                 results[(c, layer)], summaries[(c, layer)] = res, summ
                 for q in acts[c]["test"]:
-                    points.append({"cid": c, "layer": layer, "seed": s.split_seed, "qid": q,
-                                   "steerability": summ["steerability"].get(s.steer_run),
-                                   "soft_steerability": summ["soft_steerability"].get(s.steer_run),
-                                   "judge_steerability": summ["judge_steerability"].get(s.steer_run),
-                                   "question_soft_steerability": summ["question_soft_steerability"][q],
-                                   "question_judge_steerability": summ["question_judge_steerability"][q],
-                                   "mu_norm": res["mu_norm"],
-                                   "sin": res["sin"][q], "cos": res["cos"][q], "sim": res["sim"][q],
-                                   "question_steerability": summ["question_steerability"][q],
-                                   "excluded": q in summ["excluded"]})
-    return {"concepts": cids, "directions": dirs, "results": results, "summaries": summaries, "points": points,
-            "acts": acts}
+                    points.append(
+                        {
+                            "cid": c,
+                            "layer": layer,
+                            "seed": s.split_seed,
+                            "qid": q,
+                            "steerability": summ["steerability"].get(s.steer_run),
+                            "soft_steerability": summ["soft_steerability"].get(s.steer_run),
+                            "judge_steerability": summ["judge_steerability"].get(s.steer_run),
+                            "question_soft_steerability": summ["question_soft_steerability"][q],
+                            "question_judge_steerability": summ["question_judge_steerability"][q],
+                            "mu_norm": res["mu_norm"],
+                            "sin": res["sin"][q],
+                            "cos": res["cos"][q],
+                            "sim": res["sim"][q],
+                            "question_steerability": summ["question_steerability"][q],
+                            "excluded": q in summ["excluded"],
+                        }
+                    )
+    return {
+        "concepts": cids,
+        "directions": dirs,
+        "results": results,
+        "summaries": summaries,
+        "points": points,
+        "acts": acts,
+    }

@@ -1,4 +1,5 @@
 """PNG plots: the cylinder view of one concept, steerability against sin^2/cos, label fractions per step."""
+
 from __future__ import annotations
 
 import matplotlib
@@ -42,8 +43,9 @@ def cylinder_view(d_train: torch.Tensor, d_test: torch.Tensor, outcomes: list[st
     plt.close(fig)
 
 
-def steerability_scatter(x: np.ndarray, y: np.ndarray, path: str, title: str,
-                         ylabel: str = "steerability / |mu_c|^2") -> None:
+def steerability_scatter(
+    x: np.ndarray, y: np.ndarray, path: str, title: str, ylabel: str = "steerability / |mu_c|^2"
+) -> None:
     """Steerability / |mu_c|^2 against sin^2(theta)/cos(theta), one point per (concept, question)."""
     fig, ax = plt.subplots(figsize=(5.5, 4.2))
     ax.scatter(x, y, s=12, alpha=0.6)
@@ -60,8 +62,11 @@ def label_fractions(frac: dict[str, dict[str, list[float]]], path: str, title: s
     names = list(frac)
     fig, axes = plt.subplots(1, len(names), figsize=(3.6 * len(names), 3.4), squeeze=False)
     for ax, name in zip(axes[0], names):
-        for lab, colour, text in (("1", "tab:blue", "normal"), ("2", "tab:green", "concept"),
-                                  ("3", "tab:red", "gibberish")):
+        for lab, colour, text in (
+            ("1", "tab:blue", "normal"),
+            ("2", "tab:green", "concept"),
+            ("3", "tab:red", "gibberish"),
+        ):
             ys = frac[name][lab]
             ax.plot(range(1, len(ys) + 1), ys, color=colour, label=text)
         ax.set_title(name, fontsize=9)

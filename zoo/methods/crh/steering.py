@@ -5,6 +5,7 @@ The authors add v with a forward *pre*-hook on block l while their vectors come 
 steer one block earlier than they read. ``hook_site="input"`` keeps that (``steer`` at block l - 1's output, the
 same tensor as block l's input); ``hook_site="output"`` adds v where it was read.
 """
+
 from __future__ import annotations
 
 import torch
@@ -13,16 +14,18 @@ from zoo.models.activations import residual_stream, steer
 
 
 @torch.no_grad()
-def last_token_states(model, tokenizer, texts: list[str], layers: list[int], batch_size: int = 32,
-                      add_special_tokens: bool = True) -> dict[int, torch.Tensor]:
+def last_token_states(
+    model, tokenizer, texts: list[str], layers: list[int], batch_size: int = 32, add_special_tokens: bool = True
+) -> dict[int, torch.Tensor]:
     """Residual state of each text's last real token after each layer: ``{layer: [N, D]}`` float32 (right
     padding, so the last real token is at ``mask.sum() - 1``)."""
     side, tokenizer.padding_side = tokenizer.padding_side, "right"
     out: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
     try:
         for i in range(0, len(texts), batch_size):
-            enc = tokenizer(texts[i:i + batch_size], return_tensors="pt", padding=True,
-                            add_special_tokens=add_special_tokens).to(model.device)
+            enc = tokenizer(
+                texts[i : i + batch_size], return_tensors="pt", padding=True, add_special_tokens=add_special_tokens
+            ).to(model.device)
             states = residual_stream(model, enc["input_ids"], enc["attention_mask"], layers)
             last = enc["attention_mask"].sum(dim=1) - 1
             for layer in layers:
@@ -49,10 +52,21 @@ def steer_site(layer: int, hook_site: str) -> int:
 
 
 @torch.no_grad()
-def steered_generate(model, tokenizer, prompts: list[str], vectors: torch.Tensor, layer: int, hook_site: str = "input",
-                     prompt_only: bool = False, max_new_tokens: int = 32, temperature: float = 0.1,
-                     batch_size: int = 128, seed: int = 0, add_special_tokens: bool = True,
-                     watch_ids: list[int] | None = None) -> list[str] | tuple[list[str], torch.Tensor]:
+def steered_generate(
+    model,
+    tokenizer,
+    prompts: list[str],
+    vectors: torch.Tensor,
+    layer: int,
+    hook_site: str = "input",
+    prompt_only: bool = False,
+    max_new_tokens: int = 32,
+    temperature: float = 0.1,
+    batch_size: int = 128,
+    seed: int = 0,
+    add_special_tokens: bool = True,
+    watch_ids: list[int] | None = None,
+) -> list[str] | tuple[list[str], torch.Tensor]:
     """Generate from each prompt with its own steering vector added at every position.
 
     Args:
@@ -73,17 +87,27 @@ def steered_generate(model, tokenizer, prompts: list[str], vectors: torch.Tensor
     side, tokenizer.padding_side = tokenizer.padding_side, "left"
     out: list[str] = []
     masses: list[torch.Tensor] = []
-    sample = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0 else \
-        {"do_sample": False}
+    sample = (
+        {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+        if temperature > 0
+        else {"do_sample": False}
+    )
     try:
         for i in range(0, len(prompts), batch_size):
-            enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True,
-                            add_special_tokens=add_special_tokens).to(model.device)
+            enc = tokenizer(
+                prompts[i : i + batch_size], return_tensors="pt", padding=True, add_special_tokens=add_special_tokens
+            ).to(model.device)
             torch.manual_seed(seed + i)
-            with steer(model, site, vectors[i:i + batch_size], prompt_only=prompt_only):
-                res = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                     output_logits=watch_ids is not None, return_dict_in_generate=True, **sample)
-            new = res.sequences[:, enc["input_ids"].shape[1]:]
+            with steer(model, site, vectors[i : i + batch_size], prompt_only=prompt_only):
+                res = model.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    pad_token_id=tokenizer.pad_token_id,
+                    output_logits=watch_ids is not None,
+                    return_dict_in_generate=True,
+                    **sample,
+                )
+            new = res.sequences[:, enc["input_ids"].shape[1] :]
             out += tokenizer.batch_decode(new, skip_special_tokens=True)
             if watch_ids is not None:
                 probs = torch.stack([lg.float().softmax(-1)[:, watch_ids].sum(-1) for lg in res.logits], 1).cpu()

@@ -12,6 +12,7 @@
 * ``deep_frechet``: a network from X to the space's embedding trained on the squared metric, projected at prediction
   (after Iao, Zhou & Müller 2024; their manifold-learning representation step is replaced by the embedding: ours).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,8 +44,17 @@ def local_per_covariate(X, Z, Xq, space: Space, seed: int = 0, groups=None) -> n
     return local_predict(X[:, j], Z, Xq[:, j], h, space)
 
 
-def fsi_direction(X, Z, space: Space, seed: int = 0, n_dirs: int = 1000, n_bins: int | None = None,
-                  h_grid=(0.1, 0.2, 0.4), chunk: int = 100, groups=None) -> tuple[np.ndarray, float]:
+def fsi_direction(
+    X,
+    Z,
+    space: Space,
+    seed: int = 0,
+    n_dirs: int = 1000,
+    n_bins: int | None = None,
+    h_grid=(0.1, 0.2, 0.4),
+    chunk: int = 100,
+    groups=None,
+) -> tuple[np.ndarray, float]:
     """FSI's direction search. Returns ``(β (p,), h)``; ``h`` chosen by leave-one-out along β."""
     from sklearn.cluster import KMeans
 
@@ -57,17 +67,21 @@ def fsi_direction(X, Z, space: Space, seed: int = 0, n_dirs: int = 1000, n_bins:
     labels = KMeans(M, n_init=3, random_state=seed).fit_predict(X)
     keep = [lab for lab in range(M) if (labels == lab).any()]
     Xb = np.stack([X[labels == lab].mean(0) for lab in keep])
-    Yb = np.stack([space.frechet_mean(np.full((labels == lab).sum(), 1 / (labels == lab).sum()), Z[labels == lab])[0]
-                   for lab in keep])
+    Yb = np.stack(
+        [
+            space.frechet_mean(np.full((labels == lab).sum(), 1 / (labels == lab).sum()), Z[labels == lab])[0]
+            for lab in keep
+        ]
+    )
     cnt = torch.as_tensor([(labels == lab).sum() for lab in keep], dtype=torch.float64)
     Xt, Zt, Xbt, Ybt = (torch.as_tensor(a, dtype=torch.float64) for a in (X, Z, Xb, Yb))
     best, crit = 0, np.inf
     for start in range(0, n_dirs, chunk):
-        Dc = torch.as_tensor(D[start:start + chunk])
-        T, Tb = (Xt @ Dc.T).T, (Xbt @ Dc.T).T                 # (c, n), (c, M)
+        Dc = torch.as_tensor(D[start : start + chunk])
+        T, Tb = (Xt @ Dc.T).T, (Xbt @ Dc.T).T  # (c, n), (c, M)
         for hk in h_grid:
-            W = local_linear_weights(T, Tb, hk * T.std(1)[:, None, None])     # (c, M, n)
-            err = (space.dist2(W @ Zt, Ybt) * cnt).sum(1)                     # (c,)
+            W = local_linear_weights(T, Tb, hk * T.std(1)[:, None, None])  # (c, M, n)
+            err = (space.dist2(W @ Zt, Ybt) * cnt).sum(1)  # (c,)
             k = int(err.argmin())
             if float(err[k]) < crit:
                 best, crit = start + k, float(err[k])
@@ -81,14 +95,25 @@ def fsi(X, Z, Xq, space: Space, seed: int = 0, groups=None, n_dirs: int = 1000) 
     return local_predict(X @ beta, Z, Xq @ beta, h, space)
 
 
-def deep_frechet(X, Z, Xq, space: Space, seed: int = 0, groups=None, epochs: int = 300, hidden: int = 64,
-                 weight_decay: float = 1e-3, lr: float = 3e-3) -> np.ndarray:
+def deep_frechet(
+    X,
+    Z,
+    Xq,
+    space: Space,
+    seed: int = 0,
+    groups=None,
+    epochs: int = 300,
+    hidden: int = 64,
+    weight_decay: float = 1e-3,
+    lr: float = 3e-3,
+) -> np.ndarray:
     torch.manual_seed(seed)
-    net = nn.Sequential(nn.Linear(X.shape[1], hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
-                        nn.Linear(hidden, Z.shape[1]))
+    net = nn.Sequential(
+        nn.Linear(X.shape[1], hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, Z.shape[1])
+    )
     Xt, Zt = torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(Z, dtype=torch.float32)
     mu, sd = Zt.mean(0), Zt.std(0).clamp(min=1e-6)
-    w = torch.as_tensor(space.weights, dtype=torch.float32) * sd ** 2
+    w = torch.as_tensor(space.weights, dtype=torch.float32) * sd**2
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
     g = torch.Generator().manual_seed(seed)
     for _ in range(epochs):
@@ -102,5 +127,10 @@ def deep_frechet(X, Z, Xq, space: Space, seed: int = 0, groups=None, epochs: int
     return space.project(raw)
 
 
-BASELINES = {"frechet-mean": frechet_mean, "gfr": gfr, "local-per-covariate": local_per_covariate, "fsi": fsi,
-             "deep-frechet": deep_frechet}
+BASELINES = {
+    "frechet-mean": frechet_mean,
+    "gfr": gfr,
+    "local-per-covariate": local_per_covariate,
+    "fsi": fsi,
+    "deep-frechet": deep_frechet,
+}

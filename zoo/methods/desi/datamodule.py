@@ -26,6 +26,7 @@ Datasets (``data.dataset``):
 
 Inputs are standardised with the training split's mean and sd (kept in ``x_mean``, ``x_sd``).
 """
+
 from __future__ import annotations
 
 import math
@@ -43,11 +44,14 @@ from zoo.methods.desi.sim import simulate
 from zoo.methods.desi.spaces import SPACES, Space, quantiles_from_pmf
 
 HMD = "data/mortality-distributions"
-COMPOSITIONS = {"GDPsatis": (["gdp"], ["very.bad", "bad", "moderately.bad", "moderately.good", "good", "very.good"]),
-                "lifeExpGdp": (["lifeExpMen", "lifeExpWomen"],
-                               ["agriculture", "manufacture", "construction", "wholesale", "transport", "other"]),
-                "election": (["unemployment", "income"],
-                             ["CDU_CSU", "SDP", "GRUENE", "FDP", "DIE_LINKE", "other_parties"])}
+COMPOSITIONS = {
+    "GDPsatis": (["gdp"], ["very.bad", "bad", "moderately.bad", "moderately.good", "good", "very.good"]),
+    "lifeExpGdp": (
+        ["lifeExpMen", "lifeExpWomen"],
+        ["agriculture", "manufacture", "construction", "wholesale", "transport", "other"],
+    ),
+    "election": (["unemployment", "income"], ["CDU_CSU", "SDP", "GRUENE", "FDP", "DIE_LINKE", "other_parties"]),
+}
 DATASETS = ("hmd-forecast", "hmd2013", "sim", *COMPOSITIONS)
 GRID = np.linspace(0.0, 1.0, 101)
 
@@ -69,10 +73,16 @@ def load_hmd_forecast(horizon: int = 10) -> dict:
     keys = [(c, y) for c, y in mx.index if (c, y + horizon) in dx.index]
     X = np.log(np.maximum(mx.loc[keys, ages_x].to_numpy(), 1e-5))
     D = dx.loc[[(c, y + horizon) for c, y in keys], list(range(20, 111))].to_numpy()
-    pmf = np.c_[D[:, :89], D[:, 89] + D[:, 90]]          # ages 20..108, then 109 and 110+ together in [109, 110]
+    pmf = np.c_[D[:, :89], D[:, 89] + D[:, 90]]  # ages 20..108, then 109 and 110+ together in [109, 110]
     Q = quantiles_from_pmf(np.arange(20.0, 111.0), pmf, GRID)
-    return {"X": X, "Z": Q, "groups": np.array([c for c, _ in keys]), "years": np.array([y for _, y in keys]),
-            "feature_names": [f"log_m{a}" for a in ages_x], "support": (20.0, 110.0)}
+    return {
+        "X": X,
+        "Z": Q,
+        "groups": np.array([c for c, _ in keys]),
+        "years": np.array([y for _, y in keys]),
+        "feature_names": [f"log_m{a}" for a in ages_x],
+        "support": (20.0, 110.0),
+    }
 
 
 def load_hmd2013() -> dict:
@@ -83,8 +93,14 @@ def load_hmd2013() -> dict:
     Xdf = pd.read_csv(root / "fsi2013_X_centerscale.csv", index_col=0)
     Q = pd.read_csv(root / "fsi2013_quant_all.csv", index_col=0).to_numpy()
     folds = pd.read_csv(root / "fsi2013_Folds_new.csv", index_col=0).to_numpy() - 1
-    return {"X": Xdf.to_numpy(), "Z": Q, "groups": np.array(Xdf.index), "folds": folds,
-            "feature_names": list(Xdf.columns), "support": (20.0, 110.0)}
+    return {
+        "X": Xdf.to_numpy(),
+        "Z": Q,
+        "groups": np.array(Xdf.index),
+        "folds": folds,
+        "feature_names": list(Xdf.columns),
+        "support": (20.0, 110.0),
+    }
 
 
 def load_composition(name: str) -> dict:
@@ -94,8 +110,13 @@ def load_composition(name: str) -> dict:
     _, rows = read_csv_rows(path, required=xs + parts)
     X = np.array([[float(r[c]) for c in xs] for r in rows])
     Y = np.array([[float(r[c]) for c in parts] for r in rows])
-    return {"X": X, "Y": Y / Y.sum(1, keepdims=True), "feature_names": xs, "parts": parts,
-            "groups": np.array([r.get("country") or r.get("rownames") for r in rows])}
+    return {
+        "X": X,
+        "Y": Y / Y.sum(1, keepdims=True),
+        "feature_names": xs,
+        "parts": parts,
+        "groups": np.array([r.get("country") or r.get("rownames") for r in rows]),
+    }
 
 
 def _check_rows(Y: np.ndarray, space: str, path: str, cols: list[str], support) -> None:
@@ -105,8 +126,10 @@ def _check_rows(Y: np.ndarray, space: str, path: str, cols: list[str], support) 
         if space == "distribution":
             bad = np.nonzero(np.diff(y) < 0)[0]
             if len(bad):
-                raise DataError(f"{where}: column {cols[bad[0] + 1]}: quantiles decrease ({y[bad[0]]} -> "
-                                f"{y[bad[0] + 1]}); a quantile function is non-decreasing")
+                raise DataError(
+                    f"{where}: column {cols[bad[0] + 1]}: quantiles decrease ({y[bad[0]]} -> "
+                    f"{y[bad[0] + 1]}); a quantile function is non-decreasing"
+                )
         elif space == "composition":
             if (y <= 0).any():
                 raise DataError(f"{where}: column {cols[int(np.argmax(y <= 0))]}: composition parts must be > 0")
@@ -120,11 +143,14 @@ def _check_rows(Y: np.ndarray, space: str, path: str, cols: list[str], support) 
                 j, k = np.unravel_index(asym.argmax(), A.shape)
                 raise DataError(f"{where}: column {cols[j * r + k]}: matrix is not symmetric")
             if space == "spd" and np.linalg.eigvalsh(A).min() <= 0:
-                raise DataError(f"{where}: columns {cols[0]}..{cols[-1]}: matrix is not positive definite "
-                                f"(smallest eigenvalue {np.linalg.eigvalsh(A).min():.3g})")
+                raise DataError(
+                    f"{where}: columns {cols[0]}..{cols[-1]}: matrix is not positive definite "
+                    f"(smallest eigenvalue {np.linalg.eigvalsh(A).min():.3g})"
+                )
             if space == "laplacian" and (np.abs(A.sum(1)).max() > 1e-6 or (A[~np.eye(r, dtype=bool)] > 1e-12).any()):
-                raise DataError(f"{where}: columns {cols[0]}..{cols[-1]}: not a graph Laplacian "
-                                "(zero row sums, off-diagonal <= 0)")
+                raise DataError(
+                    f"{where}: columns {cols[0]}..{cols[-1]}: not a graph Laplacian (zero row sums, off-diagonal <= 0)"
+                )
 
 
 def read_user_file(path: str, space: str, support=None) -> dict:
@@ -164,7 +190,7 @@ def read_user_file(path: str, space: str, support=None) -> dict:
                 if not math.isfinite(v):
                     raise DataError(f"{path}:{i + 2}: column {h}: not a finite number ({r[h]!r})")
                 vals[i, j] = v
-        X, Y = vals[:, :len(xcols)], vals[:, len(xcols):len(xcols) + len(ycols)]
+        X, Y = vals[:, : len(xcols)], vals[:, len(xcols) : len(xcols) + len(ycols)]
         names = xcols
         if ycols[0].startswith("density_"):
             if space != "distribution" or support is None:
@@ -173,8 +199,10 @@ def read_user_file(path: str, space: str, support=None) -> dict:
             for i, dens in enumerate(Y):
                 mass = np.trapezoid(dens, ages)
                 if (dens < 0).any() or abs(mass - 1) > 0.01:
-                    raise DataError(f"{path}:{i + 2}: columns {ycols[0]}..{ycols[-1]}: density integrates to "
-                                    f"{mass:.4g} (must be 1 within 1%) or is negative")
+                    raise DataError(
+                        f"{path}:{i + 2}: columns {ycols[0]}..{ycols[-1]}: density integrates to "
+                        f"{mass:.4g} (must be 1 within 1%) or is negative"
+                    )
             mid = (Y[:, 1:] + Y[:, :-1]) / 2 * np.diff(ages)
             Y = quantiles_from_pmf(ages, mid, GRID)
             ycols = [f"q{j}" for j in range(len(GRID))]
@@ -203,11 +231,21 @@ class FrechetDataModule(L.LightningDataModule):
         DataError / ValueError: bad file or settings (see above), from ``setup()``.
     """
 
-    def __init__(self, dataset: Annotated[str, OneOf(DATASETS)] = "hmd-forecast", path: str | None = None,
-                 space: Annotated[str, OneOf(SPACES)] = "distribution", support: list[float] | None = None,
-                 fold: Annotated[int, Range(0, 29)] = 0, holdout: NonNegativeInt | None = None,
-                 test_fraction: OpenUnit = 0.25, seed: NonNegativeInt = 0, n: PositiveInt = 500, p: PositiveInt = 10,
-                 n_test: PositiveInt = 500, batch_size: PositiveInt = 256):
+    def __init__(
+        self,
+        dataset: Annotated[str, OneOf(DATASETS)] = "hmd-forecast",
+        path: str | None = None,
+        space: Annotated[str, OneOf(SPACES)] = "distribution",
+        support: list[float] | None = None,
+        fold: Annotated[int, Range(0, 29)] = 0,
+        holdout: NonNegativeInt | None = None,
+        test_fraction: OpenUnit = 0.25,
+        seed: NonNegativeInt = 0,
+        n: PositiveInt = 500,
+        p: PositiveInt = 10,
+        n_test: PositiveInt = 500,
+        batch_size: PositiveInt = 256,
+    ):
         super().__init__()
         if path is None and dataset not in DATASETS:
             raise ValueError(f"data.dataset must be one of {DATASETS}, got {dataset!r}")
@@ -273,13 +311,17 @@ class FrechetDataModule(L.LightningDataModule):
         if "years" in d:
             labels = np.array([f"{g} {y}->{y + 10}" for g, y in zip(groups, d["years"])])
         self.test_groups = labels[test]
-        self.groups_train = (np.unique(groups[train], return_inverse=True)[1] if self.dataset == "hmd-forecast"
-                             and self.path is None else None)     # country ids: cross-fit by country
+        self.groups_train = (
+            np.unique(groups[train], return_inverse=True)[1]
+            if self.dataset == "hmd-forecast" and self.path is None
+            else None
+        )  # country ids: cross-fit by country
 
     def train_dataloader(self) -> DataLoader:
         """Row indices of the training split (the module holds the split itself; a batch is a set of rows ``B``)."""
-        return DataLoader(torch.arange(len(self.X_train)), batch_size=min(self.batch_size, len(self.X_train)),
-                          shuffle=True)
+        return DataLoader(
+            torch.arange(len(self.X_train)), batch_size=min(self.batch_size, len(self.X_train)), shuffle=True
+        )
 
     def val_dataloader(self) -> DataLoader:
         """One batch: every held-out row index."""

@@ -6,6 +6,7 @@ All weight functions return ``(k, n)``: one row per query point, summing to one 
 the regression estimate at a query is ``space.frechet_mean(row, Z)``. Torch versions are differentiable in the index
 values and the bandwidth.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +30,13 @@ def global_weights(X: np.ndarray, Xq: np.ndarray) -> np.ndarray:
     return (1.0 + (Xq - xbar) @ np.linalg.pinv(S) @ (X - xbar).T) / len(X)
 
 
-def local_linear_weights(t: torch.Tensor, tq: torch.Tensor, h: torch.Tensor | float,
-                         exclude: torch.Tensor | None = None, kernel: str = "gaussian") -> torch.Tensor:
+def local_linear_weights(
+    t: torch.Tensor,
+    tq: torch.Tensor,
+    h: torch.Tensor | float,
+    exclude: torch.Tensor | None = None,
+    kernel: str = "gaussian",
+) -> torch.Tensor:
     """Local linear Fréchet weights ``s_in(t, h)/n = K_h(T_i−t)[μ2 − μ1(T_i−t)] / (n σ0²)`` along a scalar index.
 
     Args:
@@ -45,29 +51,35 @@ def local_linear_weights(t: torch.Tensor, tq: torch.Tensor, h: torch.Tensor | fl
     Raises:
         ValueError: an unknown kernel.
     """
-    D = t[..., None, :] - tq[..., :, None]                # (..., k, n): T_i − t
+    D = t[..., None, :] - tq[..., :, None]  # (..., k, n): T_i − t
     u = D / h
     if kernel == "gaussian":
-        u2 = u ** 2                                       # cut at 10 sd: denormal floats are ~50x slower on CPUs
+        u2 = u**2  # cut at 10 sd: denormal floats are ~50x slower on CPUs
         K = torch.where(u2 < 100.0, torch.exp(-0.5 * u2.clamp(max=100.0)), torch.zeros_like(u2))
     elif kernel == "epanechnikov":
-        K = torch.clamp(1 - u ** 2, min=0.0)
+        K = torch.clamp(1 - u**2, min=0.0)
     else:
         raise ValueError(f"kernel must be gaussian or epanechnikov, got {kernel!r}")
     if exclude is not None and exclude.dtype == torch.bool:
         K = K.masked_fill(exclude, 0.0)
     elif exclude is not None:
         K = K.scatter(-1, exclude[:, None].expand(*K.shape[:-1], 1), 0.0)
-    mu1, mu2 = (K * D).mean(-1, keepdim=True), (K * D ** 2).mean(-1, keepdim=True)
+    mu1, mu2 = (K * D).mean(-1, keepdim=True), (K * D**2).mean(-1, keepdim=True)
     s = K * (mu2 - mu1 * D)
-    denom = s.sum(-1, keepdim=True)                        # = n σ0² = n (μ0 μ2 − μ1²) up to rounding
+    denom = s.sum(-1, keepdim=True)  # = n σ0² = n (μ0 μ2 − μ1²) up to rounding
     tiny = torch.finfo(s.dtype).tiny ** 0.5
     return s / torch.where(denom.abs() > tiny, denom, torch.full_like(denom, tiny))
 
 
-def cross_fitted_risk(t: torch.Tensor, Z: torch.Tensor, h: torch.Tensor | float, space: Space,
-                      rows: torch.Tensor | None = None, kernel: str = "gaussian",
-                      groups: torch.Tensor | None = None) -> torch.Tensor:
+def cross_fitted_risk(
+    t: torch.Tensor,
+    Z: torch.Tensor,
+    h: torch.Tensor | float,
+    space: Space,
+    rows: torch.Tensor | None = None,
+    kernel: str = "gaussian",
+    groups: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``(1/|B|) Σ_{i∈B} d²(Y_i, m̂⁽⁻ⁱ⁾(t_i))`` with the unprojected leave-one-out local linear mean.
 
     Args:
@@ -83,8 +95,14 @@ def cross_fitted_risk(t: torch.Tensor, Z: torch.Tensor, h: torch.Tensor | float,
     return space.dist2(W @ Z, Z[rows]).mean()
 
 
-def select_bandwidth(t: np.ndarray, Z: np.ndarray, space: Space, grid: np.ndarray | None = None,
-                     kernel: str = "gaussian", groups: np.ndarray | None = None) -> tuple[float, float]:
+def select_bandwidth(
+    t: np.ndarray,
+    Z: np.ndarray,
+    space: Space,
+    grid: np.ndarray | None = None,
+    kernel: str = "gaussian",
+    groups: np.ndarray | None = None,
+) -> tuple[float, float]:
     """Bandwidth minimising the leave-one-out (or leave-one-group-out) risk over ``grid`` (default: 12 values,
     0.03–2 × sd(t)).
 

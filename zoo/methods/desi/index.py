@@ -11,6 +11,7 @@ the *unprojected* weighted mean; the projection onto the space is applied at pre
 Both start from ``b`` = the least-squares direction of the responses' first principal score on x (ours).
 The bandwidth is ``h = exp(log_h) · sd(t)`` over the reference set, so it is scale free for either index.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -47,8 +48,14 @@ class SingleIndex(nn.Module):
         ValueError: an unknown index or ``p < 1``.
     """
 
-    def __init__(self, p: int, index: str = "linear", hidden: tuple[int, ...] = (32, 32), h_init: float = 0.2,
-                 kernel: str = "gaussian"):
+    def __init__(
+        self,
+        p: int,
+        index: str = "linear",
+        hidden: tuple[int, ...] = (32, 32),
+        h_init: float = 0.2,
+        kernel: str = "gaussian",
+    ):
         super().__init__()
         if index not in INDEXES:
             raise ValueError(f"index must be one of {INDEXES}, got {index!r}")
@@ -86,8 +93,14 @@ class SingleIndex(nn.Module):
     def bandwidth(self, t_ref: torch.Tensor) -> torch.Tensor:
         return self.log_h.exp() * t_ref.detach().std().clamp(min=1e-8)
 
-    def risk(self, X: torch.Tensor, Z: torch.Tensor, space: Space, rows: torch.Tensor | None = None,
-             groups: torch.Tensor | None = None) -> torch.Tensor:
+    def risk(
+        self,
+        X: torch.Tensor,
+        Z: torch.Tensor,
+        space: Space,
+        rows: torch.Tensor | None = None,
+        groups: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Cross-fitted risk on ``rows`` of the training set ``X (n, p)``, ``Z (n, m)`` (the training loss);
         ``groups (n,)`` makes it leave-one-group-out."""
         t = self(X)
@@ -120,9 +133,18 @@ class SingleIndex(nn.Module):
         return v * (1 if v[np.argmax(np.abs(v))] >= 0 else -1)
 
 
-def fit_index(model: SingleIndex, X: np.ndarray, Z: np.ndarray, space: Space, epochs: int = 200, lr: float = 0.02,
-              batch_size: int = 512, weight_decay: float = 0.0, seed: int = 0,
-              groups: np.ndarray | None = None) -> list[float]:
+def fit_index(
+    model: SingleIndex,
+    X: np.ndarray,
+    Z: np.ndarray,
+    space: Space,
+    epochs: int = 200,
+    lr: float = 0.02,
+    batch_size: int = 512,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+    groups: np.ndarray | None = None,
+) -> list[float]:
     """Plain Adam loop on the cross-fitted risk (the LightningModule runs the same step); returns epoch losses."""
     g = torch.Generator().manual_seed(seed)
     X_, Z_ = torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(Z, dtype=torch.float32)

@@ -4,6 +4,7 @@ The estimator is our reconstruction (``index.py``): an index (``linear`` β on t
 AGOP direction) and ``log h`` trained by Adam on the cross-fitted local linear Fréchet risk; the training inputs and
 embedded responses are buffers, so a checkpoint or release package predicts on its own.
 """
+
 from __future__ import annotations
 
 import copy
@@ -45,13 +46,21 @@ class DeSIModule(ZooModule):
     export_formats = ("package",)
     fit_sized_buffers = _SIZED  # reference-set sizes are only known after setup
 
-    def __init__(self, index: Literal["linear", "deep"] = "linear",
-                 hidden: Annotated[list[PositiveInt], NonEmpty] | None = None, h_init: Positive = 0.2,
-                 kernel: Literal["gaussian", "epanechnikov"] = "gaussian", lr: Positive = 0.02,
-                 weight_decay: NonNegative = 0.0, bootstrap: NonNegativeInt = 10, bootstrap_epochs: NonNegativeInt = 5,
-                 n_features: PositiveInt | None = None,
-                 space: Literal["distribution", "spd", "composition", "laplacian"] | None = None,
-                 m: PositiveInt | None = None, support: list[float] | None = None):
+    def __init__(
+        self,
+        index: Literal["linear", "deep"] = "linear",
+        hidden: Annotated[list[PositiveInt], NonEmpty] | None = None,
+        h_init: Positive = 0.2,
+        kernel: Literal["gaussian", "epanechnikov"] = "gaussian",
+        lr: Positive = 0.02,
+        weight_decay: NonNegative = 0.0,
+        bootstrap: NonNegativeInt = 10,
+        bootstrap_epochs: NonNegativeInt = 5,
+        n_features: PositiveInt | None = None,
+        space: Literal["distribution", "spd", "composition", "laplacian"] | None = None,
+        m: PositiveInt | None = None,
+        support: list[float] | None = None,
+    ):
         super().__init__()
         if lr <= 0 or h_init <= 0 or bootstrap < 0:
             raise ValueError("model.lr and model.h_init must be > 0 and model.bootstrap >= 0")
@@ -60,7 +69,7 @@ class DeSIModule(ZooModule):
         for name in ("X_ref", "Z_ref", "x_mean", "x_sd"):
             self.register_buffer(name, torch.zeros(0))
         self.register_buffer("meta_json", torch.zeros(0, dtype=torch.uint8))
-        self.register_buffer("g_ref", torch.zeros(0, dtype=torch.long))   # cross-fitting groups (empty: rows)
+        self.register_buffer("g_ref", torch.zeros(0, dtype=torch.long))  # cross-fitting groups (empty: rows)
         self._artifacts: dict[str, str] = {}
 
     def _build(self) -> SingleIndex:
@@ -82,16 +91,20 @@ class DeSIModule(ZooModule):
         dm = self.trainer.datamodule
         dm.setup(stage)
         sp = dm.space
-        self.hparams.update(n_features=int(dm.X_train.shape[1]), space=sp.kind, m=sp.m,
-                            support=list(sp.support) if sp.support else None)
+        self.hparams.update(
+            n_features=int(dm.X_train.shape[1]), space=sp.kind, m=sp.m, support=list(sp.support) if sp.support else None
+        )
         self.X_ref = torch.as_tensor(dm.X_train, dtype=torch.float32)
         self.Z_ref = torch.as_tensor(dm.Z_train, dtype=torch.float32)
         self.x_mean = torch.as_tensor(dm.x_mean, dtype=torch.float64)
         self.x_sd = torch.as_tensor(dm.x_sd, dtype=torch.float64)
         if dm.groups_train is not None:
             self.g_ref = torch.as_tensor(dm.groups_train, dtype=torch.long)
-        meta = {"feature_names": dm.feature_names, "dataset": dm.path or dm.dataset,
-                "beta_true": None if dm.beta is None else [float(b) for b in dm.beta]}
+        meta = {
+            "feature_names": dm.feature_names,
+            "dataset": dm.path or dm.dataset,
+            "beta_true": None if dm.beta is None else [float(b) for b in dm.beta],
+        }
         self.meta_json = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
         if self.net is None:
             self.net = self._build()
@@ -132,9 +145,18 @@ class DeSIModule(ZooModule):
         for b in range(hp.bootstrap):
             idx = rng.integers(0, len(X), len(X))
             net = copy.deepcopy(self.net).cpu()
-            groups = self.g_ref.cpu().numpy()[idx] if self.g_ref.numel() else idx      # resampled copies: one group
-            fit_index(net, X[idx], Z[idx], self.space, epochs=hp.bootstrap_epochs, lr=hp.lr,
-                      weight_decay=hp.weight_decay, seed=b, groups=groups)
+            groups = self.g_ref.cpu().numpy()[idx] if self.g_ref.numel() else idx  # resampled copies: one group
+            fit_index(
+                net,
+                X[idx],
+                Z[idx],
+                self.space,
+                epochs=hp.bootstrap_epochs,
+                lr=hp.lr,
+                weight_decay=hp.weight_decay,
+                seed=b,
+                groups=groups,
+            )
             d = net.direction(torch.as_tensor(X[idx]))
             out.append(d * np.sign(d @ base or 1.0))
         return np.array(out).reshape(-1, len(base))
@@ -144,12 +166,22 @@ class DeSIModule(ZooModule):
         out.mkdir(parents=True, exist_ok=True)
         names, beta = self.meta["feature_names"], self.direction()
         boot = self.bootstrap_directions() if self.hparams.bootstrap else np.zeros((0, len(beta)))
-        lo, hi = (np.percentile(boot, [2.5, 97.5], axis=0) if len(boot) > 1 else (beta, beta))
-        doc = {"index": self.hparams.index, "feature": names, "direction": beta.tolist(), "ci_low": lo.tolist(),
-               "ci_high": hi.tolist(), "bootstrap": len(boot),
-               "bandwidth_sd_units": float(self.net.log_h.detach().exp()), "n_reference": len(self.X_ref)}
-        files = {"index.json": out / "index.json", "index_weights.png": out / "index_weights.png",
-                 "along_index.png": out / "along_index.png"}
+        lo, hi = np.percentile(boot, [2.5, 97.5], axis=0) if len(boot) > 1 else (beta, beta)
+        doc = {
+            "index": self.hparams.index,
+            "feature": names,
+            "direction": beta.tolist(),
+            "ci_low": lo.tolist(),
+            "ci_high": hi.tolist(),
+            "bootstrap": len(boot),
+            "bandwidth_sd_units": float(self.net.log_h.detach().exp()),
+            "n_reference": len(self.X_ref),
+        }
+        files = {
+            "index.json": out / "index.json",
+            "index_weights.png": out / "index_weights.png",
+            "along_index.png": out / "along_index.png",
+        }
         t_ref = self.net(self.X_ref).detach().cpu().numpy()
         grid_t = np.quantile(t_ref, np.linspace(0.05, 0.95, 7))
         along = self.predict_at_index(grid_t)
@@ -159,9 +191,10 @@ class DeSIModule(ZooModule):
             doc["heldout_mspe"] = float(sp.dist2(pred, dm.Z_test).mean())
             doc["heldout_n"] = len(dm.X_test)
             files["heldout.png"] = out / "heldout.png"
-            show = np.unique(np.linspace(0, len(pred) - 1, 6).round().astype(int))      # spread over the split
-            plot_heldout(sp, pred[show], dm.Z_test[show], [str(g) for g in dm.test_groups[show]],
-                         str(files["heldout.png"]))
+            show = np.unique(np.linspace(0, len(pred) - 1, 6).round().astype(int))  # spread over the split
+            plot_heldout(
+                sp, pred[show], dm.Z_test[show], [str(g) for g in dm.test_groups[show]], str(files["heldout.png"])
+            )
         if self.meta.get("beta_true"):
             from zoo.methods.desi.index import angle_degrees
 
@@ -182,8 +215,7 @@ class DeSIModule(ZooModule):
             from zoo.methods.desi.frechet import local_linear_weights
 
             tq = torch.as_tensor(t, dtype=t_ref.dtype, device=t_ref.device).clamp(t_ref.min(), t_ref.max())
-            W = local_linear_weights(t_ref, tq,
-                                     self.net.bandwidth(t_ref), kernel=self.net.kernel)
+            W = local_linear_weights(t_ref, tq, self.net.bandwidth(t_ref), kernel=self.net.kernel)
         return self.space.project(W.double().cpu().numpy() @ self.Z_ref.double().cpu().numpy())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -198,8 +230,9 @@ class DeSIModule(ZooModule):
         """Raw inputs ``(k, p)`` -> objects: quantiles ``(k, m)``, SPD/Laplacian ``(k, r, r)`` or compositions."""
         return self.space.to_object(self(torch.as_tensor(np.asarray(X, dtype=np.float64))).numpy())
 
-    predict_schema: ClassVar = {"files": [{"file": str, "columns": [str], "rows": [{"row": int, "values": [float]}],
-                                 "wrote": [str]}]}
+    predict_schema: ClassVar = {
+        "files": [{"file": str, "columns": [str], "rows": [{"row": int, "values": [float]}], "wrote": [str]}]
+    }
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict desi.<tag> rows.csv ... --json``: per input file its columns (``q0..`` quantiles for
@@ -227,8 +260,12 @@ class DeSIModule(ZooModule):
                         raise DataError(f"{path}:{i + 2}: column {c}: not a number ({r[c]!r})") from None
             Y = self.predict_objects(X).reshape(len(X), -1)
             head = [f"{'q' if self.space.kind == 'distribution' else 'y'}{j}" for j in range(Y.shape[1])]
-            done = {"file": str(path), "columns": head,
-                    "rows": [{"row": i, "values": [float(v) for v in y]} for i, y in enumerate(Y)], "wrote": []}
+            done = {
+                "file": str(path),
+                "columns": head,
+                "rows": [{"row": i, "values": [float(v) for v in y]} for i, y in enumerate(Y)],
+                "wrote": [],
+            }
             files.append(done)
             if out is None:
                 continue
@@ -255,9 +292,11 @@ class DeSIModule(ZooModule):
         datamodule.setup("validate")
         sp = self.space
         raw = self.net.predict(datamodule.X_test, self.X_ref, self.Z_ref, sp, project=False)
-        return {"val/mspe": float(sp.dist2(sp.project(raw), datamodule.Z_test).mean()),
-                "val/mspe_unprojected": float(sp.dist2(raw, datamodule.Z_test).mean()),
-                "n_reference": float(len(self.X_ref))}
+        return {
+            "val/mspe": float(sp.dist2(sp.project(raw), datamodule.Z_test).mean()),
+            "val/mspe_unprojected": float(sp.dist2(raw, datamodule.Z_test).mean()),
+            "n_reference": float(len(self.X_ref)),
+        }
 
 
 def _table(prediction: dict) -> str:

@@ -1,4 +1,5 @@
 """PNG plots of a DeSI fit: index weights with bootstrap CIs, responses along the index, held-out predictions."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,7 @@ def _plt():
     return plt
 
 
-def plot_importance(names: list[str], beta: np.ndarray, lo: np.ndarray, hi: np.ndarray, path: str,
-                    index: str) -> None:
+def plot_importance(names: list[str], beta: np.ndarray, lo: np.ndarray, hi: np.ndarray, path: str, index: str) -> None:
     """Bar chart of the index direction (standardised inputs) with 95% bootstrap intervals."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(4, 0.35 * len(names) + 2), 3.2))

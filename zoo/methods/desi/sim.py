@@ -10,6 +10,7 @@ mean ``m(x) = g(t)`` is non-linear in ``t``:
 * composition (4 parts): ``clr Y = t a₁ + sin(πt/2) a₂ + e`` (sd 0.2, projected to zero sum); ``m(x)`` without ``e``.
 * laplacian (5 nodes): edge weights ``w_jk = sigmoid(c_jk t) · U_i`` with ``U_i ~ U(0.5, 1.5)``; ``m(x) = L(E w)``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,7 +51,7 @@ def simulate(space: str, n: int, p: int, seed: int) -> dict:
     if p < 3:
         raise ValueError(f"simulations plant three non-zeros: need p >= 3, got {p}")
     rng = np.random.default_rng(seed)
-    fixed = np.random.default_rng(12345)                  # the link's constants are the same in every replication
+    fixed = np.random.default_rng(12345)  # the link's constants are the same in every replication
     X = rng.normal(size=(n, p))
     beta = planted_beta(p)
     t = X @ beta
@@ -63,7 +64,7 @@ def simulate(space: str, n: int, p: int, seed: int) -> dict:
     elif space == "spd":
         S1, S2 = (_sym(fixed.normal(size=(3, 3))) for _ in range(2))
         S1, S2 = S1 / np.linalg.norm(S1), S2 / np.linalg.norm(S2)
-        M = t[:, None, None] * S1 + (t ** 2 / 2 - 0.5)[:, None, None] * S2
+        M = t[:, None, None] * S1 + (t**2 / 2 - 0.5)[:, None, None] * S2
         E = _sym(rng.normal(0, 0.2, (n, 3, 3)))
         Y = sp.to_object((M + E).reshape(n, -1))
         Z, Z_true = sp.embed(Y), M.reshape(n, -1)

@@ -17,6 +17,7 @@ average of the embeddings onto that subset (Petersen & Müller 2019 §3; DeSI no
 Arrays: ``Z (n, m)`` embeddings, ``w (m,)`` quadrature weights of the distance. Torch versions of ``dist2`` keep
 gradients (the training loss is the distance to the unprojected mean).
 """
+
 from __future__ import annotations
 
 import math
@@ -51,7 +52,7 @@ class Space:
         if kind == "distribution":
             u = np.linspace(0.0, 1.0, m)
             w = np.full(m, u[1] - u[0])
-            w[[0, -1]] /= 2                                   # trapezoid rule on [0, 1]
+            w[[0, -1]] /= 2  # trapezoid rule on [0, 1]
         else:
             w = np.ones(m)
         self.weights = w
@@ -61,8 +62,11 @@ class Space:
     def dist2(self, A, B):
         """Squared distance between rows of embeddings ``A (.., m)`` and ``B (.., m)`` (numpy or torch, broadcast)."""
         if isinstance(A, torch.Tensor) or isinstance(B, torch.Tensor):
-            w = torch.as_tensor(self.weights, dtype=A.dtype if isinstance(A, torch.Tensor) else B.dtype,
-                                device=A.device if isinstance(A, torch.Tensor) else B.device)
+            w = torch.as_tensor(
+                self.weights,
+                dtype=A.dtype if isinstance(A, torch.Tensor) else B.dtype,
+                device=A.device if isinstance(A, torch.Tensor) else B.device,
+            )
             return ((A - B) ** 2 * w).sum(-1)
         return ((np.asarray(A) - np.asarray(B)) ** 2 * self.weights).sum(-1)
 
@@ -120,8 +124,9 @@ class Space:
         return self.project(W @ np.asarray(Z, dtype=np.float64))
 
 
-def project_monotone(Q: np.ndarray, support: tuple[float, float] | None = None,
-                     weights: np.ndarray | None = None) -> np.ndarray:
+def project_monotone(
+    Q: np.ndarray, support: tuple[float, float] | None = None, weights: np.ndarray | None = None
+) -> np.ndarray:
     """Rows of ``Q (n, m)`` projected onto non-decreasing vectors within ``support`` by weighted PAV.
 
     With ``weights`` the W2 grid's trapezoid weights this is the exact projection in the W2 metric (the authors'
@@ -144,8 +149,9 @@ def project_laplacian(L: np.ndarray) -> np.ndarray:
     P = cp.Variable((r, r), symmetric=True)
     target = cp.Parameter((r, r))
     off = ~np.eye(r, dtype=bool)
-    prob = cp.Problem(cp.Minimize(cp.sum_squares(P - target)),
-                      [cp.sum(P, axis=1) == 0, cp.multiply(off.astype(float), P) <= 0])
+    prob = cp.Problem(
+        cp.Minimize(cp.sum_squares(P - target)), [cp.sum(P, axis=1) == 0, cp.multiply(off.astype(float), P) <= 0]
+    )
     for k, M in enumerate(L):
         target.value = (M + M.T) / 2
         prob.solve(solver=cp.OSQP, eps_abs=1e-9, eps_rel=1e-9, max_iter=20000)
@@ -169,7 +175,7 @@ def quantiles_from_pmf(ages: np.ndarray, pmf: np.ndarray, grid: np.ndarray) -> n
     cdf[:, -1] = 1.0
     out = np.empty((len(P), len(grid)))
     for i, c in enumerate(cdf):
-        keep = np.concatenate([[True], np.diff(c) > 0])      # flat CDF pieces (no deaths) carry no quantile
+        keep = np.concatenate([[True], np.diff(c) > 0])  # flat CDF pieces (no deaths) carry no quantile
         out[i] = np.interp(grid, c[keep], ages[keep])
     return out
 

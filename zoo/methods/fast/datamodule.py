@@ -15,6 +15,7 @@ Sequences are taken in order until ``harvest_tokens`` tokens, run once through t
 re-running the LM). Training streams ``training_tokens`` tokens (several passes over the cache, each in a fresh
 sequence order) through the mixing buffer (``buffer_tokens``) in ``batch_size`` batches.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -89,7 +90,7 @@ def template_mask(tokenizer, ids: list[int]) -> torch.Tensor:
                 break
             text, end = text + piece, end + 1
         if end > t + 1 and text.strip() in ROLES:
-            mask[t + 1:end] = [True] * (end - t - 1)
+            mask[t + 1 : end] = [True] * (end - t - 1)
     return torch.tensor(mask, dtype=torch.bool)
 
 
@@ -151,21 +152,38 @@ class FastSAEDataModule(L.LightningDataModule):
         DataError: a bad chat line or missing file. ValueError: an unknown pipeline (``data.pipeline``).
     """
 
-    def __init__(self, pipeline: Annotated[str, OneOf(PIPELINES)] = "fast", path: str = CHAT,
-                 pretrain_path: list[str] | None = None, val_path: str = VAL, max_length: PositiveInt = 256,
-                 block_size: PositiveInt = 256, ngram: PositiveInt = 20, harvest_tokens: PositiveInt | None = 150_000,
-                 training_tokens: PositiveInt = 300_000, buffer_tokens: PositiveInt = 16_384,
-                 batch_size: PositiveInt = 1024, val_conversations: PositiveInt | None = None,
-                 val_batch: PositiveInt = 32, data_seed: NonNegativeInt = 0,
-                 activation_cache: str | None = "runs/fast-cache",
-                 empty_content: Literal["keep", "error", "drop"] = "error", document_boundary: str | None = None,
-                 shuffle_blocks: bool = False):
+    def __init__(
+        self,
+        pipeline: Annotated[str, OneOf(PIPELINES)] = "fast",
+        path: str = CHAT,
+        pretrain_path: list[str] | None = None,
+        val_path: str = VAL,
+        max_length: PositiveInt = 256,
+        block_size: PositiveInt = 256,
+        ngram: PositiveInt = 20,
+        harvest_tokens: PositiveInt | None = 150_000,
+        training_tokens: PositiveInt = 300_000,
+        buffer_tokens: PositiveInt = 16_384,
+        batch_size: PositiveInt = 1024,
+        val_conversations: PositiveInt | None = None,
+        val_batch: PositiveInt = 32,
+        data_seed: NonNegativeInt = 0,
+        activation_cache: str | None = "runs/fast-cache",
+        empty_content: Literal["keep", "error", "drop"] = "error",
+        document_boundary: str | None = None,
+        shuffle_blocks: bool = False,
+    ):
         super().__init__()
         if pipeline not in PIPELINES:
             raise ValueError(f"data.pipeline: {pipeline!r} is not one of {PIPELINES}")
         self.pipeline, self.max_length, self.block_size, self.ngram = pipeline, max_length, block_size, ngram
         self.harvest_tokens, self.training_tokens = harvest_tokens, training_tokens
-        self.buffer_tokens, self.batch_size, self.val_batch, self.data_seed = buffer_tokens, batch_size, val_batch, data_seed
+        self.buffer_tokens, self.batch_size, self.val_batch, self.data_seed = (
+            buffer_tokens,
+            batch_size,
+            val_batch,
+            data_seed,
+        )
         self.document_boundary, self.shuffle_blocks = document_boundary, shuffle_blocks
         self.pretrain_paths = [_resolve(p) for p in (pretrain_path or PRETRAIN)]
         self.chat_path, self.val_path = _resolve(path), _resolve(val_path)
@@ -195,15 +213,19 @@ class FastSAEDataModule(L.LightningDataModule):
         """The token sequences of this pipeline, in harvest order, cut at ``harvest_tokens`` (records stats)."""
         texts = [" ".join(m["content"] for m in c) for c in self.conversations]
         kept = ngram_dedup(texts, self.ngram)
-        self.stats.update(conversations=float(len(self.conversations)), dedup_kept=len(kept),
-                          dedup_dropped=len(self.conversations) - len(kept))
+        self.stats.update(
+            conversations=float(len(self.conversations)),
+            dedup_kept=len(kept),
+            dedup_dropped=len(self.conversations) - len(kept),
+        )
         log.info("20-gram dedup: kept %d of %d conversations", len(kept), len(self.conversations))
         random.Random(self.data_seed).shuffle(kept)
         if self.pipeline == "bt_pretrain":
             docs = pretrain_documents(tokenizer, self.pretrain_paths, boundary=self.document_boundary)
         else:
-            docs = encode_conversations(tokenizer, [self.conversations[i] for i in kept],
-                                        self.max_length if self.pipeline == "fast" else 10**9)
+            docs = encode_conversations(
+                tokenizer, [self.conversations[i] for i in kept], self.max_length if self.pipeline == "fast" else 10**9
+            )
         seqs = docs if self.pipeline == "fast" else list(pack_blocks(docs, self.block_size)[0])
         if self.shuffle_blocks and self.pipeline != "fast":
             random.Random(self.data_seed).shuffle(seqs)
@@ -232,10 +254,20 @@ class FastSAEDataModule(L.LightningDataModule):
 
     def _key(self, lm_ref: str, layer: int, **extra) -> dict:
         files = [self.chat_path, self.val_path, *self.pretrain_paths]
-        return {"lm": lm_ref, "layer": layer, "pipeline": self.pipeline, "max_length": self.max_length,
-                "block": self.block_size, "ngram": self.ngram, "harvest": self.harvest_tokens, "seed": self.data_seed,
-                "boundary": self.document_boundary, "shuffle_blocks": self.shuffle_blocks,
-                "files": [(str(f), f.stat().st_mtime_ns if f.exists() else 0) for f in files], **extra}
+        return {
+            "lm": lm_ref,
+            "layer": layer,
+            "pipeline": self.pipeline,
+            "max_length": self.max_length,
+            "block": self.block_size,
+            "ngram": self.ngram,
+            "harvest": self.harvest_tokens,
+            "seed": self.data_seed,
+            "boundary": self.document_boundary,
+            "shuffle_blocks": self.shuffle_blocks,
+            "files": [(str(f), f.stat().st_mtime_ns if f.exists() else 0) for f in files],
+            **extra,
+        }
 
     def prepare_train(self) -> list[torch.Tensor]:
         """Harvest (or load) the training activations; sets ``train_pieces`` and ``stats``."""
@@ -262,15 +294,20 @@ class FastSAEDataModule(L.LightningDataModule):
                 return harvest(model, ids, [layer], pad_id=tok.pad_token_id)[layer]
 
             key = self._key(ref, layer, pipeline="val", n=len(ids), harvest=None, boundary=None, shuffle_blocks=None)
-            self._val = {"ids": ids, "acts": self._cached("val", key, make),
-                         "template": [template_mask(tok, s) for s in ids]}
+            self._val = {
+                "ids": ids,
+                "acts": self._cached("val", key, make),
+                "template": [template_mask(tok, s) for s in ids],
+            }
         return self._val
 
     # ---- loaders ---------------------------------------------------------------------------------------------
     def train_dataloader(self):
         seed = torch.initial_seed() % (2**31)
-        return DataLoader(ActivationStream(self.prepare_train(), self.training_tokens, self.buffer_tokens,
-                                           self.batch_size, seed), batch_size=None)
+        return DataLoader(
+            ActivationStream(self.prepare_train(), self.training_tokens, self.buffer_tokens, self.batch_size, seed),
+            batch_size=None,
+        )
 
     def val_dataloader(self):
         val = self.prepare_val()
@@ -278,10 +315,14 @@ class FastSAEDataModule(L.LightningDataModule):
         for start in range(0, len(val["ids"]), self.val_batch):
             idx = range(start, min(start + self.val_batch, len(val["ids"])))
             ids = [torch.tensor(val["ids"][i]) for i in idx]
-            batches.append({"x": torch.cat([val["acts"][i] for i in idx]),
-                            "seq": torch.cat([torch.full((len(t),), i) for i, t in zip(idx, ids)]),
-                            "pos": torch.cat([torch.arange(len(t)) for t in ids]),
-                            "template": torch.cat([val["template"][i] for i in idx])})
+            batches.append(
+                {
+                    "x": torch.cat([val["acts"][i] for i in idx]),
+                    "seq": torch.cat([torch.full((len(t),), i) for i, t in zip(idx, ids)]),
+                    "pos": torch.cat([torch.arange(len(t)) for t in ids]),
+                    "template": torch.cat([val["template"][i] for i in idx]),
+                }
+            )
         return DataLoader(batches, batch_size=None)
 
     def norm_scale(self) -> float:

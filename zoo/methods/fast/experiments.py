@@ -12,6 +12,7 @@ one seed; ``--steer`` the steering sweep (zoo-lm); ``--peer`` sae-lens' own runn
 trainer with sae-lens' trainer settings added in turn (zoo-lm). Results: ``results/fast/*.json``, figures
 ``results/fast/figures/*.png``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,16 +31,19 @@ from zoo.methods.fast.grid import (
     train_one,
 )
 
-PAPER = {"log2_mse_st": "Qwen2.5-7B-Instruct L18 8x Standard: FAST 0.6468, BT(P) 5.1985, BT(F) 1.5093; JumpReLU: "
-                        "FAST -9.7604, BT(P) -4.0005, BT(F) -8.0743 (log2 MSE_st, paper Table)",
-         "log2_mse": "Llama-3.2-3B-Instruct L20 8x Standard: FAST -0.9527, BT(P) -0.6926, BT(F) -0.9186",
-         "high_quality": "Llama-3.2-3B-Instruct 8x JumpReLU, GPT-4o score 4-5: FAST 21.1%, BT(P) 7.0%, BT(F) 10.2%",
-         "delta_loss": "FAST -0.51% to +0.37% (ICML abstract; definition not given)",
-         "gsnr": "FAST higher than BT (ICML abstract; no number)"}
+PAPER = {
+    "log2_mse_st": "Qwen2.5-7B-Instruct L18 8x Standard: FAST 0.6468, BT(P) 5.1985, BT(F) 1.5093; JumpReLU: "
+    "FAST -9.7604, BT(P) -4.0005, BT(F) -8.0743 (log2 MSE_st, paper Table)",
+    "log2_mse": "Llama-3.2-3B-Instruct L20 8x Standard: FAST -0.9527, BT(P) -0.6926, BT(F) -0.9186",
+    "high_quality": "Llama-3.2-3B-Instruct 8x JumpReLU, GPT-4o score 4-5: FAST 21.1%, BT(P) 7.0%, BT(F) 10.2%",
+    "delta_loss": "FAST -0.51% to +0.37% (ICML abstract; definition not given)",
+    "gsnr": "FAST higher than BT (ICML abstract; no number)",
+}
+
+
 def row_key(row: dict) -> tuple:
     """What identifies a trained SAE in the resume log: pipeline, SAE, seed, layer and its sparsity setting."""
-    return (row["pipeline"], row["sae"], row["seed"], row["layer"],
-            *(row.get(c) for c in SETTING_COLUMNS.values()))
+    return (row["pipeline"], row["sae"], row["seed"], row["layer"], *(row.get(c) for c in SETTING_COLUMNS.values()))
 
 
 def choose_setting(rows: list[dict], max_l0_fraction: float) -> dict:
@@ -62,26 +66,32 @@ def choose_setting(rows: list[dict], max_l0_fraction: float) -> dict:
 def notes_text(c: dict, args) -> str:
     """The notes of a pipelines results file, from :func:`zoo.methods.fast.grid.describe_setup`."""
     boundary = f"documents ending in {c['boundary']}" if c["boundary"] else "documents wrapped in BOS/EOS"
-    return (f"{c['lm']} ({c['blocks']} decoder blocks, d = {c['d']}), residual stream after block "
-            f"{args.layer_used}; SAEs {c['d_sae'] // c['d']}x ({c['d_sae']:,} features). Each pipeline harvests "
-            f"{c['harvest']:,} distinct tokens once (FAST: deduplicated chat conversations of {c['chat']} rendered "
-            f"with the LM's own chat template, each alone, cut at {c['max_length']} tokens; BT(F): the same "
-            f"templated conversations packed in {c['block_size']}-token blocks; BT(P): {c['pretrain']} without a "
-            f"template, {boundary}, packed in {c['block_size']}-token blocks"
-            f"{', blocks shuffled' if c['shuffle_blocks'] else ''}) and every SAE trains on {c['tokens']:,} tokens "
-            f"(batch {c['batch']:,}, passes in the `passes` column) through a {c['buffer']:,}-token mixing buffer. "
-            f"Activations scaled to mean norm sqrt(d) for the SAE; metrics in the LM's units. Sparsity settings in "
-            f"the l1 / l0_coef / threshold columns; L0 and its fraction of the {c['d_sae']:,} features in l0 / "
-            f"l0_fraction. Adam {c['lr']} -> {c['lr_end']} (5% warm-up, cosine over the last 20%), sparsity warm-up "
-            f"3%, gradient-norm clip {c['clip']}. Evaluation: the first {c['val']} non-empty val conversations, each "
-            f"alone (eq. 7; MSE_st on the template tokens {', '.join(map(repr, c['template']))}; log2_mse_st_after0: "
-            f"the same without position 0, whose activation is the same in every conversation). Delta loss (ours): "
-            f"% change of the LM's next-token CE on the first {args.delta_convs} of them with the reconstruction "
-            f"spliced in. GSNR (ours): median over parameters of E[g]^2/Var[g] over {args.gsnr_batches} minibatches "
-            "of 256 activations of the pipeline's own stream, at the end of training."
-            + (" high_quality (ours): share of 128 random live features whose top-5 16-token contexts have mean "
-               "pairwise MiniLM cosine above the 95th percentile of random 5-context sets; compare orderings, not "
-               "levels." if args.quality else ""))
+    return (
+        f"{c['lm']} ({c['blocks']} decoder blocks, d = {c['d']}), residual stream after block "
+        f"{args.layer_used}; SAEs {c['d_sae'] // c['d']}x ({c['d_sae']:,} features). Each pipeline harvests "
+        f"{c['harvest']:,} distinct tokens once (FAST: deduplicated chat conversations of {c['chat']} rendered "
+        f"with the LM's own chat template, each alone, cut at {c['max_length']} tokens; BT(F): the same "
+        f"templated conversations packed in {c['block_size']}-token blocks; BT(P): {c['pretrain']} without a "
+        f"template, {boundary}, packed in {c['block_size']}-token blocks"
+        f"{', blocks shuffled' if c['shuffle_blocks'] else ''}) and every SAE trains on {c['tokens']:,} tokens "
+        f"(batch {c['batch']:,}, passes in the `passes` column) through a {c['buffer']:,}-token mixing buffer. "
+        f"Activations scaled to mean norm sqrt(d) for the SAE; metrics in the LM's units. Sparsity settings in "
+        f"the l1 / l0_coef / threshold columns; L0 and its fraction of the {c['d_sae']:,} features in l0 / "
+        f"l0_fraction. Adam {c['lr']} -> {c['lr_end']} (5% warm-up, cosine over the last 20%), sparsity warm-up "
+        f"3%, gradient-norm clip {c['clip']}. Evaluation: the first {c['val']} non-empty val conversations, each "
+        f"alone (eq. 7; MSE_st on the template tokens {', '.join(map(repr, c['template']))}; log2_mse_st_after0: "
+        f"the same without position 0, whose activation is the same in every conversation). Delta loss (ours): "
+        f"% change of the LM's next-token CE on the first {args.delta_convs} of them with the reconstruction "
+        f"spliced in. GSNR (ours): median over parameters of E[g]^2/Var[g] over {args.gsnr_batches} minibatches "
+        "of 256 activations of the pipeline's own stream, at the end of training."
+        + (
+            " high_quality (ours): share of 128 random live features whose top-5 16-token contexts have mean "
+            "pairwise MiniLM cosine above the 95th percentile of random 5-context sets; compare orderings, not "
+            "levels."
+            if args.quality
+            else ""
+        )
+    )
 
 
 def parse_jumprelu(items: list[str]) -> list[dict]:
@@ -115,8 +125,13 @@ def run_logged(args, name: str, grid: list[tuple]) -> list[dict]:
     done = {row_key(r) for r in rows}
     load_setup(args, log)
     for layer, sae, setting, pipeline, seed in grid:
-        key = (pipeline, sae, seed, layer, *(setting.get(k) if k in SAE_SETTINGS[sae] else None
-                                             for k in SETTING_COLUMNS))
+        key = (
+            pipeline,
+            sae,
+            seed,
+            layer,
+            *(setting.get(k) if k in SAE_SETTINGS[sae] else None for k in SETTING_COLUMNS),
+        )
         if key in done:
             continue
         reuse = [r for r in args.reuse if row_key(r) == key]  # the sweep trained this very SAE already
@@ -146,21 +161,32 @@ def sweep(args, layer: int) -> tuple[dict[str, dict], list[dict]]:
     and JumpReLU ``(θ₀, λ)`` over ``--sweep-jumprelu``, each listed from the weakest penalty to the strongest;
     writes ``results/fast/<name>-sweep.json`` and returns each SAE's chosen setting (:func:`choose_setting`) and the
     sweep's rows (the grid reuses the chosen ones: the same SAE)."""
-    cands = {"standard": [{"l1_coefficient": v} for v in args.sweep_l1],
-             "jumprelu": parse_jumprelu(args.sweep_jumprelu)}
+    cands = {
+        "standard": [{"l1_coefficient": v} for v in args.sweep_l1],
+        "jumprelu": parse_jumprelu(args.sweep_jumprelu),
+    }
     grid = [(layer, sae, c, "fast", args.seeds[0]) for sae in args.saes for c in cands[sae]]
     rows = run_logged(args, f"{args.name}-sweep", grid)
     chosen = {sae: choose_setting([r for r in rows if r["sae"] == sae], args.max_l0_fraction) for sae in args.saes}
-    write_result("fast", f"{args.name}-sweep", table(rows),
-                 summary=summarise(table(rows), ["log2_mse", "log2_mse_st", "delta_loss", "l0", "l0_fraction",
-                                                 "explained_variance", "dead", "dense"],
-                                   by=["sae", *SETTING_COLUMNS.values()]),
-                 paper="lambda 5 (Standard), 0.01 (JumpReLU, threshold 0.001, bandwidth 0.001) for 40.96M tokens",
-                 notes=f"Sparsity sweep on the FAST pipeline, seed {args.seeds[0]}, the grid's budgets. Rule (ours): "
-                       f"the grid takes the weakest setting (listed first) whose validation L0 is at most "
-                       f"{args.max_l0_fraction:.0%} of the dictionary, else the sparsest. Chosen: "
-                       + "; ".join(f"{sae} {c}" for sae, c in chosen.items()) + ". " + notes_text(args.context, args),
-                 packages=["sae-lens"], results_dir=args.results_dir)
+    write_result(
+        "fast",
+        f"{args.name}-sweep",
+        table(rows),
+        summary=summarise(
+            table(rows),
+            ["log2_mse", "log2_mse_st", "delta_loss", "l0", "l0_fraction", "explained_variance", "dead", "dense"],
+            by=["sae", *SETTING_COLUMNS.values()],
+        ),
+        paper="lambda 5 (Standard), 0.01 (JumpReLU, threshold 0.001, bandwidth 0.001) for 40.96M tokens",
+        notes=f"Sparsity sweep on the FAST pipeline, seed {args.seeds[0]}, the grid's budgets. Rule (ours): "
+        f"the grid takes the weakest setting (listed first) whose validation L0 is at most "
+        f"{args.max_l0_fraction:.0%} of the dictionary, else the sparsest. Chosen: "
+        + "; ".join(f"{sae} {c}" for sae, c in chosen.items())
+        + ". "
+        + notes_text(args.context, args),
+        packages=["sae-lens"],
+        results_dir=args.results_dir,
+    )
     return chosen, rows
 
 
@@ -173,15 +199,24 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--saes", nargs="+", default=["standard", "jumprelu"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--layer", type=int, default=None, help="block read (default: the recipe's model.layer)")
-    p.add_argument("--harvest", type=int, default=None, help="distinct tokens run through the LM per pipeline "
-                                                             "(default: the recipe's)")
-    p.add_argument("--tokens", type=int, default=None, help="SAE training tokens, equal for every pipeline "
-                                                            "(default: the recipe's)")
+    p.add_argument(
+        "--harvest",
+        type=int,
+        default=None,
+        help="distinct tokens run through the LM per pipeline (default: the recipe's)",
+    )
+    p.add_argument(
+        "--tokens", type=int, default=None, help="SAE training tokens, equal for every pipeline (default: the recipe's)"
+    )
     p.add_argument("--l1", nargs="+", type=float, default=[2.0], help="Standard SAE lambda(s)")
-    p.add_argument("--jumprelu", nargs="+", default=None, help="JumpReLU THRESHOLD:L0_COEF setting(s) "
-                                                               "(default: the recipe's)")
-    p.add_argument("--sweep", action="store_true", help="run the sparsity sweep first and train the grid with the "
-                                                        "settings it chooses")
+    p.add_argument(
+        "--jumprelu", nargs="+", default=None, help="JumpReLU THRESHOLD:L0_COEF setting(s) (default: the recipe's)"
+    )
+    p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="run the sparsity sweep first and train the grid with the settings it chooses",
+    )
     p.add_argument("--sweep-l1", nargs="+", type=float, default=[2.0, 5.0, 10.0])
     p.add_argument("--sweep-jumprelu", nargs="+", default=["0.001:0.01", "0.5:0.01", "1.0:0.01"])
     p.add_argument("--max-l0-fraction", type=float, default=0.02, help="sweep rule: L0 at most this share of d_sae")
@@ -194,8 +229,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--peer", action="store_true", help="only the sae-lens runner baseline on BT(P)")
     p.add_argument("--gap", action="store_true", help="only the study of our BT(P) trainer vs sae-lens' settings")
     p.add_argument("--compare", action="store_true", help="only the model-size table from the grids' results files")
-    p.add_argument("--stop-at", default=None, help="UTC HH:MM after which no SAE is started (tables are written "
-                                                   "from the rows so far; rerun to resume)")
+    p.add_argument(
+        "--stop-at",
+        default=None,
+        help="UTC HH:MM after which no SAE is started (tables are written from the rows so far; rerun to resume)",
+    )
     p.add_argument("--out-dir", default="runs/fast-exp", help="run directories and the resume logs")
     p.add_argument("--results-dir", type=Path, default=None, help="where results/ is (default: the repo's)")
     p.add_argument("--name", default="pipelines")
@@ -212,21 +250,39 @@ def main(argv: list[str] | None = None) -> None:
     recipe = compose_and_validate(recipe_overrides(args) + list(args.set))
     layer = args.layer if args.layer is not None else int(recipe["model"]["layer"])
     args.layer_used = layer
-    settings = {"standard": [{"l1_coefficient": v} for v in args.l1],
-                "jumprelu": parse_jumprelu(args.jumprelu) if args.jumprelu
-                else [{k: recipe["model"][k] for k in SAE_SETTINGS["jumprelu"]}]}
+    settings = {
+        "standard": [{"l1_coefficient": v} for v in args.l1],
+        "jumprelu": parse_jumprelu(args.jumprelu)
+        if args.jumprelu
+        else [{k: recipe["model"][k] for k in SAE_SETTINGS["jumprelu"]}],
+    }
     if args.sweep and not args.write_only:
         chosen, args.reuse = sweep(args, layer)
         settings = {sae: [c] for sae, c in chosen.items()}
-    grid = [(lay, sae, setting, pipeline, seed) for lay in [layer] + ([1] if args.layer1 else [])
-            for seed in (args.seeds if lay == layer else args.seeds[:1])  # seeds outermost: a stopped run stays balanced
-            for sae in args.saes for setting in settings[sae] for pipeline in args.pipelines]
+    grid = [
+        (lay, sae, setting, pipeline, seed)
+        for lay in [layer] + ([1] if args.layer1 else [])
+        for seed in (args.seeds if lay == layer else args.seeds[:1])  # seeds outermost: a stopped run stays balanced
+        for sae in args.saes
+        for setting in settings[sae]
+        for pipeline in args.pipelines
+    ]
     rows = run_logged(args, args.name, [] if args.write_only else grid)
     rows_t = table(rows)
-    write_result("fast", args.name, rows_t,
-                 summary=summarise(rows_t, [m for m in [*METRICS, "l0_fraction"] if any(m in r for r in rows_t)],
-                                   by=["layer", "sae", *SETTING_COLUMNS.values(), "pipeline"]),
-                 paper=PAPER, notes=notes_text(args.context, args), packages=["sae-lens"], results_dir=args.results_dir)
+    write_result(
+        "fast",
+        args.name,
+        rows_t,
+        summary=summarise(
+            rows_t,
+            [m for m in [*METRICS, "l0_fraction"] if any(m in r for r in rows_t)],
+            by=["layer", "sae", *SETTING_COLUMNS.values(), "pipeline"],
+        ),
+        paper=PAPER,
+        notes=notes_text(args.context, args),
+        packages=["sae-lens"],
+        results_dir=args.results_dir,
+    )
     if args.steer and ("fast", "jumprelu", args.seeds[0], layer) in args.probes:
         from zoo.methods.fast.studies import steering
 

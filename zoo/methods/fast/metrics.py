@@ -1,5 +1,6 @@
 """FAST's evaluation metrics: eq. 7 MSE and MSE_st (reported as log₂), Delta loss and GSNR (both *ours*: the paper's
 ICML abstract names them without a definition), and feature statistics."""
+
 from __future__ import annotations
 
 import itertools
@@ -10,8 +11,7 @@ import torch
 from zoo.models.activations import steer
 
 
-def eq7_mse(sq_err: torch.Tensor, seq_index: torch.Tensor, hidden_size: int, mask: torch.Tensor | None = None
-            ) -> float:
+def eq7_mse(sq_err: torch.Tensor, seq_index: torch.Tensor, hidden_size: int, mask: torch.Tensor | None = None) -> float:
     """Eq. 7: ``MSE = 1/(N·H) Σ_i 1/L_i Σ_j Σ_k (y_ijk − ŷ_ijk)²`` — each sequence's mean over its tokens, then the
     mean over the N sequences, per hidden dimension. With ``mask`` only the selected tokens count (MSE_st: the
     chat-template tokens), and sequences with no selected token are left out of N.
@@ -41,8 +41,9 @@ POSITION_EDGES = [0, 1, 2, 4, 8, 16, 32, 64, 128, 257]
 ``[edges[b], edges[b+1])``; 257 closes the last bin past the 256-token sequences)."""
 
 
-def error_by_position(sq_err: torch.Tensor, position: torch.Tensor, hidden_size: int, edges: Sequence[int]
-                      ) -> list[float | None]:
+def error_by_position(
+    sq_err: torch.Tensor, position: torch.Tensor, hidden_size: int, edges: Sequence[int]
+) -> list[float | None]:
     """Mean squared error per hidden dimension of the tokens whose position falls in ``[edges[b], edges[b+1])``
     (``None`` for an empty bin)."""
     out = []
@@ -62,15 +63,21 @@ def next_token_ce(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) 
     """Summed next-token cross-entropy (nats) over real positions of a right-padded batch, and the target count."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
     targets = input_ids[:, 1:].masked_fill(attention_mask[:, 1:] == 0, -100)
-    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                                           ignore_index=-100, reduction="sum")
+    ce = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100, reduction="sum"
+    )
     return float(ce), int((targets != -100).sum())
 
 
 @torch.no_grad()
-def delta_loss(model, read_view, layer: int, batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
-               reconstruct: Callable[[torch.Tensor], torch.Tensor], base_ce: float | None = None
-               ) -> tuple[float, float, float]:
+def delta_loss(
+    model,
+    read_view,
+    layer: int,
+    batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    reconstruct: Callable[[torch.Tensor], torch.Tensor],
+    base_ce: float | None = None,
+) -> tuple[float, float, float]:
     """Delta loss (*ours*): ``100 · (CE_spliced − CE) / CE`` in percent, where CE is the LM's mean next-token
     cross-entropy and CE_spliced the same with block ``layer``'s output replaced by the SAE reconstruction.
 

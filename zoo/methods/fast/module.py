@@ -7,6 +7,7 @@ start); every metric is in the LM's own units. Validation runs each validation c
 ``val/log2_mse`` and ``val/log2_mse_st`` (eq. 7 in log₂, all tokens / chat-template tokens), ``val/l0``,
 ``val/explained_variance`` (torchmetrics), ``val/dead`` and ``val/dense``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -62,14 +63,26 @@ class FastSAEModule(ZooModule):
 
     export_formats = ("package",)
 
-    def __init__(self, lm: str = "zoo-lm.chat", layer: NonNegativeInt = 2,
-                 sae: Literal["standard", "jumprelu"] = "standard", expansion: PositiveInt = 8,
-                 l1_coefficient: NonNegative = 5.0, l0_coefficient: NonNegative = 0.01,
-                 jumprelu_bandwidth: Positive = 0.001, jumprelu_init_threshold: Positive = 0.001, lr: Positive = 1e-3,
-                 lr_end: NonNegative = 1e-4, warmup_frac: Probability = 0.05, decay_frac: Probability = 0.2,
-                 sparsity_warmup_frac: Probability = 0.03, dead_window: PositiveInt = 50,
-                 geometric_median_sample: PositiveInt = 4096, lr_schedule: Literal["paper", "sae-lens"] = "paper",
-                 b_dec_init: Literal["geometric_median", "zeros"] = "geometric_median"):
+    def __init__(
+        self,
+        lm: str = "zoo-lm.chat",
+        layer: NonNegativeInt = 2,
+        sae: Literal["standard", "jumprelu"] = "standard",
+        expansion: PositiveInt = 8,
+        l1_coefficient: NonNegative = 5.0,
+        l0_coefficient: NonNegative = 0.01,
+        jumprelu_bandwidth: Positive = 0.001,
+        jumprelu_init_threshold: Positive = 0.001,
+        lr: Positive = 1e-3,
+        lr_end: NonNegative = 1e-4,
+        warmup_frac: Probability = 0.05,
+        decay_frac: Probability = 0.2,
+        sparsity_warmup_frac: Probability = 0.03,
+        dead_window: PositiveInt = 50,
+        geometric_median_sample: PositiveInt = 4096,
+        lr_schedule: Literal["paper", "sae-lens"] = "paper",
+        b_dec_init: Literal["geometric_median", "zeros"] = "geometric_median",
+    ):
         super().__init__()
         self.save_hyperparameters()
         model, _ = self.lm_and_tokenizer()
@@ -77,8 +90,9 @@ class FastSAEModule(ZooModule):
 
         truncated_lm(model, layer)  # raises "model.layer: ... out of range" before any run directory
         d_in = model.config.hidden_size
-        self.sae = build_sae(sae, d_in, expansion * d_in, l1_coefficient, l0_coefficient, jumprelu_bandwidth,
-                             jumprelu_init_threshold)
+        self.sae = build_sae(
+            sae, d_in, expansion * d_in, l1_coefficient, l0_coefficient, jumprelu_bandwidth, jumprelu_init_threshold
+        )
         self.register_buffer("act_scale", torch.ones(()))
         self.register_buffer("steps_since_fired", torch.zeros(expansion * d_in, dtype=torch.long))
         self.explained = ExplainedVariance(multioutput="variance_weighted")
@@ -119,11 +133,20 @@ class FastSAEModule(ZooModule):
         if hp.lr_schedule == "sae-lens":
             from sae_lens.training.optim import get_lr_scheduler
 
-            sched = get_lr_scheduler("cosineannealing", opt, total, hp.lr, round(hp.warmup_frac * total),
-                                     round(hp.decay_frac * total), hp.lr_end, 1)
+            sched = get_lr_scheduler(
+                "cosineannealing",
+                opt,
+                total,
+                hp.lr,
+                round(hp.warmup_frac * total),
+                round(hp.decay_frac * total),
+                hp.lr_end,
+                1,
+            )
         else:
             sched = torch.optim.lr_scheduler.LambdaLR(
-                opt, lambda s: lr_factor(s, total, hp.warmup_frac, hp.decay_frac, hp.lr_end / hp.lr))
+                opt, lambda s: lr_factor(s, total, hp.warmup_frac, hp.decay_frac, hp.lr_end / hp.lr)
+            )
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     def coefficients(self, step: int) -> dict[str, float]:
@@ -137,17 +160,24 @@ class FastSAEModule(ZooModule):
         """sae-lens' training forward pass on LM activations ``x [B, D]`` (scaled here)."""
         from sae_lens.saes.sae import TrainStepInput
 
-        return self.sae.training_forward_pass(TrainStepInput(x * self.act_scale, self.coefficients(step), None,
-                                                             step, False))
+        return self.sae.training_forward_pass(
+            TrainStepInput(x * self.act_scale, self.coefficients(step), None, step, False)
+        )
 
     def training_step(self, batch, batch_idx):
         out = self.sae_loss(batch, self.global_step)
         fired = (out.feature_acts > 0).any(dim=0)
         self.steps_since_fired.add_(1).masked_fill_(fired, 0)
         l0 = (out.feature_acts > 0).float().sum(-1).mean()
-        self.log_dict({"train/loss": out.loss, "train/mse": out.losses["mse_loss"], "train/l0": l0,
-                       "train/dead": (self.steps_since_fired >= self.hparams.dead_window).float().mean()},
-                      prog_bar=True)
+        self.log_dict(
+            {
+                "train/loss": out.loss,
+                "train/mse": out.losses["mse_loss"],
+                "train/l0": l0,
+                "train/dead": (self.steps_since_fired >= self.hparams.dead_window).float().mean(),
+            },
+            prog_bar=True,
+        )
         return out.loss
 
     # ---- validation (eq. 7) ------------------------------------------------------------------------------------
@@ -156,8 +186,16 @@ class FastSAEModule(ZooModule):
         f = self.encode(x)
         x_hat = self.decode(f)
         self.explained.update(x_hat, x)
-        self._val.append({"sq": ((x - x_hat) ** 2).sum(-1), "seq": batch["seq"], "pos": batch["pos"],
-                          "template": batch["template"], "l0": (f > 0).sum(-1), "fired": (f > 0).sum(0)})
+        self._val.append(
+            {
+                "sq": ((x - x_hat) ** 2).sum(-1),
+                "seq": batch["seq"],
+                "pos": batch["pos"],
+                "template": batch["template"],
+                "l0": (f > 0).sum(-1),
+                "fired": (f > 0).sum(0),
+            }
+        )
 
     def val_summary(self) -> dict[str, torch.Tensor | float]:
         """The gathered validation tensors of the last validation epoch and their metrics."""
@@ -167,25 +205,39 @@ class FastSAEModule(ZooModule):
         dead, dense = dead_dense(freq)
         hidden = self.sae.cfg.d_in
         mse, mse_st = eq7_mse(cat["sq"], cat["seq"], hidden), eq7_mse(cat["sq"], cat["seq"], hidden, cat["template"])
-        return {**cat, "freq": freq, "log2_mse": math.log2(mse), "log2_mse_st": math.log2(mse_st),
-                "l0_mean": float(cat["l0"].float().mean()), "dead": dead, "dense": dense}
+        return {
+            **cat,
+            "freq": freq,
+            "log2_mse": math.log2(mse),
+            "log2_mse_st": math.log2(mse_st),
+            "l0_mean": float(cat["l0"].float().mean()),
+            "dead": dead,
+            "dense": dense,
+        }
 
     def on_validation_epoch_end(self) -> None:
         if not self._val:
             return
         s = self.val_summary()
-        metrics = {"val/log2_mse": s["log2_mse"], "val/log2_mse_st": s["log2_mse_st"], "val/l0": s["l0_mean"],
-                   "val/explained_variance": float(self.explained.compute()), "val/dead": s["dead"],
-                   "val/dense": s["dense"]}
+        metrics = {
+            "val/log2_mse": s["log2_mse"],
+            "val/log2_mse_st": s["log2_mse_st"],
+            "val/l0": s["l0_mean"],
+            "val/explained_variance": float(self.explained.compute()),
+            "val/dead": s["dead"],
+            "val/dense": s["dense"],
+        }
         dm = getattr(self.trainer, "datamodule", None)
         self.log_dict({**metrics, **{f"data/{k}": float(v) for k, v in getattr(dm, "stats", {}).items()}})
         self.last_val = s
         self.explained.reset()
         self._val = []
         if not self.trainer.sanity_checking:
-            print(f"[fast] {self.hparams.sae} SAE, layer {self.hparams.layer}: log2 MSE {metrics['val/log2_mse']:.4f}"
-                  f"  log2 MSE_st {metrics['val/log2_mse_st']:.4f}  L0 {metrics['val/l0']:.1f}"
-                  f"  EV {metrics['val/explained_variance']:.3f}  dead {s['dead']:.3f}  dense {s['dense']:.3f}")
+            print(
+                f"[fast] {self.hparams.sae} SAE, layer {self.hparams.layer}: log2 MSE {metrics['val/log2_mse']:.4f}"
+                f"  log2 MSE_st {metrics['val/log2_mse_st']:.4f}  L0 {metrics['val/l0']:.1f}"
+                f"  EV {metrics['val/explained_variance']:.3f}  dead {s['dead']:.3f}  dense {s['dense']:.3f}"
+            )
 
     # ---- export and predict ----------------------------------------------------------------------------------
     def save_sae_lens(self, path: str) -> None:
@@ -201,10 +253,16 @@ class FastSAEModule(ZooModule):
             sae.b_dec.div_(s)
         sae.save_inference_model(path)
 
-    predict_schema: ClassVar = [{"text": str, "sae": str, "layer": int, "lm": str,
-                       "tokens": [{"pos": int, "token": str, "sq_error": float, "template": bool}],
-                       "features": [{"feature": int, "sum": float, "active_tokens": int, "peak": float,
-                                     "peak_pos": int}]}]
+    predict_schema: ClassVar = [
+        {
+            "text": str,
+            "sae": str,
+            "layer": int,
+            "lm": str,
+            "tokens": [{"pos": int, "token": str, "sq_error": float, "template": bool}],
+            "features": [{"feature": int, "sum": float, "active_tokens": int, "peak": float, "peak_pos": int}],
+        }
+    ]
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> list[dict]:
         """Per user message (rendered with the chat template and a generation prompt): each token's reconstruction

@@ -11,6 +11,7 @@ Conversations are deduplicated with the paper's n-gram hash rule (:func:`ngram_d
 with the shared :func:`zoo.models.activations.residual_stream` on a copy of the LM cut after the read block
 (:func:`truncated_lm`), so the forward pass stops there.
 """
+
 from __future__ import annotations
 
 import copy
@@ -43,7 +44,7 @@ def ngram_dedup(texts: Sequence[str], n: int = 20) -> list[int]:
     kept = []
     for i, text in enumerate(texts):
         words = text.split()
-        grams = [" ".join(words[k:k + n]) for k in range(max(1, len(words) - n + 1))]
+        grams = [" ".join(words[k : k + n]) for k in range(max(1, len(words) - n + 1))]
         hashes = {hashlib.blake2b(g.encode(), digest_size=8).digest() for g in grams}
         if not hashes & seen:
             kept.append(i)
@@ -58,8 +59,9 @@ def encode_conversations(tokenizer, conversations: Sequence[Sequence[dict]], max
     return [encode_rendered(tokenizer, conv)[1][:max_length] for conv in conversations]
 
 
-def pretrain_documents(tokenizer, paths: Sequence[str | Path], val_fraction: float = 0.1,
-                       boundary: str | None = None) -> list[list[int]]:
+def pretrain_documents(
+    tokenizer, paths: Sequence[str | Path], val_fraction: float = 0.1, boundary: str | None = None
+) -> list[list[int]]:
     """zoo-lm's pre-training documents: the first ``1 - val_fraction`` of each text file's lines (the split zoo-lm
     pre-trained on), no chat template, as ``<bos> text <eos>`` (without the specials a tokenizer lacks) or, with
     ``boundary``, as ``text boundary``: an instruct model whose BOS/EOS are chat-template tokens ends its
@@ -109,8 +111,9 @@ def truncated_lm(model: torch.nn.Module, layer: int) -> torch.nn.Module:
     """
     blocks = decoder_layers(model)
     if not 0 <= layer < len(blocks):
-        raise ValueError(f"model.layer: {layer} is out of range; the LM has {len(blocks)} decoder blocks "
-                         f"(0..{len(blocks) - 1})")
+        raise ValueError(
+            f"model.layer: {layer} is out of range; the LM has {len(blocks)} decoder blocks (0..{len(blocks) - 1})"
+        )
     # transformers 5 records hidden states with forward hooks it installs on the decoder blocks at the first
     # recording forward, flagging the inner model as hooked. Run one on the LM first so the view (which shares the
     # blocks and copies the flag) does not install a second set: that would record every block twice.
@@ -132,8 +135,13 @@ def truncated_lm(model: torch.nn.Module, layer: int) -> torch.nn.Module:
 
 
 @torch.no_grad()
-def harvest(model: torch.nn.Module, sequences: Sequence[Sequence[int]] | torch.Tensor, layers: Sequence[int],
-            batch_tokens: int = 4096, pad_id: int = 0) -> dict[int, list[torch.Tensor]]:
+def harvest(
+    model: torch.nn.Module,
+    sequences: Sequence[Sequence[int]] | torch.Tensor,
+    layers: Sequence[int],
+    batch_tokens: int = 4096,
+    pad_id: int = 0,
+) -> dict[int, list[torch.Tensor]]:
     """Residual-stream activations of every token of every sequence, each sequence run alone (right padding with
     an attention mask, so batching does not change a causal LM's activations).
 
@@ -152,7 +160,7 @@ def harvest(model: torch.nn.Module, sequences: Sequence[Sequence[int]] | torch.T
     start = 0
     while start < len(order):
         width = len(seqs[order[start]])
-        group = order[start: start + max(1, batch_tokens // max(width, 1))]
+        group = order[start : start + max(1, batch_tokens // max(width, 1))]
         ids = torch.full((len(group), width), pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
         for r, i in enumerate(group):
@@ -165,8 +173,9 @@ def harvest(model: torch.nn.Module, sequences: Sequence[Sequence[int]] | torch.T
     return out
 
 
-def mixing_buffer(chunks: Iterable[torch.Tensor], capacity: int, batch_size: int,
-                  generator: torch.Generator | None = None) -> Iterator[torch.Tensor]:
+def mixing_buffer(
+    chunks: Iterable[torch.Tensor], capacity: int, batch_size: int, generator: torch.Generator | None = None
+) -> Iterator[torch.Tensor]:
     """The paper's mixing buffer (§3.2): fill to ``capacity`` activations, shuffle, emit the first half in
     ``batch_size`` batches, refill the emptied half from the stream, repeat; when the stream ends the rest is
     shuffled and emitted. Every activation of the stream is emitted exactly once; nothing is emitted before the

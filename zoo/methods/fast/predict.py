@@ -1,4 +1,5 @@
 """What ``zoo predict fast-sae.<id> "text"`` prints: per-token SAE error and the top features of one message."""
+
 from __future__ import annotations
 
 import torch
@@ -30,21 +31,42 @@ def describe(module, text: str, top: int = 3) -> dict:
     features = []
     for k in total.topk(top).indices.tolist():
         j = int(f[:, k].argmax())
-        features.append({"feature": k, "sum": float(total[k]), "active_tokens": int((f[:, k] > 0).sum()),
-                         "peak": float(f[j, k]), "peak_pos": j})
-    return {"text": text, "sae": module.hparams.sae, "layer": layer, "lm": module.hparams.lm,
-            "tokens": [{"pos": j, "token": piece, "sq_error": float(err[j]), "template": flag}
-                       for j, (flag, piece) in enumerate(zip(marked, pieces))], "features": features}
+        features.append(
+            {
+                "feature": k,
+                "sum": float(total[k]),
+                "active_tokens": int((f[:, k] > 0).sum()),
+                "peak": float(f[j, k]),
+                "peak_pos": j,
+            }
+        )
+    return {
+        "text": text,
+        "sae": module.hparams.sae,
+        "layer": layer,
+        "lm": module.hparams.lm,
+        "tokens": [
+            {"pos": j, "token": piece, "sq_error": float(err[j]), "template": flag}
+            for j, (flag, piece) in enumerate(zip(marked, pieces))
+        ],
+        "features": features,
+    }
 
 
 def describe_text(d: dict) -> str:
     """:func:`describe`'s record as the table ``zoo predict`` prints (template tokens marked ``*``)."""
-    lines = [f"{d['sae']} SAE on layer {d['layer']} of {d['lm']}; {d['text']!r}",
-             f"{'pos':>4} {'token':<16} {'sq. error / D':>14}  (* = chat-template token)"]
-    lines += [f"{t['pos']:>4} {t['token'][:16]:<16} {t['sq_error']:>14.5f}{'  *' if t['template'] else ''}"
-              for t in d["tokens"]]
+    lines = [
+        f"{d['sae']} SAE on layer {d['layer']} of {d['lm']}; {d['text']!r}",
+        f"{'pos':>4} {'token':<16} {'sq. error / D':>14}  (* = chat-template token)",
+    ]
+    lines += [
+        f"{t['pos']:>4} {t['token'][:16]:<16} {t['sq_error']:>14.5f}{'  *' if t['template'] else ''}"
+        for t in d["tokens"]
+    ]
     lines.append(f"top-{len(d['features'])} features (summed activation; token where it peaks):")
-    lines += [f"  feature {f['feature']:>5}: sum {f['sum']:.3f}, active on {f['active_tokens']} of {len(d['tokens'])} "
-              f"tokens, peak {f['peak']:.3f} at '{d['tokens'][f['peak_pos']]['token']}' (pos {f['peak_pos']})"
-              for f in d["features"]]
+    lines += [
+        f"  feature {f['feature']:>5}: sum {f['sum']:.3f}, active on {f['active_tokens']} of {len(d['tokens'])} "
+        f"tokens, peak {f['peak']:.3f} at '{d['tokens'][f['peak_pos']]['token']}' (pos {f['peak_pos']})"
+        for f in d["features"]
+    ]
     return "\n".join(lines)

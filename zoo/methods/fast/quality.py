@@ -7,6 +7,7 @@
 * :func:`steering_nll`: ``z' = z + α d_k`` (decoder row ``k`` in the LM's units) added at the read layer at every
   position; the mean NLL of held-out assistant replies per α.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -27,12 +28,13 @@ def _mean_pairwise_cosine(emb: torch.Tensor) -> torch.Tensor:
 
 
 def _context(tokenizer, seq: Sequence[int], pos: int) -> str:
-    return tokenizer.decode(seq[max(0, pos - CONTEXT + 1): pos + 1])
+    return tokenizer.decode(seq[max(0, pos - CONTEXT + 1) : pos + 1])
 
 
 @torch.no_grad()
-def random_coherence(ids: Sequence[Sequence[int]], tokenizer, n_sets: int = 300, top: int = 5, seed: int = 0
-                     ) -> torch.Tensor:
+def random_coherence(
+    ids: Sequence[Sequence[int]], tokenizer, n_sets: int = 300, top: int = 5, seed: int = 0
+) -> torch.Tensor:
     """``[n_sets]`` mean pairwise MiniLM cosine of random sets of ``top`` contexts (uniform conversation, then
     uniform position): the null distribution of :func:`feature_quality`."""
     from zoo.models.text_embedding import embed_texts
@@ -46,8 +48,16 @@ def random_coherence(ids: Sequence[Sequence[int]], tokenizer, n_sets: int = 300,
 
 
 @torch.no_grad()
-def feature_quality(module, ids: Sequence[Sequence[int]], acts: Sequence[torch.Tensor], tokenizer,
-                    random: torch.Tensor, n_features: int = 128, top: int = 5, seed: int = 0) -> dict:
+def feature_quality(
+    module,
+    ids: Sequence[Sequence[int]],
+    acts: Sequence[torch.Tensor],
+    tokenizer,
+    random: torch.Tensor,
+    n_features: int = 128,
+    top: int = 5,
+    seed: int = 0,
+) -> dict:
     """High-quality feature fraction of an SAE (see the module docstring).
 
     Args:
@@ -62,19 +72,30 @@ def feature_quality(module, ids: Sequence[Sequence[int]], acts: Sequence[torch.T
     from zoo.models.text_embedding import embed_texts
 
     maxima = [module.encode(a).max(dim=0) for a in acts]
-    peak = torch.stack([m.values for m in maxima])     # [n_conv, d_sae]: each feature's peak per conversation
-    where = torch.stack([m.indices for m in maxima])   # [n_conv, d_sae]: the position of that peak
+    peak = torch.stack([m.values for m in maxima])  # [n_conv, d_sae]: each feature's peak per conversation
+    where = torch.stack([m.indices for m in maxima])  # [n_conv, d_sae]: the position of that peak
     live = torch.nonzero((peak > 0).sum(0) >= top).flatten()
     chosen = live[torch.randperm(len(live), generator=torch.Generator().manual_seed(seed))[:n_features]]
     if len(chosen) == 0:
-        return {"high_quality": 0.0, "threshold": float(torch.quantile(random, 0.95)), "mean_coherence": None,
-                "live": 0.0}
-    texts = [_context(tokenizer, ids[c], int(where[c, k])) for k in chosen.tolist()
-             for c in peak[:, k].topk(top).indices.tolist()]
+        return {
+            "high_quality": 0.0,
+            "threshold": float(torch.quantile(random, 0.95)),
+            "mean_coherence": None,
+            "live": 0.0,
+        }
+    texts = [
+        _context(tokenizer, ids[c], int(where[c, k]))
+        for k in chosen.tolist()
+        for c in peak[:, k].topk(top).indices.tolist()
+    ]
     feat = _mean_pairwise_cosine(embed_texts(texts).view(len(chosen), top, -1))
     threshold = float(torch.quantile(random, 0.95))
-    return {"high_quality": float((feat > threshold).float().mean()), "threshold": threshold,
-            "mean_coherence": float(feat.mean()), "live": float(len(live))}
+    return {
+        "high_quality": float((feat > threshold).float().mean()),
+        "threshold": threshold,
+        "mean_coherence": float(feat.mean()),
+        "live": float(len(live)),
+    }
 
 
 @torch.no_grad()
@@ -85,12 +106,19 @@ def assistant_feature(module, ids: Sequence[Sequence[int]], acts: Sequence[torch
 
 
 @torch.no_grad()
-def steering_nll(module, model, tokenizer, conversations: Sequence[Sequence[dict]], feature: int,
-                 alphas: Sequence[float], max_length: int = 256) -> list[float]:
+def steering_nll(
+    module,
+    model,
+    tokenizer,
+    conversations: Sequence[Sequence[dict]],
+    feature: int,
+    alphas: Sequence[float],
+    max_length: int = 256,
+) -> list[float]:
     """Mean NLL (nats per token) of the assistant tokens of ``conversations`` with ``α · d_feature`` added to the
     residual stream after block ``layer`` at every position, one value per α."""
     layer = int(module.hparams.layer)
-    direction = module.sae.W_dec[feature] / module.act_scale      # the decoder row in the LM's units
+    direction = module.sae.W_dec[feature] / module.act_scale  # the decoder row in the LM's units
     encoded = [encode_chat(tokenizer, c, max_length) for c in conversations]
     out = []
     for alpha in alphas:
@@ -100,8 +128,11 @@ def steering_nll(module, model, tokenizer, conversations: Sequence[Sequence[dict
             with steer(model, layer, alpha * direction):
                 logits = model(input_ids=ids).logits[:, :-1]
             target = labels[:, 1:]
-            total += float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
-                                                             ignore_index=-100, reduction="sum"))
+            total += float(
+                torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="sum"
+                )
+            )
             count += int((target != -100).sum())
         out.append(total / count)
     return out

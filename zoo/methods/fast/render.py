@@ -1,5 +1,6 @@
 """Figures of the FAST experiments (``results/fast/figures/*.png``), drawn from the per-SAE rows of
 :mod:`zoo.methods.fast.experiments`."""
+
 from __future__ import annotations
 
 import statistics
@@ -46,8 +47,11 @@ def plot_all(rows: list[dict], name: str, out_dir=None, layer: int = 2, lm: str 
     fig, axes = plt.subplots(1, len(saes), figsize=(4.5 * len(saes), 3.6), squeeze=False)
     for ax, sae in zip(axes[0], saes):
         for p in pipes:
-            curves = [list(zip(range(len(r["error_by_position"])), r["error_by_position"]))
-                      for r in rows if r["sae"] == sae and r["pipeline"] == p]
+            curves = [
+                list(zip(range(len(r["error_by_position"])), r["error_by_position"]))
+                for r in rows
+                if r["sae"] == sae and r["pipeline"] == p
+            ]
             xs, ys = _mean_curves(curves)
             ax.plot(xs, ys, marker="o", color=COLOR[p], label=LABEL[p])
         from zoo.methods.fast.metrics import POSITION_EDGES  # imports torch: only when drawing this figure

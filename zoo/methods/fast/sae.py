@@ -10,6 +10,7 @@ Both: Kaiming-uniform weights with unit-norm decoder rows and ``W_enc = W_decᵀ
 ``apply_b_dec_to_input = False`` (App. C). The learning rate warms up, holds, then cosine-decays to ``lr_end``
 (:func:`lr_factor`); the sparsity coefficient warms up linearly (:func:`coefficient_warmup`).
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,15 @@ import torch
 ARCHITECTURES = ("standard", "jumprelu")
 
 
-def build_sae(architecture: str, d_in: int, d_sae: int, l1_coefficient: float = 5.0, l0_coefficient: float = 0.01,
-              jumprelu_bandwidth: float = 0.001, jumprelu_init_threshold: float = 0.001):
+def build_sae(
+    architecture: str,
+    d_in: int,
+    d_sae: int,
+    l1_coefficient: float = 5.0,
+    l0_coefficient: float = 0.01,
+    jumprelu_bandwidth: float = 0.001,
+    jumprelu_init_threshold: float = 0.001,
+):
     """An sae-lens training SAE of the given architecture (float32, CPU).
 
     Raises:
@@ -32,9 +40,14 @@ def build_sae(architecture: str, d_in: int, d_sae: int, l1_coefficient: float = 
     if architecture == "standard":
         return StandardTrainingSAE(StandardTrainingSAEConfig(l1_coefficient=l1_coefficient, **common))
     if architecture == "jumprelu":
-        return JumpReLUTrainingSAE(JumpReLUTrainingSAEConfig(
-            l0_coefficient=l0_coefficient, jumprelu_bandwidth=jumprelu_bandwidth,
-            jumprelu_init_threshold=jumprelu_init_threshold, **common))
+        return JumpReLUTrainingSAE(
+            JumpReLUTrainingSAEConfig(
+                l0_coefficient=l0_coefficient,
+                jumprelu_bandwidth=jumprelu_bandwidth,
+                jumprelu_init_threshold=jumprelu_init_threshold,
+                **common,
+            )
+        )
     raise ValueError(f"model.sae: {architecture!r} is not one of {ARCHITECTURES}")
 
 
@@ -44,8 +57,7 @@ def sparsity_key(sae) -> str:
 
 
 @torch.no_grad()
-def geometric_median(points: torch.Tensor, max_iter: int = 100, ftol: float = 1e-20, eps: float = 1e-8
-                     ) -> torch.Tensor:
+def geometric_median(points: torch.Tensor, max_iter: int = 100, ftol: float = 1e-20, eps: float = 1e-8) -> torch.Tensor:
     """Geometric median by Weiszfeld iterations (App. A): ``m ← Σ w_i p_i / Σ w_i`` with
     ``w_i = 1 / max(‖p_i − m‖, eps)``, from the mean, until the objective ``Σ ‖p_i − m‖`` improves by less than
     ``ftol`` relative.

@@ -1,6 +1,7 @@
 """The FAST studies beside the pipeline grid (``python -m zoo.methods.fast.experiments --peer | --gap | --compare |
 --steer``): sae-lens' own runner on BT(P), our trainer with sae-lens' trainer settings added in turn, the model-size
 table of the grids' results files, and the steering sweep."""
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,13 @@ def reconstruction_metrics(reconstruct, encode, val: dict, hidden: int) -> dict:
     mask = torch.cat(val["template"])
     fired = torch.cat(feats)
     dead, dense = dead_dense(fired.float().mean(0))
-    return {"log2_mse": math.log2(eq7_mse(sq, seq, hidden)), "log2_mse_st": math.log2(eq7_mse(sq, seq, hidden, mask)),
-            "l0": float(fired.sum(-1).float().mean()), "dead": dead, "dense": dense}
+    return {
+        "log2_mse": math.log2(eq7_mse(sq, seq, hidden)),
+        "log2_mse_st": math.log2(eq7_mse(sq, seq, hidden, mask)),
+        "l0": float(fired.sum(-1).float().mean()),
+        "dead": dead,
+        "dense": dense,
+    }
 
 
 def peer(args) -> None:
@@ -58,22 +64,36 @@ def peer(args) -> None:
         def recon(x, sae=sae):
             return sae.decode(sae.encode(x))
 
-        row = {"pipeline": "bt_pretrain (sae-lens runner)", "sae": "standard", "l1": args.l1[0], "seed": seed,
-               **reconstruction_metrics(recon, sae.encode, val, model.config.hidden_size), "seconds": seconds}
+        row = {
+            "pipeline": "bt_pretrain (sae-lens runner)",
+            "sae": "standard",
+            "l1": args.l1[0],
+            "seed": seed,
+            **reconstruction_metrics(recon, sae.encode, val, model.config.hidden_size),
+            "seconds": seconds,
+        }
         with torch.no_grad():
-            row["delta_loss"] = delta_loss(model, truncated_lm(model, 2), 2, padded(val["ids"][: args.delta_convs]),
-                                           recon)[2]
+            row["delta_loss"] = delta_loss(
+                model, truncated_lm(model, 2), 2, padded(val["ids"][: args.delta_convs]), recon
+            )[2]
         print("[fast-peer]", row, flush=True)
         rows.append(row)
-    write_result("fast", "peer-saelens", rows,
-                 summary=summarise(rows, ["log2_mse", "log2_mse_st", "delta_loss", "l0", "dead", "dense", "seconds"],
-                                   by=["pipeline"]),
-                 paper="the paper trains with sae_lens plus custom code; no runner-only row",
-                 notes=f"sae-lens LanguageModelSAETrainingRunner (its activation store and mixing buffer, "
-                       f"expected_average_only_in normalisation) on the same {len(blocks)} BT(P) 256-token blocks our "
-                       f"bt_pretrain pipeline harvests, {args.tokens:,} training tokens, batch 1,024, Standard SAE 8x, "
-                       f"lambda {args.l1[0]}, Adam 1e-3 -> 1e-4 (5% warm-up, cosine over the last 20%). Measured with our "
-                       "eq. 7 code on the validation conversations, each alone.", packages=["sae-lens"], results_dir=args.results_dir)
+    write_result(
+        "fast",
+        "peer-saelens",
+        rows,
+        summary=summarise(
+            rows, ["log2_mse", "log2_mse_st", "delta_loss", "l0", "dead", "dense", "seconds"], by=["pipeline"]
+        ),
+        paper="the paper trains with sae_lens plus custom code; no runner-only row",
+        notes=f"sae-lens LanguageModelSAETrainingRunner (its activation store and mixing buffer, "
+        f"expected_average_only_in normalisation) on the same {len(blocks)} BT(P) 256-token blocks our "
+        f"bt_pretrain pipeline harvests, {args.tokens:,} training tokens, batch 1,024, Standard SAE 8x, "
+        f"lambda {args.l1[0]}, Adam 1e-3 -> 1e-4 (5% warm-up, cosine over the last 20%). Measured with our "
+        "eq. 7 code on the validation conversations, each alone.",
+        packages=["sae-lens"],
+        results_dir=args.results_dir,
+    )
 
 
 #: The gap study (``--gap``): our trainer with sae-lens' trainer defaults switched on one at a time, cumulatively.
@@ -81,8 +101,11 @@ GAP_VARIANTS = {
     "ours (as the grids ran)": [],
     "+ gradient-norm clip 1.0": ["trainer.gradient_clip_val=1.0"],
     "+ sae-lens LR schedule": ["trainer.gradient_clip_val=1.0", "model.lr_schedule=sae-lens"],
-    "+ b_dec = 0 (sae-lens trainer settings)": ["trainer.gradient_clip_val=1.0", "model.lr_schedule=sae-lens",
-                                                "model.b_dec_init=zeros"],
+    "+ b_dec = 0 (sae-lens trainer settings)": [
+        "trainer.gradient_clip_val=1.0",
+        "model.lr_schedule=sae-lens",
+        "model.b_dec_init=zeros",
+    ],
 }
 
 
@@ -108,27 +131,42 @@ def gap(args) -> None:
             with log.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             save_setup(args, log)
-    write_result("fast", "peer-gap", rows, summary=summarise(rows, [m for m in METRICS if m in rows[0]],
-                                                              by=["variant"]),
-                 paper="the paper trains with sae_lens plus custom code (App. C: no gradient clipping stated)",
-                 notes=f"BT(P) Standard SAE (lambda {args.l1[0]}) on block {layer} of {args.context['lm']}, the "
-                       f"recipe {args.recipe} with {args.context['tokens']:,} training tokens of the same "
-                       f"{args.context['harvest']:,} harvested BT(P) tokens, with sae-lens' SAETrainer settings "
-                       "added cumulatively: clip_grad_norm_(1.0) after every backward (sae_lens/training/"
-                       "sae_trainer.py), its 'cosineannealing' schedule (linear warm-up, cosine to lr_end over the "
-                       "middle, then linear from lr_end to 0 over the decay steps; ours holds lr then cosine-decays "
-                       "over the last 20%), and b_dec = 0 (ours: the geometric median). The runner itself (its "
-                       "activation store: the first training tokens of the blocks in order) is in peer-saelens.json. "
-                       "Measured like the grid (eq. 7 on the validation conversations, each alone).",
-                 packages=["sae-lens"], results_dir=args.results_dir)
+    write_result(
+        "fast",
+        "peer-gap",
+        rows,
+        summary=summarise(rows, [m for m in METRICS if m in rows[0]], by=["variant"]),
+        paper="the paper trains with sae_lens plus custom code (App. C: no gradient clipping stated)",
+        notes=f"BT(P) Standard SAE (lambda {args.l1[0]}) on block {layer} of {args.context['lm']}, the "
+        f"recipe {args.recipe} with {args.context['tokens']:,} training tokens of the same "
+        f"{args.context['harvest']:,} harvested BT(P) tokens, with sae-lens' SAETrainer settings "
+        "added cumulatively: clip_grad_norm_(1.0) after every backward (sae_lens/training/"
+        "sae_trainer.py), its 'cosineannealing' schedule (linear warm-up, cosine to lr_end over the "
+        "middle, then linear from lr_end to 0 over the decay steps; ours holds lr then cosine-decays "
+        "over the last 20%), and b_dec = 0 (ours: the geometric median). The runner itself (its "
+        "activation store: the first training tokens of the blocks in order) is in peer-saelens.json. "
+        "Measured like the grid (eq. 7 on the validation conversations, each alone).",
+        packages=["sae-lens"],
+        results_dir=args.results_dir,
+    )
 
 
 #: The paper's log₂ MSE_st (Qwen2.5-7B-Instruct, layer 18, 8x), the row the model-size table ends with.
-PAPER_MSE_ST = {("standard", "fast"): 0.6468, ("standard", "bt_pretrain"): 5.1985, ("standard", "bt_chat"): 1.5093,
-                ("jumprelu", "fast"): -9.7604, ("jumprelu", "bt_pretrain"): -4.0005, ("jumprelu", "bt_chat"): -8.0743}
+PAPER_MSE_ST = {
+    ("standard", "fast"): 0.6468,
+    ("standard", "bt_pretrain"): 5.1985,
+    ("standard", "bt_chat"): 1.5093,
+    ("jumprelu", "fast"): -9.7604,
+    ("jumprelu", "bt_pretrain"): -4.0005,
+    ("jumprelu", "bt_chat"): -8.0743,
+}
 #: Results files of the pipeline grids, by the model (and training) they were measured on.
-GRIDS = {"pipelines-standard": "zoo-lm.chat (no clip)", "pipelines-jumprelu": "zoo-lm.chat (no clip)",
-         "pipelines-standard-clip": "zoo-lm.chat (clip 1.0)", "smollm2": "SmolLM2-135M-Instruct (clip 1.0)"}
+GRIDS = {
+    "pipelines-standard": "zoo-lm.chat (no clip)",
+    "pipelines-jumprelu": "zoo-lm.chat (no clip)",
+    "pipelines-standard-clip": "zoo-lm.chat (clip 1.0)",
+    "smollm2": "SmolLM2-135M-Instruct (clip 1.0)",
+}
 
 
 def compare(args) -> None:
@@ -145,27 +183,48 @@ def compare(args) -> None:
         if not path.is_file():
             continue
         sources.append(f"{name}.json (commit {json.loads(path.read_text())['provenance']['git_sha'][:10]})")
-        rows += [{"model": model, **{k: r.get(k) for k in ("sae", "pipeline", "seed", "log2_mse_st",
-                                                             "log2_mse_st_after0", "log2_mse", "delta_loss", "l0",
-                                                             "d_sae")}}
-                 for r in json.loads(path.read_text())["rows"]]
+        rows += [
+            {
+                "model": model,
+                **{
+                    k: r.get(k)
+                    for k in (
+                        "sae",
+                        "pipeline",
+                        "seed",
+                        "log2_mse_st",
+                        "log2_mse_st_after0",
+                        "log2_mse",
+                        "delta_loss",
+                        "l0",
+                        "d_sae",
+                    )
+                },
+            }
+            for r in json.loads(path.read_text())["rows"]
+        ]
     for r in rows:
         r["d_sae"] = r["d_sae"] or 2048  # the zoo-lm grids (8 x 256) did not store it
         r["l0_fraction"] = r["l0"] / r["d_sae"]
         r["paper_log2_mse_st"] = PAPER_MSE_ST[(r["sae"], r["pipeline"])]
-    metrics = ["log2_mse_st", "log2_mse_st_after0", "log2_mse", "delta_loss", "l0", "l0_fraction",
-               "paper_log2_mse_st"]
-    write_result("fast", "by-model", rows, summary=summarise(rows, metrics, by=["sae", "pipeline", "model"]),
-                 paper="Qwen2.5-7B-Instruct L18 8x log2 MSE_st in paper_log2_mse_st (the paper's smallest model is "
-                       "Qwen2.5-0.5B-Instruct; its table gives 7B's)",
-                 notes="Per-seed rows of " + ", ".join(sources) + ", grouped by SAE and pipeline: the same "
-                       "measurements (eq. 7 on held-out zoo-lm-chat conversations each alone, template tokens of each "
-                       "model's own chat template) on the 5.3M-parameter zoo-lm.chat (block 2 of 4) and the "
-                       "135M-parameter SmolLM2-135M-Instruct (block 15 of 30). The zoo-lm grids were trained "
-                       "without gradient clipping except pipelines-standard-clip; budgets differ (see each file). "
-                       "log2_mse_st_after0 (template tokens after position 0) exists for the grids run since it was "
-                       "added (not the two unclipped zoo-lm grids).",
-                 packages=["sae-lens"], results_dir=args.results_dir)
+    metrics = ["log2_mse_st", "log2_mse_st_after0", "log2_mse", "delta_loss", "l0", "l0_fraction", "paper_log2_mse_st"]
+    write_result(
+        "fast",
+        "by-model",
+        rows,
+        summary=summarise(rows, metrics, by=["sae", "pipeline", "model"]),
+        paper="Qwen2.5-7B-Instruct L18 8x log2 MSE_st in paper_log2_mse_st (the paper's smallest model is "
+        "Qwen2.5-0.5B-Instruct; its table gives 7B's)",
+        notes="Per-seed rows of " + ", ".join(sources) + ", grouped by SAE and pipeline: the same "
+        "measurements (eq. 7 on held-out zoo-lm-chat conversations each alone, template tokens of each "
+        "model's own chat template) on the 5.3M-parameter zoo-lm.chat (block 2 of 4) and the "
+        "135M-parameter SmolLM2-135M-Instruct (block 15 of 30). The zoo-lm grids were trained "
+        "without gradient clipping except pipelines-standard-clip; budgets differ (see each file). "
+        "log2_mse_st_after0 (template tokens after position 0) exists for the grids run since it was "
+        "added (not the two unclipped zoo-lm grids).",
+        packages=["sae-lens"],
+        results_dir=args.results_dir,
+    )
 
 
 def steering(args, probes, layer: int) -> None:
@@ -183,16 +242,31 @@ def steering(args, probes, layer: int) -> None:
     norm = float(torch.cat(val["acts"]).norm(dim=-1).mean())
     paper_alphas = [0, 15, 25, 50, 100, 150, 200]
     alphas = [a * norm / 100 for a in paper_alphas]
-    held_out = dm.val_conversations[-args.delta_convs:]
+    held_out = dm.val_conversations[-args.delta_convs :]
     nll = steering_nll(module, model, tok, held_out, feature, alphas)
-    rows = [{"alpha_paper": a, "alpha": b, "feature": feature, "seed": args.seeds[0], "reply_nll": n,
-             "reply_ppl": math.exp(n)} for a, b, n in zip(paper_alphas, alphas, nll)]
-    write_result("fast", "steering", rows, paper="alpha in {0, 15, 25, 50, 100, 150, 200}: moderate alpha improves "
-                 "answers (GPT-4o judged), large alpha degrades them (paper §4.4, Qwen2.5-7B / Llama-3.1-8B)",
-                 notes=f"z' = z + alpha * d_k at block 2 on every position, d_k the decoder row (LM units, norm "
-                       f"{float(module.sae.W_dec[feature].detach().norm() / module.act_scale):.3f}) of the feature most "
-                       f"active on <|assistant|> ({feature}). Our alpha = paper alpha x (our mean residual norm "
-                       f"{norm:.2f}) / 100, i.e. we read the paper's alpha as a percentage of the residual norm "
-                       f"(ours: the paper's norm is not given). Held-out replies: the last {args.delta_convs} "
-                       "val.jsonl conversations; NLL in nats per assistant token (teacher forcing).",
-                 packages=["sae-lens"], results_dir=args.results_dir)
+    rows = [
+        {
+            "alpha_paper": a,
+            "alpha": b,
+            "feature": feature,
+            "seed": args.seeds[0],
+            "reply_nll": n,
+            "reply_ppl": math.exp(n),
+        }
+        for a, b, n in zip(paper_alphas, alphas, nll)
+    ]
+    write_result(
+        "fast",
+        "steering",
+        rows,
+        paper="alpha in {0, 15, 25, 50, 100, 150, 200}: moderate alpha improves "
+        "answers (GPT-4o judged), large alpha degrades them (paper §4.4, Qwen2.5-7B / Llama-3.1-8B)",
+        notes=f"z' = z + alpha * d_k at block 2 on every position, d_k the decoder row (LM units, norm "
+        f"{float(module.sae.W_dec[feature].detach().norm() / module.act_scale):.3f}) of the feature most "
+        f"active on <|assistant|> ({feature}). Our alpha = paper alpha x (our mean residual norm "
+        f"{norm:.2f}) / 100, i.e. we read the paper's alpha as a percentage of the residual norm "
+        f"(ours: the paper's norm is not given). Held-out replies: the last {args.delta_convs} "
+        "val.jsonl conversations; NLL in nats per assistant token (teacher forcing).",
+        packages=["sae-lens"],
+        results_dir=args.results_dir,
+    )

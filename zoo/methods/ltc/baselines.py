@@ -1,5 +1,6 @@
 """Baselines of LTC (notes §1.7), re-written: RoboShot on the final embedding, Ortho-Cali, TextSpan head ablation,
 random-head ablation, and ERM / group-balanced linear probes (trained references)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,9 @@ def roboshot(emb: torch.Tensor, T: torch.Tensor, U_reject: torch.Tensor, U_accep
     return z @ T
 
 
-def ortho_cali(T: torch.Tensor, spurious: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor,
-               lam: float = 1000.0) -> torch.Tensor:
+def ortho_cali(
+    T: torch.Tensor, spurious: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, lam: float = 1000.0
+) -> torch.Tensor:
     """Ortho-Cali (Chuang et al., 2023, "Debiasing vision-language models via biased prompts"): class embeddings
     ``T (D, C)`` mapped by ``P* = P_0 (I + λ/|S| Σ_{(i,j)} (z_i − z_j)(z_i − z_j)ᵀ)^{-1}``, ``P_0 = I − A(AᵀA)^{-1}Aᵀ``
     the projection orthogonal to the spurious prompt embeddings ``A = spurious.T (D, m)``, ``(z_i, z_j) = (pos, neg)``
@@ -51,11 +53,11 @@ def text_span(C: torch.Tensor, texts: torch.Tensor, steps: int = 3) -> list[int]
     return chosen
 
 
-def textspan_heads(heads: torch.Tensor, texts: torch.Tensor, is_place: list[bool], layers: list[int]
-                   ) -> list[Head]:
+def textspan_heads(heads: torch.Tensor, texts: torch.Tensor, is_place: list[bool], layers: list[int]) -> list[Head]:
     """Heads in ``layers`` whose first TextSpan text is about the place (the heads Gandelsman et al. ablate)."""
-    return [(l, h) for l in layers for h in range(heads.shape[2])
-            if is_place[text_span(heads[:, l, h], texts, steps=1)[0]]]
+    return [
+        (l, h) for l in layers for h in range(heads.shape[2]) if is_place[text_span(heads[:, l, h], texts, steps=1)[0]]
+    ]
 
 
 def random_heads(n_heads: int, layers: list[int], H: int, count: int, draws: int, seed: int) -> list[list[Head]]:
@@ -71,8 +73,9 @@ def ablate_logits(heads: torch.Tensor, others: torch.Tensor, T: torch.Tensor, wh
     return (mean_ablate(heads, which).sum((1, 2)) + others.sum(1)) @ T
 
 
-def linear_probe(x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, group: torch.Tensor | None = None,
-                 seed: int = 0) -> torch.Tensor:
+def linear_probe(
+    x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, group: torch.Tensor | None = None, seed: int = 0
+) -> torch.Tensor:
     """Logistic-regression probe on normalised embeddings; with ``group`` each sample is weighted by the inverse
     frequency of its group (group-balanced ERM). Returns test predictions ``(n_test,)``."""
     from sklearn.linear_model import LogisticRegression

@@ -18,6 +18,7 @@ Recipe (issue 19, built exactly):
 ``python -m zoo.methods.ltc.build_data --out DIR`` writes ``DIR/images/<split>/<index>_<class>.png`` and
 ``DIR/metadata.csv`` (``img_filename,y,place,split,caption``), readable by :func:`zoo.data.waterbirds.read_waterbirds`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,16 @@ VEHICLES = ("airplane", "automobile", "ship", "truck")
 ANIMALS = ("cat", "deer", "dog", "horse")
 PHOTOS = {1: "china.jpg", 0: "flower.jpg"}
 PLACE_WORDS = {1: "in front of a temple", 0: "in front of flowers"}
-TEMPLATES = ("a photo of a {}", "a picture of a {}", "an image of a {}", "a photo of the {}", "a small {}",
-             "a close-up photo of a {}", "a blurry photo of a {}", "a good photo of a {}")
+TEMPLATES = (
+    "a photo of a {}",
+    "a picture of a {}",
+    "an image of a {}",
+    "a photo of the {}",
+    "a small {}",
+    "a close-up photo of a {}",
+    "a blurry photo of a {}",
+    "a good photo of a {}",
+)
 SIDE, OBJ, CROP = 48, 32, (96, 192)
 
 
@@ -65,7 +74,7 @@ def background(photo: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
     s = int(rng.integers(CROP[0], CROP[1] + 1))
     top, left = int(rng.integers(0, photo.shape[0] - s + 1)), int(rng.integers(0, photo.shape[1] - s + 1))
-    crop = Image.fromarray(photo[top:top + s, left:left + s])
+    crop = Image.fromarray(photo[top : top + s, left : left + s])
     return np.asarray(crop.resize((SIDE, SIDE), Image.BILINEAR))
 
 
@@ -74,12 +83,13 @@ def composite(obj: np.ndarray, bg: np.ndarray, offset: tuple[int, int], alpha: n
     out = bg.astype(np.float64)
     r, c = offset
     a = alpha[..., None]
-    out[r:r + OBJ, c:c + OBJ] = a * obj + (1 - a) * out[r:r + OBJ, c:c + OBJ]
+    out[r : r + OBJ, c : c + OBJ] = a * obj + (1 - a) * out[r : r + OBJ, c : c + OBJ]
     return np.rint(out).astype(np.uint8)
 
 
-def assign_places(y: np.ndarray, cls: np.ndarray, split: np.ndarray, rate: float, rng: np.random.Generator
-                  ) -> np.ndarray:
+def assign_places(
+    y: np.ndarray, cls: np.ndarray, split: np.ndarray, rate: float, rng: np.random.Generator
+) -> np.ndarray:
     """Per CIFAR class: in split 0 exactly ``round(rate n)`` images get ``place = y`` (seeded choice); in splits 1
     and 2 exactly half (the first ``n // 2`` of a seeded permutation) get place 0, the rest place 1."""
     place = np.zeros_like(y)
@@ -92,12 +102,11 @@ def assign_places(y: np.ndarray, cls: np.ndarray, split: np.ndarray, rate: float
                 place[perm[:n_major]] = y[perm[:n_major]]
                 place[perm[n_major:]] = 1 - y[perm[n_major:]]
             else:
-                place[perm[len(idx) // 2:]] = 1
+                place[perm[len(idx) // 2 :]] = 1
     return place
 
 
-def build(seed: int = 0, rate: float = 0.95, caption_place: float = 0.3, path: str | None = None
-          ) -> WaterbirdsCifar:
+def build(seed: int = 0, rate: float = 0.95, caption_place: float = 0.3, path: str | None = None) -> WaterbirdsCifar:
     """Build ``waterbirds-cifar`` in memory (deterministic for a seed; see the module docstring).
 
     Args:
@@ -138,8 +147,7 @@ def build(seed: int = 0, rate: float = 0.95, caption_place: float = 0.3, path: s
         if split[i] == 0:
             text = template.format(names[cls[i]])
             captions[i] = f"{text} {PLACE_WORDS[int(place[i])]}" if with_place else text
-    return WaterbirdsCifar(x, y, place.astype(np.int64), split.astype(np.int64), cls.astype(np.int64), captions,
-                           names)
+    return WaterbirdsCifar(x, y, place.astype(np.int64), split.astype(np.int64), cls.astype(np.int64), captions, names)
 
 
 def write(data: WaterbirdsCifar, out: str | Path) -> Path:

@@ -11,6 +11,7 @@ group absent from val fail in ``setup()`` (``DataError`` naming file, line and c
 
 Batches: ``(x (B, 3, S, S) float normalised with CLIP's mean/std, tokens (B, context_length) int64)``.
 """
+
 from __future__ import annotations
 
 import lightning as L
@@ -40,7 +41,7 @@ class _Pairs(Dataset):
         return len(self.x)
 
     def __getitem__(self, i):
-        return normalise(self.x[i:i + 1])[0], self.tokens[i]
+        return normalise(self.x[i : i + 1])[0], self.tokens[i]
 
 
 class WaterbirdsDataModule(L.LightningDataModule):
@@ -63,9 +64,16 @@ class WaterbirdsDataModule(L.LightningDataModule):
         DataError: from ``setup()``.
     """
 
-    def __init__(self, path: str | None = None, rate: Probability = 0.95, data_seed: NonNegativeInt = 0,
-                 size: PositiveInt = 48, batch_size: PositiveInt = 128, n_train: PositiveInt | None = None,
-                 n_eval: PositiveInt | None = None):
+    def __init__(
+        self,
+        path: str | None = None,
+        rate: Probability = 0.95,
+        data_seed: NonNegativeInt = 0,
+        size: PositiveInt = 48,
+        batch_size: PositiveInt = 128,
+        n_train: PositiveInt | None = None,
+        n_eval: PositiveInt | None = None,
+    ):
         super().__init__()
         self.path, self.rate, self.data_seed = path, float(rate), int(data_seed)
         self.size, self.batch_size, self.n_train, self.n_eval = int(size), int(batch_size), n_train, n_eval
@@ -99,14 +107,20 @@ class WaterbirdsDataModule(L.LightningDataModule):
             if self.trainer is not None and self.trainer.max_epochs == 0:  # post hoc only (a pretrained CLIP)
                 return DataLoader(_Pairs(self.train_set.x[:0], torch.zeros(0, 1, dtype=torch.long)), batch_size=1)
             line = caps.index("")
-            raise DataError(f"{self.folder() / 'metadata.csv'}: train image {self.train_set.files[line]} has no "
-                            "caption (column 'caption'); pretraining needs one per train image")
+            raise DataError(
+                f"{self.folder() / 'metadata.csv'}: train image {self.train_set.files[line]} has no "
+                "caption (column 'caption'); pretraining needs one per train image"
+            )
         try:
             tokens = self.tokenize(caps)
         except ValueError:  # a caption the vocabulary cannot encode (too long): name its line
             raise self._caption_error(caps) from None
-        return DataLoader(_Pairs(self.train_set.x, tokens), batch_size=self.batch_size, shuffle=True,
-                          drop_last=len(caps) > self.batch_size)
+        return DataLoader(
+            _Pairs(self.train_set.x, tokens),
+            batch_size=self.batch_size,
+            shuffle=True,
+            drop_last=len(caps) > self.batch_size,
+        )
 
     def _caption_error(self, caps: list[str]) -> DataError:
         """``metadata.csv:LINE: column 'caption': why`` for the first training caption ``tokenize`` refuses."""
@@ -118,8 +132,9 @@ class WaterbirdsDataModule(L.LightningDataModule):
             try:
                 self.tokenize([caption])
             except ValueError as e:
-                return DataError(f"{meta}:{lines.get(file, '?')}: column 'caption': {e} (shorten it, or raise "
-                                 "model.context_length)")
+                return DataError(
+                    f"{meta}:{lines.get(file, '?')}: column 'caption': {e} (shorten it, or raise model.context_length)"
+                )
         return DataError(f"{meta}: the training captions could not be tokenised")
 
 
@@ -128,8 +143,10 @@ def _head(s: GroupImageSet, n: int | None) -> GroupImageSet:
     if n is None or n >= len(s):
         return s
     g = s.group
-    order = torch.argsort(torch.stack([torch.cumsum(g == k, 0) for k in range(4)]).gather(0, g[None])[0] * 4 + g,
-                          stable=True)[:n]
+    order = torch.argsort(
+        torch.stack([torch.cumsum(g == k, 0) for k in range(4)]).gather(0, g[None])[0] * 4 + g, stable=True
+    )[:n]
     order = order.sort().values
-    return GroupImageSet(s.x[order], s.y[order], s.place[order], [s.files[i] for i in order],
-                         [s.captions[i] for i in order])
+    return GroupImageSet(
+        s.x[order], s.y[order], s.place[order], [s.files[i] for i in order], [s.captions[i] for i in order]
+    )

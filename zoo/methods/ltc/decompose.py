@@ -14,6 +14,7 @@ over the ``N`` tokens).
 Works for any open_clip ``VisionTransformer`` with ``ResidualAttentionBlock`` blocks (``nn.MultiheadAttention``,
 optional LayerScale), CLS-token pooling and no attentional pooler: the tiny CLIP here and ViT-B-16 alike.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,13 +43,15 @@ def _check(visual: nn.Module) -> None:
     for blk in visual.transformer.resblocks:
         if not isinstance(getattr(blk, "attn", None), nn.MultiheadAttention):
             raise ValueError(  # noqa: TRY004  (an unsupported architecture, documented as ValueError)
-                f"decompose: block {type(blk).__name__} has no nn.MultiheadAttention `attn`")
+                f"decompose: block {type(blk).__name__} has no nn.MultiheadAttention `attn`"
+            )
         if getattr(blk, "ln_1_kv", None) is not None or type(getattr(blk, "ln_attn", nn.Identity())) is not nn.Identity:
             raise ValueError("decompose: cross-attention / scaled attention blocks are not supported")
 
 
-def head_outputs(attn: nn.MultiheadAttention, h: torch.Tensor, n_tokens: bool = False
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def head_outputs(
+    attn: nn.MultiheadAttention, h: torch.Tensor, n_tokens: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Self-attention of ``h (B, N, W)`` split by head (batch first, no mask).
 
     Returns:
@@ -60,16 +63,16 @@ def head_outputs(attn: nn.MultiheadAttention, h: torch.Tensor, n_tokens: bool = 
     H = attn.num_heads
     dh = W // H
     q, k, v = F.linear(h, attn.in_proj_weight, attn.in_proj_bias).chunk(3, dim=-1)
-    q, k, v = (t.view(B, N, H, dh).transpose(1, 2) for t in (q, k, v))          # (B, H, N, dh)
-    alpha = torch.softmax(q @ k.transpose(-1, -2) / dh ** 0.5, dim=-1)          # (B, H, N, N)
-    ctx = alpha @ v                                                             # (B, H, N, dh)
-    w_o = attn.out_proj.weight.view(W, H, dh)                                   # (W_out, H, dh)
+    q, k, v = (t.view(B, N, H, dh).transpose(1, 2) for t in (q, k, v))  # (B, H, N, dh)
+    alpha = torch.softmax(q @ k.transpose(-1, -2) / dh**0.5, dim=-1)  # (B, H, N, N)
+    ctx = alpha @ v  # (B, H, N, dh)
+    w_o = attn.out_proj.weight.view(W, H, dh)  # (W_out, H, dh)
     b_o = attn.out_proj.bias if attn.out_proj.bias is not None else h.new_zeros(W)
     out = ctx.transpose(1, 2).reshape(B, N, W) @ attn.out_proj.weight.T + b_o
     cls_heads = torch.einsum("bhd,whd->bhw", ctx[:, :, 0], w_o) + b_o / H
     cls_tokens = None
     if n_tokens:
-        vo = torch.einsum("bhnd,whd->bhnw", v, w_o)                             # (B, H, N, W)
+        vo = torch.einsum("bhnd,whd->bhnw", v, w_o)  # (B, H, N, W)
         cls_tokens = alpha[:, :, 0, :, None] * vo + b_o / (H * N)
     return out, cls_heads, cls_tokens
 
@@ -90,8 +93,8 @@ def decompose(visual: nn.Module, images: torch.Tensor, tokens: bool = False) -> 
         ValueError: an unsupported architecture (attentional pooler, average pooling, custom blocks).
     """
     _check(visual)
-    x = visual._embeds(images)                                                  # (B, N, W), after ln_pre
-    cls_terms = [x[:, None, 0]]                                                  # list of (B, k, W)
+    x = visual._embeds(images)  # (B, N, W), after ln_pre
+    cls_terms = [x[:, None, 0]]  # list of (B, k, W)
     head_terms, tok_terms = [], []
     for blk in visual.transformer.resblocks:
         out, cls_heads, cls_tok = head_outputs(blk.attn, blk.ln_1(x), tokens)
@@ -102,8 +105,8 @@ def decompose(visual: nn.Module, images: torch.Tensor, tokens: bool = False) -> 
         mlp = _layer_scale(blk.ls_2, blk.mlp(blk.ln_2(x)))
         cls_terms.append(mlp[:, None, 0])
         x = x + mlp
-    heads = torch.stack(head_terms, 1)                                          # (B, L, H, W)
-    others = torch.cat(cls_terms, 1)                                            # (B, L + 1, W)
+    heads = torch.stack(head_terms, 1)  # (B, L, H, W)
+    others = torch.cat(cls_terms, 1)  # (B, L + 1, W)
     ln, proj = visual.ln_post, visual.proj
     z = x[:, 0]
     mu = z.mean(-1)
@@ -119,6 +122,6 @@ def decompose(visual: nn.Module, images: torch.Tensor, tokens: bool = False) -> 
 
     tok = None
     if tokens:
-        t = torch.stack(tok_terms, 1)                                           # (B, L, H, N, W)
+        t = torch.stack(tok_terms, 1)  # (B, L, H, N, W)
         tok = post(t, K * t.shape[3])
     return Decomposition(post(heads, K), post(others, K), tok)

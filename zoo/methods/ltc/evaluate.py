@@ -1,5 +1,6 @@
 """The whole post-hoc pipeline on a trained CLIP: decompose val and test, locate on val, correct and score test,
 with every baseline; returns table rows (WG, Avg, Gap in %) and the state ``zoo predict`` needs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -30,8 +31,9 @@ class TextState:
 @torch.no_grad()
 def text_state(encode_text, ps: prompts.PromptSet) -> TextState:
     """Embed every prompt of ``ps`` with ``encode_text(list[str]) -> (n, D)`` (unnormalised)."""
-    T = torch.stack([F.normalize(F.normalize(encode_text(ps.class_prompts(y)), dim=-1).mean(0), dim=0)
-                     for y in (0, 1)], 1)
+    T = torch.stack(
+        [F.normalize(F.normalize(encode_text(ps.class_prompts(y)), dim=-1).mean(0), dim=0) for y in (0, 1)], 1
+    )
     a, b = ps.accept_pairs()
     r1, r2 = ps.reject_pairs()
     span, place = ps.textspan_pool()
@@ -45,7 +47,7 @@ def text_state(encode_text, ps: prompts.PromptSet) -> TextState:
 @torch.no_grad()
 def decompose_set(visual, x: torch.Tensor, batch_size: int = 256, dtype=torch.float32) -> Decomposition:
     """:func:`decompose` over ``x (n, 3, S, S)`` in batches (CPU tensors out)."""
-    parts = [decompose(visual, x[i:i + batch_size].to(dtype)) for i in range(0, len(x), batch_size)]
+    parts = [decompose(visual, x[i : i + batch_size].to(dtype)) for i in range(0, len(x), batch_size)]
     return Decomposition(torch.cat([p.heads for p in parts]).cpu(), torch.cat([p.others for p in parts]).cpu())
 
 
@@ -54,9 +56,20 @@ def _row(method: str, logit_or_pred: torch.Tensor, y: torch.Tensor, group: torch
     return {"method": method, **wg_avg_gap(pred, y, group), **extra}
 
 
-def run_pipeline(val: Decomposition, test: Decomposition, ts: TextState, y_val, g_val, y_test, g_test,
-                 train_emb: torch.Tensor | None = None, y_train=None, g_train=None, random_draws: int = 20,
-                 seed: int = 0) -> tuple[list[dict], dict]:
+def run_pipeline(
+    val: Decomposition,
+    test: Decomposition,
+    ts: TextState,
+    y_val,
+    g_val,
+    y_test,
+    g_test,
+    train_emb: torch.Tensor | None = None,
+    y_train=None,
+    g_train=None,
+    random_draws: int = 20,
+    seed: int = 0,
+) -> tuple[list[dict], dict]:
     """Locate on ``val``, correct and score ``test``; every baseline too.
 
     Returns:
@@ -77,18 +90,30 @@ def run_pipeline(val: Decomposition, test: Decomposition, ts: TextState, y_val, 
     count = max(1, len(loc.spurious))
     draws = B.random_heads(L * H, late, H, count, random_draws, seed)
     scores = [wg_avg_gap(B.ablate_logits(hd, ot, T, d).argmax(1), y_test, g_test) for d in draws]
-    rows.append({"method": "random-heads", **{k: sum(s[k] for s in scores) / len(scores) for k in scores[0]},
-                 "n_heads": count, "wg_sd_draws": float(torch.tensor([s["wg"] for s in scores]).std())})
-    for name, S, Y, lc in (("ltc", loc.spurious, loc.salient, loc), ("ltc-ablate", loc.spurious, [], loc),
-                           ("ltc-inject", [], loc.salient, loc),
-                           ("ltc-full", loc_full.spurious, loc_full.salient, loc_full)):
-        rows.append(_row(name, logits(correct(hd, S, Y, ts.U_accept), ot, T), y_test, g_test,
-                         n_spurious=len(S), n_salient=len(Y)))
+    rows.append(
+        {
+            "method": "random-heads",
+            **{k: sum(s[k] for s in scores) / len(scores) for k in scores[0]},
+            "n_heads": count,
+            "wg_sd_draws": float(torch.tensor([s["wg"] for s in scores]).std()),
+        }
+    )
+    for name, S, Y, lc in (
+        ("ltc", loc.spurious, loc.salient, loc),
+        ("ltc-ablate", loc.spurious, [], loc),
+        ("ltc-inject", [], loc.salient, loc),
+        ("ltc-full", loc_full.spurious, loc_full.salient, loc_full),
+    ):
+        rows.append(
+            _row(
+                name, logits(correct(hd, S, Y, ts.U_accept), ot, T), y_test, g_test, n_spurious=len(S), n_salient=len(Y)
+            )
+        )
     if train_emb is not None:
-        rows.append(_row("probe-erm", B.linear_probe(train_emb, y_train, test.embedding(), seed=seed),
-                         y_test, g_test))
-        rows.append(_row("probe-balanced", B.linear_probe(train_emb, y_train, test.embedding(), g_train, seed),
-                         y_test, g_test))
+        rows.append(_row("probe-erm", B.linear_probe(train_emb, y_train, test.embedding(), seed=seed), y_test, g_test))
+        rows.append(
+            _row("probe-balanced", B.linear_probe(train_emb, y_train, test.embedding(), g_train, seed), y_test, g_test)
+        )
     state = {"located": loc, "located_full": loc_full, "test_means": hd.mean(0), "textspan": span_heads}
     return rows, state
 

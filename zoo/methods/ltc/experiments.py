@@ -9,6 +9,7 @@ resumes). Writes ``results/ltc/waterbirds-cifar[-r0.99].json`` through ``write_r
 avg, gap`` (percent), top-level ``seeds``, notes opening with the verdict against the paper's ">50% WG gain over
 non-training post-hoc baselines" (both relative and absolute gains are reported).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,11 +26,24 @@ from zoo.core.results import summarise, write_result
 
 METHOD = "ltc"
 POST_HOC = ("zero-shot", "roboshot", "ortho-cali", "textspan")  # non-training post-hoc baselines
-ORDER = ("zero-shot", "roboshot", "ortho-cali", "textspan", "random-heads", "ltc", "ltc-ablate", "ltc-inject",
-         "ltc-full", "probe-erm", "probe-balanced")
-PAPER = {"claim": "LTC: >50% gain in worst-group accuracy over non-training post-hoc baselines (abstract; relative or "
-                  "absolute not stated); heads found on ViT-B-16 Waterbirds: spurious (10,10), (11,3), salient "
-                  "(11,5), (10,2) (authors' code)"}
+ORDER = (
+    "zero-shot",
+    "roboshot",
+    "ortho-cali",
+    "textspan",
+    "random-heads",
+    "ltc",
+    "ltc-ablate",
+    "ltc-inject",
+    "ltc-full",
+    "probe-erm",
+    "probe-balanced",
+)
+PAPER = {
+    "claim": "LTC: >50% gain in worst-group accuracy over non-training post-hoc baselines (abstract; relative or "
+    "absolute not stated); heads found on ViT-B-16 Waterbirds: spurious (10,10), (11,3), salient "
+    "(11,5), (10,2) (authors' code)"
+}
 
 
 def run_seed(seed: int, rate: float, epochs: int, out: Path, batch_size: int = 128, lr: float = 1e-3) -> dict:
@@ -38,9 +52,19 @@ def run_seed(seed: int, rate: float, epochs: int, out: Path, batch_size: int = 1
     if cache.is_file():
         return json.loads(cache.read_text())
     start = time.time()
-    cfg = load_recipe("ltc.yaml", [f"seed={seed}", f"data.rate={rate}", f"trainer.max_epochs={epochs}",
-                                   f"data.batch_size={batch_size}", f"model.optimizer.lr={lr}",
-                                   f"out_dir={out / 'runs'}", "export.formats=[]", "logger.kind=none"])
+    cfg = load_recipe(
+        "ltc.yaml",
+        [
+            f"seed={seed}",
+            f"data.rate={rate}",
+            f"trainer.max_epochs={epochs}",
+            f"data.batch_size={batch_size}",
+            f"model.optimizer.lr={lr}",
+            f"out_dir={out / 'runs'}",
+            "export.formats=[]",
+            "logger.kind=none",
+        ],
+    )
     validate(cfg)
     run_dir = train(cfg)
     rows = json.loads((run_dir / "ltc" / "rows.json").read_text())
@@ -63,8 +87,10 @@ def verdict(summary: dict[str, dict]) -> tuple[str, str]:
         v = "partly"
     else:
         v = "not at this scale"
-    return v, (f"LTC mean WG {ltc:.1f} vs best non-training post-hoc baseline ({base_name}) {base:.1f}: "
-               f"{absolute:+.1f} points absolute, {relative:+.1f}% relative (claim: >50%)")
+    return v, (
+        f"LTC mean WG {ltc:.1f} vs best non-training post-hoc baseline ({base_name}) {base:.1f}: "
+        f"{absolute:+.1f} points absolute, {relative:+.1f}% relative (claim: >50%)"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -80,34 +106,53 @@ def main(argv: list[str] | None = None) -> None:
     docs = [run_seed(s, a.rate, a.epochs, out, a.batch_size, a.lr) for s in a.seeds]
     rows, located = [], []
     for d in docs:
-        rows += [{"seed": d["seed"], "method": r["method"], "wg": r["wg"], "avg": r["avg"], "gap": r["gap"]}
-                 for r in d["rows"] if "wg" in r]
+        rows += [
+            {"seed": d["seed"], "method": r["method"], "wg": r["wg"], "avg": r["avg"], "gap": r["gap"]}
+            for r in d["rows"]
+            if "wg" in r
+        ]
         loc = next(r for r in d["rows"] if r["method"] == "located")
-        located.append(f"seed {d['seed']}: S={loc['spurious']} Y={loc['salient']} (full: S={loc['full']['spurious']}"
-                       f" Y={loc['full']['salient']}; TextSpan place heads {loc['textspan']})")
+        located.append(
+            f"seed {d['seed']}: S={loc['spurious']} Y={loc['salient']} (full: S={loc['full']['spurious']}"
+            f" Y={loc['full']['salient']}; TextSpan place heads {loc['textspan']})"
+        )
     rows.sort(key=lambda r: (ORDER.index(r["method"]), r["seed"]))
     summary = summarise(rows, ["wg", "avg", "gap"], by=["method"])
     means = {s["method"]: {k: s[k]["mean"] for k in ("wg", "avg", "gap")} for s in summary}
     v, sentence = verdict(means)
     zs_gap = means["zero-shot"]["gap"]
-    losses = [json.loads((Path(d["run_dir"]) / "metrics.json").read_text())["metrics"].get("train/loss")
-              for d in docs]
-    loss_note = (f"Final CLIP training loss per seed {[round(x, 3) for x in losses if x is not None]} against "
-                 f"ln(batch) = {math.log(a.batch_size):.2f} (chance) and ln(batch/2) = {math.log(a.batch_size / 2):.2f} "
-                 "(what knowing only the place gives). ")
+    losses = [json.loads((Path(d["run_dir"]) / "metrics.json").read_text())["metrics"].get("train/loss") for d in docs]
+    loss_note = (
+        f"Final CLIP training loss per seed {[round(x, 3) for x in losses if x is not None]} against "
+        f"ln(batch) = {math.log(a.batch_size):.2f} (chance) and ln(batch/2) = {math.log(a.batch_size / 2):.2f} "
+        "(what knowing only the place gives). "
+    )
     minutes = statistics.fmean(d["seconds"] for d in docs) / 60
-    notes = (f"Verdict: {v}. {sentence}. Protocol: waterbirds-cifar (ours: real CIFAR-10 objects of 8 classes on two "
-             f"real photos; pretrain place = class at rate {a.rate:g}; val/test balanced, 200 images per group), tiny "
-             f"open_clip CLIP (ViT 6x4 heads, width 128, patch 8; 2-layer text tower) pretrained {a.epochs} epochs "
-             f"(batch {a.batch_size}, AdamW lr {a.lr:g}, cosine) per seed ({minutes:.1f} min/seed on the shared 2-core CPU), heads located on val's bias-conflicting "
-             f"groups (1/K rule), corrected on test. WG/Avg/Gap in %, mean (sd) over pretraining seeds "
-             f"{a.seeds}. random-heads: mean of 20 draws of |S| heads from layers 3-5 (|S| >= 1). probes are trained "
-             f"references (logistic regression on pretrain embeddings; balanced = inverse group-frequency weights). "
-             f"Zero-shot Gap {zs_gap:.1f} points. " + loss_note + "Located heads (layer, head), 0-based: " + "; ".join(located) + ".")
+    notes = (
+        f"Verdict: {v}. {sentence}. Protocol: waterbirds-cifar (ours: real CIFAR-10 objects of 8 classes on two "
+        f"real photos; pretrain place = class at rate {a.rate:g}; val/test balanced, 200 images per group), tiny "
+        f"open_clip CLIP (ViT 6x4 heads, width 128, patch 8; 2-layer text tower) pretrained {a.epochs} epochs "
+        f"(batch {a.batch_size}, AdamW lr {a.lr:g}, cosine) per seed ({minutes:.1f} min/seed on the shared 2-core CPU), heads located on val's bias-conflicting "
+        f"groups (1/K rule), corrected on test. WG/Avg/Gap in %, mean (sd) over pretraining seeds "
+        f"{a.seeds}. random-heads: mean of 20 draws of |S| heads from layers 3-5 (|S| >= 1). probes are trained "
+        f"references (logistic regression on pretrain embeddings; balanced = inverse group-frequency weights). "
+        f"Zero-shot Gap {zs_gap:.1f} points. "
+        + loss_note
+        + "Located heads (layer, head), 0-based: "
+        + "; ".join(located)
+        + "."
+    )
     name = a.name or ("waterbirds-cifar" if a.rate == 0.95 else f"waterbirds-cifar-r{a.rate:g}")
-    path = write_result(METHOD, name, rows, summary=summary, paper=PAPER, notes=notes,
-                        packages=["open-clip-torch"], extra={"seeds": a.seeds, "rate": a.rate, "epochs": a.epochs,
-                                                                "batch_size": a.batch_size, "lr": a.lr})
+    path = write_result(
+        METHOD,
+        name,
+        rows,
+        summary=summary,
+        paper=PAPER,
+        notes=notes,
+        packages=["open-clip-torch"],
+        extra={"seeds": a.seeds, "rate": a.rate, "epochs": a.epochs, "batch_size": a.batch_size, "lr": a.lr},
+    )
     print(path)
     print(notes)
 

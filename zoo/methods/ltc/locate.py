@@ -4,6 +4,7 @@
 Inputs are a :class:`~zoo.methods.ltc.decompose.Decomposition` (``heads (n, L, H, D)``, ``others (n, L + 1, D)``) and
 the zero-shot classifier ``T (D, C)`` (columns: L2-normalised class text embeddings).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,13 +19,14 @@ def logits(heads: torch.Tensor, others: torch.Tensor, T: torch.Tensor) -> torch.
     return (heads.sum((1, 2)) + others.sum(1)) @ T
 
 
-def contrast(heads: torch.Tensor, T: torch.Tensor, pred: torch.Tensor, y: torch.Tensor,
-             full_logits: torch.Tensor) -> torch.Tensor:
+def contrast(
+    heads: torch.Tensor, T: torch.Tensor, pred: torch.Tensor, y: torch.Tensor, full_logits: torch.Tensor
+) -> torch.Tensor:
     """Per-head contrast ``Δ (n, L, H) = ⟨c_{l,h}, e_ŷ⟩ − ⟨c_{l,h}, e_{y'}⟩`` (step 2), ``y'`` the runner-up class
     of ``full_logits (n, C)`` where ``ŷ = pred`` is correct, else the true label ``y``."""
     runner_up = full_logits.scatter(1, pred[:, None], float("-inf")).argmax(1)
     other = torch.where(pred == y, runner_up, y)
-    lens = torch.einsum("nlhd,dc->nlhc", heads, T)                              # per-head logit lens
+    lens = torch.einsum("nlhd,dc->nlhc", heads, T)  # per-head logit lens
     pick = lambda c: lens.gather(-1, c.view(-1, 1, 1, 1).expand(*lens.shape[:3], 1))[..., 0]
     return pick(pred) - pick(other)
 
@@ -63,15 +65,20 @@ class Located:
     f_wrong: torch.Tensor
 
 
-def locate(heads: torch.Tensor, others: torch.Tensor, T: torch.Tensor, y: torch.Tensor, group: torch.Tensor,
-           conflicting: tuple[int, ...] | None = (1, 2)) -> Located:
+def locate(
+    heads: torch.Tensor,
+    others: torch.Tensor,
+    T: torch.Tensor,
+    y: torch.Tensor,
+    group: torch.Tensor,
+    conflicting: tuple[int, ...] | None = (1, 2),
+) -> Located:
     """Steps 1–4 on a validation split: contrast the top heads of correctly (``A+``) and wrongly (``A−``) classified
     samples of the bias-conflicting ``groups`` (``None``: all samples, the "full" variant)."""
     full = logits(heads, others, T)
     pred = full.argmax(1)
     delta = contrast(heads, T, pred, y, full)
-    keep = torch.ones_like(y, dtype=torch.bool) if conflicting is None else torch.isin(
-        group, torch.tensor(conflicting))
+    keep = torch.ones_like(y, dtype=torch.bool) if conflicting is None else torch.isin(group, torch.tensor(conflicting))
     right, wrong = keep & (pred == y), keep & (pred != y)
     f_right, f_wrong = top_head_frequency(delta[right]), top_head_frequency(delta[wrong])
     S, Y = select_heads(f_wrong, f_right)
@@ -108,8 +115,9 @@ def reject(z: torch.Tensor, U: torch.Tensor) -> torch.Tensor:
     return z - (z @ U.T) @ U
 
 
-def correct(heads: torch.Tensor, spurious: list[Head], salient: list[Head], U: torch.Tensor,
-            means: torch.Tensor | None = None) -> torch.Tensor:
+def correct(
+    heads: torch.Tensor, spurious: list[Head], salient: list[Head], U: torch.Tensor, means: torch.Tensor | None = None
+) -> torch.Tensor:
     """Step 5: mean-ablate ``spurious`` heads and inject the directions ``U`` into ``salient`` heads."""
     out = mean_ablate(heads, spurious, means)
     for l, h in salient:

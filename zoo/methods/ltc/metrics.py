@@ -1,6 +1,7 @@
 """Group metrics: worst-group accuracy WG, average accuracy Avg, Gap = Avg − WG (notes §1.5), from torchmetrics'
 ``BinaryGroupStatRates`` (per group: the rates of tp, fp, tn, fn; accuracy = tp + tn; it numbers only the groups
 present, so absent groups are mapped back by id)."""
+
 from __future__ import annotations
 
 import torch

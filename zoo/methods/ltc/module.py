@@ -7,6 +7,7 @@ At the end of training the pipeline runs on the datamodule's val/test splits, pr
 ``<run_dir>/ltc/{rows.json, table.md, groups.png, head_map.png, top_images.png}``; S, Y, the test means of every
 head and the injected directions are stored in the weights for ``zoo predict``.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,17 @@ from zoo.methods.ltc.locate import correct, logits
 from zoo.methods.ltc.metrics import wg_avg_gap
 from zoo.methods.ltc.prompts import PROMPT_SETS, caption_texts
 
-TINY = {"embed_dim": 128, "image_size": 48, "patch_size": 8, "vision_layers": 6, "vision_width": 128,
-        "vision_heads": 4, "text_layers": 2, "text_width": 128, "text_heads": 4}
+TINY = {
+    "embed_dim": 128,
+    "image_size": 48,
+    "patch_size": 8,
+    "vision_layers": 6,
+    "vision_width": 128,
+    "vision_heads": 4,
+    "text_layers": 2,
+    "text_width": 128,
+    "text_heads": 4,
+}
 TABLE = ["method", "wg", "avg", "gap"]
 log = logging.getLogger("zoo")
 
@@ -58,11 +68,19 @@ class LTCModule(ZooModule):
     fit_sized_buffers = ("spurious", "salient", "directions")
     weight_settings: ClassVar[dict[str, str]] = {"backbone": "model.backbone", "prompts": "model.prompts"}
 
-    def __init__(self, backbone: str = "tiny", pretrained: str | None = None,
-                 clip: Annotated[dict | None, Keys(TINY, **dict.fromkeys(TINY, PositiveInt))] = None,
-                 context_length: PositiveInt = 16, prompts: Annotated[str, OneOf(PROMPT_SETS)] = "waterbirds-cifar",
-                 random_draws: PositiveInt = 20, evaluate: bool = True, eval_batch: PositiveInt = 256,
-                 optimizer: dict | None = None, vocab_ids: list[int] | None = None):
+    def __init__(
+        self,
+        backbone: str = "tiny",
+        pretrained: str | None = None,
+        clip: Annotated[dict | None, Keys(TINY, **dict.fromkeys(TINY, PositiveInt))] = None,
+        context_length: PositiveInt = 16,
+        prompts: Annotated[str, OneOf(PROMPT_SETS)] = "waterbirds-cifar",
+        random_draws: PositiveInt = 20,
+        evaluate: bool = True,
+        eval_batch: PositiveInt = 256,
+        optimizer: dict | None = None,
+        vocab_ids: list[int] | None = None,
+    ):
         super().__init__()
         if prompts not in PROMPT_SETS:
             raise ValueError(f"model.prompts: unknown {prompts!r}; one of {sorted(PROMPT_SETS)}")
@@ -70,8 +88,11 @@ class LTCModule(ZooModule):
         if backbone == "tiny":
             from zoo.models.clip import CaptionVocab, build_clip
 
-            self.vocab = CaptionVocab(vocab_ids, context_length) if vocab_ids else \
-                CaptionVocab.from_texts(caption_texts(), context_length)
+            self.vocab = (
+                CaptionVocab(vocab_ids, context_length)
+                if vocab_ids
+                else CaptionVocab.from_texts(caption_texts(), context_length)
+            )
             self.clip = build_clip(len(self.vocab), context_length, **{**TINY, **(clip or {})})
         else:
             import open_clip
@@ -118,8 +139,12 @@ class LTCModule(ZooModule):
         self.clip.token_embedding = torch.nn.Embedding.from_pretrained(weight, freeze=False)
         self.clip.vocab_size, self.vocab = len(grown), grown
         self.hparams["vocab_ids"] = list(grown.ids)
-        log.info("ltc: the training captions add %d token(s) to the caption vocabulary (%d -> %d)",
-                 len(grown) - len(old), len(old), len(grown))
+        log.info(
+            "ltc: the training captions add %d token(s) to the caption vocabulary (%d -> %d)",
+            len(grown) - len(old),
+            len(old),
+            len(grown),
+        )
 
     # ---- pretraining -------------------------------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
@@ -177,18 +202,40 @@ class LTCModule(ZooModule):
         ts = text_state(self.encode_text, PROMPT_SETS[self.hparams.prompts])
         enc = lambda s: decompose_set(self.clip.visual, normalise(s.x).to(self.device), self.hparams.eval_batch)
         val, test = enc(dm.val_set), enc(dm.test_set)
-        train_emb = torch.cat([self.clip.encode_image(normalise(dm.train_set.x[i:i + 512]).to(self.device)).cpu()
-                               for i in range(0, len(dm.train_set), 512)])
-        rows, state = run_pipeline(val, test, ts, dm.val_set.y, dm.val_set.group, dm.test_set.y, dm.test_set.group,
-                                   train_emb, dm.train_set.y, dm.train_set.group, self.hparams.random_draws, seed)
+        train_emb = torch.cat(
+            [
+                self.clip.encode_image(normalise(dm.train_set.x[i : i + 512]).to(self.device)).cpu()
+                for i in range(0, len(dm.train_set), 512)
+            ]
+        )
+        rows, state = run_pipeline(
+            val,
+            test,
+            ts,
+            dm.val_set.y,
+            dm.val_set.group,
+            dm.test_set.y,
+            dm.test_set.group,
+            train_emb,
+            dm.train_set.y,
+            dm.train_set.group,
+            self.hparams.random_draws,
+            seed,
+        )
         loc = state["located"]
         self.spurious = torch.tensor(loc.spurious, dtype=torch.long).view(-1, 2).to(self.device)
         self.salient = torch.tensor(loc.salient, dtype=torch.long).view(-1, 2).to(self.device)
         self.directions = ts.U_accept.to(self.device)
         self.head_means.copy_(state["test_means"])
         self.class_emb.copy_(ts.T)
-        rows.append({"method": "located", **located_summary(loc), "full": located_summary(state["located_full"]),
-                     "textspan": [list(h) for h in state["textspan"]]})
+        rows.append(
+            {
+                "method": "located",
+                **located_summary(loc),
+                "full": located_summary(state["located_full"]),
+                "textspan": [list(h) for h in state["textspan"]],
+            }
+        )
         if out is not None:
             self._artifacts(out, rows, dm, val, loc)
         return rows
@@ -201,8 +248,12 @@ class LTCModule(ZooModule):
         render.head_map(out / "head_map.png", loc.f_wrong, loc.f_right, loc.spurious, loc.salient)
         lens = torch.einsum("nlhd,dc->nlhc", val.heads, self.class_emb.cpu())
         gap = lens[..., 1] - lens[..., 0]  # head's vote for vehicle over animal
-        scores = {f"{kind} ({l},{h}): {'vehicle' if s > 0 else 'animal'} vote": gap[:, l, h] * s
-                  for kind, heads in (("S", loc.spurious), ("Y", loc.salient)) for (l, h) in heads for s in (1, -1)}
+        scores = {
+            f"{kind} ({l},{h}): {'vehicle' if s > 0 else 'animal'} vote": gap[:, l, h] * s
+            for kind, heads in (("S", loc.spurious), ("Y", loc.salient))
+            for (l, h) in heads
+            for s in (1, -1)
+        }
         render.top_images(out / "top_images.png", dm.val_set.x, scores)
 
     @torch.no_grad()
@@ -218,12 +269,19 @@ class LTCModule(ZooModule):
         corrected = correct(test.heads, S, Y, self.directions.cpu(), self.head_means.cpu())
         out = {}
         for name, lg in (("zero_shot", logits(test.heads, test.others, T)), ("ltc", logits(corrected, test.others, T))):
-            out.update({f"test/{name}_{k}": v for k, v in wg_avg_gap(lg.argmax(1), dm.test_set.y, dm.test_set.group).items()})
+            out.update(
+                {f"test/{name}_{k}": v for k, v in wg_avg_gap(lg.argmax(1), dm.test_set.y, dm.test_set.group).items()}
+            )
         return out
 
     # ---- prediction ------------------------------------------------------------------------------------------------
-    predict_schema: ClassVar = {"spurious_heads": [[int]], "salient_heads": [[int]], "rows": [
-        {"image": str, "p_vehicle_zero_shot": float, "p_vehicle_ltc": float, "shares": {str: float}, "wrote": [str]}]}
+    predict_schema: ClassVar = {
+        "spurious_heads": [[int]],
+        "salient_heads": [[int]],
+        "rows": [
+            {"image": str, "p_vehicle_zero_shot": float, "p_vehicle_ltc": float, "shares": {str: float}, "wrote": [str]}
+        ],
+    }
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict ltc.<tag> IMAGE ... [--out-dir D]``: per image the zero-shot and LTC probabilities of
@@ -247,8 +305,13 @@ class LTCModule(ZooModule):
         for path in inputs:
             try:
                 with Image.open(path) as im:
-                    raw = torch.tensor(list(im.convert("RGB").resize((size, size), Image.BILINEAR).getdata()),
-                                       dtype=torch.uint8).view(size, size, 3).permute(2, 0, 1)[None]
+                    raw = (
+                        torch.tensor(
+                            list(im.convert("RGB").resize((size, size), Image.BILINEAR).getdata()), dtype=torch.uint8
+                        )
+                        .view(size, size, 3)
+                        .permute(2, 0, 1)[None]
+                    )
             except (OSError, ValueError) as e:
                 raise DataError(f"{path}: not a readable image ({e})") from None
             d = decompose_set(self.clip.visual, normalise(raw))
@@ -260,13 +323,27 @@ class LTCModule(ZooModule):
             p1 = float(norm(logits(heads, d.others, T), heads.sum((1, 2)) + d.others.sum(1)))
             lens = d.heads[0] @ T
             total = float(z[0, 1] - z[0, 0])
-            shares = {f"{k}{h}": float(lens[h[0], h[1], 1] - lens[h[0], h[1], 0]) / total
-                      for k, hs in (("S", S), ("Y", Y)) for h in hs}
-            rows.append({"image": Path(path).name, "p_vehicle_zero_shot": p0, "p_vehicle_ltc": p1, "shares": shares,
-                         "wrote": []})
+            shares = {
+                f"{k}{h}": float(lens[h[0], h[1], 1] - lens[h[0], h[1], 0]) / total
+                for k, hs in (("S", S), ("Y", Y))
+                for h in hs
+            }
+            rows.append(
+                {
+                    "image": Path(path).name,
+                    "p_vehicle_zero_shot": p0,
+                    "p_vehicle_ltc": p1,
+                    "shares": shares,
+                    "wrote": [],
+                }
+            )
             if out_dir:
-                png = render.predict_panel(Path(out_dir) / f"ltc_{Path(path).stem}.png", raw[0], shares,
-                                           f"p(vehicle): zero-shot {p0:.2f}, LTC {p1:.2f}")
+                png = render.predict_panel(
+                    Path(out_dir) / f"ltc_{Path(path).stem}.png",
+                    raw[0],
+                    shares,
+                    f"p(vehicle): zero-shot {p0:.2f}, LTC {p1:.2f}",
+                )
                 rows[-1]["wrote"].append(str(png))
         return {"spurious_heads": [list(h) for h in S], "salient_heads": [list(h) for h in Y], "rows": rows}
 
@@ -276,8 +353,12 @@ class LTCModule(ZooModule):
         heads = [f"S{tuple(h)}" for h in out["spurious_heads"]] + [f"Y{tuple(h)}" for h in out["salient_heads"]]
         lines = ["image\tp_vehicle_zero_shot\tp_vehicle_ltc\t" + "\t".join(f"share_{h}" for h in heads)]
         for r in out["rows"]:
-            lines.append("\t".join([r["image"], f"{r['p_vehicle_zero_shot']:.3f}", f"{r['p_vehicle_ltc']:.3f}"]
-                                   + [f"{r['shares'][h]:+.3f}" for h in heads]))
+            lines.append(
+                "\t".join(
+                    [r["image"], f"{r['p_vehicle_zero_shot']:.3f}", f"{r['p_vehicle_ltc']:.3f}"]
+                    + [f"{r['shares'][h]:+.3f}" for h in heads]
+                )
+            )
             lines += [f"# wrote {w}" for w in r["wrote"]]
         return "\n".join(lines)
 

@@ -8,6 +8,7 @@ attribute pairs in the spirit of the authors' (webbed feet vs talons, ...; ours,
 
 The zero-shot classifier of class ``y`` is the normalised mean of its normalised class-prompt embeddings.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,17 +54,26 @@ class PromptSet:
 
 PROMPT_SETS = {
     "waterbirds-cifar": PromptSet((ANIMALS, VEHICLES), (PLACE_WORDS[0], PLACE_WORDS[1]), "a photo of a {}"),
-    "waterbirds": PromptSet((("landbird",), ("waterbird",)), ("on land", "on water"), "a photo of a {}",
-                            accept=(("a bird with webbed feet", "a bird with a long neck for diving",
-                                     "a seabird with a hooked bill"),
-                                    ("a bird with talons on its feet", "a bird with a short neck for perching",
-                                     "a songbird with a small conical bill"))),
+    "waterbirds": PromptSet(
+        (("landbird",), ("waterbird",)),
+        ("on land", "on water"),
+        "a photo of a {}",
+        accept=(
+            ("a bird with webbed feet", "a bird with a long neck for diving", "a seabird with a hooked bill"),
+            (
+                "a bird with talons on its feet",
+                "a bird with a short neck for perching",
+                "a songbird with a small conical bill",
+            ),
+        ),
+    ),
 }
 
 
 def caption_texts() -> list[str]:
     """Every caption ``build_data`` can write and every ``waterbirds-cifar`` prompt (the caption vocabulary)."""
     names = VEHICLES + ANIMALS
-    caps = [t.format(c) + end for t in TEMPLATES for c in names for end in ("", " " + PLACE_WORDS[0],
-                                                                                 " " + PLACE_WORDS[1])]
+    caps = [
+        t.format(c) + end for t in TEMPLATES for c in names for end in ("", " " + PLACE_WORDS[0], " " + PLACE_WORDS[1])
+    ]
     return caps + PROMPT_SETS["waterbirds-cifar"].all_prompts()

@@ -1,5 +1,6 @@
 """Pictures: a grid of images per group, the layer×head map of ``F_{A−} − F_{A+}`` with S and Y marked, the top
 images of each located head, and the ``zoo predict`` panel."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +11,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import torch
 
-GROUP_NAMES = {0: "y=0 (animal), flowers", 1: "y=0 (animal), temple", 2: "y=1 (vehicle), flowers",
-               3: "y=1 (vehicle), temple"}
+GROUP_NAMES = {
+    0: "y=0 (animal), flowers",
+    1: "y=0 (animal), temple",
+    2: "y=1 (vehicle), flowers",
+    3: "y=1 (vehicle), temple",
+}
 
 
 def _img(x: torch.Tensor):

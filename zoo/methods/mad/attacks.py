@@ -20,6 +20,7 @@ otherwise:
   blending each poisoned target-class image ``hardness`` of the way towards a random other-class image): the hardened
   target-class images get a 3×3 checkerboard in all four corners (``margin`` in) and keep their label.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,8 +49,18 @@ def _warp_field(h: int, w: int, k: int, seed: int) -> torch.Tensor:
     return F.interpolate(p, size=(h, w), mode="bicubic", align_corners=True).permute(0, 2, 3, 1)  # (1, H, W, 2)
 
 
-def apply_trigger(x: torch.Tensor, attack: str, patch: int = 3, margin: int = 0, alpha: float = 0.2, delta: float = 20 / 255,
-                  freq: int = 6, warp_strength: float = 0.5, warp_k: int = 4, trigger_seed: int = 1234) -> torch.Tensor:
+def apply_trigger(
+    x: torch.Tensor,
+    attack: str,
+    patch: int = 3,
+    margin: int = 0,
+    alpha: float = 0.2,
+    delta: float = 20 / 255,
+    freq: int = 6,
+    warp_strength: float = 0.5,
+    warp_k: int = 4,
+    trigger_seed: int = 1234,
+) -> torch.Tensor:
     """Stamp ``attack``'s trigger on ``x`` ``(N, C, H, W)`` in ``[0, 1]``; returns a new tensor of the same shape.
 
     Raises:
@@ -60,12 +71,16 @@ def apply_trigger(x: torch.Tensor, attack: str, patch: int = 3, margin: int = 0,
     if attack == "badnets":
         if patch + margin > min(h, w):
             raise ValueError(f"patch {patch} + margin {margin} larger than the {h}x{w} image")
-        out[:, :, h - margin - patch:h - margin, w - margin - patch:w - margin] = _checker(c, patch)
+        out[:, :, h - margin - patch : h - margin, w - margin - patch : w - margin] = _checker(c, patch)
     elif attack == "label-consistent":
         k = min(patch, h // 2 - margin, w // 2 - margin)
-        for r, s in ((margin, margin), (margin, w - margin - k), (h - margin - k, margin),
-                     (h - margin - k, w - margin - k)):
-            out[:, :, r:r + k, s:s + k] = _checker(c, k)
+        for r, s in (
+            (margin, margin),
+            (margin, w - margin - k),
+            (h - margin - k, margin),
+            (h - margin - k, w - margin - k),
+        ):
+            out[:, :, r : r + k, s : s + k] = _checker(c, k)
     elif attack == "blended":
         out = (1 - alpha) * x + alpha * _noise_pattern((c, h, w), trigger_seed)
     elif attack == "sig":
@@ -95,14 +110,24 @@ def poison_indices(y: torch.Tensor, attack: str, rate: float, target: int, seed:
     n_poison = round(rate * len(y))
     pool = torch.where(y == target if attack in CLEAN_LABEL else y != target)[0]
     if n_poison > len(pool):
-        raise ValueError(f"{attack}: rate {rate} asks for {n_poison} poisoned images but only {len(pool)} are "
-                         f"{'of' if attack in CLEAN_LABEL else 'outside'} the target class {target}")
+        raise ValueError(
+            f"{attack}: rate {rate} asks for {n_poison} poisoned images but only {len(pool)} are "
+            f"{'of' if attack in CLEAN_LABEL else 'outside'} the target class {target}"
+        )
     g = torch.Generator().manual_seed(seed)
     return pool[torch.randperm(len(pool), generator=g)[:n_poison]].sort().values
 
 
-def poison(x: torch.Tensor, y: torch.Tensor, attack: str, rate: float, target: int = 0, seed: int = 0,
-           hardness: float = 0.5, **trigger) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def poison(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    attack: str,
+    rate: float,
+    target: int = 0,
+    seed: int = 0,
+    hardness: float = 0.5,
+    **trigger,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Poison a training set.
 
     Args:

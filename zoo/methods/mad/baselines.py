@@ -10,6 +10,7 @@
   here it scores the untrusted evaluation pool): group the pool by predicted class, centre each group's penultimate
   features, score = squared projection on the group's top right singular vector.
 """
+
 from __future__ import annotations
 
 import torch
@@ -30,15 +31,16 @@ def penultimate(model: nn.Module, x: torch.Tensor, batch: int = 512) -> torch.Te
     hook = linears[-1].register_forward_hook(lambda m, inp, out: feats.append(inp[0].detach().flatten(1)))
     try:
         for i in range(0, len(x), batch):
-            model(x[i:i + batch])
+            model(x[i : i + batch])
     finally:
         hook.remove()
     return torch.cat(feats)
 
 
 @torch.no_grad()
-def strip_scores(model: nn.Module, x: torch.Tensor, clean: torch.Tensor, n_overlays: int = 8, seed: int = 0,
-                 batch: int = 512) -> torch.Tensor:
+def strip_scores(
+    model: nn.Module, x: torch.Tensor, clean: torch.Tensor, n_overlays: int = 8, seed: int = 0, batch: int = 512
+) -> torch.Tensor:
     """STRIP anomaly score ``(N,)`` = minus the mean prediction entropy (nats) over ``n_overlays`` blends
     ``(x + c) / 2`` with clean images ``c`` drawn (seeded) from ``clean (M, C, H, W)``."""
     g = torch.Generator().manual_seed(seed)
@@ -46,8 +48,8 @@ def strip_scores(model: nn.Module, x: torch.Tensor, clean: torch.Tensor, n_overl
     ent = torch.zeros(len(x), dtype=torch.float64)
     for c in picks:
         for i in range(0, len(x), batch):
-            p = torch.softmax(model((x[i:i + batch] + c) / 2).double(), 1)
-            ent[i:i + batch] += -(p * p.clamp_min(1e-12).log()).sum(1)
+            p = torch.softmax(model((x[i : i + batch] + c) / 2).double(), 1)
+            ent[i : i + batch] += -(p * p.clamp_min(1e-12).log()).sum(1)
     return (-ent / n_overlays).float()
 
 

@@ -19,6 +19,7 @@ or an ``.npz`` for ``cifar10`` (``x_train, y_train, x_test, y_test`` uint8 HWC, 
 Batches: train ``(x (B, C, H, W) in [0, 1], y (B,))`` (poisoned); validation ``(x, y, x_triggered)``.
 With ``n_train`` set, the model-train images are a class-balanced seeded subset of the model-train part.
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Literal
@@ -74,19 +75,35 @@ class BackdoorDataModule(L.LightningDataModule):
         batch_size: training and sampling batch size; seed: split, poisoning and calibration seed.
     """
 
-    def __init__(self, dataset: Annotated[str, OneOf(DATASETS)] | None = "cifar10-large", path: str | None = None,
-                 attack: Annotated[str, OneOf(ATTACKS)] | None = "badnets", rate: Probability | None = 0.1,
-                 target: NonNegativeInt | None = 0, trigger: dict | None = None, hardness: Probability = 0.5,
-                 n_train: PositiveInt | None = None, n_sampling: PositiveInt = 1000, n_trusted: PositiveInt = 300,
-                 n_eval: PositiveInt = 700, calib_fraction: OpenUnit = 0.3,
-                 ood_dataset: Annotated[str, OneOf(DATASETS)] | None = None, n_ood: PositiveInt = 300,
-                 size: PositiveInt = 32, channels: Literal[1, 3] = 3, batch_size: PositiveInt = 64,
-                 seed: NonNegativeInt = 0):
+    def __init__(
+        self,
+        dataset: Annotated[str, OneOf(DATASETS)] | None = "cifar10-large",
+        path: str | None = None,
+        attack: Annotated[str, OneOf(ATTACKS)] | None = "badnets",
+        rate: Probability | None = 0.1,
+        target: NonNegativeInt | None = 0,
+        trigger: dict | None = None,
+        hardness: Probability = 0.5,
+        n_train: PositiveInt | None = None,
+        n_sampling: PositiveInt = 1000,
+        n_trusted: PositiveInt = 300,
+        n_eval: PositiveInt = 700,
+        calib_fraction: OpenUnit = 0.3,
+        ood_dataset: Annotated[str, OneOf(DATASETS)] | None = None,
+        n_ood: PositiveInt = 300,
+        size: PositiveInt = 32,
+        channels: Literal[1, 3] = 3,
+        batch_size: PositiveInt = 64,
+        seed: NonNegativeInt = 0,
+    ):
         super().__init__()
-        unset = [k for k, v in (("dataset", dataset), ("attack", attack), ("rate", rate), ("target", target)) if v is None]
+        unset = [
+            k for k, v in (("dataset", dataset), ("attack", attack), ("rate", rate), ("target", target)) if v is None
+        ]
         if unset:
-            raise DataError(f"data.{', data.'.join(unset)}: unset (null is only for adopting a package's values "
-                            "with init_from)")
+            raise DataError(
+                f"data.{', data.'.join(unset)}: unset (null is only for adopting a package's values with init_from)"
+            )
         for key, value in (("dataset", dataset), ("ood_dataset", ood_dataset)):
             if value is not None and value not in DATASETS:
                 raise DataError(f"data.{key}: unknown dataset {value!r}; one of {DATASETS}")
@@ -96,7 +113,12 @@ class BackdoorDataModule(L.LightningDataModule):
             raise ValueError(f"data.calib_fraction must be in (0, 1), got {calib_fraction}")
         self.dataset, self.path, self.attack, self.rate, self.target = dataset, path, attack, float(rate), int(target)
         self.trigger, self.hardness = dict(trigger or {}), float(hardness)
-        self.n_train, self.n_sampling, self.n_trusted, self.n_eval = n_train, int(n_sampling), int(n_trusted), int(n_eval)
+        self.n_train, self.n_sampling, self.n_trusted, self.n_eval = (
+            n_train,
+            int(n_sampling),
+            int(n_trusted),
+            int(n_eval),
+        )
         self.calib_fraction, self.ood_dataset, self.n_ood = float(calib_fraction), ood_dataset, int(n_ood)
         self.size, self.channels, self.batch_size, self.seed = int(size), int(channels), int(batch_size), int(seed)
         self.train_x: torch.Tensor | None = None
@@ -109,18 +131,20 @@ class BackdoorDataModule(L.LightningDataModule):
         if len(train) <= self.n_sampling:
             raise DataError(f"{where}: {len(train)} train images, need more than n_sampling={self.n_sampling}")
         if len(test) < self.n_trusted + self.n_eval:
-            raise DataError(f"{where}: {len(test)} test images, need n_trusted + n_eval = "
-                            f"{self.n_trusted + self.n_eval}")
+            raise DataError(
+                f"{where}: {len(test)} test images, need n_trusted + n_eval = {self.n_trusted + self.n_eval}"
+            )
         cut = len(train) - self.n_sampling
         model_x, model_y = train.x[:cut], train.y[:cut]
         if self.n_train is not None:  # a class-balanced subset (the shipped CIFAR file is sorted by class)
             keep = balanced_order(model_y, self.seed)[: self.n_train].sort().values
             model_x, model_y = model_x[keep], model_y[keep]
-        self.train_x, self.train_y, self.poisoned = poison(model_x, model_y, self.attack, self.rate, self.target,
-                                                           self.seed, self.hardness, **self.trigger)
+        self.train_x, self.train_y, self.poisoned = poison(
+            model_x, model_y, self.attack, self.rate, self.target, self.seed, self.hardness, **self.trigger
+        )
         self.sampling = ImageSet(train.x[cut:], train.y[cut:], train.classes)
         order = balanced_order(test.y, self.seed)
-        tr, ev = order[: self.n_trusted], order[self.n_trusted: self.n_trusted + self.n_eval]
+        tr, ev = order[: self.n_trusted], order[self.n_trusted : self.n_trusted + self.n_eval]
         self.trusted = ImageSet(test.x[tr], test.y[tr], test.classes)
         self.eval = ImageSet(test.x[ev], test.y[ev], test.classes)
         self.eval_triggered = apply_trigger(self.eval.x, self.attack, **self.trigger)
@@ -137,26 +161,54 @@ class BackdoorDataModule(L.LightningDataModule):
 
     def settings(self) -> dict:
         """The constructor arguments (plain values), so a trained module can rebuild its trusted and sampling sets."""
-        return {"dataset": self.dataset, "path": self.path, "attack": self.attack, "rate": self.rate,
-                "target": self.target, "trigger": dict(self.trigger), "hardness": self.hardness, "n_train": self.n_train,
-                "n_sampling": self.n_sampling, "n_trusted": self.n_trusted, "n_eval": self.n_eval,
-                "calib_fraction": self.calib_fraction, "size": self.size, "channels": self.channels,
-                "batch_size": self.batch_size, "seed": self.seed}
+        return {
+            "dataset": self.dataset,
+            "path": self.path,
+            "attack": self.attack,
+            "rate": self.rate,
+            "target": self.target,
+            "trigger": dict(self.trigger),
+            "hardness": self.hardness,
+            "n_train": self.n_train,
+            "n_sampling": self.n_sampling,
+            "n_trusted": self.n_trusted,
+            "n_eval": self.n_eval,
+            "calib_fraction": self.calib_fraction,
+            "size": self.size,
+            "channels": self.channels,
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+        }
 
     def split_summary(self) -> dict:
         """The split as plain numbers (written into results)."""
-        return {"dataset": self.dataset, "n_model_train": len(self.train_y), "n_poisoned": len(self.poisoned),
-                "n_sampling": len(self.sampling), "n_trusted": len(self.trusted), "n_eval": len(self.eval),
-                "n_calibration": int(self.calib.sum()), "n_ood": 0 if self.ood is None else len(self.ood),
-                "attack": self.attack, "rate": self.rate, "target": self.target, "seed": self.seed}
+        return {
+            "dataset": self.dataset,
+            "n_model_train": len(self.train_y),
+            "n_poisoned": len(self.poisoned),
+            "n_sampling": len(self.sampling),
+            "n_trusted": len(self.trusted),
+            "n_eval": len(self.eval),
+            "n_calibration": int(self.calib.sum()),
+            "n_ood": 0 if self.ood is None else len(self.ood),
+            "attack": self.attack,
+            "rate": self.rate,
+            "target": self.target,
+            "seed": self.seed,
+        }
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(TensorDataset(self.train_x, self.train_y), batch_size=self.batch_size, shuffle=True)
 
     def sampling_dataloader(self, seed: int = 0) -> DataLoader:
         """Shuffled ``(x, y)`` batches of the held-back sampling set (SGLD's data)."""
-        return DataLoader(TensorDataset(self.sampling.x, self.sampling.y), batch_size=self.batch_size, shuffle=True,
-                          generator=torch.Generator().manual_seed(seed), drop_last=len(self.sampling) > self.batch_size)
+        return DataLoader(
+            TensorDataset(self.sampling.x, self.sampling.y),
+            batch_size=self.batch_size,
+            shuffle=True,
+            generator=torch.Generator().manual_seed(seed),
+            drop_last=len(self.sampling) > self.batch_size,
+        )
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(TensorDataset(self.eval.x, self.eval.y, self.eval_triggered), batch_size=256)

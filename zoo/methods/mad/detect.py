@@ -6,6 +6,7 @@ out (BackdoorBench's ``bd_test`` omits them). The trusted references are the tru
 Thresholds come from the held-out calibration part of the evaluation images (clean, filtered) at ``fpr``; every
 metric is measured on the rest.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,7 +26,7 @@ BASELINES = ("strip", "mahalanobis", "spectral")
 @torch.no_grad()
 def predict(model: nn.Module, x: torch.Tensor, batch: int = 512) -> torch.Tensor:
     """Predicted classes ``(N,)`` of ``x (N, C, H, W)``."""
-    return torch.cat([model(x[i:i + batch]).argmax(1) for i in range(0, len(x), batch)])
+    return torch.cat([model(x[i : i + batch]).argmax(1) for i in range(0, len(x), batch)])
 
 
 def detector_metrics(score: torch.Tensor, parts: dict, fpr: float) -> dict:
@@ -47,9 +48,15 @@ def detector_metrics(score: torch.Tensor, parts: dict, fpr: float) -> dict:
     acc0, asr0 = correct[test].double().mean(), hit[non_target].double().mean()
     acc1 = (correct & ~(clean > tau))[test].double().mean()
     asr1 = (hit & ~(trig > tau))[non_target].double().mean()
-    out = {"auroc": auroc(benign, anomalous), "der_fixed": detector_der(tpr, fpr_test), "der_best": best_der(benign, anomalous),
-           "der_backdoorbench": der_backdoorbench(float(acc0), float(acc1), float(asr0), float(asr1)),
-           "tpr": tpr, "fpr": fpr_test, "threshold": tau}
+    out = {
+        "auroc": auroc(benign, anomalous),
+        "der_fixed": detector_der(tpr, fpr_test),
+        "der_best": best_der(benign, anomalous),
+        "der_backdoorbench": der_backdoorbench(float(acc0), float(acc1), float(asr0), float(asr1)),
+        "tpr": tpr,
+        "fpr": fpr_test,
+        "threshold": tau,
+    }
     if score.get("ood") is not None:
         out["auroc_ood"] = auroc(benign, score["ood"])
     return out
@@ -59,13 +66,28 @@ def evaluation_parts(dm: BackdoorDataModule, pred_eval: torch.Tensor, pred_trig:
     """Boolean masks over the evaluation images ``(E,)``: correct, to_target, non_target, benign, anomalous, calib."""
     non_target = dm.eval.y != dm.target
     correct, to_target = pred_eval == dm.eval.y, pred_trig == dm.target
-    return {"correct": correct, "to_target": to_target, "non_target": non_target, "calib": dm.calib,
-            "benign": correct & non_target, "anomalous": to_target & non_target}
+    return {
+        "correct": correct,
+        "to_target": to_target,
+        "non_target": non_target,
+        "calib": dm.calib,
+        "benign": correct & non_target,
+        "anomalous": to_target & non_target,
+    }
 
 
-def run_detection(model: nn.Module, dm: BackdoorDataModule, detectors: list[str] | None = None, draws: int = 2000,
-                  burn_in: int = 250, chunk: int = 32, sgld: dict | None = None, fpr: float = 0.05,
-                  strip_overlays: int = 8, seed: int = 42) -> dict:
+def run_detection(
+    model: nn.Module,
+    dm: BackdoorDataModule,
+    detectors: list[str] | None = None,
+    draws: int = 2000,
+    burn_in: int = 250,
+    chunk: int = 32,
+    sgld: dict | None = None,
+    fpr: float = 0.05,
+    strip_overlays: int = 8,
+    seed: int = 42,
+) -> dict:
     """Score the evaluation images and their triggered copies (and OOD images when the datamodule has them).
 
     Args:
@@ -101,8 +123,9 @@ def run_detection(model: nn.Module, dm: BackdoorDataModule, detectors: list[str]
     trace_names = [d for d in detectors if d in SCORES]
     if trace_names:
         t0 = time.perf_counter()
-        moments = sample_traces(model, dm.sampling_dataloader(seed), x_all, y_hat, ref, draws, burn_in, chunk,
-                                seed=seed, **(sgld or {}))
+        moments = sample_traces(
+            model, dm.sampling_dataloader(seed), x_all, y_hat, ref, draws, burn_in, chunk, seed=seed, **(sgld or {})
+        )
         for name, s in anomaly_scores(moments, y_hat[ref], trace_names).items():
             scores[name] = s
         seconds["sgld"] = time.perf_counter() - t0
@@ -119,8 +142,14 @@ def run_detection(model: nn.Module, dm: BackdoorDataModule, detectors: list[str]
             s[pool] = spectral_scores(feats[pool], y_hat[pool])
         scores[name], seconds[name] = s, time.perf_counter() - t0
     split = {k: {g: s[b] for g, b in bounds.items() if g != "trusted"} for k, s in scores.items()}
-    return {"metrics": {k: detector_metrics(split[k], parts, fpr) for k in detectors}, "scores": split,
-            "clean_acc": float(parts["correct"].double().mean()),
-            "asr": float(parts["to_target"][parts["non_target"]].double().mean()),
-            "n_benign": int((parts["benign"] & ~dm.calib).sum()), "n_anomalous": int((parts["anomalous"] & ~dm.calib).sum()),
-            "n_references": len(ref), "seconds": seconds, "split": dm.split_summary()}
+    return {
+        "metrics": {k: detector_metrics(split[k], parts, fpr) for k in detectors},
+        "scores": split,
+        "clean_acc": float(parts["correct"].double().mean()),
+        "asr": float(parts["to_target"][parts["non_target"]].double().mean()),
+        "n_benign": int((parts["benign"] & ~dm.calib).sum()),
+        "n_anomalous": int((parts["anomalous"] & ~dm.calib).sum()),
+        "n_references": len(ref),
+        "seconds": seconds,
+        "split": dm.split_summary(),
+    }

@@ -8,6 +8,7 @@
   target false-positive rate (the deployable number); ``best_der`` is ``(1 + max_tau (TPR - FPR)) / 2`` (the
   post-hoc best threshold, labelled as such wherever it is reported).
 """
+
 from __future__ import annotations
 
 import torch

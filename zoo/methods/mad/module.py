@@ -9,6 +9,7 @@ Two uses, one module:
   step runs every detector (:func:`detect.run_detection`), logs ``detect/<detector>/<metric>`` and writes
   ``<run_dir>/mad/{detection.json, table.md, anomalies.png}``.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,13 +42,31 @@ from zoo.methods.mad.render import plot_extremes
 from zoo.methods.mad.scores import SCORES
 from zoo.models.vision import build_vision_model
 
-DETECTOR_DEFAULTS = {"detectors": [*SCORES, *BASELINES], "draws": 2000, "burn_in": 250, "chunk": 32, "fpr": 0.05,
-                     "strip_overlays": 8, "seed": 42, "sgld": {"lr": 1e-6, "localization": 1e4, "nbeta": 100.0}}
+DETECTOR_DEFAULTS = {
+    "detectors": [*SCORES, *BASELINES],
+    "draws": 2000,
+    "burn_in": 250,
+    "chunk": 32,
+    "fpr": 0.05,
+    "strip_overlays": 8,
+    "seed": 42,
+    "sgld": {"lr": 1e-6, "localization": 1e4, "nbeta": 100.0},
+}
 #: The ``detector`` block: each key's allowed values.
-DetectorSettings = Annotated[dict | None, Keys(
-    DETECTOR_DEFAULTS, detectors=Annotated[list[Annotated[str, OneOf(DETECTOR_DEFAULTS["detectors"])]], NonEmpty],
-    draws=PositiveInt, burn_in=NonNegativeInt, chunk=PositiveInt, fpr=OpenUnit, strip_overlays=PositiveInt,
-    seed=NonNegativeInt, sgld=Keys(DETECTOR_DEFAULTS["sgld"], lr=Positive, localization=NonNegative, nbeta=Positive))]
+DetectorSettings = Annotated[
+    dict | None,
+    Keys(
+        DETECTOR_DEFAULTS,
+        detectors=Annotated[list[Annotated[str, OneOf(DETECTOR_DEFAULTS["detectors"])]], NonEmpty],
+        draws=PositiveInt,
+        burn_in=NonNegativeInt,
+        chunk=PositiveInt,
+        fpr=OpenUnit,
+        strip_overlays=PositiveInt,
+        seed=NonNegativeInt,
+        sgld=Keys(DETECTOR_DEFAULTS["sgld"], lr=Positive, localization=NonNegative, nbeta=Positive),
+    ),
+]
 TABLE_COLUMNS = ["detector", "auroc", "der_fixed", "der_best", "der_backdoorbench", "tpr", "fpr"]
 
 
@@ -68,20 +87,46 @@ class MadModule(ZooModule):
     """
 
     export_formats = ("package",)
-    weight_settings: ClassVar[dict[str, str]] = {"arch": "model.arch", "arch_kwargs": "model.arch_kwargs", "in_channels": "model.in_channels",
-        "num_classes": "model.num_classes", "img_size": "model.img_size", "dataset": "data.dataset",
-        "attack": "data.attack", "target": "data.target", "rate": "data.rate", "trigger": "data.trigger"}
+    weight_settings: ClassVar[dict[str, str]] = {
+        "arch": "model.arch",
+        "arch_kwargs": "model.arch_kwargs",
+        "in_channels": "model.in_channels",
+        "num_classes": "model.num_classes",
+        "img_size": "model.img_size",
+        "dataset": "data.dataset",
+        "attack": "data.attack",
+        "target": "data.target",
+        "rate": "data.rate",
+        "trigger": "data.trigger",
+    }
 
-    def __init__(self, arch: str | None = "vgg", arch_kwargs: dict | None = None, in_channels: PositiveInt | None = 3,
-                 num_classes: Annotated[int, Range(2)] | None = 10, img_size: PositiveInt | None = 32,
-                 fit_classifier: bool = True, detector: DetectorSettings = None, data: dict | None = None,
-                 optimizer: dict | None = None):
+    def __init__(
+        self,
+        arch: str | None = "vgg",
+        arch_kwargs: dict | None = None,
+        in_channels: PositiveInt | None = 3,
+        num_classes: Annotated[int, Range(2)] | None = 10,
+        img_size: PositiveInt | None = 32,
+        fit_classifier: bool = True,
+        detector: DetectorSettings = None,
+        data: dict | None = None,
+        optimizer: dict | None = None,
+    ):
         super().__init__()
-        unset = [k for k, v in (("arch", arch), ("in_channels", in_channels), ("num_classes", num_classes),
-                                ("img_size", img_size)) if v is None]
+        unset = [
+            k
+            for k, v in (
+                ("arch", arch),
+                ("in_channels", in_channels),
+                ("num_classes", num_classes),
+                ("img_size", img_size),
+            )
+            if v is None
+        ]
         if unset:
-            raise ValueError(f"model.{', model.'.join(unset)}: unset (null is only for adopting a package's values "
-                             "with init_from)")
+            raise ValueError(
+                f"model.{', model.'.join(unset)}: unset (null is only for adopting a package's values with init_from)"
+            )
         unknown = sorted(set(detector or {}) - set(DETECTOR_DEFAULTS))
         if unknown:
             raise ValueError(f"model.detector: unknown keys {unknown}; choose from {sorted(DETECTOR_DEFAULTS)}")
@@ -106,9 +151,11 @@ class MadModule(ZooModule):
         dm.setup(stage)
         hp = self.hparams
         if (dm.in_channels, dm.num_classes, dm.img_size) != (hp.in_channels, hp.num_classes, hp.img_size):
-            raise DataError(f"data {dm.dataset!r} has (channels, classes, size) = "
-                            f"{(dm.in_channels, dm.num_classes, dm.img_size)}; model.in_channels/num_classes/img_size "
-                            f"are {(hp.in_channels, hp.num_classes, hp.img_size)}")
+            raise DataError(
+                f"data {dm.dataset!r} has (channels, classes, size) = "
+                f"{(dm.in_channels, dm.num_classes, dm.img_size)}; model.in_channels/num_classes/img_size "
+                f"are {(hp.in_channels, hp.num_classes, hp.img_size)}"
+            )
         hp.data = dm.settings()
 
     # ---- training the deployed model ---------------------------------------------------------------------------
@@ -140,8 +187,18 @@ class MadModule(ZooModule):
     # ---- detection ---------------------------------------------------------------------------------------------
     def _detect(self, dm: BackdoorDataModule, out: Path) -> None:
         cfg = self.detector_settings
-        result = run_detection(self.net, dm, cfg["detectors"], cfg["draws"], cfg["burn_in"], cfg["chunk"], cfg["sgld"],
-                               cfg["fpr"], cfg["strip_overlays"], cfg["seed"])
+        result = run_detection(
+            self.net,
+            dm,
+            cfg["detectors"],
+            cfg["draws"],
+            cfg["burn_in"],
+            cfg["chunk"],
+            cfg["sgld"],
+            cfg["fpr"],
+            cfg["strip_overlays"],
+            cfg["seed"],
+        )
         self.detection = result
         for name, m in result["metrics"].items():
             for key in ("auroc", "der_fixed", "der_best", "der_backdoorbench"):
@@ -150,22 +207,35 @@ class MadModule(ZooModule):
         self.log("detect/clean_acc", result["clean_acc"], batch_size=1)
         self.log("detect/asr", result["asr"], batch_size=1)
         out.mkdir(parents=True, exist_ok=True)
-        doc = {k: result[k] for k in ("metrics", "clean_acc", "asr", "n_benign", "n_anomalous", "n_references",
-                                      "seconds", "split")}
+        doc = {
+            k: result[k]
+            for k in ("metrics", "clean_acc", "asr", "n_benign", "n_anomalous", "n_references", "seconds", "split")
+        }
         (out / "detection.json").write_text(json.dumps(doc, indent=1))
         rows = [{"detector": k, **v} for k, v in result["metrics"].items()]
-        (out / "table.md").write_text(f"# Detection on {result['split']['dataset']} / {result['split']['attack']}\n\n"
-                                      f"clean accuracy {result['clean_acc']:.3f}, ASR {result['asr']:.3f}; der_best "
-                                      "is at the post-hoc best threshold\n\n" + render_table(rows, TABLE_COLUMNS) + "\n")
+        (out / "table.md").write_text(
+            f"# Detection on {result['split']['dataset']} / {result['split']['attack']}\n\n"
+            f"clean accuracy {result['clean_acc']:.3f}, ASR {result['asr']:.3f}; der_best "
+            "is at the post-hoc best threshold\n\n" + render_table(rows, TABLE_COLUMNS) + "\n"
+        )
         best = next((d for d in ("clc", *result["scores"]) if d in result["scores"]), None)
         if best:
             s = result["scores"][best]
-            plot_extremes(out / "anomalies.png", torch.cat([dm.eval.x, dm.eval_triggered]),
-                          torch.cat([s["eval"], s["triggered"]]), title=f"{best} anomaly score")
+            plot_extremes(
+                out / "anomalies.png",
+                torch.cat([dm.eval.x, dm.eval_triggered]),
+                torch.cat([s["eval"], s["triggered"]]),
+                title=f"{best} anomaly score",
+            )
 
     # ---- prediction --------------------------------------------------------------------------------------------
-    predict_schema: ClassVar = {"threshold": (float, None), "wrote": [str], "rows": [
-        {"image": str, "predicted": str, "clc_anomaly": float, "mean_corr_anomaly": float, "flagged": (bool, None)}]}
+    predict_schema: ClassVar = {
+        "threshold": (float, None),
+        "wrote": [str],
+        "rows": [
+            {"image": str, "predicted": str, "clc_anomaly": float, "mean_corr_anomaly": float, "flagged": (bool, None)}
+        ],
+    }
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict mad.<tag> IMAGE ... [--out-dir D]``: trace the images with the trusted set of the data the
@@ -196,20 +266,46 @@ class MadModule(ZooModule):
         dm.setup()
         dm.ood = x  # the user's images are traced as the "ood" group
         cfg = {**self.detector_settings, "detectors": ["clc", "mean-corr"]}
-        result = run_detection(self.net, dm, cfg["detectors"], cfg["draws"], cfg["burn_in"], cfg["chunk"], cfg["sgld"],
-                               cfg["fpr"], cfg["strip_overlays"], cfg["seed"])
+        result = run_detection(
+            self.net,
+            dm,
+            cfg["detectors"],
+            cfg["draws"],
+            cfg["burn_in"],
+            cfg["chunk"],
+            cfg["sgld"],
+            cfg["fpr"],
+            cfg["strip_overlays"],
+            cfg["seed"],
+        )
         with torch.no_grad():
             pred = self.net(x).argmax(1)
         tau = result["metrics"]["clc"]["threshold"]
         rows = []
         for i, path in enumerate(inputs):
             clc, mc = (float(result["scores"][k]["ood"][i]) for k in ("clc", "mean-corr"))
-            rows.append({"image": Path(path).name, "predicted": dm.classes[int(pred[i])], "clc_anomaly": clc,
-                         "mean_corr_anomaly": mc, "flagged": None if tau is None else bool(clc > tau)})
+            rows.append(
+                {
+                    "image": Path(path).name,
+                    "predicted": dm.classes[int(pred[i])],
+                    "clc_anomaly": clc,
+                    "mean_corr_anomaly": mc,
+                    "flagged": None if tau is None else bool(clc > tau),
+                }
+            )
         wrote = []
         if out_dir:
-            wrote.append(str(plot_extremes(Path(out_dir) / "anomalies.png", x, result["scores"]["clc"]["ood"],
-                                           labels=[Path(p).name for p in inputs], title="CLC anomaly score")))
+            wrote.append(
+                str(
+                    plot_extremes(
+                        Path(out_dir) / "anomalies.png",
+                        x,
+                        result["scores"]["clc"]["ood"],
+                        labels=[Path(p).name for p in inputs],
+                        title="CLC anomaly score",
+                    )
+                )
+            )
         return {"threshold": None if tau is None else float(tau), "rows": rows, "wrote": wrote}
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:

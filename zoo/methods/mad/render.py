@@ -1,4 +1,5 @@
 """The PNG of the most and least anomalous images (tables go through ``zoo.core.results.render_table``)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,8 +7,14 @@ from pathlib import Path
 import torch
 
 
-def plot_extremes(path: Path, x: torch.Tensor, score: torch.Tensor, k: int = 8, labels: list[str] | None = None,
-                  title: str = "anomaly score") -> Path:
+def plot_extremes(
+    path: Path,
+    x: torch.Tensor,
+    score: torch.Tensor,
+    k: int = 8,
+    labels: list[str] | None = None,
+    title: str = "anomaly score",
+) -> Path:
     """Write a PNG with the ``k`` most anomalous images of ``x (N, C, H, W)`` (top row, highest ``score (N,)``
     first) and the ``k`` least anomalous (bottom row), each titled with its score (and label)."""
     import matplotlib

@@ -8,6 +8,7 @@
 Denominators carry ``+ EPS`` as in the authors' code, so flat traces (an enormous localisation) give couplings of 0,
 never NaN.
 """
+
 from __future__ import annotations
 
 import torch
@@ -16,8 +17,12 @@ from zoo.methods.mad.sgld import TraceMoments
 
 EPS = 1e-8
 #: score name -> (coupling, aggregation)
-SCORES = {"mean-corr": ("pearson", "mean"), "clc": ("pearson", "class"),
-          "mean-ccc": ("ccc", "mean"), "class-ccc": ("ccc", "class")}
+SCORES = {
+    "mean-corr": ("pearson", "mean"),
+    "clc": ("pearson", "class"),
+    "mean-ccc": ("ccc", "mean"),
+    "class-ccc": ("ccc", "class"),
+}
 
 
 def couplings(m: TraceMoments, kind: str = "pearson") -> torch.Tensor:

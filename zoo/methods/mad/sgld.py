@@ -17,6 +17,7 @@ Traces are never stored whole: every draw's losses of all inputs (evaluated in b
 ``chunk`` draws that :class:`TraceMoments` folds into running sums, so memory is ``O(chunk x inputs + inputs x refs)``
 whatever the number of draws.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -34,10 +35,29 @@ class RMSpropSGLD(torch.optim.Optimizer):
         alpha: RMSprop decay; eps: ``lambda_1`` (stabiliser of ``G``); noise_level: ``sigma``; weight_decay: ``lambda``.
     """
 
-    def __init__(self, params, lr: float = 1e-6, localization: float = 1e4, nbeta: float = 100.0, alpha: float = 0.99,
-                 eps: float = 0.1, noise_level: float = 1.0, weight_decay: float = 0.0):
-        super().__init__(params, {"lr": lr, "localization": localization, "nbeta": nbeta, "alpha": alpha, "eps": eps,
-                                      "noise_level": noise_level, "weight_decay": weight_decay})
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-6,
+        localization: float = 1e4,
+        nbeta: float = 100.0,
+        alpha: float = 0.99,
+        eps: float = 0.1,
+        noise_level: float = 1.0,
+        weight_decay: float = 0.0,
+    ):
+        super().__init__(
+            params,
+            {
+                "lr": lr,
+                "localization": localization,
+                "nbeta": nbeta,
+                "alpha": alpha,
+                "eps": eps,
+                "noise_level": noise_level,
+                "weight_decay": weight_decay,
+            },
+        )
         for group in self.param_groups:
             for p in group["params"]:
                 self.state[p] = {"anchor": p.detach().clone(), "V": torch.zeros_like(p)}
@@ -108,13 +128,24 @@ class TraceMoments:
 @torch.no_grad()
 def per_input_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 512) -> torch.Tensor:
     """Cross-entropy of every input, ``x (N, C, H, W)``, labels ``y (N,)`` -> ``(N,)``, in batches of ``batch``."""
-    return torch.cat([F.cross_entropy(model(x[i:i + batch]), y[i:i + batch], reduction="none")
-                      for i in range(0, len(x), batch)])
+    return torch.cat(
+        [F.cross_entropy(model(x[i : i + batch]), y[i : i + batch], reduction="none") for i in range(0, len(x), batch)]
+    )
 
 
-def sample_traces(model: nn.Module, sampling: torch.utils.data.DataLoader, x: torch.Tensor, y_hat: torch.Tensor,
-                  ref: torch.Tensor, draws: int = 2000, burn_in: int = 250, chunk: int = 32, eval_batch: int = 512,
-                  seed: int = 42, **sgld) -> TraceMoments:
+def sample_traces(
+    model: nn.Module,
+    sampling: torch.utils.data.DataLoader,
+    x: torch.Tensor,
+    y_hat: torch.Tensor,
+    ref: torch.Tensor,
+    draws: int = 2000,
+    burn_in: int = 250,
+    chunk: int = 32,
+    eval_batch: int = 512,
+    seed: int = 42,
+    **sgld,
+) -> TraceMoments:
     """Run localised SGLD from ``model``'s weights and stream every input's loss trace into :class:`TraceMoments`.
 
     Args:

@@ -5,6 +5,7 @@ Formulas as in our notes §4, transcribed from the Platonic Representation Hypot
 Cheung (2026). Rows of ``X [n, d1]`` and ``Y [n, d2]`` are paired; by default each row is L2-normalised first and
 the kernels are linear (``K = X X^T``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -100,8 +101,9 @@ def knn_indices_from_sim(S: torch.Tensor, k: int) -> torch.Tensor:
     return S.topk(k, dim=1).indices
 
 
-def bootstrap_ci(stat: Callable[[torch.Tensor], float], n: int, reps: int = 200, seed: int = 0,
-                 level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    stat: Callable[[torch.Tensor], float], n: int, reps: int = 200, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap interval of ``stat(idx)`` over items resampled with replacement (``idx [n]``).
 
     Returns:

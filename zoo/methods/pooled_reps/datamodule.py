@@ -18,6 +18,7 @@ a run directory exists and before any generation.
 Batches are lists of item dicts ``{"domain", "messages", "reference" | "latent"}`` (tokenising is the module's: the
 tokenizer follows its model).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,11 @@ def _alpaca(path: str, records: range, domain: str) -> list[dict]:
 def _hh_eval(pairs: str, split: str) -> list[dict]:
     rows = read_pairs(repo_root() / pairs)
     idx = json.loads((repo_root() / split).read_text())["preference_eval"]
-    return [{"domain": "hh-eval", "messages": hh_to_messages(rows[i]["prompt"]), "reference": rows[i]["chosen"]}
-            for i in idx if rows[i]["chosen"].strip()]
+    return [
+        {"domain": "hh-eval", "messages": hh_to_messages(rows[i]["prompt"]), "reference": rows[i]["chosen"]}
+        for i in idx
+        if rows[i]["chosen"].strip()
+    ]
 
 
 def read_user(path: str) -> list[dict]:
@@ -86,9 +90,15 @@ class PromptReferenceDataModule(L.LightningDataModule):
         DataError: an unknown source, ``user`` without ``path``, or a bad user row (at construction).
     """
 
-    def __init__(self, sources: Annotated[list[Annotated[str, OneOf(SOURCES)]], NonEmpty] | None = None,
-                 path: str | None = None, max_items: PositiveInt | None = None, world_items: PositiveInt = 300,
-                 world_seed: NonNegativeInt = 1, batch_size: PositiveInt = 64):
+    def __init__(
+        self,
+        sources: Annotated[list[Annotated[str, OneOf(SOURCES)]], NonEmpty] | None = None,
+        path: str | None = None,
+        max_items: PositiveInt | None = None,
+        world_items: PositiveInt = 300,
+        world_seed: NonNegativeInt = 1,
+        batch_size: PositiveInt = 64,
+    ):
         super().__init__()
         sources = list(sources or (["user"] if path else ["alpaca-heldout", "hh-eval"]))
         if path and "user" not in sources:
@@ -108,11 +118,13 @@ class PromptReferenceDataModule(L.LightningDataModule):
             return
         items = []
         for source in self.sources:
-            got = {"alpaca-heldout": lambda: _alpaca(ALPACA, HELDOUT, "alpaca-heldout"),
-                   "alpaca-seen": lambda: _alpaca(ALPACA, SEEN, "alpaca-seen"),
-                   "hh-eval": lambda: _hh_eval(DEFAULT_PAIRS, DEFAULT_SPLIT),
-                   "world": lambda: world_items(self.n_world, self.world_seed),
-                   "user": lambda: self.user_items}[source]()
+            got = {
+                "alpaca-heldout": lambda: _alpaca(ALPACA, HELDOUT, "alpaca-heldout"),
+                "alpaca-seen": lambda: _alpaca(ALPACA, SEEN, "alpaca-seen"),
+                "hh-eval": lambda: _hh_eval(DEFAULT_PAIRS, DEFAULT_SPLIT),
+                "world": lambda: world_items(self.n_world, self.world_seed),
+                "user": lambda: self.user_items,
+            }[source]()
             items += got[: self.max_items] if self.max_items else got
         self.items = items
 

@@ -17,6 +17,7 @@ model (:func:`write_scale`). ``<-model>`` is empty for zoo-lm.chat (its files ke
 cached under ``runs/pooled-reps-cache/`` per model, domain, item count, seed and ``T`` (a killed run resumes from
 them; delete the folder to regenerate). The world LoRA is fitted once (seed 0) and shared by the decoding seeds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,13 +36,26 @@ from zoo.methods.pooled_reps.plots import write_plots
 from zoo.methods.pooled_reps.world import answer_accuracy
 
 DOMAINS = ("alpaca-heldout", "hh-eval", "alpaca-seen", "world")
-KEY_READOUTS = ("last", "best_single", "mean", "prompt", "seg1", "seg2", "seg3", "mix_best", "layer_avg",
-                "token_shuffle", "shuffled_pairing")
-PAPER = {"mean vs every single token": "mean pool beats every h_t (Δ > 0), Fig. 2 (numbers only in figures)",
-         "generated vs prompt pool": "generated-token pool > prompt-token pool",
-         "shuffled pairing": "the averaging gain disappears",
-         "segment mixtures": "an interior r_α beats every single segment, in all three domains",
-         "layers": "averaging over layers only matches the best single layer"}
+KEY_READOUTS = (
+    "last",
+    "best_single",
+    "mean",
+    "prompt",
+    "seg1",
+    "seg2",
+    "seg3",
+    "mix_best",
+    "layer_avg",
+    "token_shuffle",
+    "shuffled_pairing",
+)
+PAPER = {
+    "mean vs every single token": "mean pool beats every h_t (Δ > 0), Fig. 2 (numbers only in figures)",
+    "generated vs prompt pool": "generated-token pool > prompt-token pool",
+    "shuffled pairing": "the averaging gain disappears",
+    "segment mixtures": "an interior r_α beats every single segment, in all three domains",
+    "layers": "averaging over layers only matches the best single layer",
+}
 
 
 def _world_model(model, tokenizer, cache: Path, steps: int, tag: str):
@@ -55,16 +69,37 @@ def _world_model(model, tokenizer, cache: Path, steps: int, tag: str):
         model.load_state_dict(load_file(str(path)), strict=False)
         return model.eval()
     t0 = time.time()
-    merged, adapter = fit_lora(model, tokenizer, world_chats(2000, seed=1000), r=16, alpha=32, steps=steps,
-                               batch_size=16, lr=2e-3, seed=0, log=lambda s, v: print(f"world LoRA {s}: {v:.3f}", flush=True))
+    merged, adapter = fit_lora(
+        model,
+        tokenizer,
+        world_chats(2000, seed=1000),
+        r=16,
+        alpha=32,
+        steps=steps,
+        batch_size=16,
+        lr=2e-3,
+        seed=0,
+        log=lambda s, v: print(f"world LoRA {s}: {v:.3f}", flush=True),
+    )
     print(f"world LoRA fitted in {time.time() - t0:.0f}s", flush=True)
     save_file({k: v.contiguous() for k, v in merged.state_dict().items() if k != "lm_head.weight"}, str(path))
     save_file({k: v.contiguous() for k, v in adapter.items()}, str(cache / f"{tag}world-lora-adapter.safetensors"))
     return merged
 
 
-def generations(model, tokenizer, items, seed: int, cache: Path, tag: str, T: int = 64, layer: int = -1,
-                temperature: float = 0.7, top_p: float = 0.95, batch_size: int = 64):
+def generations(
+    model,
+    tokenizer,
+    items,
+    seed: int,
+    cache: Path,
+    tag: str,
+    T: int = 64,
+    layer: int = -1,
+    temperature: float = 0.7,
+    top_p: float = 0.95,
+    batch_size: int = 64,
+):
     """Pooled generations of ``items`` at decoding ``seed`` (cached as ``<tag>-n<items>-s<seed>-T<T>.pt``)."""
     path = cache / f"{tag}-n{len(items)}-s{seed}-T{T}.pt"
     if path.is_file():
@@ -73,7 +108,7 @@ def generations(model, tokenizer, items, seed: int, cache: Path, tag: str, T: in
     layer = layer % model.config.num_hidden_layers
     parts, replies = [], []
     for i in range(0, len(items), batch_size):
-        pg, rs = generate_batch(model, tokenizer, items[i:i + batch_size], T, temperature, top_p, layer)
+        pg, rs = generate_batch(model, tokenizer, items[i : i + batch_size], T, temperature, top_p, layer)
         parts.append(pg)
         replies += rs
     out = (concat(parts), replies)
@@ -94,10 +129,17 @@ def model_settings(recipe: str, overlays: list[str]) -> dict:
     if cfg["method"] != "pooled-reps":
         raise ValueError(f"--recipe {recipe}: method is {cfg['method']!r}, not 'pooled-reps'")
     m = cfg["model"]
-    return {"ref": cfg.get("init_from") or m["arch"], "T": m["max_new_tokens"], "temperature": m["temperature"],
-            "top_p": m["top_p"], "readout_layer": m["readout_layer"], "k": m["k"],
-            "spaces": m.get("spaces") or ["minilm", "tfidf"], "tfidf_dim": m["tfidf_dim"],
-            "batch_size": cfg["data"]["batch_size"]}
+    return {
+        "ref": cfg.get("init_from") or m["arch"],
+        "T": m["max_new_tokens"],
+        "temperature": m["temperature"],
+        "top_p": m["top_p"],
+        "readout_layer": m["readout_layer"],
+        "k": m["k"],
+        "spaces": m.get("spaces") or ["minilm", "tfidf"],
+        "tfidf_dim": m["tfidf_dim"],
+        "batch_size": cfg["data"]["batch_size"],
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -108,8 +150,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--domains", nargs="+", default=list(DOMAINS), choices=DOMAINS)
     p.add_argument("--n-boot", type=int, default=200)
     p.add_argument("--world-steps", type=int, default=150)
-    p.add_argument("--max-items", type=int, default=None,
-                   help="first N items of each domain (held-out Alpaca in record order, HH in split order)")
+    p.add_argument(
+        "--max-items",
+        type=int,
+        default=None,
+        help="first N items of each domain (held-out Alpaca in record order, HH in split order)",
+    )
     p.add_argument("--seen-items", type=int, default=1000, help="first N of the 1,000 seen Alpaca records")
     p.add_argument("--world-items", type=int, default=300, help="measurement scenes of the world")
     p.add_argument("--suffix", default="", help="appended to the result names (a domain subset run apart)")
@@ -142,60 +188,128 @@ def main(argv: list[str] | None = None) -> None:
         layer = cfg["readout_layer"] % model.config.num_hidden_layers
         for seed in args.seeds:
             t0 = time.time()
-            pg, replies = generations(model, tokenizer, dm.items, seed, cache, f"{tag}-{domain}" if tag else domain,
-                                      T, layer, cfg["temperature"], cfg["top_p"], cfg["batch_size"])
+            pg, replies = generations(
+                model,
+                tokenizer,
+                dm.items,
+                seed,
+                cache,
+                f"{tag}-{domain}" if tag else domain,
+                T,
+                layer,
+                cfg["temperature"],
+                cfg["top_p"],
+                cfg["batch_size"],
+            )
             if domain == "world":
-                answers.append({"model": ref, "seed": seed,
-                                **answer_accuracy(replies, [it["latent"] for it in dm.items])})
+                answers.append(
+                    {"model": ref, "seed": seed, **answer_accuracy(replies, [it["latent"] for it in dm.items])}
+                )
             res = measure_domain(pg, spaces, layer, cfg["k"], args.n_boot, seed=seed)
             sizes[domain] = res["n"]
-            print(f"{ref} {domain} seed {seed}: n={res['n']} mean length {res['mean_length']:.1f} "
-                  f"({time.time() - t0:.0f}s)", flush=True)
+            print(
+                f"{ref} {domain} seed {seed}: n={res['n']} mean length {res['mean_length']:.1f} "
+                f"({time.time() - t0:.0f}s)",
+                flush=True,
+            )
             if seed == args.seeds[0]:
                 write_plots(res, figures, domain)
             for r in res["rows"]:
-                rows.append({"model": ref, "domain": domain, "space": r["space"], "readout": r["readout"],
-                             "seed": seed, "cka": r["cka"], "mknn": r["mknn"], "cknna": r["cknna"]})
+                rows.append(
+                    {
+                        "model": ref,
+                        "domain": domain,
+                        "space": r["space"],
+                        "readout": r["readout"],
+                        "seed": seed,
+                        "cka": r["cka"],
+                        "mknn": r["mknn"],
+                        "cknna": r["cknna"],
+                    }
+                )
             for d in res["delta"]:
                 deltas.append({"model": ref, "domain": domain, "seed": seed, **d})
             relations += [{"model": ref, **r} for r in _relations(domain, seed, res["rows"])]
     minutes = (time.time() - t_start) / 60
     n_params = sum(p.numel() for p in model.parameters())
-    prompts = ("its own chat template" if getattr(tokenizer, "chat_template", None)
-               else "a plain-text transcript 'User: ...\\n\\nAssistant:' (no chat template)")
-    notes = (f"{ref} ({n_params / 1e6:.1f}M parameters, frozen) replies, prompts through {prompts}: T = {T} tokens, "
-             f"temperature {cfg['temperature']}, top-p {cfg['top_p']}, decoding seeds {args.seeds}; readouts at "
-             f"hidden_states[{cfg['readout_layer']}] (after the final norm) unless @L; items per domain {sizes}"
-             f"{f' (the first {args.max_items} of each)' if args.max_items else ''}; reference spaces: MiniLM "
-             f"(all-MiniLM-L6-v2) and TF-IDF + TruncatedSVD({cfg['tfidf_dim']}) of the reference answer, one-hot "
-             f"scene latent for the generated world (LoRA r 16, {args.world_steps} steps on 2,000 generated scenes, "
-             f"merged). k = {cfg['k']}. Wall time {minutes:.0f} min on 2 shared CPU cores, one thread.")
+    prompts = (
+        "its own chat template"
+        if getattr(tokenizer, "chat_template", None)
+        else "a plain-text transcript 'User: ...\\n\\nAssistant:' (no chat template)"
+    )
+    notes = (
+        f"{ref} ({n_params / 1e6:.1f}M parameters, frozen) replies, prompts through {prompts}: T = {T} tokens, "
+        f"temperature {cfg['temperature']}, top-p {cfg['top_p']}, decoding seeds {args.seeds}; readouts at "
+        f"hidden_states[{cfg['readout_layer']}] (after the final norm) unless @L; items per domain {sizes}"
+        f"{f' (the first {args.max_items} of each)' if args.max_items else ''}; reference spaces: MiniLM "
+        f"(all-MiniLM-L6-v2) and TF-IDF + TruncatedSVD({cfg['tfidf_dim']}) of the reference answer, one-hot "
+        f"scene latent for the generated world (LoRA r 16, {args.world_steps} steps on 2,000 generated scenes, "
+        f"merged). k = {cfg['k']}. Wall time {minutes:.0f} min on 2 shared CPU cores, one thread."
+    )
     extra = {"model": ref, "parameters": n_params, "items": sizes}
     common = {"extra": extra, "results_dir": args.results_dir}
-    write_result("pooled-reps", "alignment" + name, rows,
-                 summary=summarise([r for r in rows if r["readout"] in KEY_READOUTS], ["cka", "mknn", "cknna"],
-                                   by=["model", "domain", "space", "readout"]),
-                 paper=PAPER, notes=notes, **common)
-    write_result("pooled-reps", "delta" + name, deltas,
-                 summary=summarise(deltas, ["delta_cka", "delta_cka_lo", "delta_cka_hi", "delta_mknn",
-                                            "delta_mknn_lo", "delta_mknn_hi"], by=["model", "domain", "space",
-                                                                                    "pairing"]),
-                 paper={"Δ (true pairing)": "> 0: the mean beats every single token",
-                        "Δ (shuffled pairing)": "≈ 0: the gain disappears"},
-                 notes=notes + f" Δ = align(mean pool) − max over t of align(h_t); 95% percentile bootstrap over "
-                               f"items ({args.n_boot} replicates; CKA replicates keep distinct items).", **common)
+    write_result(
+        "pooled-reps",
+        "alignment" + name,
+        rows,
+        summary=summarise(
+            [r for r in rows if r["readout"] in KEY_READOUTS],
+            ["cka", "mknn", "cknna"],
+            by=["model", "domain", "space", "readout"],
+        ),
+        paper=PAPER,
+        notes=notes,
+        **common,
+    )
+    write_result(
+        "pooled-reps",
+        "delta" + name,
+        deltas,
+        summary=summarise(
+            deltas,
+            ["delta_cka", "delta_cka_lo", "delta_cka_hi", "delta_mknn", "delta_mknn_lo", "delta_mknn_hi"],
+            by=["model", "domain", "space", "pairing"],
+        ),
+        paper={
+            "Δ (true pairing)": "> 0: the mean beats every single token",
+            "Δ (shuffled pairing)": "≈ 0: the gain disappears",
+        },
+        notes=notes + f" Δ = align(mean pool) − max over t of align(h_t); 95% percentile bootstrap over "
+        f"items ({args.n_boot} replicates; CKA replicates keep distinct items).",
+        **common,
+    )
     if answers:
-        write_result("pooled-reps", "world-answers" + (f"-{tag}" if tag else ""), answers,
-                     summary=summarise(answers, ["shape", "colour", "place", "size"], by=["model"]),
-                     paper="not in the paper: our check that the world LoRA learned the task (chance 0.25 for "
-                           "shape, colour, place; 0.5 for size)",
-                     notes=notes + " Share of world replies naming each attribute's true value.", **common)
-    write_result("pooled-reps", "relations" + name, relations,
-                 summary=summarise(relations, ["mean_minus_prompt", "mean_minus_last", "mix_minus_best_segment",
-                                               "mix_interior", "layer_avg_minus_best_layer",
-                                               "mean_minus_token_shuffle"], by=["model", "domain", "space"]),
-                 paper=PAPER, notes=notes + " Gaps are unbiased-CKA differences; mix_interior = 1 when the best r_α "
-                                            "on the 0.1 grid has all three weights > 0.", **common)
+        write_result(
+            "pooled-reps",
+            "world-answers" + (f"-{tag}" if tag else ""),
+            answers,
+            summary=summarise(answers, ["shape", "colour", "place", "size"], by=["model"]),
+            paper="not in the paper: our check that the world LoRA learned the task (chance 0.25 for "
+            "shape, colour, place; 0.5 for size)",
+            notes=notes + " Share of world replies naming each attribute's true value.",
+            **common,
+        )
+    write_result(
+        "pooled-reps",
+        "relations" + name,
+        relations,
+        summary=summarise(
+            relations,
+            [
+                "mean_minus_prompt",
+                "mean_minus_last",
+                "mix_minus_best_segment",
+                "mix_interior",
+                "layer_avg_minus_best_layer",
+                "mean_minus_token_shuffle",
+            ],
+            by=["model", "domain", "space"],
+        ),
+        paper=PAPER,
+        notes=notes + " Gaps are unbiased-CKA differences; mix_interior = 1 when the best r_α "
+        "on the 0.1 grid has all three weights > 0.",
+        **common,
+    )
     write_scale(results_dir)
 
 
@@ -228,25 +342,38 @@ def write_scale(results_dir: Path) -> Path | None:
         for domain in dict.fromkeys(d for d, _ in by):
             if domain == "world":
                 continue
-            row = {"model": doc["model"], "parameters (M)": round(doc["parameters"] / 1e6, 1),
-                   "items": doc["items"][domain], "domain": domain, "space": space}
+            row = {
+                "model": doc["model"],
+                "parameters (M)": round(doc["parameters"] / 1e6, 1),
+                "items": doc["items"][domain],
+                "domain": domain,
+                "space": space,
+            }
             row |= {readout: by[(domain, readout)]["cka"] for readout in SCALE_READOUTS}
             d = next(r for r in deltas if r["domain"] == domain and r["space"] == space and r["pairing"] == "true")
-            row |= {"delta_cka": d["delta_cka"]["mean"], "delta_lo": d["delta_cka_lo"]["mean"],
-                    "delta_hi": d["delta_cka_hi"]["mean"],
-                    "prompt_minus_mean": by[(domain, "prompt")]["cka"]["mean"] - by[(domain, "mean")]["cka"]["mean"]}
+            row |= {
+                "delta_cka": d["delta_cka"]["mean"],
+                "delta_lo": d["delta_cka_lo"]["mean"],
+                "delta_hi": d["delta_cka_hi"]["mean"],
+                "prompt_minus_mean": by[(domain, "prompt")]["cka"]["mean"] - by[(domain, "mean")]["cka"]["mean"],
+            }
             out.append(row)
         sources.append(str(f.relative_to(results_dir.parent)))
     if not out:
         return None
     out.sort(key=lambda r: (r["domain"], r["parameters (M)"], r["items"]))
-    return write_result("pooled-reps", "scale", out, results_dir=results_dir,
-                        paper="main model Qwen3-14B (thinking): the mean pool beats every single token (Δ > 0) "
-                              "and generated pools beat prompt pools (numbers only in figures); that the gain grows "
-                              "with model size is issue 44's expectation, not a number of the paper",
-                        notes="Model-size axis, unbiased CKA against MiniLM of the reference answer (mean ± sd over "
-                              "decoding seeds; Δ = CKA(mean pool) − max_t CKA(h_t) with the seed means of its 95% "
-                              f"bootstrap bounds), read from {', '.join(sources)}.")
+    return write_result(
+        "pooled-reps",
+        "scale",
+        out,
+        results_dir=results_dir,
+        paper="main model Qwen3-14B (thinking): the mean pool beats every single token (Δ > 0) "
+        "and generated pools beat prompt pools (numbers only in figures); that the gain grows "
+        "with model size is issue 44's expectation, not a number of the paper",
+        notes="Model-size axis, unbiased CKA against MiniLM of the reference answer (mean ± sd over "
+        "decoding seeds; Δ = CKA(mean pool) − max_t CKA(h_t) with the seed means of its 95% "
+        f"bootstrap bounds), read from {', '.join(sources)}.",
+    )
 
 
 def _relations(domain: str, seed: int, rows: list[dict]) -> list[dict]:
@@ -254,13 +381,19 @@ def _relations(domain: str, seed: int, rows: list[dict]) -> list[dict]:
     for space in dict.fromkeys(r["space"] for r in rows):
         by = {r["readout"]: r for r in rows if r["space"] == space}
         best_layer = max(v["cka"] for k, v in by.items() if k.startswith("mean@L"))
-        out.append({"domain": domain, "space": space, "seed": seed,
-                    "mean_minus_prompt": by["mean"]["cka"] - by["prompt"]["cka"],
-                    "mean_minus_last": by["mean"]["cka"] - by["last"]["cka"],
-                    "mix_minus_best_segment": by["mix_best"]["cka"] - max(by[s]["cka"] for s in ("seg1", "seg2", "seg3")),
-                    "mix_interior": float(by["mix_best"]["interior"]),
-                    "layer_avg_minus_best_layer": by["layer_avg"]["cka"] - best_layer,
-                    "mean_minus_token_shuffle": by["mean"]["cka"] - by["token_shuffle"]["cka"]})
+        out.append(
+            {
+                "domain": domain,
+                "space": space,
+                "seed": seed,
+                "mean_minus_prompt": by["mean"]["cka"] - by["prompt"]["cka"],
+                "mean_minus_last": by["mean"]["cka"] - by["last"]["cka"],
+                "mix_minus_best_segment": by["mix_best"]["cka"] - max(by[s]["cka"] for s in ("seg1", "seg2", "seg3")),
+                "mix_interior": float(by["mix_best"]["interior"]),
+                "layer_avg_minus_best_layer": by["layer_avg"]["cka"] - best_layer,
+                "mean_minus_token_shuffle": by["mean"]["cka"] - by["token_shuffle"]["cka"],
+            }
+        )
     return out
 
 

@@ -6,6 +6,7 @@ Readouts (notes §4; names are the ``readout`` column): ``last`` (h_T), ``best_s
 simplex grid), ``layer_avg`` (mean pools of all readout layers averaged, each L2-normalised first: *ours*),
 ``mean@L{l}`` (mean pool at readout layer l), ``token_shuffle`` and ``shuffled_pairing`` (controls).
 """
+
 from __future__ import annotations
 
 import torch
@@ -40,17 +41,24 @@ def readouts(pg: PooledGeneration, layer: int, seed: int = 0) -> dict[str, torch
         raise ValueError(f"per-position states at readout layer {layer} are needed (got {pg.token_layer})")
     H, n_t = pg.states, pg.lengths
     seg = segment_means(H, n_t)
-    out = {"last": pg.last[layer], "mean": pg.mean[layer], "prompt": pg.prompt[layer],
-           "seg1": seg[0], "seg2": seg[1], "seg3": seg[2],
-           "layer_avg": torch.nn.functional.normalize(pg.mean, dim=2).mean(0),
-           "token_shuffle": token_shuffle(H, n_t, seed)}
+    out = {
+        "last": pg.last[layer],
+        "mean": pg.mean[layer],
+        "prompt": pg.prompt[layer],
+        "seg1": seg[0],
+        "seg2": seg[1],
+        "seg3": seg[2],
+        "layer_avg": torch.nn.functional.normalize(pg.mean, dim=2).mean(0),
+        "token_shuffle": token_shuffle(H, n_t, seed),
+    }
     out |= {f"mean@L{l}": pg.mean[l] for l in range(pg.mean.shape[0])}
     out |= {f"prompt@L{l}": pg.prompt[l] for l in range(pg.prompt.shape[0])}
     return out
 
 
-def measure_domain(pg: PooledGeneration, spaces: dict[str, torch.Tensor], layer: int, k: int = 10,
-                   n_boot: int = 200, seed: int = 0) -> dict:
+def measure_domain(
+    pg: PooledGeneration, spaces: dict[str, torch.Tensor], layer: int, k: int = 10, n_boot: int = 200, seed: int = 0
+) -> dict:
     """All readouts of one domain against each reference space.
 
     Args:
@@ -74,9 +82,19 @@ def measure_domain(pg: PooledGeneration, spaces: dict[str, torch.Tensor], layer:
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed + 1))
     rows, deltas, curves, simplex = [], [], {}, {}
     for space, Y in spaces.items():
+
         def row(name, X, Yp=Y, space=space, **extra):
-            rows.append({"space": space, "readout": name, "cka": cka(X, Yp), "mknn": mutual_knn(X, Yp, k),
-                         "cknna": cknna(X, Yp, k), **extra})
+            rows.append(
+                {
+                    "space": space,
+                    "readout": name,
+                    "cka": cka(X, Yp),
+                    "mknn": mutual_knn(X, Yp, k),
+                    "cknna": cknna(X, Yp, k),
+                    **extra,
+                }
+            )
+
         single_cka = [cka(X, Y) for X in singles]
         single_mknn = [mutual_knn(X, Y, k) for X in singles]
         best_t = max(range(T), key=single_cka.__getitem__)
@@ -88,13 +106,24 @@ def measure_domain(pg: PooledGeneration, spaces: dict[str, torch.Tensor], layer:
         row("mix_best", mixture(seg, best_a), alpha=list(best_a), interior=is_interior(best_a))
         row("shuffled_pairing", reps["mean"], Y[perm])
         simplex[space] = [(list(a), v) for a, v in grid]
-        curves[space] = {"m": list(range(1, T + 1)), "single_cka": single_cka, "single_mknn": single_mknn,
-                         "pool_cka": [cka(X, Y) for X in prefixes],
-                         "pool_mknn": [mutual_knn(X, Y, k) for X in prefixes]}
+        curves[space] = {
+            "m": list(range(1, T + 1)),
+            "single_cka": single_cka,
+            "single_mknn": single_mknn,
+            "pool_cka": [cka(X, Y) for X in prefixes],
+            "pool_mknn": [mutual_knn(X, Y, k) for X in prefixes],
+        }
         for pairing, Yp in (("true", Y), ("shuffled", Y[perm])):
             deltas.append({"space": space, "pairing": pairing, **_delta(reps["mean"], singles, Yp, k, n_boot, seed)})
-    return {"rows": rows, "delta": deltas, "curves": curves, "simplex": simplex, "n": n, "k": k,
-            "mean_length": float(n_t.float().mean())}
+    return {
+        "rows": rows,
+        "delta": deltas,
+        "curves": curves,
+        "simplex": simplex,
+        "n": n,
+        "k": k,
+        "mean_length": float(n_t.float().mean()),
+    }
 
 
 def _delta(mean: torch.Tensor, singles: list[torch.Tensor], Y: torch.Tensor, k: int, n_boot: int, seed: int) -> dict:
@@ -126,5 +155,11 @@ def _delta(mean: torch.Tensor, singles: list[torch.Tensor], Y: torch.Tensor, k: 
     idx_all = torch.arange(n)
     lo_c, hi_c = bootstrap_ci(stat_cka, n, n_boot, seed)
     lo_m, hi_m = bootstrap_ci(stat_mknn, n, n_boot, seed)
-    return {"delta_cka": stat_cka(idx_all), "delta_cka_lo": lo_c, "delta_cka_hi": hi_c,
-            "delta_mknn": stat_mknn(idx_all), "delta_mknn_lo": lo_m, "delta_mknn_hi": hi_m}
+    return {
+        "delta_cka": stat_cka(idx_all),
+        "delta_cka_lo": lo_c,
+        "delta_cka_hi": hi_c,
+        "delta_mknn": stat_mknn(idx_all),
+        "delta_mknn_lo": lo_m,
+        "delta_mknn_hi": hi_m,
+    }

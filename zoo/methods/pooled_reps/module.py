@@ -7,6 +7,7 @@ epoch every domain's readouts are measured against its reference spaces, and ``<
 and the PNGs are written. With ``lora.r > 0`` (the world recipe) a LoRA is first fitted on the generated scene world
 and merged, then the same measurement runs.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -56,17 +57,31 @@ class PooledRepsModule(ZooModule):
     fit_sized_buffers = ("bank", "bank_json", "meta_json")
     export_formats = ("package",)
 
-    def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None,
-                 dtype: Literal["float32", "bfloat16", "float16"] = "float32", max_new_tokens: PositiveInt = 64,
-                 temperature: Positive = 0.7, top_p: Annotated[float, Range(0, 1, min_open=True)] = 0.95,
-                 readout_layer: int = -1, k: PositiveInt = 10, n_boot: PositiveInt = 200,
-                 spaces: Annotated[list[Literal["minilm", "tfidf"]], NonEmpty] | None = None,
-                 tfidf_dim: PositiveInt = 128, encoder: str | None = None, lora: dict | None = None,
-                 bank_domains: list[str] | None = None):
+    def __init__(
+        self,
+        arch: str = "zoo-lm-small",
+        tokenizer: str | None = None,
+        dtype: Literal["float32", "bfloat16", "float16"] = "float32",
+        max_new_tokens: PositiveInt = 64,
+        temperature: Positive = 0.7,
+        top_p: Annotated[float, Range(0, 1, min_open=True)] = 0.95,
+        readout_layer: int = -1,
+        k: PositiveInt = 10,
+        n_boot: PositiveInt = 200,
+        spaces: Annotated[list[Literal["minilm", "tfidf"]], NonEmpty] | None = None,
+        tfidf_dim: PositiveInt = 128,
+        encoder: str | None = None,
+        lora: dict | None = None,
+        bank_domains: list[str] | None = None,
+    ):
         super().__init__()
         self.save_hyperparameters()
-        for key, value, low in (("max_new_tokens", max_new_tokens, 1), ("k", k, 1), ("n_boot", n_boot, 10),
-                                ("tfidf_dim", tfidf_dim, 2)):
+        for key, value, low in (
+            ("max_new_tokens", max_new_tokens, 1),
+            ("k", k, 1),
+            ("n_boot", n_boot, 10),
+            ("tfidf_dim", tfidf_dim, 2),
+        ):
             if value < low:
                 raise ValueError(f"model.{key}: must be >= {low}, got {value}")
         if not 0 < top_p <= 1 or temperature < 0:
@@ -131,9 +146,18 @@ class PooledRepsModule(ZooModule):
         def log(step, loss):
             print(f"pooled-reps world LoRA step {step}: loss {loss:.3f}", flush=True)
 
-        self.lm, adapter = fit_lora(self.lm, self.tokenizer, world_chats(cfg["chats"], seed=1000), r=cfg["r"],
-                                    alpha=cfg["alpha"], steps=cfg["steps"], batch_size=cfg["batch_size"],
-                                    lr=cfg["lr"], seed=0, log=log)
+        self.lm, adapter = fit_lora(
+            self.lm,
+            self.tokenizer,
+            world_chats(cfg["chats"], seed=1000),
+            r=cfg["r"],
+            alpha=cfg["alpha"],
+            steps=cfg["steps"],
+            batch_size=cfg["batch_size"],
+            lr=cfg["lr"],
+            seed=0,
+            log=log,
+        )
         out = self._out_dir()
         out.mkdir(parents=True, exist_ok=True)
         save_file({k: v.contiguous() for k, v in adapter.items()}, str(out / "world-lora-adapter.safetensors"))
@@ -141,8 +165,9 @@ class PooledRepsModule(ZooModule):
     def training_step(self, batch: list[dict], batch_idx: int):
         """Generate and pool one batch of items (kept on the CPU until the epoch ends)."""
         hp = self.hparams
-        pg, replies = generate_batch(self.lm, self.tokenizer, batch, hp.max_new_tokens, hp.temperature, hp.top_p,
-                                     self.layer)
+        pg, replies = generate_batch(
+            self.lm, self.tokenizer, batch, hp.max_new_tokens, hp.temperature, hp.top_p, self.layer
+        )
         self._parts.append((batch, pg, replies))
 
     def _gathered_parts(self) -> tuple[list[dict], list[str], PooledGeneration]:
@@ -182,18 +207,20 @@ class PooledRepsModule(ZooModule):
             spaces = reference_spaces(sub, hp.spaces or ["minilm", "tfidf"], hp.tfidf_dim, hp.encoder)
             res = measure_domain(select(pg, idx), spaces, self.layer, hp.k, hp.n_boot, seed=0)
             res["files"] = write_plots(res, out, domain)
-            res["examples"] = [{"prompt": sub[i]["messages"][-1]["content"][:300], "reply": replies[idx[i]]}
-                               for i in range(min(5, len(sub)))]
+            res["examples"] = [
+                {"prompt": sub[i]["messages"][-1]["content"][:300], "reply": replies[idx[i]]}
+                for i in range(min(5, len(sub)))
+            ]
             result["domains"][domain] = {k: v for k, v in res.items() if k not in ("curves", "simplex")}
-            (out / f"{domain}-curves.json").write_text(json.dumps({"curves": res["curves"],
-                                                                    "simplex": res["simplex"]}))
+            (out / f"{domain}-curves.json").write_text(json.dumps({"curves": res["curves"], "simplex": res["simplex"]}))
             if (not hp.bank_domains or domain in hp.bank_domains) and "reference" in sub[0]:
                 bank.append(pg.mean[self.layer][idx])
                 bank_meta += [{"domain": domain, "reference": it["reference"][:240]} for it in sub]
             self._log_domain(domain, res)
         (out / "alignment.json").write_text(json.dumps(result, indent=1))
-        (out / "replies.jsonl").write_text("".join(json.dumps({"domain": it["domain"], "reply": r}) + "\n"
-                                                   for it, r in zip(items, replies)))
+        (out / "replies.jsonl").write_text(
+            "".join(json.dumps({"domain": it["domain"], "reply": r}) + "\n" for it, r in zip(items, replies))
+        )
         self.result = result
         if bank:
             self.bank, self.bank_json = torch.cat(bank), self._encode(bank_meta)
@@ -202,8 +229,16 @@ class PooledRepsModule(ZooModule):
     def _log_domain(self, domain: str, res: dict) -> None:
         space = next(iter(res["curves"]))
         for r in res["rows"]:
-            if r["space"] == space and r["readout"] in ("mean", "last", "prompt", "best_single", "mix_best",
-                                                       "token_shuffle", "shuffled_pairing", "layer_avg"):
+            if r["space"] == space and r["readout"] in (
+                "mean",
+                "last",
+                "prompt",
+                "best_single",
+                "mix_best",
+                "token_shuffle",
+                "shuffled_pairing",
+                "layer_avg",
+            ):
                 for metric in ("cka", "mknn"):
                     self._metrics[f"train/{domain}/{metric}_{r['readout']}"] = r[metric]
         for d in res["delta"]:
@@ -223,8 +258,12 @@ class PooledRepsModule(ZooModule):
         """LM logits ``[B, S, V]``."""
         return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
 
-    predict_schema: ClassVar = {"reply": str, "tokens": int, "vectors": (str, None),
-                      "nearest": [{"cosine": float, "domain": str, "reference": str}]}
+    predict_schema: ClassVar = {
+        "reply": str,
+        "tokens": int,
+        "vectors": (str, None),
+        "nearest": [{"cosine": float, "domain": str, "reference": str}],
+    }
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict RUN "instruction" [--out-dir D]``: the reply and its length in tokens, the 5 held-out
@@ -240,15 +279,21 @@ class PooledRepsModule(ZooModule):
         from zoo.methods.pooled_reps.readouts import segment_means
 
         if not inputs:
-            raise ValueError("give one instruction, e.g. \"How do I bake bread?\"")
+            raise ValueError('give one instruction, e.g. "How do I bake bread?"')
         hp = self.hparams
         set_seed(0)
         items = [{"domain": "user", "messages": [{"role": "user", "content": " ".join(inputs)}]}]
-        pg, replies = generate_batch(self.lm.eval(), self.tokenizer, items, hp.max_new_tokens, hp.temperature,
-                                     hp.top_p, self.layer)
+        pg, replies = generate_batch(
+            self.lm.eval(), self.tokenizer, items, hp.max_new_tokens, hp.temperature, hp.top_p, self.layer
+        )
         seg = segment_means(pg.states, pg.lengths)
-        vectors = {"mean": pg.mean[self.layer][0], "last": pg.last[self.layer][0], "prompt": pg.prompt[self.layer][0],
-                   "segments": seg[:, 0], "mean_per_layer": pg.mean[:, 0]}
+        vectors = {
+            "mean": pg.mean[self.layer][0],
+            "last": pg.last[self.layer][0],
+            "prompt": pg.prompt[self.layer][0],
+            "segments": seg[:, 0],
+            "mean_per_layer": pg.mean[:, 0],
+        }
         out = {"reply": replies[0], "tokens": int(pg.lengths[0]), "vectors": None, "nearest": []}
         if out_dir:  # files only where asked (never the current directory)
             path = Path(out_dir) / "pooled-reps-predict.safetensors"
@@ -257,11 +302,15 @@ class PooledRepsModule(ZooModule):
             out["vectors"] = str(path)
         meta = self._json(self.bank_json)
         if self.bank.shape[0]:
-            sims = torch.nn.functional.normalize(self.bank.float(), dim=1) @ \
-                torch.nn.functional.normalize(vectors["mean"][None], dim=1).T
+            sims = (
+                torch.nn.functional.normalize(self.bank.float(), dim=1)
+                @ torch.nn.functional.normalize(vectors["mean"][None], dim=1).T
+            )
             top = sims[:, 0].topk(min(5, len(meta)))
-            out["nearest"] = [{"cosine": s, "domain": meta[i]["domain"], "reference": meta[i]["reference"]}
-                              for s, i in zip(top.values.tolist(), top.indices.tolist())]
+            out["nearest"] = [
+                {"cosine": s, "domain": meta[i]["domain"], "reference": meta[i]["reference"]}
+                for s, i in zip(top.values.tolist(), top.indices.tolist())
+            ]
         return out
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
@@ -273,4 +322,3 @@ class PooledRepsModule(ZooModule):
             lines.append("nearest held-out references by mean pool (cosine):")
             lines += [f"  {n['cosine']:.3f}  [{n['domain']}] {n['reference'][:120]!r}" for n in out["nearest"]]
         return "\n".join(lines)
-

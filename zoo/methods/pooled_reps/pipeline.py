@@ -5,6 +5,7 @@ Reference spaces (the grounded side; ours at this scale, the paper uses gold-sol
 all-MiniLM-L6-v2 of the reference answer (:func:`zoo.models.text_embedding.embed_texts`), ``tfidf`` = scikit-learn
 TF-IDF + TruncatedSVD(128) fitted on the domain's references (a non-neural check), ``onehot`` = the world latent.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,7 +42,7 @@ def encode_prompts(tokenizer, items: list[dict]) -> tuple[torch.Tensor, torch.Te
     input_ids = torch.full((len(ids), width), pad, dtype=torch.long)
     mask = torch.zeros(len(ids), width, dtype=torch.long)
     for i, row in enumerate(ids):
-        input_ids[i, width - len(row):], mask[i, width - len(row):] = torch.tensor(row), 1
+        input_ids[i, width - len(row) :], mask[i, width - len(row) :] = torch.tensor(row), 1
     return input_ids, mask
 
 
@@ -53,16 +54,19 @@ def eos_ids(tokenizer, model) -> list[int]:
     return sorted(i for i in ids if i is not None)
 
 
-def generate_batch(model, tokenizer, items: list[dict], max_new_tokens: int, temperature: float, top_p: float,
-                   layer: int) -> tuple[PooledGeneration, list[str]]:
+def generate_batch(
+    model, tokenizer, items: list[dict], max_new_tokens: int, temperature: float, top_p: float, layer: int
+) -> tuple[PooledGeneration, list[str]]:
     """Pooled generation of a batch and the decoded replies (cut at the first EOS)."""
     device = next(model.parameters()).device
     input_ids, mask = (t.to(device) for t in encode_prompts(tokenizer, items))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    pg = pooled_generate(model, input_ids, mask, max_new_tokens, eos_ids(tokenizer, model), pad, temperature, top_p,
-                         token_layer=layer)
-    replies = [tokenizer.decode(row[:n], skip_special_tokens=True) for row, n in zip(pg.tokens.tolist(),
-                                                                                     pg.lengths.tolist())]
+    pg = pooled_generate(
+        model, input_ids, mask, max_new_tokens, eos_ids(tokenizer, model), pad, temperature, top_p, token_layer=layer
+    )
+    replies = [
+        tokenizer.decode(row[:n], skip_special_tokens=True) for row, n in zip(pg.tokens.tolist(), pg.lengths.tolist())
+    ]
     return pg, replies
 
 
@@ -78,18 +82,29 @@ def concat(parts: list[PooledGeneration]) -> PooledGeneration:
         return torch.cat([x, x.new_zeros(shape)], dim)
 
     states = None if parts[0].states is None else torch.cat([pad(p.states, 1) for p in parts])
-    return PooledGeneration(tokens=torch.cat([pad(p.tokens, 1) for p in parts]),
-                            lengths=torch.cat([p.lengths for p in parts]),
-                            mean=torch.cat([p.mean for p in parts], 1), prompt=torch.cat([p.prompt for p in parts], 1),
-                            last=torch.cat([p.last for p in parts], 1), states=states, token_layer=parts[0].token_layer)
+    return PooledGeneration(
+        tokens=torch.cat([pad(p.tokens, 1) for p in parts]),
+        lengths=torch.cat([p.lengths for p in parts]),
+        mean=torch.cat([p.mean for p in parts], 1),
+        prompt=torch.cat([p.prompt for p in parts], 1),
+        last=torch.cat([p.last for p in parts], 1),
+        states=states,
+        token_layer=parts[0].token_layer,
+    )
 
 
 def select(pg: PooledGeneration, idx: list[int]) -> PooledGeneration:
     """Rows ``idx`` of a pooled generation."""
     t = torch.tensor(idx, dtype=torch.long)
-    return dataclasses.replace(pg, tokens=pg.tokens[t], lengths=pg.lengths[t], mean=pg.mean[:, t],
-                               prompt=pg.prompt[:, t], last=pg.last[:, t],
-                               states=None if pg.states is None else pg.states[t])
+    return dataclasses.replace(
+        pg,
+        tokens=pg.tokens[t],
+        lengths=pg.lengths[t],
+        mean=pg.mean[:, t],
+        prompt=pg.prompt[:, t],
+        last=pg.last[:, t],
+        states=None if pg.states is None else pg.states[t],
+    )
 
 
 def tfidf_svd(texts: list[str], dim: int = 128, seed: int = 0) -> torch.Tensor:
@@ -102,8 +117,9 @@ def tfidf_svd(texts: list[str], dim: int = 128, seed: int = 0) -> torch.Tensor:
     return torch.from_numpy(TruncatedSVD(d, random_state=seed).fit_transform(X)).float()
 
 
-def reference_spaces(items: list[dict], spaces: list[str], tfidf_dim: int = 128,
-                     encoder: str | None = None) -> dict[str, torch.Tensor]:
+def reference_spaces(
+    items: list[dict], spaces: list[str], tfidf_dim: int = 128, encoder: str | None = None
+) -> dict[str, torch.Tensor]:
     """The reference spaces of one domain's items: ``{name: [n, d]}`` (the world gets ``onehot`` only)."""
     from zoo.methods.pooled_reps.world import one_hot
 

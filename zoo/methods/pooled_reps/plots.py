@@ -1,5 +1,6 @@
 """PNGs of one domain's measurement: alignment vs pooled tokens (with the single-token curve), the segment-mixture
 simplex, and per-layer bars."""
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,7 @@ def plot_curve(curves: dict, path: str | Path, title: str) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     for space, c in curves.items():
         for ax, metric in zip(axes, ("cka", "mknn")):
-            line, = ax.plot(c["m"], c[f"pool_{metric}"], label=f"{space}: mean of first m")
+            (line,) = ax.plot(c["m"], c[f"pool_{metric}"], label=f"{space}: mean of first m")
             ax.plot(c["m"], c[f"single_{metric}"], ls=":", color=line.get_color(), label=f"{space}: single h_m")
     for ax, metric in zip(axes, ("unbiased CKA", "mutual kNN")):
         ax.set_xlabel("generated tokens m")
@@ -81,10 +82,14 @@ def write_plots(result: dict, out_dir: str | Path, domain: str) -> dict[str, str
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     space = next(iter(result["curves"]))
-    files = {f"{domain}-curve.png": out_dir / f"{domain}-curve.png",
-             f"{domain}-simplex.png": out_dir / f"{domain}-simplex.png",
-             f"{domain}-layers.png": out_dir / f"{domain}-layers.png"}
-    plot_curve(result["curves"], files[f"{domain}-curve.png"], f"{domain}: alignment vs pooled tokens (n={result['n']})")
+    files = {
+        f"{domain}-curve.png": out_dir / f"{domain}-curve.png",
+        f"{domain}-simplex.png": out_dir / f"{domain}-simplex.png",
+        f"{domain}-layers.png": out_dir / f"{domain}-layers.png",
+    }
+    plot_curve(
+        result["curves"], files[f"{domain}-curve.png"], f"{domain}: alignment vs pooled tokens (n={result['n']})"
+    )
     plot_simplex(result["simplex"][space], files[f"{domain}-simplex.png"], f"{domain}: r_α vs {space}")
     plot_layers(result["rows"], space, files[f"{domain}-layers.png"], f"{domain}: per-layer alignment")
     return {k: str(v) for k, v in files.items()}

@@ -5,6 +5,7 @@ Inputs are the per-position states ``H [n, T, D]`` at one readout layer with ``l
 as :func:`zoo.models.generation_pool.pooled_generate` returns them. A position ``t`` past a row's length reads the
 row's last position (clamped), so every readout has all ``n`` rows (*ours*; the paper does not say).
 """
+
 from __future__ import annotations
 
 import itertools

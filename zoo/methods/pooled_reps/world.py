@@ -6,6 +6,7 @@ is a red cube. It is small. It sits on the left."). zoo-lm.chat gets a LoRA (r =
 chats; at measurement it sees the caption only and the reference space is the one-hot latent. A faithful pipeline
 must then find mean pool > last token > prompt pool.
 """
+
 from __future__ import annotations
 
 import random
@@ -13,14 +14,24 @@ import random
 import torch
 
 ATTRIBUTES: dict[str, dict[str, list[str]]] = {
-    "shape": {"cube": ["dice", "box", "block"], "ball": ["orb", "sphere", "marble"],
-              "cone": ["funnel", "horn", "spike"], "ring": ["hoop", "loop", "band"]},
-    "colour": {"red": ["cherry", "ruby", "brick"], "blue": ["sky", "ocean", "sapphire"],
-               "green": ["grass", "leaf", "lime"], "yellow": ["lemon", "sun", "banana"]},
-    "place": {"left": ["by the window", "near the west wall", "beside the lamp"],
-              "right": ["by the door", "near the east wall", "beside the shelf"],
-              "top": ["under the ceiling", "up on the beam", "near the skylight"],
-              "bottom": ["on the floor", "down on the rug", "under the table"]},
+    "shape": {
+        "cube": ["dice", "box", "block"],
+        "ball": ["orb", "sphere", "marble"],
+        "cone": ["funnel", "horn", "spike"],
+        "ring": ["hoop", "loop", "band"],
+    },
+    "colour": {
+        "red": ["cherry", "ruby", "brick"],
+        "blue": ["sky", "ocean", "sapphire"],
+        "green": ["grass", "leaf", "lime"],
+        "yellow": ["lemon", "sun", "banana"],
+    },
+    "place": {
+        "left": ["by the window", "near the west wall", "beside the lamp"],
+        "right": ["by the door", "near the east wall", "beside the shelf"],
+        "top": ["under the ceiling", "up on the beam", "near the skylight"],
+        "bottom": ["on the floor", "down on the rug", "under the table"],
+    },
     "size": {"small": ["tiny", "little", "miniature"], "large": ["huge", "giant", "massive"]},
 }
 """Attribute -> value -> cue phrases a caption may use (three each)."""
@@ -33,8 +44,10 @@ def sample_scene(rng: random.Random) -> dict:
     values = {a: rng.choice(list(v)) for a, v in ATTRIBUTES.items()}
     cue = {a: rng.choice(ATTRIBUTES[a][values[a]]) for a in ATTRIBUTES}
     caption = f"a {cue['size']} {cue['colour']}-coloured {cue['shape']} {cue['place']}"
-    elaboration = (f"The object is a {values['colour']} {values['shape']}. It is {values['size']}. "
-                   f"It sits at the {values['place']}.")
+    elaboration = (
+        f"The object is a {values['colour']} {values['shape']}. It is {values['size']}. "
+        f"It sits at the {values['place']}."
+    )
     latent = [list(ATTRIBUTES[a]).index(values[a]) for a in ATTRIBUTES]
     return {"latent": latent, "caption": caption, "elaboration": elaboration}
 
@@ -70,18 +83,39 @@ def one_hot(latents: list[list[int]]) -> torch.Tensor:
 
 def world_items(n: int, seed: int) -> list[dict]:
     """Measurement items of the world domain (captions only; the reference is the latent)."""
-    return [{"domain": "world", "messages": [{"role": "user", "content": INSTRUCTION.format(caption=s["caption"])}],
-             "latent": s["latent"]} for s in scenes(n, seed)]
+    return [
+        {
+            "domain": "world",
+            "messages": [{"role": "user", "content": INSTRUCTION.format(caption=s["caption"])}],
+            "latent": s["latent"],
+        }
+        for s in scenes(n, seed)
+    ]
 
 
 def world_chats(n: int, seed: int) -> list[list[dict]]:
     """LoRA training conversations (caption -> elaboration)."""
-    return [[{"role": "user", "content": INSTRUCTION.format(caption=s["caption"])},
-             {"role": "assistant", "content": s["elaboration"]}] for s in scenes(n, seed)]
+    return [
+        [
+            {"role": "user", "content": INSTRUCTION.format(caption=s["caption"])},
+            {"role": "assistant", "content": s["elaboration"]},
+        ]
+        for s in scenes(n, seed)
+    ]
 
 
-def fit_lora(model, tokenizer, chats: list[list[dict]], r: int = 16, alpha: int = 32, steps: int = 300,
-             batch_size: int = 16, lr: float = 2e-3, seed: int = 0, log=None):
+def fit_lora(
+    model,
+    tokenizer,
+    chats: list[list[dict]],
+    r: int = 16,
+    alpha: int = 32,
+    steps: int = 300,
+    batch_size: int = 16,
+    lr: float = 2e-3,
+    seed: int = 0,
+    log=None,
+):
     """Fit a LoRA (peft, all attention and MLP projections) on assistant tokens of ``chats``; return the *merged*
     model (``merge_and_unload``) and the adapter's state dict (``{name: tensor}``, for a later adapter package).
 

@@ -6,6 +6,7 @@ feature ``column<=threshold``. Categorical (non-numeric) columns become one-hot 
 that already hold only 0/1 are kept. The fitted *spec* is a list of plain dicts, so it is saved with the model and
 applied again at prediction time.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,8 +36,10 @@ def check_missing(columns: dict[str, list[str]], where: str, first_line: int = 2
     for name, values in columns.items():
         for i, v in enumerate(values):
             if v.strip().lower() in MISSING:
-                raise DataError(f"{where}:{first_line + i}: column {name!r} is missing a value ({v!r}); "
-                                f"PRAXIS needs complete rows: drop or impute them first")
+                raise DataError(
+                    f"{where}:{first_line + i}: column {name!r} is missing a value ({v!r}); "
+                    f"PRAXIS needs complete rows: drop or impute them first"
+                )
 
 
 def binary_spec(columns: dict[str, list[str]], where: str, first_line: int = 2) -> list[dict]:
@@ -49,13 +52,16 @@ def binary_spec(columns: dict[str, list[str]], where: str, first_line: int = 2) 
     for name, values in columns.items():
         for i, v in enumerate(values):
             if v.strip() not in ("0", "1", "0.0", "1.0"):
-                raise DataError(f"{where}:{first_line + i}: column {name!r} holds {v!r}, not 0/1; set "
-                                f"data.binarize=true to threshold-guess numeric and one-hot categorical columns")
+                raise DataError(
+                    f"{where}:{first_line + i}: column {name!r} holds {v!r}, not 0/1; set "
+                    f"data.binarize=true to threshold-guess numeric and one-hot categorical columns"
+                )
     return [{"kind": "keep", "column": name} for name in columns]
 
 
-def guess_thresholds(X: np.ndarray, y: np.ndarray, n_estimators: int = 40, max_depth: int = 2,
-                     learning_rate: float = 0.1, seed: int = 0) -> list[list[float]]:
+def guess_thresholds(
+    X: np.ndarray, y: np.ndarray, n_estimators: int = 40, max_depth: int = 2, learning_rate: float = 0.1, seed: int = 0
+) -> list[list[float]]:
     """Thresholds a gradient-boosted ensemble splits on, per column of ``X`` (McTavish et al. 2022).
 
     Args:
@@ -68,8 +74,9 @@ def guess_thresholds(X: np.ndarray, y: np.ndarray, n_estimators: int = 40, max_d
 
     if len(np.unique(y)) < 2:
         return [[] for _ in range(X.shape[1])]
-    gbdt = GradientBoostingClassifier(n_estimators=n_estimators, max_depth=max_depth, learning_rate=learning_rate,
-                                      random_state=seed).fit(X, y)
+    gbdt = GradientBoostingClassifier(
+        n_estimators=n_estimators, max_depth=max_depth, learning_rate=learning_rate, random_state=seed
+    ).fit(X, y)
     found: list[set] = [set() for _ in range(X.shape[1])]
     for est in gbdt.estimators_.ravel():
         tree = est.tree_
@@ -79,8 +86,16 @@ def guess_thresholds(X: np.ndarray, y: np.ndarray, n_estimators: int = 40, max_d
     return [sorted(s) for s in found]
 
 
-def fit_spec(columns: dict[str, list[str]], y: np.ndarray, where: str, n_estimators: int = 40, max_depth: int = 2,
-             learning_rate: float = 0.1, seed: int = 0, first_line: int = 2) -> list[dict]:
+def fit_spec(
+    columns: dict[str, list[str]],
+    y: np.ndarray,
+    where: str,
+    n_estimators: int = 40,
+    max_depth: int = 2,
+    learning_rate: float = 0.1,
+    seed: int = 0,
+    first_line: int = 2,
+) -> list[dict]:
     """Binarisation spec for mixed columns: keep 0/1, threshold-guess numeric, one-hot categorical.
 
     Raises:
@@ -101,8 +116,9 @@ def fit_spec(columns: dict[str, list[str]], y: np.ndarray, where: str, n_estimat
             numeric[name] = as_float
     if numeric:
         names = list(numeric)
-        thresholds = guess_thresholds(np.stack([numeric[c] for c in names], axis=1), y, n_estimators, max_depth,
-                                      learning_rate, seed)
+        thresholds = guess_thresholds(
+            np.stack([numeric[c] for c in names], axis=1), y, n_estimators, max_depth, learning_rate, seed
+        )
         for name, ts in zip(names, thresholds):
             spec.extend({"kind": "threshold", "column": name, "threshold": t} for t in ts)
     if not spec:

@@ -5,6 +5,7 @@ Bit ``i % 64`` of word ``i // 64`` stands for row ``i``; the padding bits of the
 subproblem as such a bitset; counting a class or a feature inside a subproblem is an ``AND`` followed by a popcount,
 which numpy 2 vectorises with ``np.bitwise_count``.
 """
+
 from __future__ import annotations
 
 import hashlib

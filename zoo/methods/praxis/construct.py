@@ -9,6 +9,7 @@ proxy (``lookahead_k >= depth - 1``) the result is the exact Rashomon set.
 OR nodes are cached under ``(depth, budget, sample bitset)`` so that a subproblem reached along different paths is
 built once and the result is a DAG (ours: the reference package rebuilds them and shares only proxy values).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,7 +21,6 @@ from zoo.methods.praxis.kernel import INF, or2
 from zoo.methods.praxis.problem import Problem, class_counts
 from zoo.methods.praxis.proxy import proxy
 from zoo.methods.praxis.shallow import depth1_children
-
 
 
 class OrNode:
@@ -50,8 +50,15 @@ def rashomon_bound(reference: int, eps: float, slack: float = 0.0) -> int:
     return math.floor(reference * (1.0 + eps) * (1.0 + slack) + 0.5)
 
 
-def construct(p: Problem, mask: np.ndarray, depth: int, budget: int, cache: dict,
-              majority_leaf_only: bool = False, counts: list[int] | None = None) -> OrNode:
+def construct(
+    p: Problem,
+    mask: np.ndarray,
+    depth: int,
+    budget: int,
+    cache: dict,
+    majority_leaf_only: bool = False,
+    counts: list[int] | None = None,
+) -> OrNode:
     """CONSTRUCT(D, d, B) (Algorithm 1).
 
     Args:
@@ -110,15 +117,22 @@ def construct(p: Problem, mask: np.ndarray, depth: int, budget: int, cache: dict
         p_right = child_proxy(p, right[feats], right_counts, depth - 1)
     keep = p_left + p_right <= budget  # the proxy prune: the approximation of PRAXIS
     if depth == 1:
-        _depth1_splits(p, node, feats[keep], left_counts[feats[keep]].tolist(), right_counts[keep].tolist(),
-                       p_left[keep].tolist(), p_right[keep].tolist(), cache, majority_leaf_only)
+        _depth1_splits(
+            p,
+            node,
+            feats[keep],
+            left_counts[feats[keep]].tolist(),
+            right_counts[keep].tolist(),
+            p_left[keep].tolist(),
+            p_right[keep].tolist(),
+            cache,
+            majority_leaf_only,
+        )
         return node
     lc_rows = left_counts[feats[keep]].tolist()
     rc_rows = right_counts[keep].tolist()
-    for f, pl, pr, lc, rc in zip(feats[keep].tolist(), p_left[keep].tolist(), p_right[keep].tolist(), lc_rows,
-                                 rc_rows):
-        lnode, rnode = solve_siblings(p, left[f], right[f], pl, pr, depth, budget, cache, majority_leaf_only,
-                                      (lc, rc))
+    for f, pl, pr, lc, rc in zip(feats[keep].tolist(), p_left[keep].tolist(), p_right[keep].tolist(), lc_rows, rc_rows):
+        lnode, rnode = solve_siblings(p, left[f], right[f], pl, pr, depth, budget, cache, majority_leaf_only, (lc, rc))
         if lnode is None or rnode is None or lnode.min_objective >= INF or rnode.min_objective >= INF:
             continue
         node.splits.append((f, lnode, rnode))
@@ -148,8 +162,9 @@ class LazySplitsNode(OrNode):
         self._built = value
 
 
-def compiled_depth2(p: Problem, mask: np.ndarray, budget: int, cache: dict, majority_leaf_only: bool,
-                    counts: list[int]) -> OrNode:
+def compiled_depth2(
+    p: Problem, mask: np.ndarray, budget: int, cache: dict, majority_leaf_only: bool, counts: list[int]
+) -> OrNode:
     """CONSTRUCT(D, 2, B) through ``kernel.or2`` (same node as the numpy path; children built lazily)."""
     kept, hist, best = or2(mask, p.X, p.Y, p.gamma, budget, majority_leaf_only)
     node = LazySplitsNode(budget, sum(counts), None)
@@ -195,8 +210,9 @@ def leaf_node(gamma: int, counts: tuple, budget: int, cache: dict, majority_leaf
     return node
 
 
-def _depth1_splits(p: Problem, node: OrNode, feats, left_counts, right_counts, p_left, p_right, cache: dict,
-                   majority_leaf_only: bool) -> None:
+def _depth1_splits(
+    p: Problem, node: OrNode, feats, left_counts, right_counts, p_left, p_right, cache: dict, majority_leaf_only: bool
+) -> None:
     """SOLVE_SIBLINGS for a depth-1 node, in closed form.
 
     At depth 0 the proxy of a child is its best leaf, which is also its minimum, so budget refinement stops at once
@@ -238,8 +254,18 @@ def child_proxy(p: Problem, masks: np.ndarray, counts: np.ndarray, depth: int) -
     return leaf
 
 
-def solve_siblings(p: Problem, lmask: np.ndarray, rmask: np.ndarray, proxy_left: int, proxy_right: int,
-                   depth: int, budget: int, cache: dict, majority_leaf_only: bool = False, counts=(None, None)):
+def solve_siblings(
+    p: Problem,
+    lmask: np.ndarray,
+    rmask: np.ndarray,
+    proxy_left: int,
+    proxy_right: int,
+    depth: int,
+    budget: int,
+    cache: dict,
+    majority_leaf_only: bool = False,
+    counts=(None, None),
+):
     """SOLVE_SIBLINGS with iterative budget refinement (§3, "ping-pong").
 
     The left child first gets ``B - Proxy(D_R)``; the right child then gets ``B - min Obj(left)``; each side is

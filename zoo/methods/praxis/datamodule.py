@@ -1,4 +1,5 @@
 """``BinaryCSVDataModule``: a CSV with a named label column, as one full batch of 0/1 features for PRAXIS."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -47,10 +48,18 @@ class BinaryCSVDataModule(L.LightningDataModule):
         DataError: from ``setup()``: missing file/column, missing or non-binary values, fewer than 2 rows.
     """
 
-    def __init__(self, path: str, label: str, binarize: bool = False,
-                 features: Annotated[list[str], NonEmpty] | None = None, n_estimators: PositiveInt = 40,
-                 max_depth: PositiveInt = 2, learning_rate: Positive = 0.1, val_fraction: Fraction = 0.0,
-                 seed: NonNegativeInt = 0):
+    def __init__(
+        self,
+        path: str,
+        label: str,
+        binarize: bool = False,
+        features: Annotated[list[str], NonEmpty] | None = None,
+        n_estimators: PositiveInt = 40,
+        max_depth: PositiveInt = 2,
+        learning_rate: Positive = 0.1,
+        val_fraction: Fraction = 0.0,
+        seed: NonNegativeInt = 0,
+    ):
         super().__init__()
         self.path, self.label, self.binarize, self.features = str(path), label, bool(binarize), features
         self.gbdt = {"n_estimators": n_estimators, "max_depth": max_depth, "learning_rate": learning_rate}

@@ -3,6 +3,7 @@
 Node ``i`` has children ``2i+1`` (rows with the feature = 1) and ``2i+2``; ``feature[i]`` is the split feature,
 ``LEAF`` for a leaf (its class in ``value[i]``) or ``UNUSED`` for a slot below a leaf.
 """
+
 from __future__ import annotations
 
 import numpy as np

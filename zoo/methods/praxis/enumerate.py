@@ -7,6 +7,7 @@ graph order (leaves, then splits in feature order, then left-major pairs), the o
 tree ``i`` here is tree ``i`` there. Trees are ``int`` (a leaf predicting that class) or
 ``(feature, left, right)`` where ``left`` is the subtree for rows with feature = 1.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -160,8 +161,9 @@ def predictions(node: OrNode, Xb: np.ndarray, max_trees: int = 1_000_000) -> tup
     """
     total = count_trees(node)
     if total > max_trees:
-        raise ValueError(f"the Rashomon set holds {total} trees, more than max_trees={max_trees}; "
-                         f"lower eps or raise max_trees")
+        raise ValueError(
+            f"the Rashomon set holds {total} trees, more than max_trees={max_trees}; lower eps or raise max_trees"
+        )
     Xb = np.asarray(Xb).astype(bool)
     memo: dict = {}
 
@@ -298,8 +300,9 @@ def contains(p, node: OrNode, mask: np.ndarray, tree, memo: dict | None = None) 
         for g, lnode, rnode in node.splits:
             if g == f:
                 cost = tree_cost(p, lt, lmask, memo) + tree_cost(p, rt, rmask, memo)
-                found = (cost <= node.budget and contains(p, lnode, lmask, lt, memo)
-                         and contains(p, rnode, rmask, rt, memo))
+                found = (
+                    cost <= node.budget and contains(p, lnode, lmask, lt, memo) and contains(p, rnode, rmask, rt, memo)
+                )
                 break
     memo[key] = found
     return found

@@ -14,6 +14,7 @@ The node's two children are not built here: ``or2`` returns, per kept split, the
 children, and ``construct`` builds them with the numpy path only when a tree inside them is asked for (enumeration,
 predictions), not for counting. numba is optional (the ``praxis`` extra); without it ``construct`` uses numpy.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,7 @@ the current RSS first (``/proc/self/clear_refs`` with ``5``, Linux >= 4.0), then
 after. This counts C/C++ allocations too, so the three enumerators are measured the same way. Where the reset is
 not available, ``tracemalloc``'s peak (Python and numpy allocations only) is reported instead.
 """
+
 from __future__ import annotations
 
 import time

@@ -4,6 +4,7 @@ There is no gradient training: ``fit`` runs one training step that builds the ap
 the whole training split (``rashomon.fit_rashomon``), logs its size, best objective, time and peak memory, and keeps
 the best ``max_saved_trees`` trees (best-first) in buffers so that a checkpoint or release package can predict.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,16 +52,32 @@ class PraxisModule(ZooModule):
     export_formats = ("package",)
     fit_sized_buffers = _BUFFERS  # the stored set's size is only known after fit
 
-    def __init__(self, lam: NonNegative = 0.01, depth: NonNegativeInt = 5, eps: NonNegative = 0.03,
-                 lookahead_k: Annotated[int, Range(-1)] = 1, slack: NonNegative = 0.0,
-                 root_budget: NonNegativeInt | None = None, majority_leaf_only: bool = False,
-                 max_saved_trees: PositiveInt = 10000, eps_grid: list[NonNegative] | None = None,
-                 rid_bootstraps: NonNegativeInt = 10, rid_trees: PositiveInt = 200, rid_seed: NonNegativeInt = 0):
+    def __init__(
+        self,
+        lam: NonNegative = 0.01,
+        depth: NonNegativeInt = 5,
+        eps: NonNegative = 0.03,
+        lookahead_k: Annotated[int, Range(-1)] = 1,
+        slack: NonNegative = 0.0,
+        root_budget: NonNegativeInt | None = None,
+        majority_leaf_only: bool = False,
+        max_saved_trees: PositiveInt = 10000,
+        eps_grid: list[NonNegative] | None = None,
+        rid_bootstraps: NonNegativeInt = 10,
+        rid_trees: PositiveInt = 200,
+        rid_seed: NonNegativeInt = 0,
+    ):
         super().__init__()
-        for key, value, low in (("lam", lam, 0.0), ("depth", depth, 0), ("eps", eps, 0.0),
-                                ("lookahead_k", lookahead_k, -1), ("slack", slack, 0.0),
-                                ("max_saved_trees", max_saved_trees, 1), ("rid_bootstraps", rid_bootstraps, 0),
-                                ("rid_trees", rid_trees, 1)):
+        for key, value, low in (
+            ("lam", lam, 0.0),
+            ("depth", depth, 0),
+            ("eps", eps, 0.0),
+            ("lookahead_k", lookahead_k, -1),
+            ("slack", slack, 0.0),
+            ("max_saved_trees", max_saved_trees, 1),
+            ("rid_bootstraps", rid_bootstraps, 0),
+            ("rid_trees", rid_trees, 1),
+        ):
             if value < low:
                 raise ValueError(f"model.{key}: must be >= {low}, got {value}")
         self.save_hyperparameters()
@@ -84,7 +101,6 @@ class PraxisModule(ZooModule):
     def _set_meta(self, meta: dict) -> None:
         self.meta_json = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
 
-
     # ---- fit --------------------------------------------------------------------------------------------------
     def configure_optimizers(self):
         """No optimiser: PRAXIS is not trained by gradient descent."""
@@ -98,8 +114,17 @@ class PraxisModule(ZooModule):
         hp = self.hparams
 
         def run():
-            rs = fit_rashomon(X.astype(np.uint8), y.astype(np.int64), hp.lam, hp.depth, hp.eps, hp.lookahead_k,
-                              hp.slack, hp.root_budget, hp.majority_leaf_only)
+            rs = fit_rashomon(
+                X.astype(np.uint8),
+                y.astype(np.int64),
+                hp.lam,
+                hp.depth,
+                hp.eps,
+                hp.lookahead_k,
+                hp.slack,
+                hp.root_budget,
+                hp.majority_leaf_only,
+            )
             histogram(rs.root)  # counting is part of the method's cost
             return rs
 
@@ -121,21 +146,55 @@ class PraxisModule(ZooModule):
         rid = None
         if hp.rid_bootstraps:
             variables, groups = variable_groups(names, spec)
-            rid = rashomon_importance(X, y, hp.lam, hp.depth, hp.eps, groups, variables, hp.rid_bootstraps,
-                                      hp.rid_trees, hp.rid_seed, hp.lookahead_k).summary()
-        self._set_meta({"feature_names": names, "spec": spec, "label": getattr(dm, "label", None),
-                        "usage": [str(u) for u in usage], "rid": rid,
-                        "rid_bootstraps": hp.rid_bootstraps,
-                        "classes": list(getattr(dm, "classes", [str(c) for c in range(int(y.max()) + 1)])),
-                        "n_trees": str(n_trees), "n_within_best": str(rs.n_within_best), "eps": hp.eps,
-                        "min_objective": rs.min_objective, "gamma": rs.problem.gamma, "bound": rs.bound,
-                        "reference": rs.reference, "n": len(y), "seconds": seconds, "peak_mib": peak_mib,
-                        "memory_measure": how, "or_nodes": rs.n_or_nodes})
+            rid = rashomon_importance(
+                X,
+                y,
+                hp.lam,
+                hp.depth,
+                hp.eps,
+                groups,
+                variables,
+                hp.rid_bootstraps,
+                hp.rid_trees,
+                hp.rid_seed,
+                hp.lookahead_k,
+            ).summary()
+        self._set_meta(
+            {
+                "feature_names": names,
+                "spec": spec,
+                "label": getattr(dm, "label", None),
+                "usage": [str(u) for u in usage],
+                "rid": rid,
+                "rid_bootstraps": hp.rid_bootstraps,
+                "classes": list(getattr(dm, "classes", [str(c) for c in range(int(y.max()) + 1)])),
+                "n_trees": str(n_trees),
+                "n_within_best": str(rs.n_within_best),
+                "eps": hp.eps,
+                "min_objective": rs.min_objective,
+                "gamma": rs.problem.gamma,
+                "bound": rs.bound,
+                "reference": rs.reference,
+                "n": len(y),
+                "seconds": seconds,
+                "peak_mib": peak_mib,
+                "memory_measure": how,
+                "or_nodes": rs.n_or_nodes,
+            }
+        )
         best_acc = float((self(torch.from_numpy(X[:, :]))[0].numpy() == y).mean()) if saved else float("nan")
-        for key, value in {"n_trees": float(n_trees), "n_within_best": float(rs.n_within_best), "log10_n_trees": math.log10(max(n_trees, 1)),
-                           "min_objective": float(rs.min_objective), "bound": float(rs.bound),
-                           "seconds": seconds, "cpu_seconds": m.cpu_seconds, "peak_mem_mib": peak_mib, "or_nodes": float(rs.n_or_nodes),
-                           "best_tree_accuracy": best_acc}.items():
+        for key, value in {
+            "n_trees": float(n_trees),
+            "n_within_best": float(rs.n_within_best),
+            "log10_n_trees": math.log10(max(n_trees, 1)),
+            "min_objective": float(rs.min_objective),
+            "bound": float(rs.bound),
+            "seconds": seconds,
+            "cpu_seconds": m.cpu_seconds,
+            "peak_mem_mib": peak_mib,
+            "or_nodes": float(rs.n_or_nodes),
+            "best_tree_accuracy": best_acc,
+        }.items():
             self.log(f"train/{key}", value, batch_size=1, on_step=True, on_epoch=False)
         return
 
@@ -151,12 +210,19 @@ class PraxisModule(ZooModule):
         meta, rs = self.meta, self.rashomon
         names, classes = meta["feature_names"], meta["classes"]
         best = decode_tree(self.tree_feature[0].numpy(), self.tree_value[0].numpy())
-        files = {"best_tree.txt": out / "best_tree.txt", "best_tree.png": out / "best_tree.png",
-                 "size_vs_eps.png": out / "size_vs_eps.png", "size_vs_eps.json": out / "size_vs_eps.json",
-                 "importance.png": out / "importance.png", "importance.json": out / "importance.json"}
+        files = {
+            "best_tree.txt": out / "best_tree.txt",
+            "best_tree.png": out / "best_tree.png",
+            "size_vs_eps.png": out / "size_vs_eps.png",
+            "size_vs_eps.json": out / "size_vs_eps.json",
+            "importance.png": out / "importance.png",
+            "importance.json": out / "importance.json",
+        }
         obj = int(self.tree_objective[0])
-        files["best_tree.txt"].write_text(f"# objective {obj} (gamma {meta['gamma']} per leaf + mistakes), "
-                                          f"one of {meta['n_trees']} trees\n" + tree_text(best, names, classes))
+        files["best_tree.txt"].write_text(
+            f"# objective {obj} (gamma {meta['gamma']} per leaf + mistakes), "
+            f"one of {meta['n_trees']} trees\n" + tree_text(best, names, classes)
+        )
         plot_tree(best, names, str(files["best_tree.png"]), classes, title=f"best tree, objective {obj}")
         grid = self.hparams.eps_grid or [0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1]
         rows = size_vs_eps(rs.root, [e for e in grid if e <= self.hparams.eps + 1e-12] or [0.0])
@@ -170,15 +236,23 @@ class PraxisModule(ZooModule):
         [per-variable summary] or None, "rid_bootstraps"}``."""
         meta = self.meta
         names, usage, total = meta["feature_names"], [int(u) for u in meta["usage"]], int(meta["n_trees"])
-        return {"usage": [{"feature": n, "trees_using": u, "share": u / total} for n, u in zip(names, usage)],
-                "rid": meta.get("rid"), "rid_bootstraps": meta.get("rid_bootstraps")}
+        return {
+            "usage": [{"feature": n, "trees_using": u, "share": u / total} for n, u in zip(names, usage)],
+            "rid": meta.get("rid"),
+            "rid_bootstraps": meta.get("rid_bootstraps"),
+        }
 
     def write_importance(self, json_path: Path, png_path: Path) -> None:
         """:meth:`importance_doc` as JSON and as a PNG (usage bars beside RID box plots)."""
         meta = self.meta
         json_path.write_text(json.dumps(self.importance_doc(), indent=1))
-        plot_importance([int(u) for u in meta["usage"]], int(meta["n_trees"]), meta["feature_names"], str(png_path),
-                        rid=meta.get("rid"))
+        plot_importance(
+            [int(u) for u in meta["usage"]],
+            int(meta["n_trees"]),
+            meta["feature_names"],
+            str(png_path),
+            rid=meta.get("rid"),
+        )
 
     def importance_lines(self) -> list[str]:
         """``zoo predict``'s text of both importances: usage share per feature, RID summary per variable."""
@@ -186,17 +260,25 @@ class PraxisModule(ZooModule):
         if "usage" not in meta:
             return ["# (a checkpoint from before the importance tables: refit to get them)"]
         total = int(meta["n_trees"])
-        lines = ["## Rashomon importance by usage: share of the set's trees that split on the feature",
-                 "feature\tshare"]
+        lines = [
+            "## Rashomon importance by usage: share of the set's trees that split on the feature",
+            "feature\tshare",
+        ]
         usage = sorted(zip(meta["feature_names"], (int(u) for u in meta["usage"])), key=lambda t: -t[1])
         lines += [f"{n}\t{u / total:.3f}" for n, u in usage]
         if meta.get("rid"):
-            lines += [(f"## Rashomon importance distribution: model reliance (permuted - original misclassification "
-                       f"rate) over {meta['rid_bootstraps']} bootstrap Rashomon sets"),
-                      "variable\tmean\tq05\tq25\tmedian\tq75\tq95\tP(>0)"]
-            lines += [f"{r['variable']}\t{r['mean']:.4f}\t{r['q05']:.4f}\t{r['q25']:.4f}\t{r['q50']:.4f}\t"
-                      f"{r['q75']:.4f}\t{r['q95']:.4f}\t{r['p_positive']:.3f}"
-                      for r in sorted(meta["rid"], key=lambda r: -r["mean"])]
+            lines += [
+                (
+                    f"## Rashomon importance distribution: model reliance (permuted - original misclassification "
+                    f"rate) over {meta['rid_bootstraps']} bootstrap Rashomon sets"
+                ),
+                "variable\tmean\tq05\tq25\tmedian\tq75\tq95\tP(>0)",
+            ]
+            lines += [
+                f"{r['variable']}\t{r['mean']:.4f}\t{r['q05']:.4f}\t{r['q25']:.4f}\t{r['q50']:.4f}\t"
+                f"{r['q75']:.4f}\t{r['q95']:.4f}\t{r['p_positive']:.3f}"
+                for r in sorted(meta["rid"], key=lambda r: -r["mean"])
+            ]
         return lines
 
     def package_extras(self) -> dict[str, str]:
@@ -230,10 +312,15 @@ class PraxisModule(ZooModule):
         """
         return report(self, predict_files(self, inputs), out_dir)
 
-    predict_schema: ClassVar = {"n_trees": int, "n_within_best": (int, None), "stored_trees": int, "classes": [str],
-                      "label": (str, None), "files": [{"file": str, "rows": [
-                          {"row": int, "best_tree": str, "agree": float, "votes": {str: float}}]}],
-                      "importance": ({"usage": [{"feature": str, "trees_using": int, "share": float}]}, None)}
+    predict_schema: ClassVar = {
+        "n_trees": int,
+        "n_within_best": (int, None),
+        "stored_trees": int,
+        "classes": [str],
+        "label": (str, None),
+        "files": [{"file": str, "rows": [{"row": int, "best_tree": str, "agree": float, "votes": {str: float}}]}],
+        "importance": ({"usage": [{"feature": str, "trees_using": int, "share": float}]}, None),
+    }
 
     def predict_json(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict --json``: per-row predictions and, for labelled rows, accuracy
@@ -247,9 +334,12 @@ class PraxisModule(ZooModule):
         """Set size and best objective, plus accuracy of the best stored tree and of the vote on train/val."""
         datamodule.setup("validate")
         meta = self.meta
-        out = {"n_trees": float(meta.get("n_trees", 0)), "n_within_best": float(meta.get("n_within_best", "nan")),
-               "min_objective": float(self.tree_objective[0])
-               if len(self.tree_objective) else float("nan"), "stored_trees": float(self.tree_feature.shape[0])}
+        out = {
+            "n_trees": float(meta.get("n_trees", 0)),
+            "n_within_best": float(meta.get("n_within_best", "nan")),
+            "min_objective": float(self.tree_objective[0]) if len(self.tree_objective) else float("nan"),
+            "stored_trees": float(self.tree_feature.shape[0]),
+        }
         for split in ("train", "val"):
             X, y = getattr(datamodule, f"X_{split}"), getattr(datamodule, f"y_{split}")
             if X is None or len(y) == 0 or self.tree_feature.shape[0] == 0:

@@ -8,6 +8,7 @@
 
 Both packages print to the C-level stdout; ``quiet_stdout`` silences it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,8 +39,9 @@ def quiet_stdout():
         os.close(devnull)
 
 
-def run_tree_praxis(X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: float, lookahead_k: int = 1,
-                    max_trees: int = 0) -> dict:
+def run_tree_praxis(
+    X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: float, lookahead_k: int = 1, max_trees: int = 0
+) -> dict:
     """Fit ``tree-praxis`` with the same settings.
 
     Returns:
@@ -51,19 +53,31 @@ def run_tree_praxis(X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: f
     model = PRAXIS()
     t0 = time.perf_counter()
     with quiet_stdout():
-        model.fit(np.asarray(X, dtype=np.uint8), np.asarray(y, dtype=int), lambda_reg=lam, depth_budget=depth,
-                  rashomon_mult=eps, lookahead_k=lookahead_k)
+        model.fit(
+            np.asarray(X, dtype=np.uint8),
+            np.asarray(y, dtype=int),
+            lambda_reg=lam,
+            depth_budget=depth,
+            rashomon_mult=eps,
+            lookahead_k=lookahead_k,
+        )
     seconds = time.perf_counter() - t0
     n = int(model.count_trees())
     trees = [praxis_paths_to_canonical(*model.get_tree_paths(i)) for i in range(min(n, max_trees))]
-    return {"n_trees": n, "min_objective": int(model.get_min_objective()),
-            "histogram": [(int(o), int(c)) for o, c in model.get_root_histogram()], "seconds": seconds,
-            "trees": trees}
+    return {
+        "n_trees": n,
+        "min_objective": int(model.get_min_objective()),
+        "histogram": [(int(o), int(c)) for o, c in model.get_root_histogram()],
+        "seconds": seconds,
+        "trees": trees,
+    }
 
 
 def praxis_paths_to_canonical(paths, preds) -> frozenset:
     """``tree-praxis`` signed 1-based literals (+f: feature f-1 is 1) -> canonical leaf-path set."""
-    return frozenset((frozenset((abs(v) - 1, 1 if v > 0 else 0) for v in path), int(p)) for path, p in zip(paths, preds))
+    return frozenset(
+        (frozenset((abs(v) - 1, 1 if v > 0 else 0) for v in path), int(p)) for path, p in zip(paths, preds)
+    )
 
 
 def treefarms_source_to_tree(src: dict):
@@ -75,12 +89,13 @@ def treefarms_source_to_tree(src: dict):
     if "prediction" in src:
         return int(src["prediction"])
     if src.get("relation") != "==" or str(src.get("reference")).lower() not in ("true", "1"):
-        raise ValueError(f"unexpected TreeFARMS split {({k: src[k] for k in ('feature', 'relation', 'reference')})}")
+        raise ValueError(f"unexpected TreeFARMS split { ({k: src[k] for k in ('feature', 'relation', 'reference')}) }")
     return (int(src["feature"]), treefarms_source_to_tree(src["true"]), treefarms_source_to_tree(src["false"]))
 
 
-def run_treefarms(X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: float, time_limit: int = 0,
-                  max_trees: int = 2_000_000) -> dict:
+def run_treefarms(
+    X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: float, time_limit: int = 0, max_trees: int = 2_000_000
+) -> dict:
     """Fit TreeFARMS on the same data with PRAXIS depth ``depth`` (TreeFARMS ``depth_budget = depth + 1``) and
     regularisation ``round(lam * n) / n``, the exact TreeFARMS equivalent of PRAXIS' integer leaf penalty.
 
@@ -95,8 +110,13 @@ def run_treefarms(X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: flo
     # PRAXIS charges the integer gamma = round(lambda n) per leaf; giving TreeFARMS gamma / n makes the two
     # objectives identical up to the factor n, so both rank trees the same way (ours)
     reg = gamma_from_lambda(lam, len(y)) / len(y)
-    config = {"regularization": reg, "rashomon_bound_multiplier": float(eps), "depth_budget": int(depth) + 1,
-              "verbose": False, "time_limit": int(time_limit)}
+    config = {
+        "regularization": reg,
+        "rashomon_bound_multiplier": float(eps),
+        "depth_budget": int(depth) + 1,
+        "verbose": False,
+        "time_limit": int(time_limit),
+    }
     if reg < 1.0 / len(y):
         config["allow_small_reg"] = True
     model = TREEFARMS(config)

@@ -1,5 +1,6 @@
 """``zoo predict`` for a fitted PRAXIS set: each CSV row through every stored tree, as text or as JSON, with the
 accuracy of the best tree and of the vote when the rows carry the training label column."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,9 +16,13 @@ def set_size_lines(meta: dict) -> list[str]:
     if "n_within_best" not in meta:
         return ["# (a checkpoint from before the within-best count: refit to get it)"]
     eps, best, gamma = meta["eps"], meta["min_objective"], meta["gamma"]
-    return [f"# trees within (1+eps) x proxy (bound {meta['bound']}, the set enumerated): {meta['n_trees']}",
-            (f"# trees within (1+eps) x best objective found ({best}; eps {eps:g}; gamma {gamma} per leaf + "
-             f"mistakes): {meta['n_within_best']}")]
+    return [
+        f"# trees within (1+eps) x proxy (bound {meta['bound']}, the set enumerated): {meta['n_trees']}",
+        (
+            f"# trees within (1+eps) x best objective found ({best}; eps {eps:g}; gamma {gamma} per leaf + "
+            f"mistakes): {meta['n_within_best']}"
+        ),
+    ]
 
 
 def predict_files(module, inputs: list[str]) -> list[dict]:
@@ -40,12 +45,16 @@ def predict_files(module, inputs: list[str]) -> list[dict]:
     for path in inputs:
         cols, _ = read_columns(path)
         s = module.spread(transform(spec, cols, path))
-        rows = [{"row": i, "best_tree": classes[b], "agree": float(a), "votes": dict(zip(classes, map(float, v)))}
-                for i, (b, a, v) in enumerate(zip(s["best"], s["agree"], s["votes"]))]
+        rows = [
+            {"row": i, "best_tree": classes[b], "agree": float(a), "votes": dict(zip(classes, map(float, v)))}
+            for i, (b, a, v) in enumerate(zip(s["best"], s["agree"], s["votes"]))
+        ]
         for i, value in enumerate((cols.get(label) or []) if label else []):
             if value.strip() not in classes:
-                raise DataError(f"{path}:{i + 2}: column {label!r}: {value.strip()!r} is not a class of this model "
-                                f"({', '.join(classes)})")
+                raise DataError(
+                    f"{path}:{i + 2}: column {label!r}: {value.strip()!r} is not a class of this model "
+                    f"({', '.join(classes)})"
+                )
             rows[i]["label"] = value.strip()
         out.append({"file": path, "rows": rows})
     return out
@@ -57,8 +66,11 @@ def accuracy(files: list[dict]) -> dict[str, float]:
     rows = [r for f in files for r in f["rows"] if "label" in r]
     if not rows:
         return {}
-    return {"n": len(rows), "best_tree_accuracy": sum(r["best_tree"] == r["label"] for r in rows) / len(rows),
-            "vote_accuracy": sum(max(r["votes"], key=r["votes"].get) == r["label"] for r in rows) / len(rows)}
+    return {
+        "n": len(rows),
+        "best_tree_accuracy": sum(r["best_tree"] == r["label"] for r in rows) / len(rows),
+        "vote_accuracy": sum(max(r["votes"], key=r["votes"].get) == r["label"] for r in rows) / len(rows),
+    }
 
 
 def report(module, files: list[dict], out_dir: str | None) -> str:
@@ -70,11 +82,15 @@ def report(module, files: list[dict], out_dir: str | None) -> str:
     lines += set_size_lines(meta)
     for f in files:
         lines += [f"## {f['file']}", "row\tbest_tree\tagree\t" + "\t".join(f"P({c})" for c in meta["classes"])]
-        lines += [f"{r['row']}\t{r['best_tree']}\t{r['agree']:.3f}\t"
-                  + "\t".join(f"{v:.3f}" for v in r["votes"].values()) for r in f["rows"]]
+        lines += [
+            f"{r['row']}\t{r['best_tree']}\t{r['agree']:.3f}\t" + "\t".join(f"{v:.3f}" for v in r["votes"].values())
+            for r in f["rows"]
+        ]
         if acc := accuracy([f]):
-            lines.append(f"# accuracy against column {meta['label']!r} ({acc['n']} rows): best tree "
-                         f"{acc['best_tree_accuracy']:.3f}, vote {acc['vote_accuracy']:.3f}")
+            lines.append(
+                f"# accuracy against column {meta['label']!r} ({acc['n']} rows): best tree "
+                f"{acc['best_tree_accuracy']:.3f}, vote {acc['vote_accuracy']:.3f}"
+            )
     lines += module.importance_lines()
     if out_dir:
         out = Path(out_dir)
@@ -90,9 +106,14 @@ def as_json(module, files: list[dict]) -> dict:
     """``zoo predict --json``: ``{"prediction": {set sizes, classes, label column, files (as
     :func:`predict_files`), importance}, "metrics": accuracy}`` (``metrics`` only when rows carry labels)."""
     meta = module.meta
-    doc = {"n_trees": int(meta["n_trees"]),
-           "n_within_best": int(meta["n_within_best"]) if "n_within_best" in meta else None,
-           "stored_trees": int(module.tree_feature.shape[0]), "classes": meta["classes"], "label": meta.get("label"),
-           "files": files, "importance": module.importance_doc() if "usage" in meta else None}
+    doc = {
+        "n_trees": int(meta["n_trees"]),
+        "n_within_best": int(meta["n_within_best"]) if "n_within_best" in meta else None,
+        "stored_trees": int(module.tree_feature.shape[0]),
+        "classes": meta["classes"],
+        "label": meta.get("label"),
+        "files": files,
+        "importance": module.importance_doc() if "usage" in meta else None,
+    }
     acc = accuracy(files)
     return {"prediction": doc, **({"metrics": acc} if acc else {})}

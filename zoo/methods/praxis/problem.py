@@ -5,6 +5,7 @@ costs ``Obj(t, D) = gamma * leaves(t) + #{i in D : t(x_i) != y_i}`` with the int
 Subproblems are batches of row bitsets: ``masks`` is ``(M, W)`` uint64 (see ``bitset.py``); every count here is one
 ``AND`` and one ``bitwise_count`` per class over a whole batch.
 """
+
 from __future__ import annotations
 
 import math
@@ -92,8 +93,14 @@ def make_problem(X: np.ndarray, y: np.ndarray, lam: float, lookahead_k: int = 1)
     bits = pack_columns(X)
     root = full_mask(X.shape[0])
     Y = np.stack([pack_vector(y == c) for c in range(n_classes)])
-    return Problem(X=bits, notX=(~bits) & root, Y=Y, n=int(X.shape[0]), gamma=gamma_from_lambda(lam, X.shape[0]),
-                   lookahead_k=int(lookahead_k))
+    return Problem(
+        X=bits,
+        notX=(~bits) & root,
+        Y=Y,
+        n=int(X.shape[0]),
+        gamma=gamma_from_lambda(lam, X.shape[0]),
+        lookahead_k=int(lookahead_k),
+    )
 
 
 def batch_chunks(m: int, per_row_words: int):
@@ -128,4 +135,3 @@ def leaf_cost(gamma: int, counts: np.ndarray) -> np.ndarray:
     """Objective of the best single leaf: ``gamma + n - max_c n_c`` (0 for an empty set). ``(..., C) -> (...)``."""
     total = counts.sum(axis=-1)
     return np.where(total > 0, gamma + total - counts.max(axis=-1), 0)
-

@@ -10,6 +10,7 @@ Every function here works on a batch of subproblems at once: ``masks`` is ``(M, 
 ``(M,)`` int64. Tie-breaking follows the reference package ``tree-praxis`` (first feature wins, binary entropy
 clamped to ``[1e-12, 1 - 1e-12]``) so that the proxy values, and hence the pruned sets, agree with it.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,12 +38,14 @@ def _entropy_scores(left: np.ndarray, total: np.ndarray) -> np.ndarray:
     valid = (n_l > 0) & (n_r > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         if left.shape[-1] == 2:
+
             def h(pos, cnt):
                 q = np.clip(pos / cnt, _EPS, 1.0 - _EPS)
                 return -(q * np.log2(q) + (1.0 - q) * np.log2(1.0 - q))
 
             hl, hr = h(left[..., 1], n_l), h(right[..., 1], n_r)
         else:
+
             def h(cnts, cnt):
                 q = cnts / cnt[..., None]
                 return -np.where(cnts > 0, q * np.log2(np.where(cnts > 0, q, 1.0)), 0.0).sum(-1)
@@ -50,7 +53,6 @@ def _entropy_scores(left: np.ndarray, total: np.ndarray) -> np.ndarray:
             hl, hr = h(left, n_l), h(right, n_r)
         score = (n_l / n) * hl + (n_r / n) * hr
     return np.where(valid, score, np.inf)
-
 
 
 def _children(p: Problem, masks: np.ndarray, feats: np.ndarray):
@@ -84,7 +86,7 @@ def greedy(p: Problem, masks: np.ndarray, depth: int) -> np.ndarray:
     if len(rows):
         left, right = _children(p, masks[rows], feats)
         both = greedy(p, np.concatenate([left, right]), depth - 1)
-        out[rows] = np.minimum(out[rows], both[: len(rows)] + both[len(rows):])
+        out[rows] = np.minimum(out[rows], both[: len(rows)] + both[len(rows) :])
     return out
 
 
@@ -138,7 +140,7 @@ def _scored_splits(p: Problem, ms: np.ndarray, score) -> tuple[np.ndarray, np.nd
         return out, active, None
     both = score(np.concatenate([left[r, f], right[r, f]]))
     sums = np.full(valid.shape, np.iinfo(np.int64).max)
-    sums[r, f] = both[: len(r)] + both[len(r):]
+    sums[r, f] = both[: len(r)] + both[len(r) :]
     return out, active, (left, right, valid, sums)
 
 
@@ -198,7 +200,7 @@ def lookahead(p: Problem, masks: np.ndarray, depth: int, k: int) -> np.ndarray:
             br = right[rows, best[rows]]
             vals = lookahead(p, np.concatenate([bl, br]), depth - 1, k)
             idx = active[rows]
-            out[idx] = np.minimum(out[idx], vals[: len(rows)] + vals[len(rows):])
+            out[idx] = np.minimum(out[idx], vals[: len(rows)] + vals[len(rows) :])
         return out
 
     return _memo(p, masks, depth, k, compute)
@@ -210,4 +212,3 @@ def proxy(p: Problem, masks: np.ndarray, depth: int) -> np.ndarray:
     if p.lookahead_k < 0:
         return leaf_cost(p.gamma, class_counts(p, masks))
     return lookahead(p, masks, depth, p.lookahead_k)
-

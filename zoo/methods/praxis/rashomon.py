@@ -1,4 +1,5 @@
 """One call from data to the approximate Rashomon set: proxy reference, bound, CONSTRUCT (PRAXIS §3)."""
+
 from __future__ import annotations
 
 import time
@@ -73,9 +74,18 @@ class RashomonSet:
         return histogram(self.root)
 
 
-def fit_rashomon(X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: float, lookahead_k: int = 1,
-                 slack: float = 0.0, root_budget: int | None = None, majority_leaf_only: bool = False,
-                 backend: str = "auto") -> RashomonSet:
+def fit_rashomon(
+    X: np.ndarray,
+    y: np.ndarray,
+    lam: float,
+    depth: int,
+    eps: float,
+    lookahead_k: int = 1,
+    slack: float = 0.0,
+    root_budget: int | None = None,
+    majority_leaf_only: bool = False,
+    backend: str = "auto",
+) -> RashomonSet:
     """Build the PRAXIS approximation of ``{t : depth(t) <= depth, Obj(t) <= eps_abs}``.
 
     Args:

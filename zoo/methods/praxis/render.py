@@ -1,4 +1,5 @@
 """What people look at: a tree as text and as PNG, Rashomon set size vs epsilon, Rashomon importance (usage, RID)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +14,12 @@ def tree_text(tree, names: list[str], classes: list[str] | None = None, indent: 
     if isinstance(tree, int):
         return f"{indent}predict {cls(tree)}\n"
     f, lt, rt = tree
-    return (f"{indent}if {names[f]}:\n" + tree_text(lt, names, classes, indent + "    ")
-            + f"{indent}else:  # not {names[f]}\n" + tree_text(rt, names, classes, indent + "    "))
+    return (
+        f"{indent}if {names[f]}:\n"
+        + tree_text(lt, names, classes, indent + "    ")
+        + f"{indent}else:  # not {names[f]}\n"
+        + tree_text(rt, names, classes, indent + "    ")
+    )
 
 
 def plot_tree(tree, names: list[str], path: str, classes: list[str] | None = None, title: str = "") -> None:
@@ -46,12 +51,28 @@ def plot_tree(tree, names: list[str], path: str, classes: list[str] | None = Non
     for a, b, lab in edges:
         (x0, y0), (x1, y1) = pos[a], pos[b]
         ax.plot([x0, x1], [y0, y1], color="0.4", zorder=1)
-        ax.text((x0 + x1) / 2, (y0 + y1) / 2, lab, fontsize=8, ha="center", va="center", color="0.3",
-                bbox={"fc": "white", "ec": "none", "pad": 0.5})
+        ax.text(
+            (x0 + x1) / 2,
+            (y0 + y1) / 2,
+            lab,
+            fontsize=8,
+            ha="center",
+            va="center",
+            color="0.3",
+            bbox={"fc": "white", "ec": "none", "pad": 0.5},
+        )
     for key, (x, y) in pos.items():
         text, leaf = labels[key]
-        ax.text(x, y, text, ha="center", va="center", fontsize=9, zorder=2,
-                bbox={"boxstyle": "round", "fc": "#fde8c8" if leaf else "#dceaf4", "ec": "0.3"})
+        ax.text(
+            x,
+            y,
+            text,
+            ha="center",
+            va="center",
+            fontsize=9,
+            zorder=2,
+            bbox={"boxstyle": "round", "fc": "#fde8c8" if leaf else "#dceaf4", "ec": "0.3"},
+        )
     ax.set_xlim(-0.8, leaf_x[0] - 0.2)
     ax.set_ylim(-depth - 0.6, 0.6)
     ax.axis("off")
@@ -88,8 +109,9 @@ def plot_size_vs_eps(rows: list[tuple[float, int]], path: str, title: str = "") 
     plt.close(fig)
 
 
-def plot_importance(usage, total: int, names: list[str], path: str, top: int = 20, rid: list[dict] | None = None
-                    ) -> None:
+def plot_importance(
+    usage, total: int, names: list[str], path: str, top: int = 20, rid: list[dict] | None = None
+) -> None:
     """Rashomon importance as PNG: the share of the set's trees that split on each feature (top ``top``) and, when
     ``rid`` (``rid.RID.summary()`` rows) is given, beside it the RID of each variable: box 25-75%, whiskers 5-95%,
     median line, mean dot."""
@@ -113,8 +135,9 @@ def plot_importance(usage, total: int, names: list[str], path: str, top: int = 2
         ys = np.arange(len(rid_rows))
         for k, r in enumerate(rid_rows):
             ax.plot([r["q05"], r["q95"]], [k, k], color="0.4", lw=1)
-            ax.add_patch(matplotlib.patches.Rectangle((r["q25"], k - 0.3), r["q75"] - r["q25"], 0.6, fc="#dceaf4",
-                                                      ec="0.3"))
+            ax.add_patch(
+                matplotlib.patches.Rectangle((r["q25"], k - 0.3), r["q75"] - r["q25"], 0.6, fc="#dceaf4", ec="0.3")
+            )
             ax.plot([r["q50"], r["q50"]], [k - 0.3, k + 0.3], color="0.1", lw=1.5)
             ax.plot(r["mean"], k, "o", color="#c0392b", ms=4)
         ax.set_yticks(ys, [r["variable"] for r in rid_rows])

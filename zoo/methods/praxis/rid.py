@@ -17,6 +17,7 @@ package does, and when it holds more than ``max_trees`` trees a uniform sample o
 index with ``enumerate.tree_at``) stands for it. A variable is an original column: the 0/1 columns that threshold
 guessing or one-hot encoding made from one column are permuted together.
 """
+
 from __future__ import annotations
 
 import random
@@ -31,8 +32,9 @@ from zoo.methods.praxis.rashomon import fit_rashomon
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
-def model_reliance(feature: np.ndarray, value: np.ndarray, X: np.ndarray, y: np.ndarray,
-                   groups: list[list[int]]) -> np.ndarray:
+def model_reliance(
+    feature: np.ndarray, value: np.ndarray, X: np.ndarray, y: np.ndarray, groups: list[list[int]]
+) -> np.ndarray:
     """Subtractive model reliance of each tree on each variable, exact over permutations (ours, see module doc).
 
     Args:
@@ -88,9 +90,12 @@ class RID:
         for v, name in enumerate(self.variables):
             order = np.argsort(vals[:, v], kind="stable")
             x, cum = vals[order, v], np.cumsum(w[order])
-            qs = {f"q{round(q * 100):02d}": float(x[min(np.searchsorted(cum, q - 1e-12), len(x) - 1)]) for q in QUANTILES}
-            rows.append({"variable": name, "mean": float(w @ vals[:, v]), **qs,
-                         "p_positive": float(w[vals[:, v] > 0].sum())})
+            qs = {
+                f"q{round(q * 100):02d}": float(x[min(np.searchsorted(cum, q - 1e-12), len(x) - 1)]) for q in QUANTILES
+            }
+            rows.append(
+                {"variable": name, "mean": float(w @ vals[:, v]), **qs, "p_positive": float(w[vals[:, v] > 0].sum())}
+            )
         return rows
 
 
@@ -108,10 +113,20 @@ def variable_groups(feature_names: list[str], spec: list[dict] | None) -> tuple[
     return names, groups
 
 
-def rashomon_importance(X: np.ndarray, y: np.ndarray, lam: float, depth: int, eps: float,
-                        groups: list[list[int]] | None = None, variables: list[str] | None = None,
-                        n_bootstrap: int = 10, max_trees: int = 200, seed: int = 0, lookahead_k: int = 1,
-                        backend: str = "auto") -> RID:
+def rashomon_importance(
+    X: np.ndarray,
+    y: np.ndarray,
+    lam: float,
+    depth: int,
+    eps: float,
+    groups: list[list[int]] | None = None,
+    variables: list[str] | None = None,
+    n_bootstrap: int = 10,
+    max_trees: int = 200,
+    seed: int = 0,
+    lookahead_k: int = 1,
+    backend: str = "auto",
+) -> RID:
     """RID by bootstrap: ``n_bootstrap`` resamples, each one's Rashomon set, model reliance of its trees.
 
     Args:

@@ -5,6 +5,7 @@ conjunction (``pair_counts``): with the single-feature and total counts, inclusi
 quadrants of any two nested splits, so the depth-1 optima of all children of all splits are one vectorised pass
 (ours; same values as the reference package's depth-1 and depth-2 solvers). Heile et al. (ICML 2026), §3.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -103,8 +104,9 @@ def _depth1_children_binary(p: Problem, masks: np.ndarray, big: int):
     sn_f, sp_f, sn_g, sp_g = sn[:, :, None], sp[:, :, None], sn[:, None, :], sp[:, None, :]
     tn, tp = total_n[:, None], total_p[:, None]
     left = best(sn, sp, pn, pp, sn_f - pn, sp_f - pp)
-    right = best(tn - sn, tp - sp, sn_g - pn, sp_g - pp, tn[:, :, None] - sn_f - sn_g + pn,
-                 tp[:, :, None] - sp_f - sp_g + pp)
+    right = best(
+        tn - sn, tp - sp, sn_g - pn, sp_g - pp, tn[:, :, None] - sn_f - sn_g + pn, tp[:, :, None] - sp_f - sp_g + pp
+    )
     single = np.stack([sn - sp, sp], axis=-1)
     total = np.stack([total_n - total_p, total_p], axis=-1)
     return left, right, single, total
@@ -122,4 +124,3 @@ def exact2(p: Problem, masks: np.ndarray) -> np.ndarray:
     if valid.shape[1]:
         out = np.minimum(out, np.where(valid, left + right, np.iinfo(np.int64).max // 4).min(1))
     return out
-

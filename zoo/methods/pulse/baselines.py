@@ -7,6 +7,7 @@
 
 Both take counts ``(S, T)`` of S streams over the same days and the days' posts ``n (T,)``.
 """
+
 from __future__ import annotations
 
 import numpy as np

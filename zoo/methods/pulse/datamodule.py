@@ -18,6 +18,7 @@ Inputs (all paths may be a user's own):
 ``sae`` batches are ``(embedding (B, d) float32, weight (B,) float32)``; ``replay`` has one placeholder batch (the
 analysis reads ``self.series`` and ``self.archives``).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -40,8 +41,7 @@ from zoo.methods.pulse.series import read_posts, read_series
 STAGES = ("sae", "replay")
 
 
-def load_texts(posts_path: str, comments_path: str | None = None, min_words: int = 10,
-               limit: int = 0) -> list[dict]:
+def load_texts(posts_path: str, comments_path: str | None = None, min_words: int = 10, limit: int = 0) -> list[dict]:
     """Texts with ``text``, ``date`` (ISO day, UTC), ``subreddit``, ``weight`` and ``kind`` (post | comment).
 
     Raises:
@@ -50,9 +50,15 @@ def load_texts(posts_path: str, comments_path: str | None = None, min_words: int
     out = []
     for p in read_posts(posts_path):
         text = (p["title"] + "\n" + (p.get("selftext") or "")).strip()
-        out.append({"text": text, "date": dt.datetime.fromtimestamp(p["created_utc"], dt.UTC).date().isoformat(),
-                    "subreddit": p.get("subreddit", ""), "weight": math.log(2 + int(p.get("num_comments", 0))),
-                    "kind": "post"})
+        out.append(
+            {
+                "text": text,
+                "date": dt.datetime.fromtimestamp(p["created_utc"], dt.UTC).date().isoformat(),
+                "subreddit": p.get("subreddit", ""),
+                "weight": math.log(2 + int(p.get("num_comments", 0))),
+                "kind": "post",
+            }
+        )
     if comments_path:
         _, rows = read_csv_rows(comments_path, required=("comment_id", "created_time_str", "body", "reply_to"))
         replies: dict[str, int] = {}
@@ -62,10 +68,18 @@ def load_texts(posts_path: str, comments_path: str | None = None, min_words: int
             try:
                 day = dt.datetime.strptime(r["created_time_str"].strip(), "%Y-%m-%d %H:%M:%S").date().isoformat()
             except ValueError:
-                raise DataError(f"{comments_path}:{line}: created_time_str: bad timestamp "
-                                f"{r['created_time_str']!r}") from None
-            out.append({"text": r["body"].strip(), "date": day, "subreddit": r.get("subreddit", ""),
-                        "weight": math.log(2 + replies.get(r["comment_id"], 0)), "kind": "comment"})
+                raise DataError(
+                    f"{comments_path}:{line}: created_time_str: bad timestamp {r['created_time_str']!r}"
+                ) from None
+            out.append(
+                {
+                    "text": r["body"].strip(),
+                    "date": day,
+                    "subreddit": r.get("subreddit", ""),
+                    "weight": math.log(2 + replies.get(r["comment_id"], 0)),
+                    "kind": "comment",
+                }
+            )
     out = [t for t in out if len(t["text"].split()) >= min_words]
     return out[:limit] if limit else out
 
@@ -73,6 +87,7 @@ def load_texts(posts_path: str, comments_path: str | None = None, min_words: int
 log = logging.getLogger(__name__)
 SHIPPED_SERIES = "data/pulse-aggregates/feature_series_historical.json"
 SHIPPED_ARCHIVES = "data/pulse-aggregates"
+
 
 class PulseDataModule(L.LightningDataModule):
     """See the module docstring for the schemas.
@@ -89,25 +104,41 @@ class PulseDataModule(L.LightningDataModule):
         ValueError: an unknown stage. DataError: bad input rows (from ``setup``).
     """
 
-    def __init__(self, stage: Annotated[str, OneOf(STAGES)] = "replay", series_path: str | None = SHIPPED_SERIES,
-                 archive_dir: str | None = SHIPPED_ARCHIVES, window: list[str] | None = None,
-                 posts_path: str | None = "data/reddit-chatgpt/posts.jsonl",
-                 comments_path: str | None = "data/reddit-chatgpt/comments.csv", min_words: NonNegativeInt = 10,
-                 limit_texts: NonNegativeInt = 0, embeddings_path: str | None = None, weights_path: str | None = None,
-                 embedding_cache: str = "runs/.cache/pulse", val_fraction: Fraction = 0.1,
-                 batch_size: PositiveInt = 256, seed: NonNegativeInt = 0):
+    def __init__(
+        self,
+        stage: Annotated[str, OneOf(STAGES)] = "replay",
+        series_path: str | None = SHIPPED_SERIES,
+        archive_dir: str | None = SHIPPED_ARCHIVES,
+        window: list[str] | None = None,
+        posts_path: str | None = "data/reddit-chatgpt/posts.jsonl",
+        comments_path: str | None = "data/reddit-chatgpt/comments.csv",
+        min_words: NonNegativeInt = 10,
+        limit_texts: NonNegativeInt = 0,
+        embeddings_path: str | None = None,
+        weights_path: str | None = None,
+        embedding_cache: str = "runs/.cache/pulse",
+        val_fraction: Fraction = 0.1,
+        batch_size: PositiveInt = 256,
+        seed: NonNegativeInt = 0,
+    ):
         super().__init__()
         if stage not in STAGES:
             raise ValueError(f"data.stage: {stage!r} is not one of {STAGES}")
         if series_path != SHIPPED_SERIES and archive_dir == SHIPPED_ARCHIVES:
             # a user's own series: the shipped archives' alarms would describe r/ChatGPT, not it
-            log.info("data.series_path is the user's: the shipped archives are not replayed (set data.archive_dir "
-                     "to replay archives of the same features)")
+            log.info(
+                "data.series_path is the user's: the shipped archives are not replayed (set data.archive_dir "
+                "to replay archives of the same features)"
+            )
             archive_dir = None
         self.stage, self.series_path, self.archive_dir = stage, series_path, archive_dir
         self.window = list(window) if window else [None, None]
-        self.posts_path, self.comments_path, self.min_words, self.limit_texts = (posts_path, comments_path,
-                                                                                 min_words, limit_texts)
+        self.posts_path, self.comments_path, self.min_words, self.limit_texts = (
+            posts_path,
+            comments_path,
+            min_words,
+            limit_texts,
+        )
         self.embeddings_path, self.weights_path, self.embedding_cache = embeddings_path, weights_path, embedding_cache
         self.val_fraction, self.batch_size, self.seed = val_fraction, batch_size, seed
         self.series = self.full_series = None
@@ -120,11 +151,19 @@ class PulseDataModule(L.LightningDataModule):
         replay then tests the days it has, and a breakpoint or alarm date outside them cannot be found."""
         first, last = self.window
         have = self.full_series.dates
-        gaps = [f"ends {have[-1]}, before the window's end {last}" if last and have[-1] < last else "",
-                f"starts {have[0]}, after the window's start {first}" if first and have[0] > first else ""]
+        gaps = [
+            f"ends {have[-1]}, before the window's end {last}" if last and have[-1] < last else "",
+            f"starts {have[0]}, after the window's start {first}" if first and have[0] > first else "",
+        ]
         if any(gaps):
-            log.warning("data.series_path %s %s (data.window %s): the replay covers %s to %s only", self.series_path,
-                        " and ".join(g for g in gaps if g), self.window, self.series.dates[0], self.series.dates[-1])
+            log.warning(
+                "data.series_path %s %s (data.window %s): the replay covers %s to %s only",
+                self.series_path,
+                " and ".join(g for g in gaps if g),
+                self.window,
+                self.series.dates[0],
+                self.series.dates[-1],
+            )
 
     def setup(self, stage: str | None = None) -> None:
         if self.series is not None or self.X is not None:
@@ -134,8 +173,9 @@ class PulseDataModule(L.LightningDataModule):
             self.series = self.full_series.window(*self.window)
             self._warn_short_series()
             if self.archive_dir:
-                self.archives = {k: read_series(Path(self.archive_dir) / f"archive_{k}_feature_series.json")
-                                 for k in ARCHIVES}
+                self.archives = {
+                    k: read_series(Path(self.archive_dir) / f"archive_{k}_feature_series.json") for k in ARCHIVES
+                }
             return
         if self.embeddings_path:
             self.X = torch.from_numpy(np.load(self.embeddings_path).astype(np.float32))
@@ -154,6 +194,7 @@ class PulseDataModule(L.LightningDataModule):
 
     def _embed(self, texts: list[str]) -> torch.Tensor:
         from zoo.models.text_embedding import embed_texts
+
         key = hashlib.sha256("\x1e".join(texts).encode()).hexdigest()[:16]
         path = Path(self.embedding_cache) / f"minilm-{key}.npy"
         if path.is_file():
@@ -174,8 +215,7 @@ class PulseDataModule(L.LightningDataModule):
             return DataLoader(TensorDataset(torch.zeros(1)), batch_size=1)
         tr, _ = self._split()
         g = torch.Generator().manual_seed(self.seed)
-        return DataLoader(TensorDataset(self.X[tr], self.w[tr]), batch_size=self.batch_size, shuffle=True,
-                          generator=g)
+        return DataLoader(TensorDataset(self.X[tr], self.w[tr]), batch_size=self.batch_size, shuffle=True, generator=g)
 
     def val_dataloader(self):
         if self.stage == "replay":

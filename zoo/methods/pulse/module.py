@@ -5,6 +5,7 @@ features and writes the SAE's own daily series (aggregates' schema) into ``<run>
 analysis shell (no optimiser step, like praxis): one step fits the release-anchored trends, replays the PuLSE
 alarms on the archives and writes ``trends.json``, ``alarms.json`` and the PNGs.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,14 +36,39 @@ from zoo.methods.pulse.render import plot_trends, plot_wealth
 from zoo.methods.pulse.replay import EMOTIONAL, alarm_rows, trend_rows
 from zoo.methods.pulse.sae import TopKSAE
 
-_REPLAY = {"features": EMOTIONAL, "search": "exact", "n_boot": 100, "eta": 0.01, "v_min": 0.05, "alpha": 0.1,
-           "beta": 1.05, "monitor_feature": 57, "monitor_archive": "c2", "monitor_start": "2024-04-04",
-           "r": [14, 28, 42], "n_monitored": [1, 3, 7], "end": "2025-11-30", "daily_subreddit": "ChatGPT"}
+_REPLAY = {
+    "features": EMOTIONAL,
+    "search": "exact",
+    "n_boot": 100,
+    "eta": 0.01,
+    "v_min": 0.05,
+    "alpha": 0.1,
+    "beta": 1.05,
+    "monitor_feature": 57,
+    "monitor_archive": "c2",
+    "monitor_start": "2024-04-04",
+    "r": [14, 28, 42],
+    "n_monitored": [1, 3, 7],
+    "end": "2025-11-30",
+    "daily_subreddit": "ChatGPT",
+}
 #: The ``replay`` block: each key's allowed values.
-ReplaySettings = Annotated[dict | None, Keys(
-    _REPLAY, features=Annotated[list[NonNegativeInt], NonEmpty], search=Literal["exact", "greedy"], n_boot=NonNegativeInt,
-    eta=Positive, v_min=Probability, alpha=OpenUnit, beta=Positive, monitor_feature=NonNegativeInt,
-    r=Annotated[list[PositiveInt], NonEmpty], n_monitored=Annotated[list[PositiveInt], NonEmpty])]
+ReplaySettings = Annotated[
+    dict | None,
+    Keys(
+        _REPLAY,
+        features=Annotated[list[NonNegativeInt], NonEmpty],
+        search=Literal["exact", "greedy"],
+        n_boot=NonNegativeInt,
+        eta=Positive,
+        v_min=Probability,
+        alpha=OpenUnit,
+        beta=Positive,
+        monitor_feature=NonNegativeInt,
+        r=Annotated[list[PositiveInt], NonEmpty],
+        n_monitored=Annotated[list[PositiveInt], NonEmpty],
+    ),
+]
 
 
 @register_method("pulse", datamodule=PulseDataModule)
@@ -66,10 +92,18 @@ class PulseModule(ZooModule):
     fit_sized_buffers = ("meta_json",)
     weight_settings: ClassVar[dict[str, str]] = {"input_dim": "model.input_dim"}
 
-    def __init__(self, stage: Annotated[str, OneOf(STAGES)] = "replay", input_dim: PositiveInt = 384,
-                 n_features: PositiveInt = 128, k: PositiveInt = 4, aux_k: PositiveInt | None = None,
-                 aux_coef: NonNegative = 1 / 32, dead_steps: PositiveInt = 256, optimizer: dict | None = None,
-                 replay: ReplaySettings = None):
+    def __init__(
+        self,
+        stage: Annotated[str, OneOf(STAGES)] = "replay",
+        input_dim: PositiveInt = 384,
+        n_features: PositiveInt = 128,
+        k: PositiveInt = 4,
+        aux_k: PositiveInt | None = None,
+        aux_coef: NonNegative = 1 / 32,
+        dead_steps: PositiveInt = 256,
+        optimizer: dict | None = None,
+        replay: ReplaySettings = None,
+    ):
         super().__init__()
         if stage not in STAGES:
             raise ValueError(f"model.stage: {stage!r} is not one of {STAGES}")
@@ -101,8 +135,12 @@ class PulseModule(ZooModule):
 
     def on_fit_start(self) -> None:
         dm = self.trainer.datamodule
-        if self.hparams.stage == "sae" and not self.meta_json.numel() and self.init_from_ref is None and \
-                not self.resuming:
+        if (
+            self.hparams.stage == "sae"
+            and not self.meta_json.numel()
+            and self.init_from_ref is None
+            and not self.resuming
+        ):
             if dm.X.shape[1] != self.hparams.input_dim:
                 raise DataError(f"embeddings have width {dm.X.shape[1]}, model.input_dim is {self.hparams.input_dim}")
             self.sae.init_from_data(dm.X, torch.Generator().manual_seed(int(torch.initial_seed()) % 2**31))
@@ -153,6 +191,7 @@ class PulseModule(ZooModule):
             if dm.series_path and Path(dm.series_path).is_file() and str(dm.series_path).endswith(".json"):
                 from zoo.methods.pulse.series import read_series
                 from zoo.models.text_embedding import embed_texts
+
                 paper = read_series(dm.series_path)
                 labels = paper.labels
                 label_emb = embed_texts(labels).numpy() if self.hparams.input_dim == 384 else None
@@ -166,7 +205,9 @@ class PulseModule(ZooModule):
                 files["sae_series.json"] = out / "sae_series.json"
                 files["sae_series.json"].write_text(json.dumps(series))
         else:
-            names = [{"feature": m, "n_active": int((acts[:, m] > 0).sum()), "keywords": []} for m in range(acts.shape[1])]
+            names = [
+                {"feature": m, "n_active": int((acts[:, m] > 0).sum()), "keywords": []} for m in range(acts.shape[1])
+            ]
         files["feature_names.json"] = out / "feature_names.json"
         files["feature_names.json"].write_text(json.dumps(names, indent=1))
         meta = {"names": names, "n_texts": len(X), "alive": int((acts > 0).any(0).sum())}
@@ -182,8 +223,9 @@ class PulseModule(ZooModule):
         out = self.artifact_dir("pulse")
         out.mkdir(parents=True, exist_ok=True)
         feats = [f for f in c["features"] if f in dm.series.idx]
-        rows, fits = trend_rows(dm.series, feats, Path(dm.series_path).stem, c["search"], c["n_boot"],
-                                eta=c["eta"], v_min=c["v_min"])
+        rows, fits = trend_rows(
+            dm.series, feats, Path(dm.series_path).stem, c["search"], c["n_boot"], eta=c["eta"], v_min=c["v_min"]
+        )
         (out / "trends.json").write_text(json.dumps(rows, indent=1))
         plot_trends(dm.series, fits, str(out / "trends.png"))
         files = {"trends.json": out / "trends.json", "trends.png": out / "trends.png"}
@@ -191,8 +233,17 @@ class PulseModule(ZooModule):
             self.log(f"train/ratio_{f}", fits[f].ratio, batch_size=1)
             self.log(f"train/n_changepoints_{f}", float(len(fits[f].changepoints)), batch_size=1)
         if dm.archives:
-            alarms, wealth = alarm_rows(dm.archives, c["monitor_feature"], c["monitor_archive"], c["monitor_start"],
-                                        tuple(c["r"]), tuple(c["n_monitored"]), c["alpha"], c["beta"], c["end"])
+            alarms, wealth = alarm_rows(
+                dm.archives,
+                c["monitor_feature"],
+                c["monitor_archive"],
+                c["monitor_start"],
+                tuple(c["r"]),
+                tuple(c["n_monitored"]),
+                c["alpha"],
+                c["beta"],
+                c["end"],
+            )
             (out / "alarms.json").write_text(json.dumps(alarms, indent=1))
             plot_wealth(wealth, str(out / "wealth.png"))
             files.update({"alarms.json": out / "alarms.json", "wealth.png": out / "wealth.png"})
@@ -205,8 +256,11 @@ class PulseModule(ZooModule):
         self._done = True
 
     # ---- inference -------------------------------------------------------------------------------------------
-    predict_schema: ClassVar = {"text": str, "k": int, "features": [
-        {"feature": int, "activation": float, "keywords": [str], "nearest_label": (str, None)}]}
+    predict_schema: ClassVar = {
+        "text": str,
+        "k": int,
+        "features": [{"feature": int, "activation": float, "keywords": [str], "nearest_label": (str, None)}],
+    }
 
     @torch.no_grad()
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
@@ -221,6 +275,7 @@ class PulseModule(ZooModule):
         if self.hparams.input_dim != 384:
             raise DataError(f"this SAE reads {self.hparams.input_dim}-d embeddings; predict embeds with MiniLM (384)")
         from zoo.models.text_embedding import embed_texts
+
         text = "\n".join(inputs[:2]).strip()
         acts = self(embed_texts([text]).to(self.device))[0].cpu().numpy()
         names = self.meta.get("names", [])
@@ -229,8 +284,14 @@ class PulseModule(ZooModule):
             if acts[m] <= 0:
                 continue
             n = names[m] if m < len(names) else {}
-            features.append({"feature": int(m), "activation": float(acts[m]), "keywords": list(n.get("keywords") or []),
-                             "nearest_label": n.get("nearest_label")})
+            features.append(
+                {
+                    "feature": int(m),
+                    "activation": float(acts[m]),
+                    "keywords": list(n.get("keywords") or []),
+                    "nearest_label": n.get("nearest_label"),
+                }
+            )
         out = {"text": text, "k": int(self.hparams.k), "features": features}
         if out_dir:
             Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -246,6 +307,9 @@ class PulseModule(ZooModule):
 def _features_text(prediction: dict) -> str:
     """``PulseModule.predict_record``'s records as the lines ``zoo predict`` prints."""
     lines = [f"# top-{prediction['k']} SAE features of: {prediction['text'][:80]!r}"]
-    lines += [f"feature {f['feature']}\tactivation {f['activation']:.3f}\tkeywords: {', '.join(f['keywords'])}"
-              f"\tnearest paper label: {f['nearest_label']}" for f in prediction["features"]]
+    lines += [
+        f"feature {f['feature']}\tactivation {f['activation']:.3f}\tkeywords: {', '.join(f['keywords'])}"
+        f"\tnearest paper label: {f['nearest_label']}"
+        for f in prediction["features"]
+    ]
     return "\n".join(lines)

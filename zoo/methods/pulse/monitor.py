@@ -7,6 +7,7 @@ feature tests that raise alarms.
 * Features: from ``start`` (inclusive; archive c2 from 2024-04-04), ``mu0 = beta x`` (mean daily fraction of the first ``r`` days), and the
   test runs on the days after those ``r`` at level ``alpha / n_monitored`` (Bonferroni).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,15 +44,22 @@ def _index_after(series: FeatureSeries, day: str | None, strict: bool = True) ->
     return len(series.dates)
 
 
-def accuracy_test(series: FeatureSeries, trained_through: str, s: int, alpha: float = 0.1, beta: float = 1.05,
-                  ref_days: int = 112, end: str | None = None) -> Alarm:
+def accuracy_test(
+    series: FeatureSeries,
+    trained_through: str,
+    s: int,
+    alpha: float = 0.1,
+    beta: float = 1.05,
+    ref_days: int = 112,
+    end: str | None = None,
+) -> Alarm:
     """Test the archive's ``day_error`` from the day after ``trained_through`` (NaN days skipped).
 
     Raises:
         ValueError: no error values before ``trained_through`` or none after it.
     """
     i0 = _index_after(series, trained_through)
-    ref = series.day_error[max(0, i0 - ref_days):i0]
+    ref = series.day_error[max(0, i0 - ref_days) : i0]
     if not np.isfinite(ref).any():
         raise ValueError(f"{series.source}: no day_error before {trained_through}")
     mu0 = beta * float(np.nanmean(ref))
@@ -63,8 +71,16 @@ def accuracy_test(series: FeatureSeries, trained_through: str, s: int, alpha: fl
     return Alarm(series.dates[i0], a, mu0, dates[first[0]] if first[0] >= 0 else None, path[0], dates)
 
 
-def feature_test(series: FeatureSeries, feature: int, start: str, r: int = 28, alpha: float = 0.1,
-                 beta: float = 1.05, n_monitored: int = 1, end: str | None = None) -> Alarm:
+def feature_test(
+    series: FeatureSeries,
+    feature: int,
+    start: str,
+    r: int = 28,
+    alpha: float = 0.1,
+    beta: float = 1.05,
+    n_monitored: int = 1,
+    end: str | None = None,
+) -> Alarm:
     """Alarm test of one feature's daily fraction (see the module docstring).
 
     Raises:
@@ -75,8 +91,8 @@ def feature_test(series: FeatureSeries, feature: int, start: str, r: int = 28, a
         raise ValueError(f"{series.source}: no day on or after {start}")
     stop = _index_after(series, end, strict=False)
     frac = series.fractions[series.row(feature)]
-    mu0 = beta * float(frac[i0:i0 + r].mean())
-    x = frac[i0 + r:stop]
+    mu0 = beta * float(frac[i0 : i0 + r].mean())
+    x = frac[i0 + r : stop]
     path, first = run_tests(x[None, :], mu0, alpha / n_monitored)
-    dates = series.dates[i0 + r:stop]
+    dates = series.dates[i0 + r : stop]
     return Alarm(dates[0], alpha / n_monitored, mu0, dates[first[0]] if first[0] >= 0 else None, path[0], dates)

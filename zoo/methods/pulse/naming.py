@@ -6,6 +6,7 @@
 * Nearest paper label: the paper's 128 feature labels (from the aggregates) embedded with the same MiniLM, matched by
   cosine to the normalised mean embedding of the feature's top texts.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,14 @@ def top_texts(acts: np.ndarray, top: int = 20) -> list[np.ndarray]:
     return out
 
 
-def name_features(acts: np.ndarray, texts: list[str], X: np.ndarray, label_emb: np.ndarray | None,
-                  labels: list[str] | None, top: int = 20) -> list[dict]:
+def name_features(
+    acts: np.ndarray,
+    texts: list[str],
+    X: np.ndarray,
+    label_emb: np.ndarray | None,
+    labels: list[str] | None,
+    top: int = 20,
+) -> list[dict]:
     """Per feature ``{feature, n_active, keywords, nearest_label, nearest_idx, cosine}``.
 
     Args:
@@ -45,8 +52,14 @@ def name_features(acts: np.ndarray, texts: list[str], X: np.ndarray, label_emb: 
     keywords = ctfidf_keywords([" ".join(texts[i] for i in idx) for idx in tops])
     out = []
     for m, idx in enumerate(tops):
-        row = {"feature": m, "n_active": int((acts[:, m] > 0).sum()), "keywords": keywords[m], "nearest_label": None,
-               "nearest_idx": None, "cosine": None}
+        row = {
+            "feature": m,
+            "n_active": int((acts[:, m] > 0).sum()),
+            "keywords": keywords[m],
+            "nearest_label": None,
+            "nearest_idx": None,
+            "cosine": None,
+        }
         if len(idx) and label_emb is not None:
             c = X[idx].mean(0)
             c = c / max(np.linalg.norm(c), 1e-12)
@@ -68,8 +81,19 @@ def daily_series(dates: list[str], acts: np.ndarray, errors: np.ndarray, names: 
     active = np.stack([np.bincount(t, weights=(acts[:, m] > 0), minlength=len(days)) for m in range(acts.shape[1])])
     mean = np.stack([np.bincount(t, weights=acts[:, m], minlength=len(days)) for m in range(acts.shape[1])]) / n
     err = np.bincount(t, weights=errors, minlength=len(days)) / n
-    return {"n_observations": len(days), "as_of": days[-1], "dates": days, "n_posts": n.tolist(),
-            "day_error": [round(float(e), 6) for e in err],
-            "features": [{"idx": m, "label": "; ".join(names[m]["keywords"]) or f"feature {m}",
-                          "n_active": active[m].astype(int).tolist(), "mean": [round(float(v), 6) for v in mean[m]]}
-                         for m in range(acts.shape[1])]}
+    return {
+        "n_observations": len(days),
+        "as_of": days[-1],
+        "dates": days,
+        "n_posts": n.tolist(),
+        "day_error": [round(float(e), 6) for e in err],
+        "features": [
+            {
+                "idx": m,
+                "label": "; ".join(names[m]["keywords"]) or f"feature {m}",
+                "n_active": active[m].astype(int).tolist(),
+                "mean": [round(float(v), 6) for v in mean[m]],
+            }
+            for m in range(acts.shape[1])
+        ],
+    }

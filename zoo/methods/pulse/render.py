@@ -1,5 +1,6 @@
 """PNG plots: 30-day rolling fractions with the fitted trend, its changepoints and the releases; wealth paths with
 the alarm threshold and alarm days."""
+
 from __future__ import annotations
 
 import math
@@ -49,7 +50,7 @@ def plot_wealth(paths: dict[str, tuple[list[str], np.ndarray, float, str | None]
     fig, ax = plt.subplots(figsize=(10, 3.6))
     for name, (dates, logk, alpha, alarm) in paths.items():
         t = np.array(dates, dtype="datetime64[D]")
-        line, = ax.plot(t, logk, lw=1.2, label=f"{name} (alpha {alpha:.3g}): {alarm or 'no alarm'}")
+        (line,) = ax.plot(t, logk, lw=1.2, label=f"{name} (alpha {alpha:.3g}): {alarm or 'no alarm'}")
         ax.axhline(math.log(1 / alpha), color=line.get_color(), lw=0.7, ls=":")
         if alarm:
             ax.axvline(np.datetime64(alarm), color=line.get_color(), lw=1, ls="--")

@@ -1,4 +1,5 @@
 """The replay analysis shared by ``model.stage=replay`` and ``experiments.py``: trend rows, alarm rows, plots."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,9 @@ def slope_test(frac: np.ndarray, theta: float = 1.10) -> dict[str, float]:
     (``p_up``: the linear contrast ``(1 - theta) a + b T > 0``) and of ``r < 1/theta`` (``p_down``).
     """
     T = len(frac)
-    fit = sm.OLS(frac, sm.add_constant(np.arange(T, dtype=float))).fit(cov_type="HAC",
-                                                                       cov_kwds={"maxlags": hac_lags(T)})
+    fit = sm.OLS(frac, sm.add_constant(np.arange(T, dtype=float))).fit(
+        cov_type="HAC", cov_kwds={"maxlags": hac_lags(T)}
+    )
     a, b = fit.params
     out = {"ols_ratio": float((a + b * T) / a), "hac_lags": hac_lags(T)}
     for key, c, side in (("p_up", [1 - theta, T], "larger"), ("p_down", [1 - 1 / theta, T], "smaller")):
@@ -36,9 +38,18 @@ def slope_test(frac: np.ndarray, theta: float = 1.10) -> dict[str, float]:
     return out
 
 
-def trend_rows(series: FeatureSeries, features: list[int], name: str, search: str = "exact", n_boot: int = 100,
-               seeds: tuple[int, ...] = (0,), eta: float = 0.01, v_min: float = 0.05, alpha: float = 0.05,
-               n_tests: int | None = None) -> tuple[list[dict], dict]:
+def trend_rows(
+    series: FeatureSeries,
+    features: list[int],
+    name: str,
+    search: str = "exact",
+    n_boot: int = 100,
+    seeds: tuple[int, ...] = (0,),
+    eta: float = 0.01,
+    v_min: float = 0.05,
+    alpha: float = 0.05,
+    n_tests: int | None = None,
+) -> tuple[list[dict], dict]:
     """Per feature and bootstrap seed: changepoints, fitted-trend and OLS ratios, slope test (Bonferroni over
     ``n_tests`` features, default ``len(features)``), bootstrap stability. Returns ``(rows, fits)``."""
     rows, fits = [], {}
@@ -51,37 +62,79 @@ def trend_rows(series: FeatureSeries, features: list[int], name: str, search: st
         p = min(slope["p_up"], slope["p_down"])
         for seed in seeds:
             stab = bootstrap_stability(series, f, n_boot=n_boot, seed=seed, eta=eta, v_min=v_min) if n_boot else {}
-            rows.append({"series": name, "feature": f, "label": series.labels[series.row(f)], "seed": seed,
-                         "changepoints": fit.changepoints, "greedy_changepoints": greedy.changepoints,
-                         "greedy_equals_exact": greedy.changepoints == fit.changepoints,
-                         "pruned": fit.pruned, "ratio": fit.ratio, "ols_ratio": slope["ols_ratio"],
-                         "slope_p": p, "slope_significant": bool(p * n_tests < alpha),
-                         "direction": "up" if slope["p_up"] <= slope["p_down"] else "down",
-                         "stable_changepoints": [d for d, s in stab.items() if s >= 0.5],
-                         "stability": {d: s for d, s in stab.items() if s > 0}, "first_day": series.dates[0],
-                         "last_day": series.dates[-1]})
+            rows.append(
+                {
+                    "series": name,
+                    "feature": f,
+                    "label": series.labels[series.row(f)],
+                    "seed": seed,
+                    "changepoints": fit.changepoints,
+                    "greedy_changepoints": greedy.changepoints,
+                    "greedy_equals_exact": greedy.changepoints == fit.changepoints,
+                    "pruned": fit.pruned,
+                    "ratio": fit.ratio,
+                    "ols_ratio": slope["ols_ratio"],
+                    "slope_p": p,
+                    "slope_significant": bool(p * n_tests < alpha),
+                    "direction": "up" if slope["p_up"] <= slope["p_down"] else "down",
+                    "stable_changepoints": [d for d, s in stab.items() if s >= 0.5],
+                    "stability": {d: s for d, s in stab.items() if s > 0},
+                    "first_day": series.dates[0],
+                    "last_day": series.dates[-1],
+                }
+            )
     return rows, fits
 
 
-def alarm_rows(archives: dict[str, FeatureSeries], feature: int = 57, archive: str = "c2",
-               start: str = "2024-04-04", rs: tuple[int, ...] = (14, 28, 42), monitored: tuple[int, ...] = (1, 3, 7),
-               alpha: float = 0.1, beta: float = 1.05, end: str = "2025-11-30") -> tuple[list[dict], dict]:
+def alarm_rows(
+    archives: dict[str, FeatureSeries],
+    feature: int = 57,
+    archive: str = "c2",
+    start: str = "2024-04-04",
+    rs: tuple[int, ...] = (14, 28, 42),
+    monitored: tuple[int, ...] = (1, 3, 7),
+    alpha: float = 0.1,
+    beta: float = 1.05,
+    end: str = "2025-11-30",
+) -> tuple[list[dict], dict]:
     """Feature alarms (per ``r`` and Bonferroni size) and the accuracy tests of every archive. Returns
     ``(rows, wealth)`` with ``wealth[name] = (dates, log_wealth, alpha, alarm_date)`` for the plot."""
     rows, wealth = [], {}
     for r in rs:
         for n in monitored:
             a = feature_test(archives[archive], feature, start, r=r, alpha=alpha, beta=beta, n_monitored=n, end=end)
-            rows.append({"series": archive, "test": "feature", "feature": feature, "r": r, "n_monitored": n,
-                         "alpha": a.alpha, "mu0": a.mu0, "start": a.start, "alarm_date": a.alarm_date})
+            rows.append(
+                {
+                    "series": archive,
+                    "test": "feature",
+                    "feature": feature,
+                    "r": r,
+                    "n_monitored": n,
+                    "alpha": a.alpha,
+                    "mu0": a.mu0,
+                    "start": a.start,
+                    "alarm_date": a.alarm_date,
+                }
+            )
             wealth[f"feature {feature}, r={r}, n={n}"] = (a.dates, a.log_wealth, a.alpha, a.alarm_date)
     for s, (name, trained) in enumerate(ARCHIVES.items()):
         if name not in archives:
             continue
         a = accuracy_test(archives[name], trained, s, alpha=alpha, beta=beta, end=end)
         nxt = list(ARCHIVES.values())[s + 1] if s + 1 < len(ARCHIVES) else None
-        rows.append({"series": name, "test": "accuracy", "feature": None, "r": None, "n_monitored": 1,
-                     "alpha": a.alpha, "mu0": a.mu0, "start": a.start, "alarm_date": a.alarm_date,
-                     "paper_retrain": nxt})
+        rows.append(
+            {
+                "series": name,
+                "test": "accuracy",
+                "feature": None,
+                "r": None,
+                "n_monitored": 1,
+                "alpha": a.alpha,
+                "mu0": a.mu0,
+                "start": a.start,
+                "alarm_date": a.alarm_date,
+                "paper_retrain": nxt,
+            }
+        )
         wealth[f"accuracy {name}"] = (a.dates, a.log_wealth, a.alpha, a.alarm_date)
     return rows, wealth

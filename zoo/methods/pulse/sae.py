@@ -9,6 +9,7 @@ orthogonal to them. With unit weights the forward pass and loss equal ``hypothes
 same parameters (``tests/pulse/test_pulse_sae.py``). Sample weights ``log(2 + comments)`` are ours (the paper uses
 ``log(upvotes - downvotes + comments)``; the shipped posts have no votes).
 """
+
 from __future__ import annotations
 
 import torch
@@ -56,8 +57,9 @@ class TopKSAE(nn.Module):
             self.steps_since_activation[act.sum(0) > 0] = 0
         return self.decoder(act) + self.input_bias, act, pre
 
-    def loss(self, x: torch.Tensor, weights: torch.Tensor | None = None, aux_coef: float = 1 / 32,
-             track: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def loss(
+        self, x: torch.Tensor, weights: torch.Tensor | None = None, aux_coef: float = 1 / 32, track: bool = False
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Weighted normalised MSE + ``aux_coef`` x auxiliary-K loss; ``weights (N,)`` (None = uniform).
 
         Returns ``(loss, {"nmse", "aux", "dead_fraction"})``.

@@ -11,6 +11,7 @@ steps (ONS):
 Everything is vectorised over independent streams (rows), so the 2,000 null streams of ``experiments.py`` are one
 call.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,10 @@ class SequentialMeanTest:
 
     def __init__(self, mu0: float, alpha: float, lam0: float = 0.5):
         if not 0.0 < mu0 < 1.0 or not 0.0 < alpha < 1.0 or not 0.0 <= lam0 <= 1.0:
-            raise ValueError(f"SequentialMeanTest: need 0 < mu0, alpha < 1 and 0 <= lam0 <= 1; got mu0={mu0}, "
-                             f"alpha={alpha}, lam0={lam0}")
+            raise ValueError(
+                f"SequentialMeanTest: need 0 < mu0, alpha < 1 and 0 <= lam0 <= 1; got mu0={mu0}, "
+                f"alpha={alpha}, lam0={lam0}"
+            )
         self.mu0, self.alpha, self.lam = float(mu0), float(alpha), float(lam0)
         self.log_wealth, self.sum_sq, self.n, self.rejected_at = 0.0, 0.0, 0, None
 
@@ -56,8 +59,9 @@ class SequentialMeanTest:
         return self.rejected_at is not None
 
 
-def run_tests(x: np.ndarray, mu0: np.ndarray | float, alpha: np.ndarray | float, lam0: float = 0.5
-              ) -> tuple[np.ndarray, np.ndarray]:
+def run_tests(
+    x: np.ndarray, mu0: np.ndarray | float, alpha: np.ndarray | float, lam0: float = 0.5
+) -> tuple[np.ndarray, np.ndarray]:
     """:class:`SequentialMeanTest` over many streams at once.
 
     Args:

@@ -5,6 +5,7 @@ posts whose SAE activation on feature ``i`` is non-zero (paper §4.2 "daily frac
 activation"). Bad input fails naming the file, line and column (JSON: line 1, the column of the value, and its key
 path) before anything runs; missing days are reported as gaps, not filled.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -22,9 +23,17 @@ _log = logging.getLogger("zoo")
 
 #: OpenAI release dates the trends are anchored at (paper App. B.2; notes §4.4), with short names.
 RELEASES: dict[str, str] = {
-    "2023-03-01": "ChatGPT API", "2023-05-12": "plugins", "2023-07-06": "GPT-4 + Code Interpreter",
-    "2023-09-25": "voice", "2023-11-06": "GPT-4 Turbo", "2024-01-10": "GPT Store", "2024-05-13": "GPT-4o",
-    "2024-07-30": "Advanced Voice", "2024-09-12": "o1", "2025-01-31": "o3-mini", "2025-04-16": "o3/o4-mini",
+    "2023-03-01": "ChatGPT API",
+    "2023-05-12": "plugins",
+    "2023-07-06": "GPT-4 + Code Interpreter",
+    "2023-09-25": "voice",
+    "2023-11-06": "GPT-4 Turbo",
+    "2024-01-10": "GPT Store",
+    "2024-05-13": "GPT-4o",
+    "2024-07-30": "Advanced Voice",
+    "2024-09-12": "o1",
+    "2025-01-31": "o3-mini",
+    "2025-04-16": "o3/o4-mini",
     "2025-08-07": "GPT-5",
 }
 PAPER_WINDOW = ("2023-01-01", "2025-11-30")
@@ -61,11 +70,21 @@ class FeatureSeries:
         """Days with ``start <= date <= end`` (ISO strings; None = open)."""
         keep = np.array([(start is None or d >= start) and (end is None or d <= end) for d in self.dates])
         if not keep.any():
-            raise DataError(f"{self.source}: no days between {start} and {end} (its days: {self.dates[0]} to "
-                            f"{self.dates[-1]}; data.window sets the replay's days)")
+            raise DataError(
+                f"{self.source}: no days between {start} and {end} (its days: {self.dates[0]} to "
+                f"{self.dates[-1]}; data.window sets the replay's days)"
+            )
         dates = [d for d, k in zip(self.dates, keep) if k]
-        return FeatureSeries(dates, self.n_posts[keep], self.counts[:, keep], list(self.idx), list(self.labels),
-                             self.day_error[keep], self.source, find_gaps(dates))
+        return FeatureSeries(
+            dates,
+            self.n_posts[keep],
+            self.counts[:, keep],
+            list(self.idx),
+            list(self.labels),
+            self.day_error[keep],
+            self.source,
+            find_gaps(dates),
+        )
 
     def days(self) -> np.ndarray:
         """Days since the first date ``(T,)`` float (gaps keep their calendar distance)."""
@@ -128,8 +147,9 @@ def _check(dates, n_posts, counts, where) -> None:
     bad = np.argwhere((counts < 0) | (counts > n_posts[None, :]) | (counts != np.round(counts)))
     if len(bad):
         f, t = map(int, bad[0])
-        raise DataError(f"{where('count', t, f)}: count {counts[f, t]:g} is not an integer in [0, n_posts = "
-                        f"{int(n_posts[t])}]")
+        raise DataError(
+            f"{where('count', t, f)}: count {counts[f, t]:g} is not an integer in [0, n_posts = {int(n_posts[t])}]"
+        )
 
 
 def read_series_json(path: str | Path) -> FeatureSeries:
@@ -174,8 +194,16 @@ def read_series_json(path: str | Path) -> FeatureSeries:
     _check(dates, n_posts, counts, where)
     err = obj.get("day_error") or [None] * T
     day_error = np.array([np.nan if e is None else float(e) for e in err], dtype=float)
-    series = FeatureSeries(dates, n_posts.astype(np.int64), counts.astype(np.int64), [int(f["idx"]) for f in feats],
-                           [str(f.get("label", f["idx"])) for f in feats], day_error, str(path), find_gaps(dates))
+    series = FeatureSeries(
+        dates,
+        n_posts.astype(np.int64),
+        counts.astype(np.int64),
+        [int(f["idx"]) for f in feats],
+        [str(f.get("label", f["idx"])) for f in feats],
+        day_error,
+        str(path),
+        find_gaps(dates),
+    )
     _report_gaps(series)
     return series
 
@@ -207,11 +235,18 @@ def read_series_csv(path: str | Path) -> FeatureSeries:
         if "day_error" in r and r["day_error"].strip():
             day_error[t] = float(r["day_error"])
     dates = [r["date"].strip() for r in rows]
-    _check(dates, n_posts, values,
-           lambda kind, t, f: f"{path}:{t + 2}: {'date' if kind == 'date' else 'n_posts' if kind == 'n_posts' else feats[f]}")
+    _check(
+        dates,
+        n_posts,
+        values,
+        lambda kind, t, f: (
+            f"{path}:{t + 2}: {'date' if kind == 'date' else 'n_posts' if kind == 'n_posts' else feats[f]}"
+        ),
+    )
     idx = [int(h) if h.isdigit() else k for k, h in enumerate(feats)]
-    series = FeatureSeries(dates, n_posts.astype(np.int64), values.astype(np.int64), idx, feats, day_error,
-                           str(path), find_gaps(dates))
+    series = FeatureSeries(
+        dates, n_posts.astype(np.int64), values.astype(np.int64), idx, feats, day_error, str(path), find_gaps(dates)
+    )
     _report_gaps(series)
     return series
 
@@ -224,8 +259,9 @@ def read_series(path: str | Path) -> FeatureSeries:
 def _report_gaps(series: FeatureSeries) -> None:
     if series.gaps:
         n = sum((_date(b) - _date(a)).days + 1 for a, b in series.gaps)
-        _log.warning("%s: %d missing day(s) in %d gap(s), first %s..%s", series.source, n, len(series.gaps),
-                     *series.gaps[0])
+        _log.warning(
+            "%s: %d missing day(s) in %d gap(s), first %s..%s", series.source, n, len(series.gaps), *series.gaps[0]
+        )
 
 
 def read_posts(path: str | Path) -> list[dict]:
@@ -235,6 +271,8 @@ def read_posts(path: str | Path) -> list[dict]:
     Raises:
         DataError: ``file:line: key`` for a missing or wrongly typed key.
     """
-    return read_jsonl(path, required=("title", "created_utc"),
-                      types={"title": str, "created_utc": int, "selftext": (str, type(None)),
-                             "num_comments": int, "subreddit": str})
+    return read_jsonl(
+        path,
+        required=("title", "created_utc"),
+        types={"title": str, "created_utc": int, "selftext": (str, type(None)), "num_comments": int, "subreddit": str},
+    )

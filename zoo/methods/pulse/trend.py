@@ -12,6 +12,7 @@ the window's first day. Fits are batched Newton steps with a backtracking line s
 full design, ``H_b = (y/mu_b^2) @ (z z^T)`` in one matrix product, which is what the benchmark times against
 statsmodels' GLM.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -68,9 +69,16 @@ def poisson_nll(theta: np.ndarray, X: np.ndarray, y: np.ndarray, n: np.ndarray) 
     return np.where((lam < LAMBDA_MIN).any(1), np.inf, out)
 
 
-def fit_subsets(X: np.ndarray, y: np.ndarray, n: np.ndarray, masks: np.ndarray, max_iter: int = 100,
-                tol: float = 1e-12, knots: np.ndarray | None = None,
-                constant: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def fit_subsets(
+    X: np.ndarray,
+    y: np.ndarray,
+    n: np.ndarray,
+    masks: np.ndarray,
+    max_iter: int = 100,
+    tol: float = 1e-12,
+    knots: np.ndarray | None = None,
+    constant: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
     """Maximum-likelihood fits of every column subset at once.
 
     In ``lambda`` space the NLL is ``(n @ X) theta - sum_{y_t > 0} y_t log(x_t theta) + const``, so only days with
@@ -186,9 +194,16 @@ class TrendFit:
     fitted: np.ndarray
 
 
-def select_changepoints(series: FeatureSeries, feature: int, counts: np.ndarray | None = None, search: str = "exact",
-                        eta: float = 0.01, v_min: float = 0.05, anchors: list[str] | None = None,
-                        objective: str = "fraction") -> TrendFit:
+def select_changepoints(
+    series: FeatureSeries,
+    feature: int,
+    counts: np.ndarray | None = None,
+    search: str = "exact",
+    eta: float = 0.01,
+    v_min: float = 0.05,
+    anchors: list[str] | None = None,
+    objective: str = "fraction",
+) -> TrendFit:
     """Best subset per size (``exact`` over all ``2**J`` subsets, or ``greedy`` forward selection), stopping at the
     smallest size whose successor improves the NLL by less than ``eta`` (relative), then pruning anchors with
     ``V_j <= v_min`` and refitting (ours: one refit). ``counts (T,)`` replaces the feature's counts (bootstrap);
@@ -246,12 +261,21 @@ def select_changepoints(series: FeatureSeries, feature: int, counts: np.ndarray 
     final[0], final[1 + keep] = True, True
     theta = fit(final[None])[0][0]
     lam = X @ theta
-    return TrendFit([anchors[j] for j in keep], float(theta[0]), [float(theta[1 + j]) for j in keep], path,
-                    [anchors[j] for j in sel if j not in keep], [float(x) for x in v], float(lam[-1] / lam[0]), lam)
+    return TrendFit(
+        [anchors[j] for j in keep],
+        float(theta[0]),
+        [float(theta[1 + j]) for j in keep],
+        path,
+        [anchors[j] for j in sel if j not in keep],
+        [float(x) for x in v],
+        float(lam[-1] / lam[0]),
+        lam,
+    )
 
 
-def bootstrap_stability(series: FeatureSeries, feature: int, n_boot: int = 100, seed: int = 0,
-                        search: str = "greedy", **kw) -> dict[str, float]:
+def bootstrap_stability(
+    series: FeatureSeries, feature: int, n_boot: int = 100, seed: int = 0, search: str = "greedy", **kw
+) -> dict[str, float]:
     """Share of ``n_boot`` per-day binomial resamples (``y*_t ~ Bin(n_t, y_t / n_t)``, ours: the posts are not
     public) in which each anchor is selected. Returns ``{date: share}`` for every anchor inside the window."""
     rng = np.random.default_rng(seed)

@@ -10,8 +10,7 @@ WHAT = (
     "plain-paraphrase and regeneration baselines and the robustness-radius curve"
 )
 RECIPES = (
-    "`rlcracker-copy.yaml` → `rlcracker.yaml` (`model.watermark=unigram\\|kgw`), "
-    "`paper/rlcracker-qwen2.5-3b.yaml`"
+    "`rlcracker-copy.yaml` → `rlcracker.yaml` (`model.watermark=unigram\\|kgw`), `paper/rlcracker-qwen2.5-3b.yaml`"
 )
 WEIGHTS = "`rlcracker.copy`, `rlcracker.unigram`, `rlcracker.kgw`"
 STATUS = (

@@ -2,6 +2,7 @@
 unattacked / regenerated texts. The plain paraphraser is the stage-0 copier sampled (``rlcracker.copy``), scored
 by ``experiments.py`` with the same sampler as the attacker. All take and return text; ours.
 """
+
 from __future__ import annotations
 
 import functools
@@ -45,8 +46,9 @@ def _neighbours(vocabulary: tuple[str, ...]) -> dict[str, str]:
     return {w: vocabulary[j] for w, j in zip(vocabulary, best)}
 
 
-def minilm_swap(texts: Sequence[str], rate: float, generator: torch.Generator,
-                vocabulary: Sequence[str] | None = None) -> list[str]:
+def minilm_swap(
+    texts: Sequence[str], rate: float, generator: torch.Generator, vocabulary: Sequence[str] | None = None
+) -> list[str]:
     """Replace each alphabetic word with probability ``rate`` by its MiniLM nearest neighbour among
     ``vocabulary`` (default: the lower-cased words of ``texts``), keeping a leading capital."""
     words = sorted({w.lower() for t in texts for w in _WORD.findall(t)} | set(vocabulary or ()))

@@ -13,6 +13,7 @@ Rows: ``{"id", "question", "watermarked", "unmarked", "z_watermarked", "z_unmark
 written to a temporary folder and moved into place only when all succeeded, with SOURCE.md listing their sha256
 (a rerun on the same software reproduces them: one thread, torch seeded per batch).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,12 +44,20 @@ def alpaca_question(rec: dict) -> str:
 def _answers(model, tok, questions, length, seed, processors) -> list[list[int]]:
     lo, hi = LENGTHS[length]
     torch.manual_seed(seed)
-    return sample(model, tok, [chat_prompt(tok, q) for q in questions], max_new_tokens=hi, min_new_tokens=lo,
-                  processors=processors, temperature=0.7)
+    return sample(
+        model,
+        tok,
+        [chat_prompt(tok, q) for q in questions],
+        max_new_tokens=hi,
+        min_new_tokens=lo,
+        processors=processors,
+        temperature=0.7,
+    )
 
 
-def build(out: Path, n_train: int = 100, n_val: int = 20, n_short: int = 200, n_long: int = 100,
-          seed: int = 0) -> dict[str, str]:
+def build(
+    out: Path, n_train: int = 100, n_val: int = 20, n_short: int = 200, n_long: int = 100, seed: int = 0
+) -> dict[str, str]:
     """Write the files into ``out`` (replaced atomically) and return ``{file: sha256}``."""
     from zoo.models.causal_lm import load_causal_lm
 
@@ -59,14 +68,32 @@ def build(out: Path, n_train: int = 100, n_val: int = 20, n_short: int = 200, n_
     picked = rng.sample(list(HELD_OUT), n_train + n_val)
     evals = json.loads(ALPACA_EVAL.read_text())
     test_ids = rng.sample(range(len(evals)), n_short + n_long)
-    splits = {"train": ([alpaca_question(alpaca[i]) for i in picked[:n_train]], "short",
-                        [f"alpaca:{i}" for i in picked[:n_train]], [alpaca[i]["output"] for i in picked[:n_train]]),
-              "val": ([alpaca_question(alpaca[i]) for i in picked[n_train:]], "short",
-                      [f"alpaca:{i}" for i in picked[n_train:]], [alpaca[i]["output"] for i in picked[n_train:]]),
-              "test_short": ([evals[i] for i in test_ids[:n_short]], "short",
-                             [f"alpaca_eval:{i}" for i in test_ids[:n_short]], None),
-              "test_long": ([evals[i] for i in test_ids[n_short:]], "long",
-                            [f"alpaca_eval:{i}" for i in test_ids[n_short:]], None)}
+    splits = {
+        "train": (
+            [alpaca_question(alpaca[i]) for i in picked[:n_train]],
+            "short",
+            [f"alpaca:{i}" for i in picked[:n_train]],
+            [alpaca[i]["output"] for i in picked[:n_train]],
+        ),
+        "val": (
+            [alpaca_question(alpaca[i]) for i in picked[n_train:]],
+            "short",
+            [f"alpaca:{i}" for i in picked[n_train:]],
+            [alpaca[i]["output"] for i in picked[n_train:]],
+        ),
+        "test_short": (
+            [evals[i] for i in test_ids[:n_short]],
+            "short",
+            [f"alpaca_eval:{i}" for i in test_ids[:n_short]],
+            None,
+        ),
+        "test_long": (
+            [evals[i] for i in test_ids[n_short:]],
+            "long",
+            [f"alpaca_eval:{i}" for i in test_ids[n_short:]],
+            None,
+        ),
+    }
     marks = {w: build_watermark(w, len(tok)) for w in WATERMARKS}
     files: dict[str, str] = {}
     with tempfile.TemporaryDirectory(dir=out.parent if out.parent.exists() else None) as tmp:
@@ -77,8 +104,12 @@ def build(out: Path, n_train: int = 100, n_val: int = 20, n_short: int = 200, n_
                 marked = _answers(model, tok, questions, length, seed * 1000 + 10 * s + 1 + w_i, [mark.processor()])
                 rows = []
                 for j, q in enumerate(questions):
-                    row = {"id": ids[j], "question": q, "watermarked": tok.decode(marked[j]),
-                           "unmarked": tok.decode(plain[j])}
+                    row = {
+                        "id": ids[j],
+                        "question": q,
+                        "watermarked": tok.decode(marked[j]),
+                        "unmarked": tok.decode(plain[j]),
+                    }
                     # z on the ids a reader gets back from the text (the detector's view)
                     row["z_watermarked"] = round(mark.z_score(encode_plain(tok, row["watermarked"])), 4)
                     row["z_unmarked"] = round(mark.z_score(encode_plain(tok, row["unmarked"])), 4)
@@ -88,8 +119,10 @@ def build(out: Path, n_train: int = 100, n_val: int = 20, n_short: int = 200, n_
                 name = f"{w}_{split}.jsonl"
                 (tmp / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
                 files[name] = hashlib.sha256((tmp / name).read_bytes()).hexdigest()
-                print(f"{name}: {len(rows)} rows, mean z {sum(r['z_watermarked'] for r in rows) / len(rows):.2f}",
-                      flush=True)
+                print(
+                    f"{name}: {len(rows)} rows, mean z {sum(r['z_watermarked'] for r in rows) / len(rows):.2f}",
+                    flush=True,
+                )
         (tmp / "SOURCE.md").write_text(source_md(files, n_train, n_val, n_short, n_long, seed))
         if out.exists():
             shutil.rmtree(out)

@@ -14,6 +14,7 @@ Inputs (UTF-8):
 A bad line fails in the constructor, before a run directory exists: ``DataError("file:line: key ...")``. Batches
 are lists of row dicts (stage ``grpo``) or padded ``{"input_ids", "labels", "attention_mask"}`` (stage ``copy``).
 """
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,10 @@ def read_texts(path: str, tokenizer, max_text_tokens: int) -> list[dict]:
                 raise DataError(f"{path}:{line}: key {key!r} is empty")
         n = len(encode_plain(tokenizer, row["watermarked"]))
         if n > max_text_tokens:
-            raise DataError(f"{path}:{line}: key 'watermarked' has {n} tokens, more than data.max_text_tokens="
-                            f"{max_text_tokens} (the rewrite prompt must hold it twice)")
+            raise DataError(
+                f"{path}:{line}: key 'watermarked' has {n} tokens, more than data.max_text_tokens="
+                f"{max_text_tokens} (the rewrite prompt must hold it twice)"
+            )
     if not rows:
         raise DataError(f"{path}: no rows")
     return rows
@@ -61,31 +64,46 @@ def copy_conversations(alpaca_path: str, tokenizer, copy_records: int, max_text_
     for rec in recs[:copy_records]:
         text = rec["output"].strip()
         if text and len(encode_plain(tokenizer, text)) <= max_text_tokens:
-            out.append({"messages": [{"role": "user", "content": REWRITE.format(text=text)},
-                                     {"role": "assistant", "content": text}]})
+            out.append(
+                {
+                    "messages": [
+                        {"role": "user", "content": REWRITE.format(text=text)},
+                        {"role": "assistant", "content": text},
+                    ]
+                }
+            )
     return out
 
 
 class RLCrackerDataModule(L.LightningDataModule):
     """Args:
-        stage: ``copy`` (stage 0, SFT) or ``grpo`` (stage 1, RL).
-        path, val_path, test_path, alpaca_path: see the module docstring.
-        tokenizer: tokenizer directory (``null``: the shipped zoo-lm tokenizer).
-        max_text_tokens: longest text to rewrite (224: twice fits in the 512-token rewrite).
-        max_length: longest stage-0 conversation in tokens (cut on the right).
-        copy_records, copy_val: Alpaca records used by stage 0 and how many of them validate.
-        batch_size: prompts (stage 1) or conversations (stage 0) per step.
-        n_val: validate on the first n val rows (``null``: all).
+    stage: ``copy`` (stage 0, SFT) or ``grpo`` (stage 1, RL).
+    path, val_path, test_path, alpaca_path: see the module docstring.
+    tokenizer: tokenizer directory (``null``: the shipped zoo-lm tokenizer).
+    max_text_tokens: longest text to rewrite (224: twice fits in the 512-token rewrite).
+    max_length: longest stage-0 conversation in tokens (cut on the right).
+    copy_records, copy_val: Alpaca records used by stage 0 and how many of them validate.
+    batch_size: prompts (stage 1) or conversations (stage 0) per step.
+    n_val: validate on the first n val rows (``null``: all).
     """
 
-    def __init__(self, stage: Annotated[str, OneOf(STAGES)] = "grpo",
-                 path: str | None = "data/rlcracker/unigram_train.jsonl",
-                 val_path: str | None = "data/rlcracker/unigram_val.jsonl",
-                 test_path: str | None = "data/rlcracker/unigram_test_short.jsonl",
-                 alpaca_path: str = "data/alpaca-subset/alpaca_5000.json", tokenizer: str | None = None,
-                 max_text_tokens: PositiveInt = 224, max_length: PositiveInt = 512, copy_records: PositiveInt = 4517,
-                 copy_val: PositiveInt = 64, batch_size: PositiveInt = 4, n_val: PositiveInt | None = None,
-                 num_workers: NonNegativeInt = 0, seed: NonNegativeInt = 0):
+    def __init__(
+        self,
+        stage: Annotated[str, OneOf(STAGES)] = "grpo",
+        path: str | None = "data/rlcracker/unigram_train.jsonl",
+        val_path: str | None = "data/rlcracker/unigram_val.jsonl",
+        test_path: str | None = "data/rlcracker/unigram_test_short.jsonl",
+        alpaca_path: str = "data/alpaca-subset/alpaca_5000.json",
+        tokenizer: str | None = None,
+        max_text_tokens: PositiveInt = 224,
+        max_length: PositiveInt = 512,
+        copy_records: PositiveInt = 4517,
+        copy_val: PositiveInt = 64,
+        batch_size: PositiveInt = 4,
+        n_val: PositiveInt | None = None,
+        num_workers: NonNegativeInt = 0,
+        seed: NonNegativeInt = 0,
+    ):
         super().__init__()
         if stage not in STAGES:
             raise ValueError(f"data.stage must be one of {STAGES}, got {stage!r}")
@@ -122,9 +140,21 @@ class RLCrackerDataModule(L.LightningDataModule):
 
     def train_dataloader(self):
         g = torch.Generator().manual_seed(self.seed)
-        return DataLoader(self.train_rows, batch_size=self.batch_size, shuffle=True, generator=g,
-                          collate_fn=self._collate, num_workers=self.num_workers, drop_last=True)
+        return DataLoader(
+            self.train_rows,
+            batch_size=self.batch_size,
+            shuffle=True,
+            generator=g,
+            collate_fn=self._collate,
+            num_workers=self.num_workers,
+            drop_last=True,
+        )
 
     def val_dataloader(self):
-        return DataLoader(self.val_rows, batch_size=self.batch_size if self.stage == "copy" else len(self.val_rows),
-                          shuffle=False, collate_fn=self._collate, num_workers=self.num_workers)
+        return DataLoader(
+            self.val_rows,
+            batch_size=self.batch_size if self.stage == "copy" else len(self.val_rows),
+            shuffle=False,
+            collate_fn=self._collate,
+            num_workers=self.num_workers,
+        )

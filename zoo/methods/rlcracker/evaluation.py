@@ -3,6 +3,7 @@
 * :func:`score`: z of each text re-tokenised (what a detector sees), similarity to the marked text, removal and
   success.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -20,21 +21,32 @@ def score(texts: Sequence[str], marked: Sequence[str], watermark, tokenizer) -> 
     """Per text: ``z`` (re-tokenised), ``sim`` (MiniLM cosine to the marked text), ``removed``, ``success``."""
     z = torch.tensor([watermark.z_score(encode_plain(tokenizer, t)) for t in texts], dtype=torch.float)
     sim = similarity(texts, marked)
-    return {"z": z, "sim": sim, "removed": removed(z, watermark.threshold),
-            "success": succeeded(z, sim, watermark.threshold)}
+    return {
+        "z": z,
+        "sim": sim,
+        "removed": removed(z, watermark.threshold),
+        "success": succeeded(z, sim, watermark.threshold),
+    }
 
 
-def heldout_report(module, rows: Sequence[dict], watermark_name: str, samples: int = 1, reference=None
-                   ) -> dict[str, float]:
+def heldout_report(
+    module, rows: Sequence[dict], watermark_name: str, samples: int = 1, reference=None
+) -> dict[str, float]:
     """Removal, success, similarity, mean z before/after and Pass@samples of the module's rewrites of ``rows``."""
     wm = build_watermark(watermark_name, len(module.tokenizer))
     marked = [r["watermarked"] for r in rows]
     texts, kl = rewrite_with_kl(module, marked, samples, reference=reference)
     s = score(texts, [m for m in marked for _ in range(samples)], wm, module.tokenizer)
     z0 = torch.tensor([wm.z_score(encode_plain(module.tokenizer, m)) for m in marked])
-    return {"removal": float(s["removed"].float().mean()), "success": float(s["success"].float().mean()),
-            "sim": float(s["sim"].mean()), "z_before": float(z0.nanmean()), "z_after": float(s["z"].nanmean()),
-            f"pass_at_{samples}": pass_at_k(s["success"].view(len(marked), samples)), "kl": kl}
+    return {
+        "removal": float(s["removed"].float().mean()),
+        "success": float(s["success"].float().mean()),
+        "sim": float(s["sim"].mean()),
+        "z_before": float(z0.nanmean()),
+        "z_after": float(s["z"].nanmean()),
+        f"pass_at_{samples}": pass_at_k(s["success"].view(len(marked), samples)),
+        "kl": kl,
+    }
 
 
 def predict_record(module, text: str) -> dict:
@@ -46,11 +58,20 @@ def predict_record(module, text: str) -> dict:
     rewrite, _ = rewrite_with_kl(module, [text.strip()], 1, reference=module.lm)
     z0 = wm.z_score(encode_plain(module.tokenizer, text.strip()))
     s = score(rewrite, [text.strip()], wm, module.tokenizer)
-    return {"text": text.strip(), "rewrite": rewrite[0], "watermark": wm.name, "z_before": float(z0),
-            "z_after": float(s["z"][0]), "threshold": float(wm.threshold), "similarity": float(s["sim"][0])}
+    return {
+        "text": text.strip(),
+        "rewrite": rewrite[0],
+        "watermark": wm.name,
+        "z_before": float(z0),
+        "z_after": float(s["z"][0]),
+        "threshold": float(wm.threshold),
+        "similarity": float(s["sim"][0]),
+    }
 
 
 def predict_lines(d: dict) -> str:
     """:func:`predict_record`'s record as the two lines ``zoo predict`` prints."""
-    return (f"rewrite: {d['rewrite']}\n{d['watermark']} z before {d['z_before']:.2f} -> after {d['z_after']:.2f} "
-            f"(threshold {d['threshold']}); similarity {d['similarity']:.3f}")
+    return (
+        f"rewrite: {d['rewrite']}\n{d['watermark']} z before {d['z_before']:.2f} -> after {d['z_after']:.2f} "
+        f"(threshold {d['threshold']}); similarity {d['similarity']:.3f}"
+    )

@@ -12,6 +12,7 @@ KL(π_θ‖π_0) against success and z; r̂ = the KL where success first reaches
 ``calibration``: MiniLM similarity of same-question and unrelated answer pairs (to judge the 0.7 cut) and the
 detectors' AUC on marked vs unmarked answers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,9 +52,12 @@ def _rewrite(module, texts, length, reference):
 def removal(args) -> None:
     torch.set_num_threads(1)
     copier = _load(args.copier)
-    attackers = {("unigram", "rlcracker"): args.unigram, ("kgw", "rlcracker"): args.kgw,
-                 ("unigram", "rlcracker-no-token-reward"): args.unigram_no_token,
-                 ("kgw", "rlcracker-no-token-reward"): args.kgw_no_token}
+    attackers = {
+        ("unigram", "rlcracker"): args.unigram,
+        ("kgw", "rlcracker"): args.kgw,
+        ("unigram", "rlcracker-no-token-reward"): args.unigram_no_token,
+        ("kgw", "rlcracker-no-token-reward"): args.kgw_no_token,
+    }
     attackers = {k: _load(v) for k, v in attackers.items() if v}
     tok = copier.tokenizer
     rows, sweep, hist = [], [], {}
@@ -62,8 +66,10 @@ def removal(args) -> None:
         import json
 
         doc = json.loads(old.read_text())
-        rows, sweep = list(doc["rows"]), list(json.loads(Path("results/rlcracker/substitution-sweep.json")
-                                                       .read_text())["rows"])
+        rows, sweep = (
+            list(doc["rows"]),
+            list(json.loads(Path("results/rlcracker/substitution-sweep.json").read_text())["rows"]),
+        )
     done = {(r["watermark"], r["length"], r["seed"], r["attack"]) for r in rows}
     for wname in ("unigram", "kgw"):
         wm = build_watermark(wname, len(tok))
@@ -84,22 +90,42 @@ def removal(args) -> None:
                         hist[(wname, name)] = s["z"].tolist()
                     if (wname, length, seed, name) in done:
                         continue
-                    rows.append({"seed": seed, "watermark": wname, "length": length, "attack": name,
-                                 "removal": float(s["removed"].float().mean()),
-                                 "success": float(s["success"].float().mean()), "sim": float(s["sim"].mean()),
-                                 "z": float(s["z"].nanmean())})
+                    rows.append(
+                        {
+                            "seed": seed,
+                            "watermark": wname,
+                            "length": length,
+                            "attack": name,
+                            "removal": float(s["removed"].float().mean()),
+                            "success": float(s["success"].float().mean()),
+                            "sim": float(s["sim"].mean()),
+                            "z": float(s["z"].nanmean()),
+                        }
+                    )
                     print(rows[-1], flush=True)
                 if seed == args.seeds[0] and length == "short" and not any(r["watermark"] == wname for r in sweep):
                     for rate in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
                         s = score(random_substitution(marked, tok, rate, g), marked, wm, tok)
-                        sweep.append({"seed": seed, "watermark": wname, "rate": rate, "z": float(s["z"].nanmean()),
-                                      "sim": float(s["sim"].mean()), "removal": float(s["removed"].float().mean())})
+                        sweep.append(
+                            {
+                                "seed": seed,
+                                "watermark": wname,
+                                "rate": rate,
+                                "z": float(s["z"].nanmean()),
+                                "sim": float(s["sim"].mean()),
+                                "removal": float(s["removed"].float().mean()),
+                            }
+                        )
     keys = ["removal", "success", "sim", "z"]
     summary = summarise(rows, keys, by=["watermark", "length", "attack"])
     write_result("rlcracker", "removal", rows, summary=summary, paper=PAPER, notes=args.notes)
-    write_result("rlcracker", "substitution-sweep", sweep,
-                 summary=summarise(sweep, ["z", "sim", "removal"], by=["watermark", "rate"]),
-                 notes="random token substitution at rates 0.1-0.7 on the short test texts (seed 0)")
+    write_result(
+        "rlcracker",
+        "substitution-sweep",
+        sweep,
+        summary=summarise(sweep, ["z", "sim", "removal"], by=["watermark", "rate"]),
+        notes="random token substitution at rates 0.1-0.7 on the short test texts (seed 0)",
+    )
     _plots(hist, sweep)
 
 
@@ -160,16 +186,29 @@ def radius(args) -> None:
             torch.manual_seed(seed)
             texts, kl = rewrite_with_kl(module, marked, 1, reference=reference)
             s = score(texts, marked, wm, module.tokenizer)
-            rows.append({"seed": seed, "watermark": args.watermark, "step": step, "kl": kl,
-                         "success": float(s["success"].float().mean()), "z": float(s["z"].nanmean()),
-                         "sim": float(s["sim"].mean())})
+            rows.append(
+                {
+                    "seed": seed,
+                    "watermark": args.watermark,
+                    "step": step,
+                    "kl": kl,
+                    "success": float(s["success"].float().mean()),
+                    "z": float(s["z"].nanmean()),
+                    "sim": float(s["sim"].mean()),
+                }
+            )
             print(rows[-1], flush=True)
     summary = summarise(rows, ["kl", "success", "z", "sim"], by=["watermark", "step"])
     crossed = [r for r in sorted(summary, key=lambda r: r["kl"]["mean"]) if r["success"]["mean"] >= 0.5]
     r_hat = crossed[0]["kl"]["mean"] if crossed else None
-    write_result("rlcracker", f"radius-{args.watermark}", rows, summary=summary,
-                 notes=f"r_hat (KL where success first reaches 50%): {r_hat if r_hat is not None else 'not reached'}; "
-                       f"checkpoints of {args.run} on the {len(marked)} val texts; KL per token to rlcracker.copy")
+    write_result(
+        "rlcracker",
+        f"radius-{args.watermark}",
+        rows,
+        summary=summary,
+        notes=f"r_hat (KL where success first reaches 50%): {r_hat if r_hat is not None else 'not reached'}; "
+        f"checkpoints of {args.run} on the {len(marked)} val texts; KL per token to rlcracker.copy",
+    )
     _radius_plot(summary, args.watermark)
 
 
@@ -215,14 +254,27 @@ def calibration(args) -> None:
         for seed in args.seeds:
             perm = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
             other = similarity([data[int(i)]["unmarked"] for i in perm], [r["watermarked"] for r in data])
-            rows.append({"seed": seed, "watermark": w, "auc": detector_auc(zm, zu),
-                         "tpr_at_4": float((zm > 4).float().mean()), "fpr_at_4": float((zu > 4).float().mean()),
-                         "sim_same_question": float(same.mean()), "sim_unrelated": float(other.mean()),
-                         "same_above_0.7": float((same > 0.7).float().mean()),
-                         "unrelated_above_0.7": float((other > 0.7).float().mean())})
+            rows.append(
+                {
+                    "seed": seed,
+                    "watermark": w,
+                    "auc": detector_auc(zm, zu),
+                    "tpr_at_4": float((zm > 4).float().mean()),
+                    "fpr_at_4": float((zu > 4).float().mean()),
+                    "sim_same_question": float(same.mean()),
+                    "sim_unrelated": float(other.mean()),
+                    "same_above_0.7": float((same > 0.7).float().mean()),
+                    "unrelated_above_0.7": float((other > 0.7).float().mean()),
+                }
+            )
     keys = [k for k in rows[0] if k not in ("seed", "watermark")]
-    write_result("rlcracker", "calibration", rows, summary=summarise(rows, keys, by=["watermark"]),
-                 notes="all shipped test texts; unrelated = a seeded permutation of the unmarked answers")
+    write_result(
+        "rlcracker",
+        "calibration",
+        rows,
+        summary=summarise(rows, keys, by=["watermark"]),
+        notes="all shipped test texts; unrelated = a seeded permutation of the unmarked answers",
+    )
 
 
 def main(argv=None) -> None:

@@ -1,5 +1,6 @@
 """Removal metrics (notes §3.3 item 5): removal (z ≤ threshold), success (removal and similarity > 0.7), Pass@K and
 the detector's AUC. Inputs are tensors of z-scores and similarities, one per text (or ``[texts, K]``)."""
+
 from __future__ import annotations
 
 import torch

@@ -12,6 +12,7 @@ does.
 The policy is a LoRA adapter over ``init_from`` (zoo-lm.chat for stage 0, ``rlcracker.copy`` for stage 1), so a
 package stores only the adapters (``zoo release --base``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -60,32 +61,48 @@ def fluency_nll(lm: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> t
 @register_method("rlcracker", datamodule=RLCrackerDataModule)
 class RLCrackerModule(ZooModule):
     """Args:
-        arch: causal-LM preset or local HF directory (``null`` adopts ``init_from``'s).
-        tokenizer: tokenizer directory (``null``: follows ``arch``).
-        stage: ``copy`` (SFT on the rewrite prompt -> the same text) or ``grpo``.
-        watermark: ``unigram`` or ``kgw``: only names the detector of the held-out report and ``zoo predict``.
-        lora: ``{r, alpha}`` of the adapters on every attention and MLP projection.
-        group_size: G rewrites per text; max_new_tokens: rewrite length; temperature: sampling temperature.
-        tau, y: the semantic reward's threshold and ``r_sem(1) = 2y − 1``.
-        w, w_kl, w_ppl, beta: the dynamic weight's scale, the token reward's and the NLL term's weights, the KL
-            penalty (notes §3.3). ``token_reward=false`` is the ``rlcracker-no-token-reward`` ablation.
-        updates, epsilon: μ optimiser steps per batch and the clip range.
-        max_grad_norm: gradient-norm clip.
-        report_samples: rewrites per held-out text in the end-of-training report (``0``: no report).
-        optimizer: ``zoo.core.optim`` settings.
+    arch: causal-LM preset or local HF directory (``null`` adopts ``init_from``'s).
+    tokenizer: tokenizer directory (``null``: follows ``arch``).
+    stage: ``copy`` (SFT on the rewrite prompt -> the same text) or ``grpo``.
+    watermark: ``unigram`` or ``kgw``: only names the detector of the held-out report and ``zoo predict``.
+    lora: ``{r, alpha}`` of the adapters on every attention and MLP projection.
+    group_size: G rewrites per text; max_new_tokens: rewrite length; temperature: sampling temperature.
+    tau, y: the semantic reward's threshold and ``r_sem(1) = 2y − 1``.
+    w, w_kl, w_ppl, beta: the dynamic weight's scale, the token reward's and the NLL term's weights, the KL
+        penalty (notes §3.3). ``token_reward=false`` is the ``rlcracker-no-token-reward`` ablation.
+    updates, epsilon: μ optimiser steps per batch and the clip range.
+    max_grad_norm: gradient-norm clip.
+    report_samples: rewrites per held-out text in the end-of-training report (``0``: no report).
+    optimizer: ``zoo.core.optim`` settings.
     """
 
     export_formats = ("package",)
     head_keys = ("lm.*lora_*",)  # adapters start fresh over plain causal-LM weights
     weight_settings: ClassVar[dict[str, str]] = {"arch": "model.arch", "lora": "model.lora"}
 
-    def __init__(self, arch: str | None = "zoo-lm-small", tokenizer: str | None = None,
-                 stage: Literal["copy", "grpo"] = "grpo", watermark: Literal["unigram", "kgw"] = "unigram",
-                 lora: dict | None = None, group_size: Annotated[int, Range(2)] = 8, max_new_tokens: PositiveInt = 96,
-                 temperature: Positive = 0.7, tau: Annotated[float, Range(-1, 1)] = 0.85, y: Probability = 0.975,
-                 w: NonNegative = 15.0, w_kl: NonNegative = 0.1, w_ppl: NonNegative = 0.1, beta: NonNegative = 0.04,
-                 token_reward: bool = True, updates: PositiveInt = 1, epsilon: Positive = 0.2,
-                 max_grad_norm: Positive = 1.0, report_samples: NonNegativeInt = 1, optimizer: dict | None = None):
+    def __init__(
+        self,
+        arch: str | None = "zoo-lm-small",
+        tokenizer: str | None = None,
+        stage: Literal["copy", "grpo"] = "grpo",
+        watermark: Literal["unigram", "kgw"] = "unigram",
+        lora: dict | None = None,
+        group_size: Annotated[int, Range(2)] = 8,
+        max_new_tokens: PositiveInt = 96,
+        temperature: Positive = 0.7,
+        tau: Annotated[float, Range(-1, 1)] = 0.85,
+        y: Probability = 0.975,
+        w: NonNegative = 15.0,
+        w_kl: NonNegative = 0.1,
+        w_ppl: NonNegative = 0.1,
+        beta: NonNegative = 0.04,
+        token_reward: bool = True,
+        updates: PositiveInt = 1,
+        epsilon: Positive = 0.2,
+        max_grad_norm: Positive = 1.0,
+        report_samples: NonNegativeInt = 1,
+        optimizer: dict | None = None,
+    ):
         super().__init__()
         if stage not in ("copy", "grpo"):
             raise ValueError(f"model.stage must be 'copy' or 'grpo', got {stage!r}")
@@ -99,8 +116,12 @@ class RLCrackerModule(ZooModule):
 
         lora = {"r": 32, "alpha": 64, **(lora or {})}
         base = build_causal_lm(arch)
-        self.lm = get_peft_model(base, LoraConfig(r=int(lora["r"]), lora_alpha=float(lora["alpha"]),
-                                                  lora_dropout=0.0, target_modules=LORA_TARGETS))
+        self.lm = get_peft_model(
+            base,
+            LoraConfig(
+                r=int(lora["r"]), lora_alpha=float(lora["alpha"]), lora_dropout=0.0, target_modules=LORA_TARGETS
+            ),
+        )
         self._tied = tied_aliases(self.lm, "lm.")
         self.register_state_dict_post_hook(drop_tied_aliases)
         self.register_load_state_dict_pre_hook(fill_tied_aliases)
@@ -112,8 +133,11 @@ class RLCrackerModule(ZooModule):
         """Plain causal-LM weights (``zoo-lm`` packages, ``lm.*``) become the LoRA model's base layers."""
         if any("lora_" in k for k in state):
             return state
-        own = {k.replace("base_model.model.", "").replace(".base_layer.", "."): k for k in self.state_dict()
-               if "lora_" not in k}
+        own = {
+            k.replace("base_model.model.", "").replace(".base_layer.", "."): k
+            for k in self.state_dict()
+            if "lora_" not in k
+        }
         return {own[k]: v for k, v in state.items() if k in own}
 
     def reference(self):
@@ -142,8 +166,9 @@ class RLCrackerModule(ZooModule):
             opt.zero_grad()
             loss = self.lm(**batch).loss
             self.manual_backward(loss)
-            torch.nn.utils.clip_grad_norm_([p for p in self.lm.parameters() if p.requires_grad],
-                                           self.hparams.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(
+                [p for p in self.lm.parameters() if p.requires_grad], self.hparams.max_grad_norm
+            )
             opt.step()
             self._step_scheduler()
             self.log("train/loss", loss.detach(), prog_bar=True, batch_size=batch["input_ids"].shape[0])
@@ -155,20 +180,28 @@ class RLCrackerModule(ZooModule):
 
     def _question_inputs(self, rows, rollouts):
         """``[N, Pq + C]`` ids and mask of each rollout's completion after its bare-question prompt."""
-        q_ids, q_mask = left_pad([chat_prompt(self.tokenizer, r["question"]) for r in rows],
-                                 self.tokenizer.pad_token_id)
+        q_ids, q_mask = left_pad(
+            [chat_prompt(self.tokenizer, r["question"]) for r in rows], self.tokenizer.pad_token_id
+        )
         g = rollouts.group_size
         ids = torch.cat([q_ids.repeat_interleave(g, 0).to(self.device), rollouts.completion_ids], 1)
-        mask = torch.cat([q_mask.repeat_interleave(g, 0).to(self.device),
-                          rollouts.completion_mask.long()], 1)
+        mask = torch.cat([q_mask.repeat_interleave(g, 0).to(self.device), rollouts.completion_mask.long()], 1)
         return ids, mask
 
     def grpo_step(self, rows: list[dict], opt) -> dict[str, float]:
         """One RLCracker GRPO step on ``B`` rows ``{question, watermarked}`` (notes §3.3); returns the stats."""
         hp, tok = self.hparams, self.tokenizer
         ids, mask = left_pad([rewrite_prompt(tok, r["watermarked"]) for r in rows], tok.pad_token_id)
-        ro = grpo.sample_rollouts(self.lm, ids.to(self.device), mask.to(self.device), hp.group_size,
-                                  hp.max_new_tokens, [tok.eos_token_id], tok.pad_token_id, hp.temperature)
+        ro = grpo.sample_rollouts(
+            self.lm,
+            ids.to(self.device),
+            mask.to(self.device),
+            hp.group_size,
+            hp.max_new_tokens,
+            [tok.eos_token_id],
+            tok.pad_token_id,
+            hp.temperature,
+        )
         texts = self.decode(ro)
         s = similarity(texts, [r["watermarked"] for r in rows for _ in range(hp.group_size)]).to(self.device)
         r_sem = semantic_reward(s, hp.tau, hp.y)
@@ -189,12 +222,28 @@ class RLCrackerModule(ZooModule):
             return hp.w_ppl * fluency_nll(self.lm, q_ids, q_mask)
 
         backward = self.manual_backward if self._trainer is not None else None  # plain backward outside Lightning
-        hist = grpo.policy_update(self.lm, opt, ro, rewards, updates=hp.updates, backward=backward,
-                                  ref_logprobs=logp_wm, extra_loss=nll if hp.w_ppl else None,
-                                  max_grad_norm=hp.max_grad_norm, temperature=hp.temperature, beta=hp.beta,
-                                  epsilon=hp.epsilon)
-        out = {"loss": hist[-1]["loss"], "kl_ref": hist[-1]["kl"], "sim": float(s.mean()),
-               "r_sem": float(r_sem.mean()), "alpha": alpha, "length": float(ro.completion_mask.sum(1).mean())}
+        hist = grpo.policy_update(
+            self.lm,
+            opt,
+            ro,
+            rewards,
+            updates=hp.updates,
+            backward=backward,
+            ref_logprobs=logp_wm,
+            extra_loss=nll if hp.w_ppl else None,
+            max_grad_norm=hp.max_grad_norm,
+            temperature=hp.temperature,
+            beta=hp.beta,
+            epsilon=hp.epsilon,
+        )
+        out = {
+            "loss": hist[-1]["loss"],
+            "kl_ref": hist[-1]["kl"],
+            "sim": float(s.mean()),
+            "r_sem": float(r_sem.mean()),
+            "alpha": alpha,
+            "length": float(ro.completion_mask.sum(1).mean()),
+        }
         if k is not None:
             out["token_reward"] = float(k.sum() / ro.completion_mask.sum().clamp(min=1.0))
         return out
@@ -202,8 +251,10 @@ class RLCrackerModule(ZooModule):
     def decode(self, rollouts) -> list[str]:
         """Completion texts (eos and padding removed)."""
         eos = self.tokenizer.eos_token_id
-        return [self.tokenizer.decode([t for t in row[m.bool()].tolist() if t != eos])
-                for row, m in zip(rollouts.completion_ids, rollouts.completion_mask)]
+        return [
+            self.tokenizer.decode([t for t in row[m.bool()].tolist() if t != eos])
+            for row, m in zip(rollouts.completion_ids, rollouts.completion_mask)
+        ]
 
     # ---- validation -------------------------------------------------------------------------------------------
     def validation_step(self, batch, batch_idx):
@@ -219,8 +270,7 @@ class RLCrackerModule(ZooModule):
         s = similarity(texts, [r["watermarked"] for r in batch])
         self.log("val/sim", float(s.mean()), batch_size=len(batch))
         self.log("val/kl", kl, batch_size=len(batch))
-        self.log("val/loss", float(-semantic_reward(s, self.hparams.tau, self.hparams.y).mean()),
-                 batch_size=len(batch))
+        self.log("val/loss", float(-semantic_reward(s, self.hparams.tau, self.hparams.y).mean()), batch_size=len(batch))
 
     def on_train_end(self):
         """The held-out report (removal, success, similarity): the only place a detector is used."""
@@ -235,8 +285,17 @@ class RLCrackerModule(ZooModule):
         print("held-out " + ", ".join(f"{k} {v:.3f}" for k, v in report.items()), flush=True)
 
     # ---- predict ----------------------------------------------------------------------------------------------
-    predict_schema: ClassVar = [{"text": str, "rewrite": str, "watermark": str, "z_before": float, "z_after": float,
-                       "threshold": float, "similarity": float}]
+    predict_schema: ClassVar = [
+        {
+            "text": str,
+            "rewrite": str,
+            "watermark": str,
+            "z_before": float,
+            "z_after": float,
+            "threshold": float,
+            "similarity": float,
+        }
+    ]
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> list[dict]:
         """``zoo predict rlcracker.unigram text.txt``: per text (a file's content, or the argument) the rewrite, z

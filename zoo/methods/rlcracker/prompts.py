@@ -3,6 +3,7 @@
 The prompt is the authors' (notes §3.3, ``GRPOTrainer_reph.py``) placed as the user turn of the model's chat
 template; the question-conditioned view used by the token reward is the question as the user turn.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -11,8 +12,10 @@ import torch
 
 from zoo.models.chat import encode_rendered
 
-REWRITE = ("######Target Text: {text}\n\n######Instruction: Generate a version of the target text above that means "
-           "the same and is about the same length.\n\n######Your Response: ")
+REWRITE = (
+    "######Target Text: {text}\n\n######Instruction: Generate a version of the target text above that means "
+    "the same and is about the same length.\n\n######Your Response: "
+)
 """RLCracker's rewrite instruction (notes §3.3)."""
 
 
@@ -38,8 +41,8 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, 
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
         if len(r):
-            ids[i, width - len(r):] = torch.tensor(list(r))
-            mask[i, width - len(r):] = 1
+            ids[i, width - len(r) :] = torch.tensor(list(r))
+            mask[i, width - len(r) :] = 1
     return ids, mask
 
 
@@ -57,9 +60,17 @@ def cut_at_eos(ids: Sequence[int], eos_id: int, pad_id: int) -> list[int]:
 
 
 @torch.no_grad()
-def sample(model, tokenizer, prompts: Sequence[Sequence[int]], max_new_tokens: int, processors=(),
-           temperature: float = 0.7, do_sample: bool = True, min_new_tokens: int = 0,
-           batch_size: int = 16) -> list[list[int]]:
+def sample(
+    model,
+    tokenizer,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    processors=(),
+    temperature: float = 0.7,
+    do_sample: bool = True,
+    min_new_tokens: int = 0,
+    batch_size: int = 16,
+) -> list[list[int]]:
     """One continuation per prompt (token ids, eos and padding removed), in batches.
 
     Args:
@@ -72,12 +83,20 @@ def sample(model, tokenizer, prompts: Sequence[Sequence[int]], max_new_tokens: i
     out: list[list[int]] = []
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
     for i in range(0, len(prompts), batch_size):
-        ids, mask = left_pad(prompts[i:i + batch_size], pad)
-        gen = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                             min_new_tokens=min_new_tokens, do_sample=do_sample,
-                             temperature=temperature if do_sample else None, top_k=0 if do_sample else None,
-                             top_p=1.0 if do_sample else None, pad_token_id=pad, eos_token_id=eos,
-                             logits_processor=LogitsProcessorList(list(processors)))
-        out += [cut_at_eos(row[ids.shape[1]:], eos, pad) for row in gen]
+        ids, mask = left_pad(prompts[i : i + batch_size], pad)
+        gen = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=min_new_tokens,
+            do_sample=do_sample,
+            temperature=temperature if do_sample else None,
+            top_k=0 if do_sample else None,
+            top_p=1.0 if do_sample else None,
+            pad_token_id=pad,
+            eos_token_id=eos,
+            logits_processor=LogitsProcessorList(list(processors)),
+        )
+        out += [cut_at_eos(row[ids.shape[1] :], eos, pad) for row in gen]
     model.train(was_training)
     return out

@@ -10,6 +10,7 @@ dynamic weight α and their per-token total. No detector or watermark key is inv
 Similarity ``s`` is MiniLM cosine (all-MiniLM-L6-v2, ``zoo.models.text_embedding``) instead of the authors' PSP
 model (not shipped offline): ours.
 """
+
 from __future__ import annotations
 
 import math

@@ -11,6 +11,7 @@ Notes §3.2 (MarkLLM ``watermark/kgw``, ``watermark/unigram``); the seeding foll
 Generation adds δ to the green logits. Detection over the T scored tokens (KGW skips the first h, whose prefix is
 incomplete): ``z = (|s|_G − γT) / sqrt(T γ (1 − γ))``; the text is flagged when ``z > threshold``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,8 +32,7 @@ class Watermark:
     name = ""
     skip = 0  # leading tokens that have no green list (KGW: the prefix length)
 
-    def __init__(self, vocab_size: int, gamma: float = 0.5, delta: float = 2.0, key: int = KEY,
-                 threshold: float = 4.0):
+    def __init__(self, vocab_size: int, gamma: float = 0.5, delta: float = 2.0, key: int = KEY, threshold: float = 4.0):
         if not 0 < gamma < 1:
             raise ValueError(f"gamma must lie in (0, 1), got {gamma}")
         self.vocab_size, self.gamma, self.delta, self.key, self.threshold = vocab_size, gamma, delta, key, threshold
@@ -135,8 +135,15 @@ class GreenBias(LogitsProcessor):
         return scores + bias
 
 
-def build_watermark(name: str, vocab_size: int, gamma: float = 0.5, delta: float = 2.0, key: int = KEY,
-                    threshold: float = 4.0, prefix_length: int = 4) -> Watermark:
+def build_watermark(
+    name: str,
+    vocab_size: int,
+    gamma: float = 0.5,
+    delta: float = 2.0,
+    key: int = KEY,
+    threshold: float = 4.0,
+    prefix_length: int = 4,
+) -> Watermark:
     """A watermark by name (``unigram`` or ``kgw``; ``prefix_length`` is KGW's h).
 
     Raises:

@@ -7,6 +7,7 @@ different, Gaussian-blurred image of the same set upsampled to the canvas (``blu
 ``(y0, x0, y1, x1)`` (end-exclusive, pixels) is recorded. Random-input controls replace the whole canvas by i.i.d.
 N(0, 1) noise and keep the boxes, so a map's pull towards the centre can be measured without any object.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,17 +30,29 @@ def box_for(position: str, obj_hw: tuple[int, int], canvas_hw: tuple[int, int]) 
     (h, w), (H, W) = obj_hw, canvas_hw
     if h > H or w > W:
         raise ValueError(f"object {h}x{w} does not fit a {H}x{W} canvas")
-    corners = {"top_left": (0, 0), "top_right": (0, W - w), "bottom_left": (H - h, 0),
-               "bottom_right": (H - h, W - w), "centre": ((H - h) // 2, (W - w) // 2)}
+    corners = {
+        "top_left": (0, 0),
+        "top_right": (0, W - w),
+        "bottom_left": (H - h, 0),
+        "bottom_right": (H - h, W - w),
+        "centre": ((H - h) // 2, (W - w) // 2),
+    }
     if position not in corners:
         raise ValueError(f"unknown position {position!r}; one of {POSITIONS}")
     y0, x0 = corners[position]
     return y0, x0, y0 + h, x0 + w
 
 
-def background(kind: str, n: int, shape: tuple[int, int, int], pool: torch.Tensor | None = None,
-               noise_sd: float = 0.5, blur_sigma: float = 3.0, generator: torch.Generator | None = None,
-               exclude: torch.Tensor | None = None) -> torch.Tensor:
+def background(
+    kind: str,
+    n: int,
+    shape: tuple[int, int, int],
+    pool: torch.Tensor | None = None,
+    noise_sd: float = 0.5,
+    blur_sigma: float = 3.0,
+    generator: torch.Generator | None = None,
+    exclude: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``n`` backgrounds ``(n, C, H, W)`` in normalised units.
 
     Args:
@@ -89,9 +102,16 @@ class CornerShiftSet:
         return len(self.y)
 
 
-def corner_shift_set(objects: torch.Tensor, labels: torch.Tensor, kind: str = "mean", factor: int = 2,
-                     positions: tuple[str, ...] = POSITIONS, seed: int = 0, noise_sd: float = 0.5,
-                     pool: torch.Tensor | None = None) -> CornerShiftSet:
+def corner_shift_set(
+    objects: torch.Tensor,
+    labels: torch.Tensor,
+    kind: str = "mean",
+    factor: int = 2,
+    positions: tuple[str, ...] = POSITIONS,
+    seed: int = 0,
+    noise_sd: float = 0.5,
+    pool: torch.Tensor | None = None,
+) -> CornerShiftSet:
     """Every object at every position: ``len(objects) * len(positions)`` canvases, object-major.
 
     Args:
@@ -106,8 +126,7 @@ def corner_shift_set(objects: torch.Tensor, labels: torch.Tensor, kind: str = "m
     pos = torch.arange(len(positions)).repeat(n)
     src = torch.arange(n).repeat_interleave(len(positions))
     boxes = torch.tensor([box_for(positions[p], (h, w), (H, W)) for p in pos.tolist()])
-    bg = background(kind, len(src), (C, H, W), objects if pool is None else pool, noise_sd, generator=g,
-                    exclude=src)
+    bg = background(kind, len(src), (C, H, W), objects if pool is None else pool, noise_sd, generator=g, exclude=src)
     x = paste(objects[src], boxes, bg)
     pos_index = torch.tensor([POSITIONS.index(positions[p]) for p in pos.tolist()])
     return CornerShiftSet(x, labels[src].clone(), boxes, pos_index, src)
@@ -117,8 +136,14 @@ def random_input_set(like: CornerShiftSet, seed: int = 0) -> CornerShiftSet:
     """The random-input control of ``like``: i.i.d. N(0, 1) canvases of the same shape with the same boxes,
     positions and labels (the box marks where the object would have been)."""
     g = torch.Generator().manual_seed(10_007 + seed)
-    return CornerShiftSet(torch.randn(like.x.shape, generator=g), like.y.clone(), like.boxes.clone(),
-                          like.position.clone(), like.source.clone(), random_input=True)
+    return CornerShiftSet(
+        torch.randn(like.x.shape, generator=g),
+        like.y.clone(),
+        like.boxes.clone(),
+        like.position.clone(),
+        like.source.clone(),
+        random_input=True,
+    )
 
 
 class CornerShiftTrainSet(torch.utils.data.Dataset):
@@ -128,8 +153,9 @@ class CornerShiftTrainSet(torch.utils.data.Dataset):
     Items: ``(x (C, H, W), y ())``.
     """
 
-    def __init__(self, objects: torch.Tensor, labels: torch.Tensor, kind: str = "mean", factor: int = 2,
-                 noise_sd: float = 0.5):
+    def __init__(
+        self, objects: torch.Tensor, labels: torch.Tensor, kind: str = "mean", factor: int = 2, noise_sd: float = 0.5
+    ):
         self.objects, self.labels, self.kind, self.noise_sd = objects, labels, kind, noise_sd
         _, C, h, w = objects.shape
         self.shape, self.obj_hw = (C, factor * h, factor * w), (h, w)
@@ -141,4 +167,4 @@ class CornerShiftTrainSet(torch.utils.data.Dataset):
         p = POSITIONS[int(torch.randint(0, len(POSITIONS), ()))]
         box = torch.tensor([box_for(p, self.obj_hw, self.shape[1:])])
         bg = background(self.kind, 1, self.shape, self.objects, self.noise_sd, exclude=torch.tensor([i]))
-        return paste(self.objects[i:i + 1], box, bg)[0], self.labels[i]
+        return paste(self.objects[i : i + 1], box, bg)[0], self.labels[i]

@@ -1,4 +1,5 @@
 """``CornerShiftDataModule``: corner-shift canvases of a real image set for training and for the benchmark."""
+
 from __future__ import annotations
 
 from typing import Annotated, Literal
@@ -53,12 +54,22 @@ class CornerShiftDataModule(L.LightningDataModule):
         DataError: from the constructor (bad option) or ``setup()`` (file named).
     """
 
-    def __init__(self, dataset: Annotated[str, OneOf(DATASETS)] = "cifar10", path: str | None = None,
-                 size: PositiveInt = 32, channels: Literal[1, 3] = 3, upscale: PositiveInt = 1,
-                 factor: PositiveInt = 2, background: Annotated[str, OneOf(BACKGROUNDS)] = "mean",
-                 noise_sd: NonNegative = 0.5, n_train: PositiveInt | None = None, n_eval_objects: PositiveInt = 8,
-                 eval_selection: Literal["balanced", "first"] = "balanced", batch_size: PositiveInt = 64,
-                 seed: NonNegativeInt = 0):
+    def __init__(
+        self,
+        dataset: Annotated[str, OneOf(DATASETS)] = "cifar10",
+        path: str | None = None,
+        size: PositiveInt = 32,
+        channels: Literal[1, 3] = 3,
+        upscale: PositiveInt = 1,
+        factor: PositiveInt = 2,
+        background: Annotated[str, OneOf(BACKGROUNDS)] = "mean",
+        noise_sd: NonNegative = 0.5,
+        n_train: PositiveInt | None = None,
+        n_eval_objects: PositiveInt = 8,
+        eval_selection: Literal["balanced", "first"] = "balanced",
+        batch_size: PositiveInt = 64,
+        seed: NonNegativeInt = 0,
+    ):
         super().__init__()
         if dataset not in DATASETS:
             raise DataError(f"data.dataset: unknown dataset {dataset!r}; one of {DATASETS}")
@@ -88,15 +99,27 @@ class CornerShiftDataModule(L.LightningDataModule):
         self.classes = train.classes
         self.in_channels, self.num_classes = train.x.shape[1], len(train.classes)
         self.img_size = self.factor * self.train_objects.shape[-1]
-        self.val_set = corner_shift_set(self.test_objects, self.test_labels, self.background, self.factor,
-                                        seed=self.seed + 1, noise_sd=self.noise_sd)
+        self.val_set = corner_shift_set(
+            self.test_objects,
+            self.test_labels,
+            self.background,
+            self.factor,
+            seed=self.seed + 1,
+            noise_sd=self.noise_sd,
+        )
         pick = balanced_order(self.test_labels) if self.eval_selection == "balanced" else torch.arange(len(test))
-        order = torch.cat([pick[:self.n_eval_objects], pick[self.n_eval_objects:]])  # benchmark objects first
+        order = torch.cat([pick[: self.n_eval_objects], pick[self.n_eval_objects :]])  # benchmark objects first
         pool = self.test_objects[order]
         n = min(self.n_eval_objects, len(test))
-        self.eval_set = corner_shift_set(pool[:n], self.test_labels[order[:n]], self.background, self.factor,
-                                         seed=self.seed, noise_sd=self.noise_sd,
-                                         pool=pool if self.background == "blur" else None)
+        self.eval_set = corner_shift_set(
+            pool[:n],
+            self.test_labels[order[:n]],
+            self.background,
+            self.factor,
+            seed=self.seed,
+            noise_sd=self.noise_sd,
+            pool=pool if self.background == "blur" else None,
+        )
         self.random_set = random_input_set(self.eval_set, seed=self.seed)
 
     def train_dataloader(self) -> DataLoader:

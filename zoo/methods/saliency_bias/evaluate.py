@@ -12,6 +12,7 @@ Per state and method the row holds means over canvases: CSI (centroid form, unco
 uniform value) over corner placements, object mass and pointing game over corner and centre placements, and for the
 randomised states the Spearman rank correlation and SSIM of their maps against the trained model's maps.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,22 +48,32 @@ def canvas_metrics(maps: torch.Tensor, data: CornerShiftSet) -> dict[str, float 
     centre placements apart). ``maps: (N, H, W)``."""
     corner = data.position != CENTRE
     mass, hit = object_mass(maps, data.boxes), pointing_game(maps, data.boxes).double()
-    return {"csi_centroid": _mean(csi_centroid(maps[corner], data.boxes[corner])),
-            "csi_distance": _mean(csi_distance_corrected(maps[corner], data.boxes[corner])),
-            "mass_corner": _mean(mass[corner]), "mass_centre": _mean(mass[~corner]),
-            "pointing_corner": _mean(hit[corner]), "pointing_centre": _mean(hit[~corner])}
+    return {
+        "csi_centroid": _mean(csi_centroid(maps[corner], data.boxes[corner])),
+        "csi_distance": _mean(csi_distance_corrected(maps[corner], data.boxes[corner])),
+        "mass_corner": _mean(mass[corner]),
+        "mass_centre": _mean(mass[~corner]),
+        "pointing_corner": _mean(hit[corner]),
+        "pointing_centre": _mean(hit[~corner]),
+    }
 
 
 @torch.no_grad()
 def accuracy(model: nn.Module, data: CornerShiftSet, batch_size: int = 256) -> float:
     """Top-1 accuracy of ``model`` on ``data``'s canvases."""
     model.eval()
-    pred = torch.cat([model(data.x[i:i + batch_size]).argmax(1) for i in range(0, len(data), batch_size)])
+    pred = torch.cat([model(data.x[i : i + batch_size]).argmax(1) for i in range(0, len(data), batch_size)])
     return float((pred == data.y).double().mean())
 
 
-def benchmark_model(model: nn.Module, fresh: nn.Module, real: CornerShiftSet, noise: CornerShiftSet,
-                    methods: tuple[str, ...] | list[str], **options) -> tuple[list[dict], dict]:
+def benchmark_model(
+    model: nn.Module,
+    fresh: nn.Module,
+    real: CornerShiftSet,
+    noise: CornerShiftSet,
+    methods: tuple[str, ...] | list[str],
+    **options,
+) -> tuple[list[dict], dict]:
     """Run every state × method on one model.
 
     Args:
@@ -75,8 +86,13 @@ def benchmark_model(model: nn.Module, fresh: nn.Module, real: CornerShiftSet, no
         ``maps[(state, method)]`` the ``(N, H, W)`` maps.
     """
     half = cascading_randomisation(model, fresh, len(parameter_layers(model)) // 2)
-    cases = {"trained": (model, real), "cascade_half": (half, real), "random": (fresh, real),
-             "trained_random_input": (model, noise), "random_random_input": (fresh, noise)}
+    cases = {
+        "trained": (model, real),
+        "cascade_half": (half, real),
+        "random": (fresh, real),
+        "trained_random_input": (model, noise),
+        "random_random_input": (fresh, noise),
+    }
     acc = {state: accuracy(m, real) for state, (m, _) in cases.items()}
     rows, maps = [], {}
     for method in methods:
@@ -107,5 +123,8 @@ def path_count_comparison(model: nn.Module, measured_maps: torch.Tensor) -> dict
     measured = (measured_maps.double() ** 2).mean(0)
     theory = path_count_map(model, tuple(measured.shape))
     corr = map_correlation(theory, measured)
-    return {"pearson": None if math.isnan(corr) else corr, "ratio_theory": corner_centre_ratio(theory),
-            "ratio_measured": corner_centre_ratio(measured)}
+    return {
+        "pearson": None if math.isnan(corr) else corr,
+        "ratio_theory": corner_centre_ratio(theory),
+        "ratio_measured": corner_centre_ratio(measured),
+    }

@@ -11,6 +11,7 @@ card's figure (``corner_shift.png``) from zoo weights. Four tables are written
 through ``zoo.core.results.write_result``: CSI by architecture (Gradient), CSI by saliency method (the zero-padded
 deep VGG and the ViT), trained-vs-random similarity, and path counts vs measured random-init saliency.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,24 +27,50 @@ from zoo.methods.saliency_bias.datamodule import CornerShiftDataModule
 from zoo.methods.saliency_bias.module import SaliencyBiasModule
 
 METHOD = "saliency-bias"
-VGG = [("vgg-zeros-d2", 2, "zeros"), ("vgg-zeros-d4", 4, "zeros"), ("vgg-zeros-d8", 8, "zeros"),
-       ("vgg-reflect-d8", 8, "reflect"), ("vgg-circular-d8", 8, "circular"), ("vgg-valid-d8", 8, "valid")]
+VGG = [
+    ("vgg-zeros-d2", 2, "zeros"),
+    ("vgg-zeros-d4", 4, "zeros"),
+    ("vgg-zeros-d8", 8, "zeros"),
+    ("vgg-reflect-d8", 8, "reflect"),
+    ("vgg-circular-d8", 8, "circular"),
+    ("vgg-valid-d8", 8, "valid"),
+]
 FAMILY = [{"name": n, "arch": "vgg", "depth": d, "width": 16, "padding_mode": p} for n, d, p in VGG] + [
     {"name": "resnet", "arch": "resnet", "width": 16},
     {"name": "vit", "arch": "vit", "patch_size": 8, "embed_dim": 64, "depth": 4, "num_heads": 4},
-    {"name": "mlp", "arch": "mlp", "hidden": 256, "n_hidden": 2}]
+    {"name": "mlp", "arch": "mlp", "hidden": 256, "n_hidden": 2},
+]
 GRIDS = {
     # reduced: what fits a shared, loaded 2-core machine in under an hour: MNIST (all 2,500 training digits,
     # 3 epochs = 120 steps), mean background, 8 test objects, convolution widths 8 instead of 16, no depth-2 VGG;
     # VGGs with BatchNorm (without it they stayed near chance: 0.21 after 150 steps at lr 1e-3 or 3e-3, 0.81 with it)
-    "reduced": {"datasets": ["mnist"], "backgrounds": ["mean"], "epochs": 3, "n_train": 2500, "n_eval_objects": 8,
-                "eval_selection": "first",  # MNIST's test rows are not sorted by class (labels 2 3 3 2 1 7 0 7)
-                "ig_steps": 8, "sg_samples": 4,
-                "family": [{**m, "width": 8, **({"batch_norm": True} if m["arch"] == "vgg" else {})}
-                           if m["arch"] in ("vgg", "resnet") else m for m in FAMILY if m["name"] != "vgg-zeros-d2"]},
+    "reduced": {
+        "datasets": ["mnist"],
+        "backgrounds": ["mean"],
+        "epochs": 3,
+        "n_train": 2500,
+        "n_eval_objects": 8,
+        "eval_selection": "first",  # MNIST's test rows are not sorted by class (labels 2 3 3 2 1 7 0 7)
+        "ig_steps": 8,
+        "sg_samples": 4,
+        "family": [
+            {**m, "width": 8, **({"batch_norm": True} if m["arch"] == "vgg" else {})}
+            if m["arch"] in ("vgg", "resnet")
+            else m
+            for m in FAMILY
+            if m["name"] != "vgg-zeros-d2"
+        ],
+    },
     # full: every dataset and background, all members, 40 objects, the recipe's attribution settings
-    "full": {"datasets": ["cifar10", "mnist", "digits"], "backgrounds": ["mean", "noise", "blur"], "epochs": 10,
-             "n_eval_objects": 40, "ig_steps": 16, "sg_samples": 8, "family": FAMILY},
+    "full": {
+        "datasets": ["cifar10", "mnist", "digits"],
+        "backgrounds": ["mean", "noise", "blur"],
+        "epochs": 10,
+        "n_eval_objects": 40,
+        "ig_steps": 16,
+        "sg_samples": 8,
+        "family": FAMILY,
+    },
 }
 METRICS = ["accuracy", "csi_centroid", "csi_distance", "mass_corner", "pointing_corner", "pointing_centre"]
 
@@ -52,71 +79,149 @@ def run_seed(grid: dict, dataset: str, background: str, seed: int, grids_dir: Pa
     """Train the family for one seed and benchmark it; returns ``{"rows", "path_rows", "seconds"}``."""
     start = time.time()
     set_seed(seed)
-    dm = CornerShiftDataModule(dataset=dataset, background=background, n_eval_objects=grid["n_eval_objects"],
-                               n_train=grid.get("n_train"), eval_selection=grid.get("eval_selection", "balanced"),
-                               upscale=4 if dataset == "digits" else 1, batch_size=64, seed=seed)
+    dm = CornerShiftDataModule(
+        dataset=dataset,
+        background=background,
+        n_eval_objects=grid["n_eval_objects"],
+        n_train=grid.get("n_train"),
+        eval_selection=grid.get("eval_selection", "balanced"),
+        upscale=4 if dataset == "digits" else 1,
+        batch_size=64,
+        seed=seed,
+    )
     dm.setup("fit")
-    module = SaliencyBiasModule(family=grid["family"], in_channels=dm.in_channels, num_classes=dm.num_classes,
-                                img_size=dm.img_size, ig_steps=grid["ig_steps"], sg_samples=grid["sg_samples"],
-                                benchmark=False, random_seed=1000 + 100 * seed)
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=grid["epochs"], logger=False,
-                        check_val_every_n_epoch=grid["epochs"], num_sanity_val_steps=0,  # validate once, at the end
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    module = SaliencyBiasModule(
+        family=grid["family"],
+        in_channels=dm.in_channels,
+        num_classes=dm.num_classes,
+        img_size=dm.img_size,
+        ig_steps=grid["ig_steps"],
+        sg_samples=grid["sg_samples"],
+        benchmark=False,
+        random_seed=1000 + 100 * seed,
+    )
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=grid["epochs"],
+        logger=False,
+        check_val_every_n_epoch=grid["epochs"],
+        num_sanity_val_steps=0,  # validate once, at the end
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(module, datamodule=dm)
     val = {k.split("acc_", 1)[1]: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/acc_")}
     rows, path_rows = module.run_benchmark(dm, out=grids_dir)
     tag = {"dataset": dataset, "background": background, "seed": seed}
-    return {"rows": [{**tag, **r} for r in rows], "path_rows": [{**tag, **r} for r in path_rows],
-            "val_accuracy": val, "seconds": time.time() - start}
+    return {
+        "rows": [{**tag, **r} for r in rows],
+        "path_rows": [{**tag, **r} for r in path_rows],
+        "val_accuracy": val,
+        "seconds": time.time() - start,
+    }
 
 
 #: Label opening every saliency-bias table: the paper was never found, so these are our measurements, not a
 #: reproduction of its numbers.
-OUR_METRIC = ("Our metric (the paper's text was never found): the corner-shift protocol, CSI and this table are ours, "
-              "not a reproduction of the paper's numbers. ")
+OUR_METRIC = (
+    "Our metric (the paper's text was never found): the corner-shift protocol, CSI and this table are ours, "
+    "not a reproduction of the paper's numbers. "
+)
 
 
-def tables(rows: list[dict], path_rows: list[dict], grid_name: str, seconds: list[float],
-           results_dir: Path | None = None, val_accuracy: list[dict] | None = None) -> list[Path]:
+def tables(
+    rows: list[dict],
+    path_rows: list[dict],
+    grid_name: str,
+    seconds: list[float],
+    results_dir: Path | None = None,
+    val_accuracy: list[dict] | None = None,
+) -> list[Path]:
     """Write the four result tables (under ``results_dir``, default ``results/``); returns the paths.
     ``val_accuracy``: per seed ``{member: accuracy on every test object at the five positions}``, quoted in the notes."""
     val = [v for v in val_accuracy or [] if v]
-    val_note = ("Trained accuracy on every test object x 5 positions (end of training), mean over seeds: " + ", ".join(
-        f"{k} {sum(v[k] for v in val) / len(val):.2f}" for k in val[0]) + ". ") if val else ""
+    val_note = (
+        (
+            "Trained accuracy on every test object x 5 positions (end of training), mean over seeds: "
+            + ", ".join(f"{k} {sum(v[k] for v in val) / len(val):.2f}" for k in val[0])
+            + ". "
+        )
+        if val
+        else ""
+    )
     g = GRIDS[grid_name]
     bn = " (VGGs with BatchNorm)" if any(m.get("batch_norm") for m in g["family"]) else ""
-    note = val_note + (f"Training: {g['epochs']} epochs on {g.get('n_train') or 'all'} training images, batch 64, "
-                       f"AdamW lr 1e-3{bn}. Grid `{grid_name}`: {len(seconds)} seeds, {sum(seconds) / 60:.1f} min in all "
-            f"({min(seconds) / 60:.1f}-{max(seconds) / 60:.1f} min per seed on the shared 2-core machine). "
-            "CSI definitions are ours (card): csi_centroid uncorrected (uniform map = 1, on-object = 0), "
-            "csi_distance minus its uniform-map value (0 = chance, > 0 pulled to the centre); both over the four "
-            "corner placements; pointing_centre = centre placements. States: trained, cascade_half (top half of "
-            "layers re-initialised), random (all re-initialised), and both on random-noise inputs.")
+    note = val_note + (
+        f"Training: {g['epochs']} epochs on {g.get('n_train') or 'all'} training images, batch 64, "
+        f"AdamW lr 1e-3{bn}. Grid `{grid_name}`: {len(seconds)} seeds, {sum(seconds) / 60:.1f} min in all "
+        f"({min(seconds) / 60:.1f}-{max(seconds) / 60:.1f} min per seed on the shared 2-core machine). "
+        "CSI definitions are ours (card): csi_centroid uncorrected (uniform map = 1, on-object = 0), "
+        "csi_distance minus its uniform-map value (0 = chance, > 0 pulled to the centre); both over the four "
+        "corner placements; pointing_centre = centre placements. States: trained, cascade_half (top half of "
+        "layers re-initialised), random (all re-initialised), and both on random-noise inputs."
+    )
     note = OUR_METRIC + note
     out = []
     grad = [r for r in rows if r["method"] == "gradient"]
-    out.append(write_result(METHOD, "csi-by-architecture", grad, summary=summarise(
-        grad, METRICS, by=["dataset", "background", "model", "state"]), notes="Gradient maps. " + note,
-        paper="not public (claims only: CNN maps are centre-biased already at random init and for random inputs; "
-              "ViTs and MLPs are not)", packages=["captum"], results_dir=results_dir))
+    out.append(
+        write_result(
+            METHOD,
+            "csi-by-architecture",
+            grad,
+            summary=summarise(grad, METRICS, by=["dataset", "background", "model", "state"]),
+            notes="Gradient maps. " + note,
+            paper="not public (claims only: CNN maps are centre-biased already at random init and for random inputs; "
+            "ViTs and MLPs are not)",
+            packages=["captum"],
+            results_dir=results_dir,
+        )
+    )
     two = [r for r in rows if r["model"] in ("vgg-zeros-d8", "vit")]
-    out.append(write_result(METHOD, "csi-by-saliency-method", two, summary=summarise(
-        two, METRICS, by=["dataset", "model", "method", "state"]), notes="Every saliency method. " + note,
-        paper="not public", packages=["captum"], results_dir=results_dir))
+    out.append(
+        write_result(
+            METHOD,
+            "csi-by-saliency-method",
+            two,
+            summary=summarise(two, METRICS, by=["dataset", "model", "method", "state"]),
+            notes="Every saliency method. " + note,
+            paper="not public",
+            packages=["captum"],
+            results_dir=results_dir,
+        )
+    )
     sim = [r for r in rows if r["state"] in ("random", "cascade_half")]
-    out.append(write_result(METHOD, "trained-vs-random-similarity", sim, summary=summarise(
-        sim, ["spearman_vs_trained", "ssim_vs_trained"], by=["dataset", "model", "method", "state"]),
-        notes="Adebayo et al. (2018) similarity between the trained model's maps and its randomised version's "
-              "(Spearman of |S|, SSIM of max-normalised |S|) on the real canvases. " + note,
-        paper="not public; Adebayo et al. 2018: Guided Backprop stays similar after randomisation, Gradient does not",
-        packages=["captum"], results_dir=results_dir))
-    out.append(write_result(METHOD, "path-counts", path_rows, summary=summarise(
-        path_rows, ["pearson", "ratio_theory", "ratio_measured"], by=["dataset", "model"]),
-        notes="Theoretical path-count map of each VGG (ours, notes §2) vs the mean squared Gradient map of the "
-              "randomly initialised model on random inputs: Pearson correlation of the two maps, and the mean of "
-              "the four 8x8 corners over the central 8x8 (1 = flat). " + note,
-        paper="not public (mechanism claim: zero padding and receptive-field growth make the centre bias; circular "
-              "padding removes it)", packages=["captum"], results_dir=results_dir))
+    out.append(
+        write_result(
+            METHOD,
+            "trained-vs-random-similarity",
+            sim,
+            summary=summarise(
+                sim, ["spearman_vs_trained", "ssim_vs_trained"], by=["dataset", "model", "method", "state"]
+            ),
+            notes="Adebayo et al. (2018) similarity between the trained model's maps and its randomised version's "
+            "(Spearman of |S|, SSIM of max-normalised |S|) on the real canvases. " + note,
+            paper="not public; Adebayo et al. 2018: Guided Backprop stays similar after randomisation, Gradient does not",
+            packages=["captum"],
+            results_dir=results_dir,
+        )
+    )
+    out.append(
+        write_result(
+            METHOD,
+            "path-counts",
+            path_rows,
+            summary=summarise(path_rows, ["pearson", "ratio_theory", "ratio_measured"], by=["dataset", "model"]),
+            notes="Theoretical path-count map of each VGG (ours, notes §2) vs the mean squared Gradient map of the "
+            "randomly initialised model on random inputs: Pearson correlation of the two maps, and the mean of "
+            "the four 8x8 corners over the central 8x8 (1 = flat). " + note,
+            paper="not public (mechanism claim: zero padding and receptive-field growth make the centre bias; circular "
+            "padding removes it)",
+            packages=["captum"],
+            results_dir=results_dir,
+        )
+    )
     return out
 
 

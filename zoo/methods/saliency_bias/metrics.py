@@ -13,6 +13,7 @@ public. With ``Ŝ(p) = |S(p)| / Σ_q |S(q)|`` over pixels ``p = (row, col)``, th
 Both are undefined (NaN) when ``D < 1`` pixel, i.e. for centre placements, which get object mass and the pointing
 game only. Maps are ``(N, H, W)``; boxes ``(N, 4)`` are ``(y0, x0, y1, x1)``, end-exclusive.
 """
+
 from __future__ import annotations
 
 import torch

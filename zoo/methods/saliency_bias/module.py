@@ -7,6 +7,7 @@ datamodule's ``eval_set`` and ``random_set`` and writes ``<run_dir>/saliency_bia
 (state × method rows per member), ``path_counts.json`` (VGG members) and ``grid_<member>.png`` (maps of one object
 at the five positions, trained and randomised).
 """
+
 from __future__ import annotations
 
 import copy
@@ -33,11 +34,26 @@ from zoo.methods.saliency_bias.render import plot_grid
 from zoo.methods.saliency_bias.saliency import METHODS, saliency_maps
 from zoo.models.vision import build_vision_model
 
-DEFAULT_FAMILY = [{"name": "vgg-zeros-d4", "arch": "vgg", "depth": 4, "padding_mode": "zeros"},
-                  {"name": "vgg-circular-d4", "arch": "vgg", "depth": 4, "padding_mode": "circular"},
-                  {"name": "vit", "arch": "vit"}, {"name": "mlp", "arch": "mlp"}]
-TABLE_COLUMNS = ["model", "state", "method", "accuracy", "csi_centroid", "csi_distance", "mass_corner", "mass_centre",
-                 "pointing_corner", "pointing_centre", "spearman_vs_trained", "ssim_vs_trained"]
+DEFAULT_FAMILY = [
+    {"name": "vgg-zeros-d4", "arch": "vgg", "depth": 4, "padding_mode": "zeros"},
+    {"name": "vgg-circular-d4", "arch": "vgg", "depth": 4, "padding_mode": "circular"},
+    {"name": "vit", "arch": "vit"},
+    {"name": "mlp", "arch": "mlp"},
+]
+TABLE_COLUMNS = [
+    "model",
+    "state",
+    "method",
+    "accuracy",
+    "csi_centroid",
+    "csi_distance",
+    "mass_corner",
+    "mass_centre",
+    "pointing_corner",
+    "pointing_centre",
+    "spearman_vs_trained",
+    "ssim_vs_trained",
+]
 
 
 def build_member(spec: dict, in_channels: int, num_classes: int, img_size: int, seed: int | None = None) -> nn.Module:
@@ -69,11 +85,21 @@ class SaliencyBiasModule(ZooModule):
 
     export_formats = ("package",)
 
-    def __init__(self, family: Annotated[list[dict], NonEmpty] | None = None, in_channels: PositiveInt = 3,
-                 num_classes: Annotated[int, Range(2)] = 10, img_size: PositiveInt = 64, factor: PositiveInt = 2,
-                 methods: Annotated[list[Annotated[str, OneOf(METHODS)]], NonEmpty] | None = None,
-                 ig_steps: PositiveInt = 16, sg_samples: PositiveInt = 8, sg_sd: NonNegative = 0.5,
-                 benchmark: bool = True, random_seed: NonNegativeInt = 1000, optimizer: dict | None = None):
+    def __init__(
+        self,
+        family: Annotated[list[dict], NonEmpty] | None = None,
+        in_channels: PositiveInt = 3,
+        num_classes: Annotated[int, Range(2)] = 10,
+        img_size: PositiveInt = 64,
+        factor: PositiveInt = 2,
+        methods: Annotated[list[Annotated[str, OneOf(METHODS)]], NonEmpty] | None = None,
+        ig_steps: PositiveInt = 16,
+        sg_samples: PositiveInt = 8,
+        sg_sd: NonNegative = 0.5,
+        benchmark: bool = True,
+        random_seed: NonNegativeInt = 1000,
+        optimizer: dict | None = None,
+    ):
         super().__init__()
         family = [dict(m) for m in (family or DEFAULT_FAMILY)]
         names = [m.get("name") for m in family]
@@ -87,8 +113,12 @@ class SaliencyBiasModule(ZooModule):
 
     def _build(self) -> None:
         hp = self.hparams
-        self.models = nn.ModuleDict({m["name"].replace(".", "_"): build_member(m, hp.in_channels, hp.num_classes,
-                                                                                hp.img_size) for m in hp.family})
+        self.models = nn.ModuleDict(
+            {
+                m["name"].replace(".", "_"): build_member(m, hp.in_channels, hp.num_classes, hp.img_size)
+                for m in hp.family
+            }
+        )
         self.register_buffer("norm_mean", torch.zeros(hp.in_channels))
         self.register_buffer("norm_std", torch.ones(hp.in_channels))
 
@@ -150,16 +180,23 @@ class SaliencyBiasModule(ZooModule):
         for i, spec in enumerate(hp.family):
             model = copy.deepcopy(self.models[spec["name"].replace(".", "_")]).cpu()  # the benchmark runs on CPU
             fresh = build_member(spec, hp.in_channels, hp.num_classes, hp.img_size, seed=hp.random_seed + i)
-            member_rows, maps = benchmark_model(model, fresh, dm.eval_set, dm.random_set,
-                                                hp.methods or METHODS, **options)
+            member_rows, maps = benchmark_model(
+                model, fresh, dm.eval_set, dm.random_set, hp.methods or METHODS, **options
+            )
             rows += [{"model": spec["name"], **r} for r in member_rows]
             if spec["arch"] == "vgg":
-                path_rows.append({"model": spec["name"],
-                                  **path_count_comparison(fresh, maps[("random_random_input", "gradient")])})
+                path_rows.append(
+                    {"model": spec["name"], **path_count_comparison(fresh, maps[("random_random_input", "gradient")])}
+                )
             if out is not None:
                 grid = {f"{s}/{m}": v for (s, m), v in maps.items() if s in ("trained", "random")}
-                plot_grid(out / f"grid_{spec['name']}.png", dm.eval_set, grid, obj,
-                          title=f"{spec['name']}: object {obj} (class {dm.classes[int(dm.eval_set.y[obj * 5])]})")
+                plot_grid(
+                    out / f"grid_{spec['name']}.png",
+                    dm.eval_set,
+                    grid,
+                    obj,
+                    title=f"{spec['name']}: object {obj} (class {dm.classes[int(dm.eval_set.y[obj * 5])]})",
+                )
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             (out / "rows.json").write_text(json.dumps(rows, indent=1))
@@ -167,14 +204,27 @@ class SaliencyBiasModule(ZooModule):
             text = "# Corner-shift benchmark (one seed)\n\n" + render_table(rows, TABLE_COLUMNS) + "\n"
             if path_rows:
                 text += "\n## Path counts vs measured random-init saliency\n\n" + render_table(
-                    path_rows, ["model", "pearson", "ratio_theory", "ratio_measured"])
+                    path_rows, ["model", "pearson", "ratio_theory", "ratio_measured"]
+                )
             (out / "table.md").write_text(text)
         return rows, path_rows
 
     # ---- prediction -------------------------------------------------------------------------------------------
-    predict_schema: ClassVar = {"rows": [{"image": str, "model": str, "predicted": int, "csi_centroid": float,
-                                "csi_distance": float, "mass_corner": float, "pointing_corner": float,
-                                "mass_centre": float}], "wrote": [str]}
+    predict_schema: ClassVar = {
+        "rows": [
+            {
+                "image": str,
+                "model": str,
+                "predicted": int,
+                "csi_centroid": float,
+                "csi_distance": float,
+                "mass_corner": float,
+                "pointing_corner": float,
+                "mass_centre": float,
+            }
+        ],
+        "wrote": [str],
+    }
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict saliency-bias.<tag> IMAGE ... [--out-dir D]``: paste each image into the four corners and
@@ -209,17 +259,35 @@ class SaliencyBiasModule(ZooModule):
                 s = saliency_maps(model, data.x, target, "gradient")
                 grid[spec["name"]] = s
                 cls = int(target[POSITIONS.index("centre")])
-                rows.append({"image": Path(path).name, "model": spec["name"], "predicted": cls, **{
-                    k: float(v) for k, v in (("csi_centroid", csi_centroid(s[corner], data.boxes[corner]).mean()),
-                                             ("csi_distance",
-                                              csi_distance_corrected(s[corner], data.boxes[corner]).mean()),
-                                             ("mass_corner", object_mass(s[corner], data.boxes[corner]).mean()),
-                                             ("pointing_corner",
-                                              pointing_game(s[corner], data.boxes[corner]).double().mean()),
-                                             ("mass_centre", object_mass(s[~corner], data.boxes[~corner]).mean()))}})
+                rows.append(
+                    {
+                        "image": Path(path).name,
+                        "model": spec["name"],
+                        "predicted": cls,
+                        **{
+                            k: float(v)
+                            for k, v in (
+                                ("csi_centroid", csi_centroid(s[corner], data.boxes[corner]).mean()),
+                                ("csi_distance", csi_distance_corrected(s[corner], data.boxes[corner]).mean()),
+                                ("mass_corner", object_mass(s[corner], data.boxes[corner]).mean()),
+                                ("pointing_corner", pointing_game(s[corner], data.boxes[corner]).double().mean()),
+                                ("mass_centre", object_mass(s[~corner], data.boxes[~corner]).mean()),
+                            )
+                        },
+                    }
+                )
             if out_dir:
-                wrote.append(str(plot_grid(Path(out_dir) / f"saliency_{Path(path).stem}.png", data, grid, 0,
-                                           title=f"{Path(path).name}: Gradient maps")))
+                wrote.append(
+                    str(
+                        plot_grid(
+                            Path(out_dir) / f"saliency_{Path(path).stem}.png",
+                            data,
+                            grid,
+                            0,
+                            title=f"{Path(path).name}: Gradient maps",
+                        )
+                    )
+                )
         return {"rows": rows, "wrote": wrote}
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:

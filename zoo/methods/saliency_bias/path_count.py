@@ -9,6 +9,7 @@ convolution becomes a one-channel convolution with a ``k × k`` kernel of ones (
 and dilation), ReLUs become the identity, pooling becomes window sums, and GAP a sum. Max-pooling routes one of its
 ``k²`` inputs at a time; counting all of them makes the map proportional to its expectation under random routing.
 """
+
 from __future__ import annotations
 
 import torch
@@ -66,7 +67,7 @@ def corner_centre_ratio(m: torch.Tensor, k: int = 8) -> float:
     m = m.double()
     corners = torch.stack([m[:k, :k], m[:k, -k:], m[-k:, :k], m[-k:, -k:]]).mean()
     r0, c0 = (H - k) // 2, (W - k) // 2
-    return float(corners / m[r0:r0 + k, c0:c0 + k].mean())
+    return float(corners / m[r0 : r0 + k, c0 : c0 + k].mean())
 
 
 def map_correlation(a: torch.Tensor, b: torch.Tensor) -> float:

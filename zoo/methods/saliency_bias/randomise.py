@@ -6,6 +6,7 @@ models (root first, as its free parameters sit at the input). Re-initialisation 
 and buffers from ``fresh``: a freshly initialised model of the same architecture (another seed), so every layer is
 re-drawn from the model's own initialiser.
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,7 +30,7 @@ def cascading_randomisation(model: nn.Module, fresh: nn.Module, n_top: int) -> n
     if layers != parameter_layers(fresh):
         raise ValueError("cascading_randomisation: model and fresh have different layers")
     out = copy.deepcopy(model)
-    chosen = layers[len(layers) - min(n_top, len(layers)):] if n_top > 0 else []
+    chosen = layers[len(layers) - min(n_top, len(layers)) :] if n_top > 0 else []
     with torch.no_grad():
         for name in chosen:
             dst, src = out.get_submodule(name), fresh.get_submodule(name)

@@ -1,4 +1,5 @@
 """PNG grids of saliency maps for corner-shifted objects (tables go through ``zoo.core.results.render_table``)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,9 @@ def _show_canvas(x: torch.Tensor):
     return img[..., 0].numpy() if img.shape[-1] == 1 else img.numpy()
 
 
-def plot_grid(path: str | Path, data: CornerShiftSet, rows: dict[str, torch.Tensor], obj: int = 0,
-              title: str = "") -> Path:
+def plot_grid(
+    path: str | Path, data: CornerShiftSet, rows: dict[str, torch.Tensor], obj: int = 0, title: str = ""
+) -> Path:
     """One object at the five positions (columns); the canvases on top, then one row of maps per ``rows`` entry
     (label -> ``(N, H, W)`` maps over ``data``), each with the object box drawn in red.
 

@@ -6,6 +6,7 @@ the input). Inputs are in normalised units, so the Integrated Gradients baseline
 Guided Backprop is included as the known failure case of Adebayo et al. (2018); it only changes ReLU modules, so on
 a ViT (GELU) it equals the plain gradient.
 """
+
 from __future__ import annotations
 
 import torch
@@ -52,8 +53,9 @@ def attributor(model: nn.Module, method: str, ig_steps: int = 16, sg_samples: in
         return lambda x, t: ig.attribute(x, baselines=0.0, target=t, n_steps=ig_steps)
     if method == "smoothgrad":
         nt = NoiseTunnel(Saliency(model))
-        return lambda x, t: nt.attribute(x, nt_type="smoothgrad", nt_samples=sg_samples, stdevs=sg_sd, target=t,
-                                         abs=False)
+        return lambda x, t: nt.attribute(
+            x, nt_type="smoothgrad", nt_samples=sg_samples, stdevs=sg_sd, target=t, abs=False
+        )
     if method == "guided_backprop":
         gbp = GuidedBackprop(model)
         return lambda x, t: gbp.attribute(x, target=t)
@@ -62,8 +64,9 @@ def attributor(model: nn.Module, method: str, ig_steps: int = 16, sg_samples: in
         if layer is None:
             raise ValueError(f"grad_cam needs a convolutional layer; {type(model).__name__} has none")
         cam = LayerGradCam(model, layer)
-        return lambda x, t: LayerAttribution.interpolate(cam.attribute(x, target=t, relu_attributions=True),
-                                                         tuple(x.shape[-2:]), interpolate_mode="bilinear")
+        return lambda x, t: LayerAttribution.interpolate(
+            cam.attribute(x, target=t, relu_attributions=True), tuple(x.shape[-2:]), interpolate_mode="bilinear"
+        )
     raise ValueError(f"unknown saliency method {method!r}; one of {METHODS}")
 
 
@@ -72,8 +75,9 @@ def to_map(attribution: torch.Tensor) -> torch.Tensor:
     return attribution.detach().abs().sum(1)
 
 
-def saliency_maps(model: nn.Module, x: torch.Tensor, target: torch.Tensor, method: str, batch_size: int = 64,
-                  **options) -> torch.Tensor:
+def saliency_maps(
+    model: nn.Module, x: torch.Tensor, target: torch.Tensor, method: str, batch_size: int = 64, **options
+) -> torch.Tensor:
     """Maps ``(N, H, W)`` of ``model`` (put in eval mode) for ``x (N, C, H, W)`` and classes ``target (N,)``.
 
     Args:
@@ -81,6 +85,8 @@ def saliency_maps(model: nn.Module, x: torch.Tensor, target: torch.Tensor, metho
     """
     model.eval()
     attr = attributor(model, method, **options)
-    out = [to_map(attr(x[i:i + batch_size].clone().requires_grad_(True), target[i:i + batch_size]))
-           for i in range(0, len(x), batch_size)]
+    out = [
+        to_map(attr(x[i : i + batch_size].clone().requires_grad_(True), target[i : i + batch_size]))
+        for i in range(0, len(x), batch_size)
+    ]
     return torch.cat(out)

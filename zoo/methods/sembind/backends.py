@@ -18,6 +18,7 @@ follow the captions. No SD 2.1 or DINOv2-Giant weights are available here (no hu
 diffusers / transformers folder (``from_pretrained``) and are exercised on tiny random configurations
 (``tests/sembind/test_sembind_backends.py``).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,8 +31,14 @@ from zoo.methods.sembind.generator import TEXT_DIM
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-SD_SCHEDULE = {"beta_schedule": "scaled_linear", "beta_start": 0.00085, "beta_end": 0.012, "steps_offset": 1,
-               "clip_sample": False, "set_alpha_to_one": False}
+SD_SCHEDULE = {
+    "beta_schedule": "scaled_linear",
+    "beta_start": 0.00085,
+    "beta_end": 0.012,
+    "steps_offset": 1,
+    "clip_sample": False,
+    "set_alpha_to_one": False,
+}
 """Stable Diffusion 2.1-base's DDIM settings (its ``scheduler_config.json``; epsilon prediction at 512 px)."""
 
 
@@ -52,8 +59,9 @@ class LatentCaptionDiffusion(nn.Module):
     def __init__(self, vae, unet, tokens: int = 1, train_steps: int = 1000, prediction_type: str = "epsilon"):
         super().__init__()
         if unet.config.in_channels != vae.config.latent_channels:
-            raise ValueError(f"UNet in_channels {unet.config.in_channels} != VAE latent_channels "
-                             f"{vae.config.latent_channels}")
+            raise ValueError(
+                f"UNet in_channels {unet.config.in_channels} != VAE latent_channels {vae.config.latent_channels}"
+            )
         self.vae, self.unet = vae, unet
         self.tokens, self.train_steps, self.prediction_type = int(tokens), int(train_steps), prediction_type
         side = int(unet.config.sample_size)
@@ -71,8 +79,11 @@ class LatentCaptionDiffusion(nn.Module):
         from diffusers import AutoencoderKL, UNet2DConditionModel
 
         folder = Path(folder)
-        return cls(AutoencoderKL.from_pretrained(folder / "vae"), UNet2DConditionModel.from_pretrained(folder / "unet"),
-                   **kwargs)
+        return cls(
+            AutoencoderKL.from_pretrained(folder / "vae"),
+            UNet2DConditionModel.from_pretrained(folder / "unet"),
+            **kwargs,
+        )
 
     def forward(self, z: torch.Tensor, t: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
         """The UNet's prediction ``(B, C, h, w)`` at latents ``z`` and timesteps ``t (B,)`` given ``e (B, 384)``."""

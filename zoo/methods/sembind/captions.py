@@ -2,6 +2,7 @@
 centre's hue histogram, with ``dark``/``bright`` from its mean value; five templates and class synonyms give
 semantically matched prompts (same class, colour and brightness, different words).
 """
+
 from __future__ import annotations
 
 import random
@@ -11,13 +12,25 @@ import torch
 COLOURS = ("red", "orange", "yellow", "green", "blue", "purple", "grey")
 """Colour words; the first six are hue bins (centres 0, 30, 60, 120, 220, 290 degrees), ``grey`` = unsaturated."""
 HUE_CENTRES = torch.tensor([0.0, 30.0, 60.0, 120.0, 220.0, 290.0])
-TEMPLATES = ("a photo of a {adj}{noun}", "a {adj}{noun}", "an image of a {adj}{noun}", "a picture showing a {adj}{noun}",
-             "a small photo of the {adj}{noun}")
-SYNONYMS = {"airplane": ("airplane", "plane", "aircraft"), "automobile": ("car", "automobile", "sedan"),
-            "bird": ("bird", "songbird", "small bird"), "cat": ("cat", "kitten", "house cat"),
-            "deer": ("deer", "stag", "doe"), "dog": ("dog", "puppy", "hound"), "frog": ("frog", "toad", "tree frog"),
-            "horse": ("horse", "pony", "stallion"), "ship": ("ship", "boat", "vessel"),
-            "truck": ("truck", "lorry", "pickup truck")}
+TEMPLATES = (
+    "a photo of a {adj}{noun}",
+    "a {adj}{noun}",
+    "an image of a {adj}{noun}",
+    "a picture showing a {adj}{noun}",
+    "a small photo of the {adj}{noun}",
+)
+SYNONYMS = {
+    "airplane": ("airplane", "plane", "aircraft"),
+    "automobile": ("car", "automobile", "sedan"),
+    "bird": ("bird", "songbird", "small bird"),
+    "cat": ("cat", "kitten", "house cat"),
+    "deer": ("deer", "stag", "doe"),
+    "dog": ("dog", "puppy", "hound"),
+    "frog": ("frog", "toad", "tree frog"),
+    "horse": ("horse", "pony", "stallion"),
+    "ship": ("ship", "boat", "vessel"),
+    "truck": ("truck", "lorry", "pickup truck"),
+}
 
 
 def _hsv(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -41,7 +54,7 @@ def colour_attributes(x: torch.Tensor, min_saturated: float = 0.15) -> tuple[tor
         ``(colour (N,), brightness (N,))`` int64; the colour is the mode of the saturated pixels' hue bins.
     """
     h0, w0 = x.shape[-2] // 4, x.shape[-1] // 4
-    c = x[..., h0:x.shape[-2] - h0, w0:x.shape[-1] - w0]
+    c = x[..., h0 : x.shape[-2] - h0, w0 : x.shape[-1] - w0]
     hue, sat, val = _hsv(c)
     sel = (sat > 0.3) & (val > 0.2)
     dist = (hue.unsqueeze(-1) - HUE_CENTRES).abs()
@@ -66,5 +79,7 @@ def make_captions(x: torch.Tensor, y: torch.Tensor, classes: list[str], seed: in
     """One caption per image ``x (N, 3, H, W)`` with labels ``y (N,)``: template and synonym drawn with ``seed``."""
     colour, bright = colour_attributes(x)
     rng = random.Random(seed)
-    return [caption(classes[int(c)], int(k), int(b), rng.randrange(len(TEMPLATES)), rng.randrange(3))
-            for c, k, b in zip(y, colour, bright)]
+    return [
+        caption(classes[int(c)], int(k), int(b), rng.randrange(len(TEMPLATES)), rng.randrange(3))
+        for c, k, b in zip(y, colour, bright)
+    ]

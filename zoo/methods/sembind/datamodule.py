@@ -17,6 +17,7 @@ proxy model trains on images the provider never saw) or ``all``.
 Batches: ``(x (B, 3, size, size) in [0, 1], y (B,) class or -1, colour (B,), brightness (B,), e (B, 384))`` where
 ``e`` is the caption's unit-norm MiniLM embedding (``zoo.models.text_embedding``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,8 +59,9 @@ def embed_captions(texts: list[str], text_model: str | None = None) -> torch.Ten
         if text_model is None:
             keys = [k for k in _EMBED_CACHE if k[0] is None]
             cache.parent.mkdir(parents=True, exist_ok=True)
-            torch.save({"texts": [k[1] for k in keys], "embeddings": torch.stack([_EMBED_CACHE[k] for k in keys])},
-                       cache)
+            torch.save(
+                {"texts": [k[1] for k in keys], "embeddings": torch.stack([_EMBED_CACHE[k] for k in keys])}, cache
+            )
     return torch.stack([_EMBED_CACHE[(text_model, t)] for t in texts])
 
 
@@ -75,8 +77,9 @@ class CaptionSet:
 
     def take(self, idx) -> CaptionSet:
         idx = torch.as_tensor(idx, dtype=torch.long)
-        return CaptionSet(self.x[idx], self.y[idx], [self.captions[i] for i in idx.tolist()], self.colour[idx],
-                          self.brightness[idx])
+        return CaptionSet(
+            self.x[idx], self.y[idx], [self.captions[i] for i in idx.tolist()], self.colour[idx], self.brightness[idx]
+        )
 
 
 def read_caption_folder(root: str, size: int) -> tuple[torch.Tensor, list[str]]:
@@ -99,8 +102,10 @@ def read_caption_folder(root: str, size: int) -> tuple[torch.Tensor, list[str]]:
         if not row["caption"].strip():
             raise DataError(f"{csv}:{line}: column caption: empty caption for {row['file']!r}")
         if not f.is_file() or f.suffix.lower() not in IMAGE_SUFFIXES:
-            raise DataError(f"{csv}:{line}: column file: {row['file']!r} is not an image file in {base} "
-                            f"({', '.join(IMAGE_SUFFIXES)})")
+            raise DataError(
+                f"{csv}:{line}: column file: {row['file']!r} is not an image file in {base} "
+                f"({', '.join(IMAGE_SUFFIXES)})"
+            )
         xs.append(load_image(f, size, 3, seen, f"{csv}:{line}: column file: {row['file']!r}"))
         caps.append(row["caption"].strip())
     seen.report()
@@ -124,10 +129,17 @@ class CaptionDataModule(L.LightningDataModule):
         DataError: from ``setup()``; an unknown dataset or split.
     """
 
-    def __init__(self, dataset: Literal["cifar10-6000", "cifar10", "folder"] = "cifar10-6000", path: str | None = None,
-                 size: PositiveInt = 16, split: Annotated[str, OneOf(SPLITS)] = "provider",
-                 n_train: PositiveInt | None = None, batch_size: PositiveInt = 32, seed: NonNegativeInt = 0,
-                 text_model: str | None = None):
+    def __init__(
+        self,
+        dataset: Literal["cifar10-6000", "cifar10", "folder"] = "cifar10-6000",
+        path: str | None = None,
+        size: PositiveInt = 16,
+        split: Annotated[str, OneOf(SPLITS)] = "provider",
+        n_train: PositiveInt | None = None,
+        batch_size: PositiveInt = 32,
+        seed: NonNegativeInt = 0,
+        text_model: str | None = None,
+    ):
         super().__init__()
         if split not in SPLITS:
             raise DataError(f"data.split: {split!r} is not one of {SPLITS}")
@@ -171,14 +183,22 @@ class CaptionDataModule(L.LightningDataModule):
 
     def settings(self) -> dict:
         """The constructor arguments (saved with the weights)."""
-        return {"dataset": self.dataset, "path": self.path, "size": self.size, "split": self.split,
-                "n_train": self.n_train, "batch_size": self.batch_size, "seed": self.seed,
-                "text_model": self.text_model}
+        return {
+            "dataset": self.dataset,
+            "path": self.path,
+            "size": self.size,
+            "split": self.split,
+            "n_train": self.n_train,
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+            "text_model": self.text_model,
+        }
 
     def _loader(self, s: CaptionSet, shuffle: bool) -> DataLoader:
         e = embed_captions(s.captions, self.text_model)
-        return DataLoader(TensorDataset(s.x, s.y, s.colour, s.brightness, e), batch_size=self.batch_size,
-                          shuffle=shuffle)
+        return DataLoader(
+            TensorDataset(s.x, s.y, s.colour, s.brightness, e), batch_size=self.batch_size, shuffle=shuffle
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, True)

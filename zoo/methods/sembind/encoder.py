@@ -2,6 +2,7 @@
 (``zoo.models.vision.small_resnet``) trained on the shipped CIFAR-10 images to predict class and colour word; its
 pooled pre-logit features ``(B, 8 * width)`` are what the masker hashes and what the FID (so labelled) is computed on.
 """
+
 from __future__ import annotations
 
 import torch

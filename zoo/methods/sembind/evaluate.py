@@ -9,6 +9,7 @@ scored (:func:`watermarks.calibrate`); ``fpr`` and ``auc`` are measured on other
 clean generations of the scored captions plus ``n_null`` further ones. Both null sets use captions of the
 evaluation half other than the scored ones and noise of their own seed stream (:func:`null_latents`).
 """
+
 from __future__ import annotations
 
 import torch
@@ -46,8 +47,9 @@ def forging_partners(y: torch.Tensor, idx: torch.Tensor, seed: int) -> torch.Ten
     return torch.tensor(out)
 
 
-def null_latents(G, masker, enc, dm, captions: torch.Tensor, n: int, seed: int, steps: int, guidance: float,
-                 batch: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+def null_latents(
+    G, masker, enc, dm, captions: torch.Tensor, n: int, seed: int, steps: int, guidance: float, batch: int = 256
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``n`` unmarked generations from captions drawn (with replacement) from the test indices ``captions``, with
     noise from ``torch.Generator(seed)``: their DDIM inversions ``(n, *G.latent_shape)`` and semantic codes
     ``(n, n_bits)``
@@ -57,17 +59,22 @@ def null_latents(G, masker, enc, dm, captions: torch.Tensor, n: int, seed: int, 
     z = torch.randn((n, *G.latent_shape), generator=g)
     inv, code = [], []
     for start in range(0, n, batch):
-        part = chosen[start:start + batch].tolist()
-        x = G.sample(z[start:start + batch], embed_captions([dm.test_set.captions[i] for i in part], dm.text_model),
-                     steps, guidance)
+        part = chosen[start : start + batch].tolist()
+        x = G.sample(
+            z[start : start + batch],
+            embed_captions([dm.test_set.captions[i] for i in part], dm.text_model),
+            steps,
+            guidance,
+        )
         with torch.no_grad():
             inv.append(G.invert(x, steps))
         code.append(codes(masker, enc, x))
     return torch.cat(inv), torch.cat(code)
 
 
-def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, seed: int,
-                  keep_images: bool = False) -> dict:
+def evaluate_seed(
+    masker, nets: dict, dm, keys: dict, settings: dict | None, seed: int, keep_images: bool = False
+) -> dict:
     """One seed of the grid. Returns ``{"rows": [...], "scores": {...}, "images": {...}}`` (images only when
     ``keep_images``: clean, marked and forged ``(n, 3, S, S)`` in ``[0, 1]`` per scheme, for the PNG grids)."""
     cfg = eval_settings(settings)
@@ -91,10 +98,10 @@ def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, see
         inv_clean = G.invert(x_clean, steps)
     code_clean = codes(masker, enc, x_clean)
     others = pool[~torch.isin(pool, idx)]
-    inv_cal, code_cal = null_latents(G, masker, enc, dm, others, cfg["n_calibration"], seed + 10_000, steps,
-                                     cfg["guidance"])
-    inv_null, code_null = null_latents(G, masker, enc, dm, others, cfg["n_null"], seed + 20_000, steps,
-                                       cfg["guidance"])
+    inv_cal, code_cal = null_latents(
+        G, masker, enc, dm, others, cfg["n_calibration"], seed + 10_000, steps, cfg["guidance"]
+    )
+    inv_null, code_null = null_latents(G, masker, enc, dm, others, cfg["n_null"], seed + 20_000, steps, cfg["guidance"])
     inv_null, code_null = torch.cat([inv_clean, inv_null]), torch.cat([code_clean, code_null])
     rows, scores, images = [], {}, {"clean": to_unit(x_clean)} if keep_images else {}
     for name in cfg["schemes"]:
@@ -107,19 +114,29 @@ def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, see
             mod = SemanticModulation(shape, masker.n_bits, float(r), keys["sembind"])
             defenses.append(("sembind", float(r), mod, G.sample(mod(z_w, m), e, steps, cfg["guidance"])))
         for defense, r, mod, x in defenses:
+
             def verify(images_: torch.Tensor, mod=mod, scheme=scheme) -> torch.Tensor:
                 with torch.no_grad():
                     z_hat = G.invert(images_, steps)
                 return verify_scores(scheme, z_hat, mod, None if mod is None else codes(masker, enc, images_))
 
             null = verify_scores(scheme, inv_null, mod, None if mod is None else code_null)
-            tau, fpr_measured = calibrate(verify_scores(scheme, inv_cal, mod, None if mod is None else code_cal),
-                                          null, fpr)
+            tau, fpr_measured = calibrate(
+                verify_scores(scheme, inv_cal, mod, None if mod is None else code_cal), null, fpr
+            )
             pos = verify(x)
             labels = torch.cat([torch.ones(len(pos)), torch.zeros(len(null))]).long()
-            base = {"seed": seed, "scheme": name, "defense": defense, "r": r, "tpr": float((pos > tau).float().mean()),
-                    "fpr": fpr_measured, "auc": float(binary_auroc(torch.cat([pos, null]), labels)),
-                    "threshold": tau, "similarity": float(sims.mean())}
+            base = {
+                "seed": seed,
+                "scheme": name,
+                "defense": defense,
+                "r": r,
+                "tpr": float((pos > tau).float().mean()),
+                "fpr": fpr_measured,
+                "auc": float(binary_auroc(torch.cat([pos, null]), labels)),
+                "threshold": tau,
+                "similarity": float(sims.mean()),
+            }
             if isinstance(scheme, GaussianShading):
                 base["binomial_threshold"] = scheme.threshold(fpr)
             if mod is not None:
@@ -143,14 +160,21 @@ def evaluate_seed(masker, nets: dict, dm, keys: dict, settings: dict | None, see
                     forged = verify(x_f)
                     scores[f"{tag}/{attack}/{who}"] = forged.tolist()
                     acc = (forged > tau).float()
-                    rows.append({**base, "attack": attack, "attacker": who, "far": float(acc.mean()),
-                                 "far_similar": _share(acc[similar]), "far_dissimilar": _share(acc[~similar])})
+                    rows.append(
+                        {
+                            **base,
+                            "attack": attack,
+                            "attacker": who,
+                            "far": float(acc.mean()),
+                            "far_similar": _share(acc[similar]),
+                            "far_dissimilar": _share(acc[~similar]),
+                        }
+                    )
                     if keep_images and who == cfg["attackers"][0]:
                         images[f"{tag}/{attack}"] = to_unit(x_f)
             if keep_images:
                 images[tag] = to_unit(x)
     return {"rows": rows, "scores": scores, "images": images}
-
 
 
 def evaluate(masker, nets: dict, dm, keys: dict, settings: dict | None, out=None) -> dict:
@@ -169,8 +193,14 @@ def evaluate(masker, nets: dict, dm, keys: dict, settings: dict | None, out=None
         write_pngs(out, first, rows, nets["generator"], keys, cfg)
     thresholds = {}
     for name in cfg["schemes"]:
-        match = [r for r in rows if r["scheme"] == name and r["attack"] == "none" and r["defense"] == "sembind"
-                 and abs(r["r"] - cfg["predict_r"]) < 1e-9]
+        match = [
+            r
+            for r in rows
+            if r["scheme"] == name
+            and r["attack"] == "none"
+            and r["defense"] == "sembind"
+            and abs(r["r"] - cfg["predict_r"]) < 1e-9
+        ]
         if match:
             thresholds[name] = match[0]["threshold"]
     return {"rows": rows, "seeds": list(cfg["seeds"]), "settings": cfg, "thresholds": thresholds}

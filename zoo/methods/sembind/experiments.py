@@ -8,6 +8,7 @@ seed in ``runs/sembind-forgery.partial.json`` (a rerun resumes from it) and writ
 tpr, far, auc, tpr_<distortion>`` per seed and a summary over seeds, and the r curves (mean over seeds) to
 ``results/sembind/figures/r_curve_<attacker>.png``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,14 +19,26 @@ import torch
 from zoo.core.data import repo_root
 from zoo.core.results import summarise, write_result
 
-GRID = {"schemes": ["tree-ring", "gaussian-shading", "ringid", "wind"], "ratios": [0.25, 0.5, 1.0],
-        "attacks": ["reprompt", "imprint"], "attackers": ["proxy", "provider"], "distortions": ["jpeg"],
-        "n_images": 16, "n_calibration": 1000, "n_null": 1000, "steps": 10, "guidance": 2.0, "fpr": 0.01,
-        "imprint": {"eps": 8 / 255, "iters": 3, "inversion_steps": 5}}
+GRID = {
+    "schemes": ["tree-ring", "gaussian-shading", "ringid", "wind"],
+    "ratios": [0.25, 0.5, 1.0],
+    "attacks": ["reprompt", "imprint"],
+    "attackers": ["proxy", "provider"],
+    "distortions": ["jpeg"],
+    "n_images": 16,
+    "n_calibration": 1000,
+    "n_null": 1000,
+    "steps": 10,
+    "guidance": 2.0,
+    "fpr": 0.01,
+    "imprint": {"eps": 8 / 255, "iters": 3, "inversion_steps": 5},
+}
 """The reduced grid run here (see the card for the full grid's cost)."""
-PAPER = {"claim": "forgeries rejected over four latent watermarks with quality kept; r trades robustness for "
-                  "security (abstract)",
-         "imprint detection on COCO (SemBind)": "0.00 (aggregator listing; no table readable)"}
+PAPER = {
+    "claim": "forgeries rejected over four latent watermarks with quality kept; r trades robustness for "
+    "security (abstract)",
+    "imprint detection on COCO (SemBind)": "0.00 (aggregator listing; no table readable)",
+}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -66,8 +79,15 @@ def _write(rows: list[dict], masker: str) -> None:
     metrics = ["tpr", "fpr", "far", "far_similar", "far_dissimilar", "auc", "tpr_jpeg", "pilot_final_hamming"]
     summary = summarise(rows, metrics, by=["scheme", "defense", "r", "attack", "attacker"])
     seeds = sorted({r["seed"] for r in rows})
-    write_result("sembind", "forgery", rows, summary=summary, paper=PAPER, notes=_notes(rows, seeds),
-                 extra={"seeds": seeds, "grid": GRID, "masker": masker})
+    write_result(
+        "sembind",
+        "forgery",
+        rows,
+        summary=summary,
+        paper=PAPER,
+        notes=_notes(rows, seeds),
+        extra={"seeds": seeds, "grid": GRID, "masker": masker},
+    )
     from zoo.methods.sembind.render import r_curve
 
     figures = repo_root() / "results" / "sembind" / "figures"
@@ -83,6 +103,7 @@ def _mean(rows: list[dict], key: str, **match) -> float | None:
 
 def _notes(rows: list[dict], seeds: list[int]) -> str:
     """The verdict first, then the protocol; every number is computed from ``rows``."""
+
     def m(key: str, **match) -> float:
         v = _mean(rows, key, **match)
         return float("nan") if v is None else v
@@ -95,28 +116,37 @@ def _notes(rows: list[dict], seeds: list[int]) -> str:
     hamming = m("pilot_final_hamming", defense="sembind", attack="none")
     forgery_works = far_plain["provider"] >= 0.5
     defended = forgery_works and far_sb <= 0.1 and tpr_sb >= 0.8 * tpr_plain
-    good_r = [r for r in GRID["ratios"] if m("tpr", defense="sembind", r=r, attack="none") >= 0.8 * tpr_plain
-              and m("far", defense="sembind", r=r, attack="reprompt", attacker="provider") <= 0.1]
+    good_r = [
+        r
+        for r in GRID["ratios"]
+        if m("tpr", defense="sembind", r=r, attack="none") >= 0.8 * tpr_plain
+        and m("far", defense="sembind", r=r, attack="reprompt", attacker="provider") <= 0.1
+    ]
     verdict = "Verdict: partly." if defended else "Verdict: not at this scale."
     if defended:
         reason = "forgery succeeds against plain watermarks and SemBind r=1 rejects it while keeping TPR"
     elif forgery_works:
-        reason = (f"forgery succeeds against plain watermarks and SemBind r=1 rejects it, but it rejects the genuine "
-                  f"images too: on held-out captions the masker's codes of the pilot and the final image differ in "
-                  f"{hamming:.2f} of bits (0.5 = unrelated); r with TPR >= 0.8 x plain and FAR <= 0.1: "
-                  f"{good_r or 'none'}")
+        reason = (
+            f"forgery succeeds against plain watermarks and SemBind r=1 rejects it, but it rejects the genuine "
+            f"images too: on held-out captions the masker's codes of the pilot and the final image differ in "
+            f"{hamming:.2f} of bits (0.5 = unrelated); r with TPR >= 0.8 x plain and FAR <= 0.1: "
+            f"{good_r or 'none'}"
+        )
     else:
         reason = "the attacks themselves mostly fail on this 8x8 generator, so there is little forgery to defend"
-    return (f"{verdict} {reason}. Means over schemes and seeds: clean TPR at 1% FPR plain {tpr_plain:.2f}, SemBind "
-            f"r=1 {tpr_sb:.2f}; measured FPR on held-out unmarked images plain {fpr_plain:.3f}, SemBind (all r) "
-            f"{fpr_sb:.3f}; FAR of reprompt forgery on plain watermarks by the proxy {far_plain['proxy']:.2f}, by "
-            f"the provider's own model {far_plain['provider']:.2f}; imprint {far_imprint['proxy']:.2f} / "
-            f"{far_imprint['provider']:.2f}; SemBind r=1 reprompt by the provider {far_sb:.2f}. Seeds {seeds} (test "
-            f"captions, forging captions, noise; one released masker); {GRID['n_images']} images per seed; 8x8 pixel "
-            f"diffusion trained here for 1,500 steps (not SD 2.1); thresholds at 1% FPR calibrated per seed, scheme and "
-            f"defense on {GRID['n_calibration']} unmarked generations that are never scored; fpr (and far for attack "
-            f"none) measured on {GRID['n_images']} + {GRID['n_null']} other unmarked generations (captions of the "
-            f"evaluation half other than the scored ones, noise of their own seed stream).")
+    return (
+        f"{verdict} {reason}. Means over schemes and seeds: clean TPR at 1% FPR plain {tpr_plain:.2f}, SemBind "
+        f"r=1 {tpr_sb:.2f}; measured FPR on held-out unmarked images plain {fpr_plain:.3f}, SemBind (all r) "
+        f"{fpr_sb:.3f}; FAR of reprompt forgery on plain watermarks by the proxy {far_plain['proxy']:.2f}, by "
+        f"the provider's own model {far_plain['provider']:.2f}; imprint {far_imprint['proxy']:.2f} / "
+        f"{far_imprint['provider']:.2f}; SemBind r=1 reprompt by the provider {far_sb:.2f}. Seeds {seeds} (test "
+        f"captions, forging captions, noise; one released masker); {GRID['n_images']} images per seed; 8x8 pixel "
+        f"diffusion trained here for 1,500 steps (not SD 2.1); thresholds at 1% FPR calibrated per seed, scheme and "
+        f"defense on {GRID['n_calibration']} unmarked generations that are never scored; fpr (and far for attack "
+        f"none) measured on {GRID['n_images']} + {GRID['n_null']} other unmarked generations (captions of the "
+        f"evaluation half other than the scored ones, noise of their own seed stream)."
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -4,6 +4,7 @@ embedding replaces 10 % of captions in training, for classifier-free guidance), 
 (``DDIMScheduler`` / ``DDIMInverseScheduler``, eta = 0, predicted ``x_0`` clipped to ``[-1, 1]``, inversion with the null caption as Tree-Ring does with
 the empty prompt). Images live in ``[-1, 1]``; the initial noise ``z_T`` has the image's shape ``(3, S, S)``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -23,19 +24,34 @@ class CaptionDiffusion(nn.Module):
         train_steps: DDPM timesteps (linear betas 1e-4..0.02).
     """
 
-    def __init__(self, size: int = 16, widths: tuple[int, ...] = (32, 64, 64), layers_per_block: int = 1,
-                 norm_groups: int = 8, train_steps: int = 1000):
+    def __init__(
+        self,
+        size: int = 16,
+        widths: tuple[int, ...] = (32, 64, 64),
+        layers_per_block: int = 1,
+        norm_groups: int = 8,
+        train_steps: int = 1000,
+    ):
         super().__init__()
         from diffusers import UNet2DModel
 
         widths = tuple(int(w) for w in widths)
         self.size, self.train_steps = int(size), int(train_steps)
         self.latent_shape, self.image_size = (3, self.size, self.size), self.size  # pixel space: z_T is image-shaped
-        self.unet = UNet2DModel(sample_size=self.size, in_channels=3, out_channels=3, block_out_channels=widths,
-                                layers_per_block=layers_per_block, down_block_types=("DownBlock2D",) * len(widths),
-                                up_block_types=("UpBlock2D",) * len(widths), class_embed_type="identity",
-                                norm_num_groups=norm_groups)
-        self.proj = nn.Sequential(nn.Linear(TEXT_DIM, 4 * widths[0]), nn.SiLU(), nn.Linear(4 * widths[0], 4 * widths[0]))
+        self.unet = UNet2DModel(
+            sample_size=self.size,
+            in_channels=3,
+            out_channels=3,
+            block_out_channels=widths,
+            layers_per_block=layers_per_block,
+            down_block_types=("DownBlock2D",) * len(widths),
+            up_block_types=("UpBlock2D",) * len(widths),
+            class_embed_type="identity",
+            norm_num_groups=norm_groups,
+        )
+        self.proj = nn.Sequential(
+            nn.Linear(TEXT_DIM, 4 * widths[0]), nn.SiLU(), nn.Linear(4 * widths[0], 4 * widths[0])
+        )
         self.null = nn.Parameter(torch.zeros(TEXT_DIM))
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, e: torch.Tensor) -> torch.Tensor:

@@ -10,15 +10,22 @@ Training on frozen encoder features of generations, grouped by prompt:
    ``1 - <b_i, b_j>/B``, different-prompt pairs pushed to orthogonality ``(<b_i, b_j>/B)²``, bit balance
    ``mean_k (E_i b_ik)²``, quantisation ``E (1 - |b|)²``; the stage-1 loss is kept as a regulariser.
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-MASKER_DEFAULTS = {"net": {"hidden": 256, "proj_dim": 64, "n_bits": 64, "n_blocks": 2},
-                   "contrast_epochs": 150, "hash_epochs": 300, "lr": 0.001, "temperature": 0.2, "scale": 10.0,
-                   "weights": {"orthogonal": 1.0, "balance": 0.1, "quantisation": 0.1, "contrast": 0.5}}
+MASKER_DEFAULTS = {
+    "net": {"hidden": 256, "proj_dim": 64, "n_bits": 64, "n_blocks": 2},
+    "contrast_epochs": 150,
+    "hash_epochs": 300,
+    "lr": 0.001,
+    "temperature": 0.2,
+    "scale": 10.0,
+    "weights": {"orthogonal": 1.0, "balance": 0.1, "quantisation": 0.1, "contrast": 0.5},
+}
 
 
 def masker_settings(overrides: dict | None) -> dict:
@@ -57,8 +64,12 @@ class SemanticMasker(nn.Module):
     def __init__(self, in_dim: int, hidden: int = 256, proj_dim: int = 64, n_bits: int = 64, n_blocks: int = 2):
         super().__init__()
         self.n_bits = n_bits
-        self.enc = nn.Sequential(nn.BatchNorm1d(in_dim), nn.Linear(in_dim, hidden),
-                                 *[ResidualBlock(hidden) for _ in range(n_blocks)], nn.GELU())
+        self.enc = nn.Sequential(
+            nn.BatchNorm1d(in_dim),
+            nn.Linear(in_dim, hidden),
+            *[ResidualBlock(hidden) for _ in range(n_blocks)],
+            nn.GELU(),
+        )
         self.proj = nn.Linear(hidden, proj_dim)
         self.hash = nn.Linear(proj_dim, n_bits)
 
@@ -95,8 +106,12 @@ def hash_losses(b: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor
     eye = torch.eye(len(b), dtype=torch.bool, device=b.device)
     same = (labels[:, None] == labels[None, :]) & ~eye
     diff = labels[:, None] != labels[None, :]
-    return {"same": (1 - inner[same]).mean(), "orthogonal": inner[diff].pow(2).mean(),
-            "balance": b.mean(0).pow(2).mean(), "quantisation": (1 - b.abs()).pow(2).mean()}
+    return {
+        "same": (1 - inner[same]).mean(),
+        "orthogonal": inner[diff].pow(2).mean(),
+        "balance": b.mean(0).pow(2).mean(),
+        "quantisation": (1 - b.abs()).pow(2).mean(),
+    }
 
 
 def hamming_stats(codes: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
@@ -108,8 +123,9 @@ def hamming_stats(codes: torch.Tensor, labels: torch.Tensor) -> dict[str, float]
     return {"intra_hamming": float(d[same].mean()), "inter_hamming": float(d[diff].mean())}
 
 
-def train_masker(masker: SemanticMasker, feats: torch.Tensor, labels: torch.Tensor, settings: dict,
-                 seed: int = 0) -> dict[str, float]:
+def train_masker(
+    masker: SemanticMasker, feats: torch.Tensor, labels: torch.Tensor, settings: dict, seed: int = 0
+) -> dict[str, float]:
     """Two-stage training on features ``(N, in_dim)`` with prompt ``labels (N,)`` (full batch).
 
     Returns:
@@ -133,8 +149,13 @@ def train_masker(masker: SemanticMasker, feats: torch.Tensor, labels: torch.Tens
         s = 1.0 + (cfg["scale"] - 1.0) * epoch / n
         z, logits = masker(feats)
         terms = hash_losses(torch.tanh(s * logits), labels)
-        loss = (terms["same"] + w["orthogonal"] * terms["orthogonal"] + w["balance"] * terms["balance"]
-                + w["quantisation"] * terms["quantisation"] + w["contrast"] * supcon_loss(z, labels, cfg["temperature"]))
+        loss = (
+            terms["same"]
+            + w["orthogonal"] * terms["orthogonal"]
+            + w["balance"] * terms["balance"]
+            + w["quantisation"] * terms["quantisation"]
+            + w["contrast"] * supcon_loss(z, labels, cfg["temperature"])
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -7,6 +7,7 @@ whose permuted bit is 1 change sign. The sign flip is its own inverse and keeps 
 ``m'`` of the image under test before the scheme's detector. With ``m'`` differing from ``m`` in a fraction ``h``
 of bits, a fraction ``r·h`` of the latent keeps the wrong sign (``r/2`` for codes ``h = 1/2`` apart).
 """
+
 from __future__ import annotations
 
 import torch

@@ -11,6 +11,7 @@
   watermarks with and without SemBind under forgery (:func:`pipeline.evaluate`); writes
   ``<run_dir>/sembind/{evaluation.json, grid.png, ...}`` and logs ``eval/<scheme>/<defense>/<attack>/{tpr,far}``.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,22 +44,60 @@ from zoo.methods.sembind.pipeline import EVAL_DEFAULTS
 from zoo.methods.sembind.watermarks import SCHEMES
 
 STAGES = ("generator", "encoder", "masker")
-GENERATOR_DEFAULTS = {"size": 8, "widths": [32, 64], "layers_per_block": 1, "norm_groups": 8,
-                      "train_steps": 1000, "p_null": 0.1}
+GENERATOR_DEFAULTS = {
+    "size": 8,
+    "widths": [32, 64],
+    "layers_per_block": 1,
+    "norm_groups": 8,
+    "train_steps": 1000,
+    "p_null": 0.1,
+}
 #: The ``generator_kwargs``, ``masker`` and ``evaluation`` blocks: each key's allowed values.
-GeneratorSettings = Annotated[dict | None, Keys(
-    GENERATOR_DEFAULTS, size=PositiveInt, widths=Annotated[list[PositiveInt], NonEmpty], layers_per_block=PositiveInt,
-    norm_groups=PositiveInt, train_steps=PositiveInt, p_null=Probability)]
-MaskerSettings = Annotated[dict | None, Keys(
-    MASKER_DEFAULTS, contrast_epochs=NonNegativeInt, hash_epochs=NonNegativeInt, lr=Positive, temperature=Positive,
-    scale=Positive, net=Keys(MASKER_DEFAULTS["net"], **dict.fromkeys(MASKER_DEFAULTS["net"], PositiveInt)))]
-EvaluationSettings = Annotated[dict | None, Keys(
-    EVAL_DEFAULTS, schemes=Annotated[list[Annotated[str, OneOf(SCHEMES)]], NonEmpty],
-    ratios=Annotated[list[Annotated[float, Range(0, 1, min_open=True)]], NonEmpty],
-    attacks=list[Literal["reprompt", "imprint"]], attackers=list[Literal["proxy", "provider"]],
-    distortions=list[Literal["jpeg", "blur", "noise", "crop"]], n_images=PositiveInt, n_calibration=PositiveInt,
-    n_null=PositiveInt, n_captions=PositiveInt, n_per_caption=PositiveInt, steps=PositiveInt, guidance=NonNegative,
-    seeds=Annotated[list[NonNegativeInt], NonEmpty], fpr=OpenUnit, predict_r=Probability)]
+GeneratorSettings = Annotated[
+    dict | None,
+    Keys(
+        GENERATOR_DEFAULTS,
+        size=PositiveInt,
+        widths=Annotated[list[PositiveInt], NonEmpty],
+        layers_per_block=PositiveInt,
+        norm_groups=PositiveInt,
+        train_steps=PositiveInt,
+        p_null=Probability,
+    ),
+]
+MaskerSettings = Annotated[
+    dict | None,
+    Keys(
+        MASKER_DEFAULTS,
+        contrast_epochs=NonNegativeInt,
+        hash_epochs=NonNegativeInt,
+        lr=Positive,
+        temperature=Positive,
+        scale=Positive,
+        net=Keys(MASKER_DEFAULTS["net"], **dict.fromkeys(MASKER_DEFAULTS["net"], PositiveInt)),
+    ),
+]
+EvaluationSettings = Annotated[
+    dict | None,
+    Keys(
+        EVAL_DEFAULTS,
+        schemes=Annotated[list[Annotated[str, OneOf(SCHEMES)]], NonEmpty],
+        ratios=Annotated[list[Annotated[float, Range(0, 1, min_open=True)]], NonEmpty],
+        attacks=list[Literal["reprompt", "imprint"]],
+        attackers=list[Literal["proxy", "provider"]],
+        distortions=list[Literal["jpeg", "blur", "noise", "crop"]],
+        n_images=PositiveInt,
+        n_calibration=PositiveInt,
+        n_null=PositiveInt,
+        n_captions=PositiveInt,
+        n_per_caption=PositiveInt,
+        steps=PositiveInt,
+        guidance=NonNegative,
+        seeds=Annotated[list[NonNegativeInt], NonEmpty],
+        fpr=OpenUnit,
+        predict_r=Probability,
+    ),
+]
 
 
 def load_stage(ref: str, stage: str) -> torch.nn.Module:
@@ -81,11 +120,12 @@ def load_stage(ref: str, stage: str) -> torch.nn.Module:
     cfg, state = load_package(ref)
     model = cfg.get("model", {})
     if cfg.get("method") != "sembind" or model.get("stage") != stage:
-        raise DataError(f"{ref}: not a sembind {stage} package (method {cfg.get('method')!r}, "
-                        f"stage {model.get('stage')!r})")
+        raise DataError(
+            f"{ref}: not a sembind {stage} package (method {cfg.get('method')!r}, stage {model.get('stage')!r})"
+        )
     net = build_network(stage, model.get("generator_kwargs"), model.get("encoder_width", 16))
     prefix = "net."
-    net.load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
+    net.load_state_dict({k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)})
     return net.eval().requires_grad_(False)
 
 
@@ -104,8 +144,9 @@ def eval_metrics(result: dict) -> dict[str, float]:
     out = {}
     for row in result["rows"]:
         if row["seed"] == result["seeds"][0]:
-            tag = (f"{row['scheme']}/{row['defense']}{'' if row['defense'] == 'plain' else row['r']}/{row['attack']}"
-                   + ("" if row["attack"] == "none" else f"/{row['attacker']}"))
+            tag = f"{row['scheme']}/{row['defense']}{'' if row['defense'] == 'plain' else row['r']}/{row['attack']}" + (
+                "" if row["attack"] == "none" else f"/{row['attacker']}"
+            )
             out[f"eval/{tag}/tpr"], out[f"eval/{tag}/far"] = float(row["tpr"]), float(row["far"])
     return out
 
@@ -134,10 +175,19 @@ class SemBindModule(ZooModule):
 
     export_formats = ("package",)
 
-    def __init__(self, stage: Annotated[str, OneOf(STAGES)] = "generator", generator_kwargs: GeneratorSettings = None,
-                 encoder_width: PositiveInt = 16, generator: str | None = None, proxy: str | None = None,
-                 encoder: str | None = None, masker: MaskerSettings = None, evaluation: EvaluationSettings = None,
-                 key_file: str | None = None, optimizer: dict | None = None):
+    def __init__(
+        self,
+        stage: Annotated[str, OneOf(STAGES)] = "generator",
+        generator_kwargs: GeneratorSettings = None,
+        encoder_width: PositiveInt = 16,
+        generator: str | None = None,
+        proxy: str | None = None,
+        encoder: str | None = None,
+        masker: MaskerSettings = None,
+        evaluation: EvaluationSettings = None,
+        key_file: str | None = None,
+        optimizer: dict | None = None,
+    ):
         super().__init__()
         if stage not in STAGES:
             raise ValueError(f"model.stage: {stage!r} is not one of {STAGES}")
@@ -197,7 +247,9 @@ class SemBindModule(ZooModule):
                     nets[name] = load_stage(ref, stage)
                 else:
                     torch.manual_seed({"generator": 0, "proxy": 1, "encoder": 2}[name])
-                    nets[name] = build_network(stage, hp.generator_kwargs, hp.encoder_width).eval().requires_grad_(False)
+                    nets[name] = (
+                        build_network(stage, hp.generator_kwargs, hp.encoder_width).eval().requires_grad_(False)
+                    )
             object.__setattr__(self, "_networks", nets)  # not submodules: the package holds only the masker
         return self._networks
 
@@ -207,8 +259,9 @@ class SemBindModule(ZooModule):
 
         nets = self.networks()
         settings = self.hparams.evaluation or {}
-        stats = train_masker_on_generations(self.masker, nets["generator"], nets["encoder"], dm, self.hparams.masker,
-                                            settings)
+        stats = train_masker_on_generations(
+            self.masker, nets["generator"], nets["encoder"], dm, self.hparams.masker, settings
+        )
         for k, v in stats.items():
             self.log(f"masker/{k}", float(v), batch_size=1)
         result = evaluate(self.masker, nets, dm, load_keys(self.hparams.key_file), settings, out)
@@ -231,14 +284,18 @@ class SemBindModule(ZooModule):
         from zoo.methods.sembind.pipeline import load_keys
 
         self.masker.eval()
-        result = evaluate(self.masker, self.networks(), dm, load_keys(self.hparams.key_file),
-                          self.hparams.evaluation or {})
+        result = evaluate(
+            self.masker, self.networks(), dm, load_keys(self.hparams.key_file), self.hparams.evaluation or {}
+        )
         return eval_metrics(result)
 
     # ---- prediction --------------------------------------------------------------------------------------------
-    predict_schema: ClassVar = {"verified": [{"image": str, "scheme": str, "score": float, "threshold": (float, None),
-                                    "watermarked": (bool, None)}],
-                      "generated": [{"caption": str, "scheme": str, "wrote": str, "size": int, "r": float}]}
+    predict_schema: ClassVar = {
+        "verified": [
+            {"image": str, "scheme": str, "score": float, "threshold": (float, None), "watermarked": (bool, None)}
+        ],
+        "generated": [{"caption": str, "scheme": str, "wrote": str, "size": int, "r": float}],
+    }
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict sembind.cifar "a red truck"`` writes a SemBind-marked PNG per scheme to ``--out-dir``
@@ -252,7 +309,9 @@ class SemBindModule(ZooModule):
         from zoo.methods.sembind.pipeline import predict
 
         if self.hparams.stage != "masker":
-            raise DataError(f"zoo predict sembind: needs a masker package (stage masker), this is {self.hparams.stage!r}")
+            raise DataError(
+                f"zoo predict sembind: needs a masker package (stage masker), this is {self.hparams.stage!r}"
+            )
         if not inputs:
             raise DataError('zoo predict sembind: give a caption ("a red truck") or an image file')
         return predict(self, inputs, out_dir)

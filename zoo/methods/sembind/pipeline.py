@@ -10,6 +10,7 @@ Forgery by an attacker ``A`` (the proxy, or the provider's own model as the wors
 of the forging caption moved by PGD (L∞ ``eps``) until its ``k``-step inversion ``A⁻¹_k(x_c + δ)`` matches
 ``A⁻¹_k(x)``. FAR = share of forgeries scoring above the threshold.
 """
+
 from __future__ import annotations
 
 import io
@@ -28,12 +29,25 @@ from zoo.methods.sembind.watermarks import SCHEMES, build_scheme
 
 DEMO_KEYS = {"tree-ring": 101, "gaussian-shading": 202, "ringid": 303, "wind": 404, "sembind": 505}
 """Public demo keys (seeds): anyone can forge images marked with them. ``model.key_file`` takes your own."""
-EVAL_DEFAULTS = {"schemes": list(SCHEMES), "ratios": [0.25, 0.5, 1.0], "attacks": ["reprompt", "imprint"],
-                 "attackers": ["proxy", "provider"], "distortions": ["jpeg", "blur", "noise", "crop"],
-                 "n_images": 16, "n_calibration": 512, "n_null": 512, "n_captions": 48, "n_per_caption": 4,
-                 "steps": 10, "guidance": 2.0,
-                 "seeds": [0, 1, 2], "fpr": 0.01, "predict_r": 0.5, "watermark": {},
-                 "imprint": {"eps": 8 / 255, "iters": 5, "inversion_steps": 5}}
+EVAL_DEFAULTS = {
+    "schemes": list(SCHEMES),
+    "ratios": [0.25, 0.5, 1.0],
+    "attacks": ["reprompt", "imprint"],
+    "attackers": ["proxy", "provider"],
+    "distortions": ["jpeg", "blur", "noise", "crop"],
+    "n_images": 16,
+    "n_calibration": 512,
+    "n_null": 512,
+    "n_captions": 48,
+    "n_per_caption": 4,
+    "steps": 10,
+    "guidance": 2.0,
+    "seeds": [0, 1, 2],
+    "fpr": 0.01,
+    "predict_r": 0.5,
+    "watermark": {},
+    "imprint": {"eps": 8 / 255, "iters": 5, "inversion_steps": 5},
+}
 
 
 def eval_settings(overrides: dict | None) -> dict:
@@ -47,8 +61,12 @@ def eval_settings(overrides: dict | None) -> dict:
     if unknown:
         raise ValueError(f"model.evaluation: unknown keys {unknown}; choose from {sorted(EVAL_DEFAULTS)}")
     cfg = {**EVAL_DEFAULTS, **o, "imprint": {**EVAL_DEFAULTS["imprint"], **(o.get("imprint") or {})}}
-    for key, allowed in (("schemes", SCHEMES), ("attacks", ("reprompt", "imprint")),
-                         ("attackers", ("proxy", "provider")), ("distortions", DISTORTIONS)):
+    for key, allowed in (
+        ("schemes", SCHEMES),
+        ("attacks", ("reprompt", "imprint")),
+        ("attackers", ("proxy", "provider")),
+        ("distortions", DISTORTIONS),
+    ):
         bad = sorted(set(cfg[key]) - set(allowed))
         if bad:
             raise ValueError(f"model.evaluation.{key}: unknown {bad}; choose from {list(allowed)}")
@@ -105,11 +123,15 @@ def _blur(x: torch.Tensor) -> torch.Tensor:
 def _crop(x: torch.Tensor) -> torch.Tensor:
     s = x.shape[-1]
     c = max(1, s // 8)
-    return F.interpolate(x[..., c:s - c, c:s - c], size=(s, s), mode="bilinear", align_corners=False)
+    return F.interpolate(x[..., c : s - c, c : s - c], size=(s, s), mode="bilinear", align_corners=False)
 
 
-DISTORTIONS = {"jpeg": _jpeg, "blur": _blur, "crop": _crop,
-               "noise": lambda x: (x + 0.1 * torch.randn(x.shape, generator=torch.Generator().manual_seed(0))).clamp(-1, 1)}
+DISTORTIONS = {
+    "jpeg": _jpeg,
+    "blur": _blur,
+    "crop": _crop,
+    "noise": lambda x: (x + 0.1 * torch.randn(x.shape, generator=torch.Generator().manual_seed(0))).clamp(-1, 1),
+}
 """JPEG quality 50; 3×3 binomial blur; Gaussian noise σ 0.05 in [0, 1] units; centre crop of 3/4 resized back."""
 
 
@@ -123,11 +145,12 @@ def test_halves(n: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A fixed seeded split of ``range(n)`` test indices: ``(masker half, evaluation half)`` (the test split is
     class-sorted, so a plain cut would split classes)."""
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(12_345))
-    return perm[: n // 2], perm[n // 2:]
+    return perm[: n // 2], perm[n // 2 :]
 
 
-def train_masker_on_generations(masker, generator, encoder, dm, masker_cfg: dict | None, settings: dict | None
-                                ) -> dict[str, float]:
+def train_masker_on_generations(
+    masker, generator, encoder, dm, masker_cfg: dict | None, settings: dict | None
+) -> dict[str, float]:
     """Generate ``n_per_caption`` images for each of ``n_captions`` captions of the masker half of the test split
     (:func:`test_halves`; evaluation draws from the other half), train the masker on their encoder features grouped
     by caption, and return its statistics (losses, intra/inter Hamming on the training codes)."""
@@ -148,8 +171,9 @@ def train_masker_on_generations(masker, generator, encoder, dm, masker_cfg: dict
 
 
 # ---- verification and attacks ----------------------------------------------------------------------------------
-def verify_scores(scheme, z_hat: torch.Tensor, mod: SemanticModulation | None = None,
-                  code: torch.Tensor | None = None) -> torch.Tensor:
+def verify_scores(
+    scheme, z_hat: torch.Tensor, mod: SemanticModulation | None = None, code: torch.Tensor | None = None
+) -> torch.Tensor:
     """Detector scores ``(B,)`` of inverted latents ``z_hat (B, C, H, W)``: plain, or demodulated by ``code``."""
     return scheme.score(z_hat if mod is None else mod(z_hat, code))
 
@@ -218,9 +242,15 @@ def predict(module, inputs: list[str], out_dir: str | None) -> dict:
             scheme = build_scheme(name, shape, keys[name], cfg["watermark"])
             s = float(scheme.score(mod(z_hat, code)))
             tau = float(module.thresholds[list(SCHEMES).index(name)])
-            verified.append({"image": Path(inp).name, "scheme": name, "score": s,
-                             "threshold": None if math.isnan(tau) else tau,
-                             "watermarked": None if math.isnan(tau) else bool(s > tau)})
+            verified.append(
+                {
+                    "image": Path(inp).name,
+                    "scheme": name,
+                    "score": s,
+                    "threshold": None if math.isnan(tau) else tau,
+                    "watermarked": None if math.isnan(tau) else bool(s > tau),
+                }
+            )
     captions = [c for c in inputs if c not in loaded]
     if captions:
         from PIL import Image
@@ -237,8 +267,9 @@ def predict(module, inputs: list[str], out_dir: str | None) -> dict:
                 slug = "".join(ch if ch.isalnum() else "-" for ch in c.lower()).strip("-")[:40]
                 png = out / f"sembind-{slug}-{name}.png"
                 Image.fromarray((x[i].permute(1, 2, 0) * 255).round().byte().numpy()).save(png)
-                generated.append({"caption": c, "scheme": name, "wrote": str(png), "size": G.size,
-                                  "r": cfg["predict_r"]})
+                generated.append(
+                    {"caption": c, "scheme": name, "wrote": str(png), "size": G.size, "r": cfg["predict_r"]}
+                )
     return {"verified": verified, "generated": generated}
 
 
@@ -246,8 +277,15 @@ def predict_text(prediction: dict) -> str:
     """:func:`predict`'s records as the lines ``zoo predict`` prints (tab-separated, one per image or PNG and
     scheme)."""
     verdict = {None: "n/a (no threshold)", True: "watermarked", False: "not watermarked"}
-    lines = [f"{v['image']}\t{v['scheme']}\tscore {v['score']:.4f}\tthreshold "
-             f"{float('nan') if v['threshold'] is None else v['threshold']:.4f}\t{verdict[v['watermarked']]}"
-             for v in prediction["verified"]]
-    return "\n".join(lines + [f"{g['caption']}\t{g['scheme']}\twrote {g['wrote']} ({g['size']}x{g['size']}, SemBind "
-                              f"r={g['r']})" for g in prediction["generated"]])
+    lines = [
+        f"{v['image']}\t{v['scheme']}\tscore {v['score']:.4f}\tthreshold "
+        f"{float('nan') if v['threshold'] is None else v['threshold']:.4f}\t{verdict[v['watermarked']]}"
+        for v in prediction["verified"]
+    ]
+    return "\n".join(
+        lines
+        + [
+            f"{g['caption']}\t{g['scheme']}\twrote {g['wrote']} ({g['size']}x{g['size']}, SemBind r={g['r']})"
+            for g in prediction["generated"]
+        ]
+    )

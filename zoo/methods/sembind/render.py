@@ -1,4 +1,5 @@
 """SemBind's pictures: image grids, inverted Tree-Ring spectra, score histograms and the r curve (PNG)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -57,8 +58,11 @@ def write_pngs(out: Path, first: dict, rows: list[dict], G, keys: dict, cfg: dic
         with torch.no_grad():
             inv = G.invert(imgs["tree-ring/plain"][:1] * 2 - 1, cfg["steps"])
         ch = scheme.channels[0]
-        panels = {"key (disc)": scheme.key.abs(), "z_T marked": centred_fft(z_w)[0, ch].abs(),
-                  "inverted marked image": centred_fft(inv)[0, ch].abs()}
+        panels = {
+            "key (disc)": scheme.key.abs(),
+            "z_T marked": centred_fft(z_w)[0, ch].abs(),
+            "inverted marked image": centred_fft(inv)[0, ch].abs(),
+        }
         fig, axes = plt.subplots(1, 3, figsize=(7, 2.4))
         for ax, (label, f) in zip(axes, panels.items()):
             ax.imshow(f.log1p().numpy(), cmap="viridis")
@@ -102,8 +106,14 @@ def r_curve(path: Path, rows: list[dict], schemes: list[str], ratios: list[float
         for attack, style in (("none", "-o"), ("reprompt", "--s"), ("imprint", ":^")):
             xs, ys = [], []
             for r in [0.0, *ratios]:
-                sel = [row for row in rows if row["scheme"] == name and row["attack"] == attack
-                       and abs(row["r"] - r) < 1e-9 and (attack == "none" or row["attacker"] == attacker)]
+                sel = [
+                    row
+                    for row in rows
+                    if row["scheme"] == name
+                    and row["attack"] == attack
+                    and abs(row["r"] - r) < 1e-9
+                    and (attack == "none" or row["attacker"] == attacker)
+                ]
                 if sel:
                     key = "tpr" if attack == "none" else "far"
                     xs.append(r)

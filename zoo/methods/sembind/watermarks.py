@@ -19,6 +19,7 @@ more watermark-like) on a DDIM-inverted latent; thresholds for a target FPR come
   patterns; score = the highest cosine similarity of the inverted latent to the patterns (the Fourier group
   identifier of WIND is left out).
 """
+
 from __future__ import annotations
 
 import math
@@ -71,8 +72,9 @@ def calibrate(calibration_scores: torch.Tensor, test_scores: torch.Tensor, fpr: 
     """
     n = len(calibration_scores)
     if math.floor(fpr * n) < 1:
-        raise ValueError(f"{n} calibration null scores cannot resolve an FPR of {fpr}: need at least "
-                         f"{math.ceil(1 / fpr)}")
+        raise ValueError(
+            f"{n} calibration null scores cannot resolve an FPR of {fpr}: need at least {math.ceil(1 / fpr)}"
+        )
     if len(test_scores) == 0:
         raise ValueError("no test null scores to measure the FPR on")
     tau = empirical_threshold(calibration_scores, fpr)
@@ -152,8 +154,9 @@ class GaussianShading:
         key, nonce: ChaCha20 key (32 bytes) and nonce (16 bytes); default derived from ``seed`` (demo keys).
     """
 
-    def __init__(self, shape: tuple[int, int, int], hw_copy: int, seed: int, key: bytes | None = None,
-                 nonce: bytes | None = None):
+    def __init__(
+        self, shape: tuple[int, int, int], hw_copy: int, seed: int, key: bytes | None = None, nonce: bytes | None = None
+    ):
         c, h, w = shape
         if h % hw_copy or w % hw_copy:
             raise ValueError(f"latent side {h}x{w} is not divisible by hw_copy {hw_copy}")
@@ -198,7 +201,7 @@ class GaussianShading:
         n = self.n_bits
         tail = 0.0
         for tau in range(n, -1, -1):
-            tail += math.comb(n, tau) / 2 ** n
+            tail += math.comb(n, tau) / 2**n
             if tail > fpr:
                 return (tau + 1) / n
         return 0.0

@@ -7,6 +7,7 @@ learning steps the anchor becomes the current parameters and ``F <- gamma_F F + 
 squared gradient of the TD loss over the learning steps since the last anchor; the penalty is
 ``lambda/2 sum_i F_i (theta_i - theta*_i)^2``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -63,9 +64,18 @@ def reset_layers(layers: list[nn.Module]) -> None:
         m.reset_parameters()
 
 
-def sb3_reference(env, algo: str, steps: int, seed: int = 0, hidden: tuple[int, ...] = (64, 64),
-                  batch_size: int = 128, train_freq: int = 2, learning_starts: int = 1000, gamma: float = 0.99,
-                  lr: float = 1e-3):
+def sb3_reference(
+    env,
+    algo: str,
+    steps: int,
+    seed: int = 0,
+    hidden: tuple[int, ...] = (64, 64),
+    batch_size: int = 128,
+    train_freq: int = 2,
+    learning_starts: int = 1000,
+    gamma: float = 0.99,
+    lr: float = 1e-3,
+):
     """Train stable-baselines3 ``DQN`` or ``TD3`` on ``env`` (a :class:`~.envs.DriftWrapper`, so the same drift
     applies) with our net sizes, batch and update schedule; returns the trained model.
 
@@ -75,20 +85,44 @@ def sb3_reference(env, algo: str, steps: int, seed: int = 0, hidden: tuple[int, 
     if algo == "dqn":
         from stable_baselines3 import DQN
 
-        model = DQN("MlpPolicy", env, learning_rate=lr, buffer_size=max(steps, 1000), learning_starts=learning_starts,
-                    batch_size=batch_size, gamma=gamma, train_freq=train_freq, gradient_steps=1,
-                    target_update_interval=1000, exploration_fraction=0.1, exploration_final_eps=0.05,
-                    policy_kwargs={"net_arch": list(hidden)}, seed=seed, device="cpu")
+        model = DQN(
+            "MlpPolicy",
+            env,
+            learning_rate=lr,
+            buffer_size=max(steps, 1000),
+            learning_starts=learning_starts,
+            batch_size=batch_size,
+            gamma=gamma,
+            train_freq=train_freq,
+            gradient_steps=1,
+            target_update_interval=1000,
+            exploration_fraction=0.1,
+            exploration_final_eps=0.05,
+            policy_kwargs={"net_arch": list(hidden)},
+            seed=seed,
+            device="cpu",
+        )
     elif algo == "td3":
         import numpy as np
         from stable_baselines3 import TD3
         from stable_baselines3.common.noise import NormalActionNoise
 
         n = env.action_space.shape[0]
-        model = TD3("MlpPolicy", env, learning_rate=lr, buffer_size=max(steps, 1000), learning_starts=learning_starts,
-                    batch_size=batch_size, gamma=gamma, train_freq=train_freq, gradient_steps=1,
-                    action_noise=NormalActionNoise(np.zeros(n), 0.1 * np.ones(n)),
-                    policy_kwargs={"net_arch": list(hidden)}, seed=seed, device="cpu")
+        model = TD3(
+            "MlpPolicy",
+            env,
+            learning_rate=lr,
+            buffer_size=max(steps, 1000),
+            learning_starts=learning_starts,
+            batch_size=batch_size,
+            gamma=gamma,
+            train_freq=train_freq,
+            gradient_steps=1,
+            action_noise=NormalActionNoise(np.zeros(n), 0.1 * np.ones(n)),
+            policy_kwargs={"net_arch": list(hidden)},
+            seed=seed,
+            device="cpu",
+        )
     else:
         raise ValueError(f"algo must be 'dqn' or 'td3', got {algo!r}")
     model.learn(total_timesteps=steps)

@@ -21,6 +21,7 @@ The last beaker's leak and inflow both run at ``g/C_K``, in that order, as in th
 displacement ``r (b - a)`` is rescaled to L2 norm at most ``max_norm`` (10) over the whole beaker, as the authors'
 ``update_and_accumulate_tree_flat`` does. ``K = 2`` without the leak is an EMA of ``u_0`` at rate ``g/C_2``.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,8 +57,14 @@ def _flow(dst: list[torch.Tensor], src: list[torch.Tensor] | None, rate: float, 
 
 
 @torch.no_grad()
-def consolidate(beakers: list[list[torch.Tensor]], g: float, caps: list[float], mask: list[bool],
-                leak: bool = True, max_norm: float = 10.0) -> None:
+def consolidate(
+    beakers: list[list[torch.Tensor]],
+    g: float,
+    caps: list[float],
+    mask: list[bool],
+    leak: bool = True,
+    max_norm: float = 10.0,
+) -> None:
     """One in-place consolidation step over ``beakers[k][j]`` (beaker ``k``, tensor ``j``); formula in the module
     docstring. ``caps`` from :func:`capacities`, ``mask`` from :func:`recall_mask`, ``max_norm`` the per-flow clip."""
     K = len(beakers)
@@ -86,8 +93,15 @@ class BeakerChain(nn.Module):
         max_norm: clip on the L2 norm of each flow's displacement (the authors' 10).
     """
 
-    def __init__(self, net: nn.Module, num_beakers: int = 5, g: float | None = None, base: float = 2.0,
-                 leak: bool = True, max_norm: float = 10.0):
+    def __init__(
+        self,
+        net: nn.Module,
+        num_beakers: int = 5,
+        g: float | None = None,
+        base: float = 2.0,
+        leak: bool = True,
+        max_norm: float = 10.0,
+    ):
         super().__init__()
         if num_beakers < 2:
             raise ValueError(f"num_beakers must be >= 2, got {num_beakers}")
@@ -113,16 +127,24 @@ class BeakerChain(nn.Module):
 
     def step(self, net: nn.Module) -> None:
         """One consolidation step after a learning step of ``net``."""
-        consolidate([self.beaker(net, k) for k in range(self.K)], self.g, self.caps,
-                    recall_mask(int(self.n_updates), self.tau), self.leak, self.max_norm)
+        consolidate(
+            [self.beaker(net, k) for k in range(self.K)],
+            self.g,
+            self.caps,
+            recall_mask(int(self.n_updates), self.tau),
+            self.leak,
+            self.max_norm,
+        )
         self.n_updates += 1
 
     @torch.no_grad()
     def distances(self, net: nn.Module) -> list[float]:
         """``||u_k - u_0||_2`` over all parameters, ``k = 1..K-1``."""
         u0 = self.beaker(net, 0)
-        return [math.sqrt(sum(float((a - b).pow(2).sum()) for a, b in zip(self.beaker(net, k), u0)))
-                for k in range(1, self.K)]
+        return [
+            math.sqrt(sum(float((a - b).pow(2).sum()) for a, b in zip(self.beaker(net, k), u0)))
+            for k in range(1, self.K)
+        ]
 
     @torch.no_grad()
     def copy_into(self, net: nn.Module, k: int, target: nn.Module) -> nn.Module:

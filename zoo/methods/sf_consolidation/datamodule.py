@@ -17,6 +17,7 @@ checkpoint records the environment step reached (:meth:`DriftDataModule.state_di
 trains nothing more, as the uninterrupted run would; a pass stopped half-way is refused on resume, since the
 environment, the replay buffer and the episode log live outside checkpoints (start the run again instead).
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -38,14 +39,21 @@ from zoo.methods.sf_consolidation.losses import n_step_return
 class ReplayBuffer:
     """Uniform replay over n-step transitions (observations stored as uint8 when ``obs_scale`` is set)."""
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
-                 obs_scale: float | None, seed: int = 0):
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        action_shape: tuple[int, ...],
+        obs_scale: float | None,
+        seed: int = 0,
+    ):
         self.capacity, self.size, self.pos, self.scale = int(capacity), 0, 0, obs_scale
         dt = np.uint8 if obs_scale else np.float32
         self.obs = {k: np.zeros((self.capacity, *obs_shape), dt) for k in ("obs", "next_obs", "n_obs")}
         self.action = np.zeros((self.capacity, *action_shape), np.int64 if not action_shape else np.float32)
-        self.scalars = {k: np.zeros(self.capacity, np.float32) for k in ("reward", "discount", "n_return",
-                                                                          "n_discount")}
+        self.scalars = {
+            k: np.zeros(self.capacity, np.float32) for k in ("reward", "discount", "n_return", "n_discount")
+        }
         self.rng = np.random.default_rng(seed)
 
     def add(self, obs, action, reward, next_obs, discount, n_return, n_obs, n_discount) -> None:
@@ -91,13 +99,27 @@ class DriftDataModule(L.LightningDataModule):
         seed: env, drift-noise and replay seed.
     """
 
-    def __init__(self, env: Literal["fourrooms", "halfcheetah", "miniworld-fourrooms"] = "fourrooms",
-                 steps: PositiveInt = 50000, drift: str = "sine", drift_path: str | None = None,
-                 drift_low: float = 0.0, drift_high: float = 0.45, drift_period: PositiveInt = 25000,
-                 task_period: NonNegativeInt = 10000, max_episode_steps: PositiveInt = 100,
-                 batch_size: PositiveInt = 64, buffer_size: PositiveInt = 50000, learn_every: PositiveInt = 4,
-                 warmup: NonNegativeInt = 1000, n_step: PositiveInt = 10, gamma: Discount = 0.99,
-                 obs_size: PositiveInt = 60, grid_size: PositiveInt = 19, seed: NonNegativeInt = 0):
+    def __init__(
+        self,
+        env: Literal["fourrooms", "halfcheetah", "miniworld-fourrooms"] = "fourrooms",
+        steps: PositiveInt = 50000,
+        drift: str = "sine",
+        drift_path: str | None = None,
+        drift_low: float = 0.0,
+        drift_high: float = 0.45,
+        drift_period: PositiveInt = 25000,
+        task_period: NonNegativeInt = 10000,
+        max_episode_steps: PositiveInt = 100,
+        batch_size: PositiveInt = 64,
+        buffer_size: PositiveInt = 50000,
+        learn_every: PositiveInt = 4,
+        warmup: NonNegativeInt = 1000,
+        n_step: PositiveInt = 10,
+        gamma: Discount = 0.99,
+        obs_size: PositiveInt = 60,
+        grid_size: PositiveInt = 19,
+        seed: NonNegativeInt = 0,
+    ):
         super().__init__()
         self.save_hyperparameters()
         target = "mass" if env == "halfcheetah" else "slip"
@@ -129,7 +151,8 @@ class DriftDataModule(L.LightningDataModule):
             raise RecipeError(
                 f"sf-consolidation: this checkpoint was written at environment step {t} of data.steps="
                 f"{self.hparams.steps}; the environment, its replay buffer and the episode log are not saved in "
-                "checkpoints, so the run cannot continue where it stopped: start it again without resume")
+                "checkpoints, so the run cannot continue where it stopped: start it again without resume"
+            )
         self.env.t = self.restored_steps = t
 
     def train_dataloader(self):
@@ -155,15 +178,30 @@ class DriftDataModule(L.LightningDataModule):
                 o, a, r1, o1, term1 = pending[0]
                 rew = [p[2] for p in pending]
                 last = pending[-1]
-                buf.add(o, a, r1, o1, hp.gamma * (1.0 - term1), n_step_return(rew, hp.gamma), last[3],
-                        hp.gamma ** len(rew) * (1.0 - last[4]))
+                buf.add(
+                    o,
+                    a,
+                    r1,
+                    o1,
+                    hp.gamma * (1.0 - term1),
+                    n_step_return(rew, hp.gamma),
+                    last[3],
+                    hp.gamma ** len(rew) * (1.0 - last[4]),
+                )
                 pending.popleft()
                 if not done:
                     break
             obs = nxt
             if done:
-                self.episodes.append({"step": env.t, "return": ep_ret, "length": ep_len,
-                                      "success": bool(term and r > 0), "task": getattr(env.unwrapped, "task", 0)})
+                self.episodes.append(
+                    {
+                        "step": env.t,
+                        "return": ep_ret,
+                        "length": ep_len,
+                        "success": bool(term and r > 0),
+                        "task": getattr(env.unwrapped, "task", 0),
+                    }
+                )
                 obs, _ = env.reset()
                 ep_ret, ep_len = 0.0, 0
             if env.t >= hp.warmup and buf.size >= hp.batch_size and env.t % hp.learn_every == 0:
@@ -176,8 +214,9 @@ class DriftDataModule(L.LightningDataModule):
         on a separate env copy whose drift is frozen at ``t``; returns mean return, length and success rate."""
         hp = self.hparams
         if self._eval_env is None:
-            self._eval_env = make_env(hp.env, self.schedule, hp.seed + 10_000, hp.max_episode_steps, 0, hp.obs_size,
-                                      hp.grid_size)
+            self._eval_env = make_env(
+                hp.env, self.schedule, hp.seed + 10_000, hp.max_episode_steps, 0, hp.obs_size, hp.grid_size
+            )
             self._eval_env.frozen = True
         ev = self._eval_env
         ev.t = self.env.t if t is None else t

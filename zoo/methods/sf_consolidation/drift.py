@@ -7,6 +7,7 @@ sliding friction (> 0); ``slip_prob`` in ``[0, 1]`` is the probability that a di
 uniformly drawn one. A decreasing step, a missing or non-numeric value, a negative or zero scale or a slip outside
 ``[0, 1]`` raises ``DataError("file:line: column 'name': ...")``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,8 +42,9 @@ class DriftSchedule:
         return float(self.mass_scale[i]), float(self.friction_scale[i]), float(self.slip_prob[i])
 
 
-def build_schedule(kind: str, n_steps: int, target: str, low: float, high: float, period: float,
-                   seed: int = 0, path: str | None = None) -> DriftSchedule:
+def build_schedule(
+    kind: str, n_steps: int, target: str, low: float, high: float, period: float, seed: int = 0, path: str | None = None
+) -> DriftSchedule:
     """A drift schedule of ``n_steps`` steps.
 
     Args:
@@ -100,8 +102,10 @@ def read_drift_csv(path: str) -> DriftSchedule:
                 if v != int(v) or v < 0:
                     raise DataError(f"{path}:{line}: column 'step': {row[c]!r} is not an integer >= 0")
                 if out["step"] and v <= out["step"][-1]:
-                    raise DataError(f"{path}:{line}: column 'step': {int(v)} does not increase "
-                                    f"(previous row has {int(out['step'][-1])})")
+                    raise DataError(
+                        f"{path}:{line}: column 'step': {int(v)} does not increase "
+                        f"(previous row has {int(out['step'][-1])})"
+                    )
                 if not out["step"] and v != 0:
                     raise DataError(f"{path}:{line}: column 'step': the first row must start at step 0")
             elif c == "slip_prob" and not 0.0 <= v <= 1.0:

@@ -10,6 +10,7 @@ data it is given, which would reset the live state and corrupt the forward-veloc
 switching at the next reset. With ``task_period > 0`` Miniworld's Four Rooms becomes the authors' two-task domain
 (:func:`_miniworld_two_tasks_cls`, after their ``Miniworld_Two_Tasks``).
 """
+
 from __future__ import annotations
 
 import gymnasium as gym
@@ -50,8 +51,9 @@ def _fourrooms_cls():
             self.task, self.size = 0, size
             self.doors, self.start, self.goals = layout(size)
             self._agent_default_pos, self._goal_default_pos = self.start, self.goals[0]
-            MiniGridEnv.__init__(self, mission_space=self._mission_space(), width=size, height=size,
-                                 max_steps=max_steps, **kw)
+            MiniGridEnv.__init__(
+                self, mission_space=self._mission_space(), width=size, height=size, max_steps=max_steps, **kw
+            )
             self.action_space = gym.spaces.Discrete(3)
 
         @staticmethod
@@ -195,10 +197,12 @@ def _miniworld_two_tasks_cls():
             self.action_space = spaces.Discrete(self.actions.move_forward + 1)
 
         def _gen_world(self):
-            rooms = [self.add_rect_room(min_x=-7, max_x=-1, min_z=1, max_z=7),
-                     self.add_rect_room(min_x=1, max_x=7, min_z=1, max_z=7),
-                     self.add_rect_room(min_x=1, max_x=7, min_z=-7, max_z=-1),
-                     self.add_rect_room(min_x=-7, max_x=-1, min_z=-7, max_z=-1)]
+            rooms = [
+                self.add_rect_room(min_x=-7, max_x=-1, min_z=1, max_z=7),
+                self.add_rect_room(min_x=1, max_x=7, min_z=1, max_z=7),
+                self.add_rect_room(min_x=1, max_x=7, min_z=-7, max_z=-1),
+                self.add_rect_room(min_x=-7, max_x=-1, min_z=-7, max_z=-1),
+            ]
             self.connect_rooms(rooms[0], rooms[1], min_z=3, max_z=5, max_y=2.2)
             self.connect_rooms(rooms[1], rooms[2], min_x=3, max_x=5, max_y=2.2)
             self.connect_rooms(rooms[2], rooms[3], min_z=-5, max_z=-3, max_y=2.2)
@@ -218,8 +222,15 @@ def _miniworld_two_tasks_cls():
     return FourRoomsTwoTasks
 
 
-def make_env(name: str, schedule: DriftSchedule, seed: int = 0, max_steps: int = 100, task_period: int = 0,
-             obs_size: int = 60, grid_size: int = 19) -> DriftWrapper:
+def make_env(
+    name: str,
+    schedule: DriftSchedule,
+    seed: int = 0,
+    max_steps: int = 100,
+    task_period: int = 0,
+    obs_size: int = 60,
+    grid_size: int = 19,
+) -> DriftWrapper:
     """Build env ``name`` (one of :data:`ENVS`) under ``schedule``.
 
     Args:
@@ -239,12 +250,17 @@ def make_env(name: str, schedule: DriftSchedule, seed: int = 0, max_steps: int =
         os.environ.setdefault("PYGLET_HEADLESS", "True")
         import miniworld  # noqa: F401  (registers MiniWorld-*)
 
-        if task_period > 0:                       # the authors' two tasks, alternating every task_period steps
-            env = PixelsCHW(gym.wrappers.TimeLimit(_miniworld_two_tasks_cls()(
-                max_episode_steps=max_steps, obs_width=obs_size, obs_height=obs_size), max_steps))
+        if task_period > 0:  # the authors' two tasks, alternating every task_period steps
+            env = PixelsCHW(
+                gym.wrappers.TimeLimit(
+                    _miniworld_two_tasks_cls()(max_episode_steps=max_steps, obs_width=obs_size, obs_height=obs_size),
+                    max_steps,
+                )
+            )
         else:
-            env = PixelsCHW(gym.make("MiniWorld-FourRooms-v0", obs_width=obs_size, obs_height=obs_size,
-                                     max_episode_steps=max_steps))
+            env = PixelsCHW(
+                gym.make("MiniWorld-FourRooms-v0", obs_width=obs_size, obs_height=obs_size, max_episode_steps=max_steps)
+            )
     else:
         raise ValueError(f"data.env: unknown environment {name!r}; choices {list(ENVS)}")
     env.reset(seed=seed)

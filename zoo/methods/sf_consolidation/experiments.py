@@ -11,6 +11,7 @@ variant, seed, auc_return, final_eval_return, mean_eval_return, steps, seconds) 
     python -m zoo.methods.sf_consolidation.experiments --env fourrooms --steps 30000 --seeds 0 1 2
     python -m zoo.methods.sf_consolidation.experiments --write
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,12 +22,20 @@ from pathlib import Path
 from zoo.core.data import repo_root
 
 VARIANTS = {  # name -> (critic, consolidation)
-    "sf-multi": ("sf", "multi"), "sf-single": ("sf", "single"), "q-multi": ("q", "multi"),
-    "plain": ("q", "none"), "sf-plain": ("sf", "none"), "ewc": ("sf", "ewc"), "reset": ("sf", "reset"),
-    "injection": ("sf", "injection")}
+    "sf-multi": ("sf", "multi"),
+    "sf-single": ("sf", "single"),
+    "q-multi": ("q", "multi"),
+    "plain": ("q", "none"),
+    "sf-plain": ("sf", "none"),
+    "ewc": ("sf", "ewc"),
+    "reset": ("sf", "reset"),
+    "injection": ("sf", "injection"),
+}
 RECIPES = {"fourrooms": "sf-consolidation.yaml", "halfcheetah": "sf-consolidation-halfcheetah.yaml"}
-PAPER = ("figure only (no table): under gradual drift SF + multi-timescale consolidation > SF + single-timescale > "
-         "Q + consolidation, and consolidation > resets / plasticity injection (abstract; notes §2.5)")
+PAPER = (
+    "figure only (no table): under gradual drift SF + multi-timescale consolidation > SF + single-timescale > "
+    "Q + consolidation, and consolidation > resets / plasticity injection (abstract; notes §2.5)"
+)
 
 
 def cache_dir() -> Path:
@@ -40,8 +49,17 @@ def run_one(env: str, variant: str, seed: int, steps: int, overrides: list[str] 
     from zoo.core.recipe import load_recipe
 
     critic, cons = VARIANTS[variant]
-    cfg = load_recipe(RECIPES[env], [f"model.critic={critic}", f"model.consolidation={cons}", f"seed={seed}",
-                                     f"data.seed={seed}", f"data.steps={steps}", *overrides])
+    cfg = load_recipe(
+        RECIPES[env],
+        [
+            f"model.critic={critic}",
+            f"model.consolidation={cons}",
+            f"seed={seed}",
+            f"data.seed={seed}",
+            f"data.steps={steps}",
+            *overrides,
+        ],
+    )
     set_seed(seed)
     module, dm = build_module(cfg), build_datamodule(cfg)
     t0 = time.time()
@@ -71,8 +89,11 @@ def run_plan(env: str, variants: list[str], seeds: list[int], steps: int, overri
                 continue
             s = run_one(env, v, seed, steps, overrides)
             f.write_text(json.dumps(s))
-            print(f"{env} {v} seed {seed}: auc {s['auc_return']:.4f} final eval {s['final_eval_return']} "
-                  f"({s['seconds']:.0f} s)", flush=True)
+            print(
+                f"{env} {v} seed {seed}: auc {s['auc_return']:.4f} final eval {s['final_eval_return']} "
+                f"({s['seconds']:.0f} s)",
+                flush=True,
+            )
 
 
 def write(results_dir: Path | None = None) -> Path:
@@ -89,9 +110,18 @@ def write(results_dir: Path | None = None) -> Path:
     order = list(VARIANTS)
     runs.sort(key=lambda r: (r["env"], order.index(r["variant"]), r["seed"]))
     for r in runs:
-        rows.append({"env": r["env"], "variant": r["variant"], "seed": r["seed"], "steps": r["steps"],
-                     "auc_return": r["auc_return"], "final_eval_return": r["final_eval_return"],
-                     "mean_eval_return": r["mean_eval_return"], "seconds": round(r["seconds"], 1)})
+        rows.append(
+            {
+                "env": r["env"],
+                "variant": r["variant"],
+                "seed": r["seed"],
+                "steps": r["steps"],
+                "auc_return": r["auc_return"],
+                "final_eval_return": r["final_eval_return"],
+                "mean_eval_return": r["mean_eval_return"],
+                "seconds": round(r["seconds"], 1),
+            }
+        )
         if r["env"] == "fourrooms":  # training-episode success per goal, and when the first goal was first reached
             eps = r["episodes"]
             for task, key in ((0, "success_goal_a"), (1, "success_goal_b")):
@@ -110,30 +140,54 @@ def write(results_dir: Path | None = None) -> Path:
         if multi:
             from zoo.methods.sf_consolidation.beakers import storage_timescales
 
-            plots.plot_distances(multi[0]["history"], storage_timescales(5, 0.05)[1:],
-                                 figs / f"{env}-beaker-distances.png")
+            plots.plot_distances(
+                multi[0]["history"], storage_timescales(5, 0.05)[1:], figs / f"{env}-beaker-distances.png"
+            )
         maps = [h for h in (multi[0]["history"] if multi else []) if "value_map" in h]
         if len(maps) >= 2:
-            plots.plot_value_maps([min(maps, key=lambda h: h["slip_prob"]), max(maps, key=lambda h: h["slip_prob"])],
-                                  figs / f"{env}-value-maps.png")
-    order_text = "; ".join(f"{env}: " + " > ".join(f"{x['variant']} {x['mean']:.3f} [{x['lo']:.3f}, {x['hi']:.3f}]"
-                                                    for x in rk) for env, rk in ranks.items())
+            plots.plot_value_maps(
+                [min(maps, key=lambda h: h["slip_prob"]), max(maps, key=lambda h: h["slip_prob"])],
+                figs / f"{env}-value-maps.png",
+            )
+    order_text = "; ".join(
+        f"{env}: " + " > ".join(f"{x['variant']} {x['mean']:.3f} [{x['lo']:.3f}, {x['hi']:.3f}]" for x in rk)
+        for env, rk in ranks.items()
+    )
     protocol = sorted({(r["env"], r["steps"], " ".join(r["overrides"])) for r in runs})
-    notes = ("Drift experiment (ours): each env's recipe (`sf-consolidation.yaml`: compact 11x11 Four Rooms, slip "
-             "noisy sine in [0, 0.45], two goals alternating; `sf-consolidation-halfcheetah.yaml`: mass and inertia "
-             "noisy sine x[0.6, 1.4]) with these steps and overrides: "
-             + "; ".join(f"{e}: {s} steps, {o or 'none'}" for e, s, o in protocol)
-             + ". Variants: sf-multi = SF + 5 beakers, sf-single = SF + 2 beakers, q-multi = Q net + 5 beakers, "
-             "plain = DQN/TD3 with a Q critic, ewc / reset / injection = SF net with online EWC, resets of the last "
-             "two layers, plasticity injection. auc_return = mean over env steps of the last finished episode's "
-             "return; eval under the current dynamics every model.eval_every steps (final and mean over evals). "
-             "Ranking by AUC with 95% bootstrap CIs over seeds: " + order_text)
-    return write_result("sf-consolidation", "drift", rows,
-                        summary=summarise(rows, ["auc_return", "final_eval_return", "mean_eval_return", "success_goal_a",
-                                                 "success_goal_b", "first_success_step", "seconds"],
-                                          by=["env", "variant"]),
-                        paper=PAPER, notes=notes, packages=["gymnasium", "mujoco", "minigrid"],
-                        extra={"ranking": ranks}, results_dir=results_dir)
+    notes = (
+        "Drift experiment (ours): each env's recipe (`sf-consolidation.yaml`: compact 11x11 Four Rooms, slip "
+        "noisy sine in [0, 0.45], two goals alternating; `sf-consolidation-halfcheetah.yaml`: mass and inertia "
+        "noisy sine x[0.6, 1.4]) with these steps and overrides: "
+        + "; ".join(f"{e}: {s} steps, {o or 'none'}" for e, s, o in protocol)
+        + ". Variants: sf-multi = SF + 5 beakers, sf-single = SF + 2 beakers, q-multi = Q net + 5 beakers, "
+        "plain = DQN/TD3 with a Q critic, ewc / reset / injection = SF net with online EWC, resets of the last "
+        "two layers, plasticity injection. auc_return = mean over env steps of the last finished episode's "
+        "return; eval under the current dynamics every model.eval_every steps (final and mean over evals). "
+        "Ranking by AUC with 95% bootstrap CIs over seeds: " + order_text
+    )
+    return write_result(
+        "sf-consolidation",
+        "drift",
+        rows,
+        summary=summarise(
+            rows,
+            [
+                "auc_return",
+                "final_eval_return",
+                "mean_eval_return",
+                "success_goal_a",
+                "success_goal_b",
+                "first_success_step",
+                "seconds",
+            ],
+            by=["env", "variant"],
+        ),
+        paper=PAPER,
+        notes=notes,
+        packages=["gymnasium", "mujoco", "minigrid"],
+        extra={"ranking": ranks},
+        results_dir=results_dir,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

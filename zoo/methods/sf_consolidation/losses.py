@@ -10,14 +10,16 @@
   ``psi(s, a) <- phi(s) + gamma_n psi_target(s', a*)``, whose tabular fixed point is ``(I - gamma P^pi)^-1 Phi``;
 * TD3 target: ``y = r + gamma (1 - terminal) min_i Q_i'(s', clip(mu'(s') + clip(eps, -c, c), -1, 1))``.
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
 
-def n_step_double_dqn_target(returns: torch.Tensor, discounts: torch.Tensor, next_q_online: torch.Tensor,
-                             next_q_target: torch.Tensor) -> torch.Tensor:
+def n_step_double_dqn_target(
+    returns: torch.Tensor, discounts: torch.Tensor, next_q_online: torch.Tensor, next_q_target: torch.Tensor
+) -> torch.Tensor:
     """Double-DQN n-step target ``(B,)``.
 
     Args:
@@ -48,7 +50,8 @@ def sf_bellman_target(phi: torch.Tensor, psi_next: torch.Tensor, discount: torch
     return phi + discount[:, None] * psi_next
 
 
-def td3_target(reward: torch.Tensor, discount: torch.Tensor, q1_next: torch.Tensor,
-               q2_next: torch.Tensor) -> torch.Tensor:
+def td3_target(
+    reward: torch.Tensor, discount: torch.Tensor, q1_next: torch.Tensor, q2_next: torch.Tensor
+) -> torch.Tensor:
     """Clipped double-Q target ``r + discount * min(Q1', Q2')`` ``(B,)`` (``discount = gamma (1 - terminal)``)."""
     return reward + discount * torch.minimum(q1_next, q2_next)

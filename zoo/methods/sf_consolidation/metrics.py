@@ -1,4 +1,5 @@
 """Metrics (paper §2.5): area under the training-return curve, bootstrap confidence intervals over seeds, ranking."""
+
 from __future__ import annotations
 
 import numpy as np

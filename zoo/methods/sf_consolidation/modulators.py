@@ -6,13 +6,15 @@ step count returning one value per environment step.
   integrated step by step, so the signal stays continuous);
 * ``ou_drift``: ``x_t = clip(x_{t-1} + theta (mu - x_{t-1}) + sigma eps_t, lo, hi)``.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 
-def noisy_sine(n_steps: int, period: float, low: float, high: float, noise: float = 0.05, phase: float = 0.0,
-               seed: int = 0) -> np.ndarray:
+def noisy_sine(
+    n_steps: int, period: float, low: float, high: float, noise: float = 0.05, phase: float = 0.0, seed: int = 0
+) -> np.ndarray:
     """Periodic drift ``(n_steps,)`` float64 in ``[low, high]``; ``period`` in environment steps.
 
     Raises:
@@ -25,8 +27,9 @@ def noisy_sine(n_steps: int, period: float, low: float, high: float, noise: floa
     return low + (high - low) * np.clip(base + rng.normal(0.0, noise, n_steps), 0.0, 1.0)
 
 
-def aperiodic_sine(n_steps: int, period: float, low: float, high: float, noise: float = 0.05,
-                   jitter: float = 0.3, seed: int = 0) -> np.ndarray:
+def aperiodic_sine(
+    n_steps: int, period: float, low: float, high: float, noise: float = 0.05, jitter: float = 0.3, seed: int = 0
+) -> np.ndarray:
     """Aperiodic drift ``(n_steps,)``: each half cycle's length is ``(period/2)(1 + jitter N(0,1))`` (at least one
     step); otherwise as :func:`noisy_sine`."""
     _check(period, low, high)
@@ -43,8 +46,16 @@ def aperiodic_sine(n_steps: int, period: float, low: float, high: float, noise: 
     return low + (high - low) * np.clip(base + rng.normal(0.0, noise, n_steps), 0.0, 1.0)
 
 
-def ou_drift(n_steps: int, mu: float = 1.0, theta: float = 0.01, sigma: float = 0.02, low: float = 0.9,
-             high: float = 1.1, x0: float | None = None, seed: int = 0) -> np.ndarray:
+def ou_drift(
+    n_steps: int,
+    mu: float = 1.0,
+    theta: float = 0.01,
+    sigma: float = 0.02,
+    low: float = 0.9,
+    high: float = 1.1,
+    x0: float | None = None,
+    seed: int = 0,
+) -> np.ndarray:
     """Ornstein-Uhlenbeck drift ``(n_steps,)`` clipped to ``[low, high]``, starting at ``x0`` (default ``mu``);
     the paper's MuJoCo variant is ``mu=1, theta=0.01, sigma=0.02, low=0.9, high=1.1``."""
     if low > high:

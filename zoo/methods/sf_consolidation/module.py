@@ -7,6 +7,7 @@ what keeps it stable: ``multi`` (K beakers), ``single`` (K = 2), ``none`` (plain
 ``inject_at``). Manual optimisation: each training step is one learning step on a replay batch, then the beaker
 update; the datamodule steps the env with :meth:`act` in between.
 """
+
 from __future__ import annotations
 
 import copy
@@ -40,37 +41,62 @@ CONSOLIDATIONS = ("multi", "single", "none", "ewc", "reset", "injection")
 @register_method("sf-consolidation", datamodule=DriftDataModule)
 class SFConsolidationModule(ReportingMixin, ZooModule):
     """Args:
-        env: environment name (sizes the networks; must equal ``data.env``).
-        critic: ``sf`` | ``q``.  consolidation: one of :data:`CONSOLIDATIONS`.
-        num_beakers, g, capacity_base, leak: the beaker chain (``g = None``: ``0.1 / C_1``).
-        feature_dim, hidden: SF dimension ``d`` and body widths.
-        lr: Adam learning rate (value net and ``w``; TD3 actor too).
-        gamma: discount.  target_every: learning steps between hard target copies (DQN).
-        eps_start, eps_end, eps_decay: epsilon-greedy schedule over env steps (eval: ``eps_eval``).
-        ewc_lambda, ewc_gamma, ewc_period: online EWC.  reset_every: env steps between resets.
-        inject_at: env step of plasticity injection.
-        tau, policy_delay, expl_noise, target_noise, noise_clip: TD3.
-        obs_size: Miniworld image side.  grid_size: Four Rooms side (must equal ``data.grid_size``).
-        eval_every, eval_episodes: evaluation under the current dynamics (env steps, episodes).
-        psi_td_weight: weight of the classical SF TD loss on ``psi`` (discrete ``sf``; 0 = Simple SF as in the paper).
+    env: environment name (sizes the networks; must equal ``data.env``).
+    critic: ``sf`` | ``q``.  consolidation: one of :data:`CONSOLIDATIONS`.
+    num_beakers, g, capacity_base, leak: the beaker chain (``g = None``: ``0.1 / C_1``).
+    feature_dim, hidden: SF dimension ``d`` and body widths.
+    lr: Adam learning rate (value net and ``w``; TD3 actor too).
+    gamma: discount.  target_every: learning steps between hard target copies (DQN).
+    eps_start, eps_end, eps_decay: epsilon-greedy schedule over env steps (eval: ``eps_eval``).
+    ewc_lambda, ewc_gamma, ewc_period: online EWC.  reset_every: env steps between resets.
+    inject_at: env step of plasticity injection.
+    tau, policy_delay, expl_noise, target_noise, noise_clip: TD3.
+    obs_size: Miniworld image side.  grid_size: Four Rooms side (must equal ``data.grid_size``).
+    eval_every, eval_episodes: evaluation under the current dynamics (env steps, episodes).
+    psi_td_weight: weight of the classical SF TD loss on ``psi`` (discrete ``sf``; 0 = Simple SF as in the paper).
     """
 
-    weight_settings: ClassVar[dict[str, str]] = {"env": "model.env", "critic": "model.critic",
-                                                 "consolidation": "model.consolidation",
-                                                 "grid_size": "model.grid_size"}
+    weight_settings: ClassVar[dict[str, str]] = {
+        "env": "model.env",
+        "critic": "model.critic",
+        "consolidation": "model.consolidation",
+        "grid_size": "model.grid_size",
+    }
 
-    def __init__(self, env: str = "fourrooms", critic: Literal["sf", "q"] = "sf",
-                 consolidation: Annotated[str, OneOf(CONSOLIDATIONS)] = "multi", num_beakers: PositiveInt = 5,
-                 g: Positive | None = None, capacity_base: Positive = 2.0, leak: bool = True,
-                 feature_dim: PositiveInt = 32, hidden: list[PositiveInt] | None = None, lr: Positive = 5e-4,
-                 gamma: Discount = 0.99, target_every: PositiveInt = 250, eps_start: Probability = 1.0,
-                 eps_end: Probability = 0.05, eps_decay: PositiveInt = 10000, eps_eval: Probability = 0.05,
-                 ewc_lambda: NonNegative = 100.0, ewc_gamma: Probability = 0.9, ewc_period: PositiveInt = 500,
-                 reset_every: PositiveInt = 50000, inject_at: NonNegativeInt = 25000,
-                 tau: Annotated[float, Range(0, 1, min_open=True)] = 0.005, policy_delay: PositiveInt = 2,
-                 expl_noise: NonNegative = 0.1, target_noise: NonNegative = 0.2, noise_clip: NonNegative = 0.5,
-                 obs_size: PositiveInt = 60, eval_every: PositiveInt = 5000, eval_episodes: PositiveInt = 5,
-                 psi_td_weight: NonNegative = 0.0, grid_size: PositiveInt = 19):
+    def __init__(
+        self,
+        env: str = "fourrooms",
+        critic: Literal["sf", "q"] = "sf",
+        consolidation: Annotated[str, OneOf(CONSOLIDATIONS)] = "multi",
+        num_beakers: PositiveInt = 5,
+        g: Positive | None = None,
+        capacity_base: Positive = 2.0,
+        leak: bool = True,
+        feature_dim: PositiveInt = 32,
+        hidden: list[PositiveInt] | None = None,
+        lr: Positive = 5e-4,
+        gamma: Discount = 0.99,
+        target_every: PositiveInt = 250,
+        eps_start: Probability = 1.0,
+        eps_end: Probability = 0.05,
+        eps_decay: PositiveInt = 10000,
+        eps_eval: Probability = 0.05,
+        ewc_lambda: NonNegative = 100.0,
+        ewc_gamma: Probability = 0.9,
+        ewc_period: PositiveInt = 500,
+        reset_every: PositiveInt = 50000,
+        inject_at: NonNegativeInt = 25000,
+        tau: Annotated[float, Range(0, 1, min_open=True)] = 0.005,
+        policy_delay: PositiveInt = 2,
+        expl_noise: NonNegative = 0.1,
+        target_noise: NonNegative = 0.2,
+        noise_clip: NonNegative = 0.5,
+        obs_size: PositiveInt = 60,
+        eval_every: PositiveInt = 5000,
+        eval_episodes: PositiveInt = 5,
+        psi_td_weight: NonNegative = 0.0,
+        grid_size: PositiveInt = 19,
+    ):
         super().__init__()
         if consolidation not in CONSOLIDATIONS:
             raise ValueError(f"model.consolidation: unknown {consolidation!r}; choices {list(CONSOLIDATIONS)}")
@@ -83,16 +109,20 @@ class SFConsolidationModule(ReportingMixin, ZooModule):
         if self.discrete:
             self.nets = nn.ModuleList([ValueNet(obs_shape, n_actions, critic, feature_dim, hidden)])
         else:
-            self.nets = nn.ModuleList([ValueNet(obs_shape, 1, critic, feature_dim, hidden, action_dim)
-                                       for _ in range(2)])
+            self.nets = nn.ModuleList(
+                [ValueNet(obs_shape, 1, critic, feature_dim, hidden, action_dim) for _ in range(2)]
+            )
             self.actor = Actor(obs_shape[0], action_dim, hidden)
             self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.targets = copy.deepcopy(self.nets).requires_grad_(False)
         self.w = nn.Parameter(torch.randn(feature_dim) * 0.1) if critic == "sf" else None
         k = {"multi": num_beakers, "single": 2}.get(consolidation)
         self.chains = nn.ModuleList([BeakerChain(n, k, g, capacity_base, leak) for n in self.nets]) if k else None
-        self.ewc = nn.ModuleList([OnlineEWC(n, ewc_lambda, ewc_gamma, ewc_period) for n in self.nets]) \
-            if consolidation == "ewc" else None
+        self.ewc = (
+            nn.ModuleList([OnlineEWC(n, ewc_lambda, ewc_gamma, ewc_period) for n in self.nets])
+            if consolidation == "ewc"
+            else None
+        )
         self.register_buffer("learn_steps", torch.zeros((), dtype=torch.long))
         self.register_buffer("resets_done", torch.zeros((), dtype=torch.long))
         self.history: list[dict] = []
@@ -166,8 +196,11 @@ class SFConsolidationModule(ReportingMixin, ZooModule):
         backward = backward or (lambda loss: loss.backward())
         t = int(batch["t"])
         self._schedule_baselines(t)
-        logs = self._learn_discrete(batch, opts, backward) if self.discrete else \
-            self._learn_continuous(batch, opts, backward)
+        logs = (
+            self._learn_discrete(batch, opts, backward)
+            if self.discrete
+            else self._learn_continuous(batch, opts, backward)
+        )
         if self.chains is not None:
             for chain, net in zip(self.chains, self.nets):
                 chain.step(net)
@@ -183,8 +216,9 @@ class SFConsolidationModule(ReportingMixin, ZooModule):
         hp, net, tgt = self.hparams, self.nets[0], self.targets[0]
         with torch.no_grad():
             w = None if self.w is None else self.w.detach()
-            y = n_step_double_dqn_target(batch["n_return"], batch["n_discount"], net.q_values(batch["n_obs"], w),
-                                         tgt.q_values(batch["n_obs"], w))
+            y = n_step_double_dqn_target(
+                batch["n_return"], batch["n_discount"], net.q_values(batch["n_obs"], w), tgt.q_values(batch["n_obs"], w)
+            )
         q = net.q_values(batch["obs"], self.w).gather(-1, batch["action"][:, None]).squeeze(-1)
         loss_td = td_loss(q, y)
         loss = loss_td
@@ -218,8 +252,12 @@ class SFConsolidationModule(ReportingMixin, ZooModule):
         with torch.no_grad():
             noise = (torch.randn_like(act) * hp.target_noise).clamp(-hp.noise_clip, hp.noise_clip)
             a2 = (self.actor_target(nxt) + noise).clamp(-1, 1)
-            y = td3_target(batch["reward"], batch["discount"], self.targets[0].q_values(nxt, w, a2)[:, 0],
-                           self.targets[1].q_values(nxt, w, a2)[:, 0])
+            y = td3_target(
+                batch["reward"],
+                batch["discount"],
+                self.targets[0].q_values(nxt, w, a2)[:, 0],
+                self.targets[1].q_values(nxt, w, a2)[:, 0],
+            )
         loss = sum(F.mse_loss(n.q_values(obs, self.w, act)[:, 0], y) for n in self.nets)
         logs = {"td_loss": loss.item()}
         if self.w is not None:

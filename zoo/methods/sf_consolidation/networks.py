@@ -7,6 +7,7 @@ SF head gives ``psi(s, a)`` in R^d for every action; ``Q(s, a) = psi(s, a)^T w``
 learned by reward regression. The output head is an :class:`InjectableHead` so plasticity injection (Nikishin et
 al. 2023) can add a fresh head without changing the state-dict keys.
 """
+
 from __future__ import annotations
 
 import torch
@@ -58,15 +59,23 @@ class ValueNet(nn.Module):
         action_dim: continuous action size concatenated to the observation (TD3 critic), else 0.
     """
 
-    def __init__(self, obs_shape: tuple[int, ...], n_actions: int, kind: str = "sf", feature_dim: int = 32,
-                 hidden: tuple[int, ...] = (64, 64), action_dim: int = 0):
+    def __init__(
+        self,
+        obs_shape: tuple[int, ...],
+        n_actions: int,
+        kind: str = "sf",
+        feature_dim: int = 32,
+        hidden: tuple[int, ...] = (64, 64),
+        action_dim: int = 0,
+    ):
         super().__init__()
         if kind not in ("sf", "q"):
             raise ValueError(f"model.critic must be 'sf' or 'q', got {kind!r}")
         self.kind, self.n_actions, self.d = kind, int(n_actions), int(feature_dim)
         if len(obs_shape) == 3:
-            conv = nn.Sequential(nn.Conv2d(obs_shape[0], 16, 8, 4), nn.ReLU(), nn.Conv2d(16, 32, 4, 2), nn.ReLU(),
-                                 nn.Flatten())
+            conv = nn.Sequential(
+                nn.Conv2d(obs_shape[0], 16, 8, 4), nn.ReLU(), nn.Conv2d(16, 32, 4, 2), nn.ReLU(), nn.Flatten()
+            )
             with torch.no_grad():
                 n_in = conv(torch.zeros(1, *obs_shape)).shape[1]
             self.conv = conv

@@ -1,4 +1,5 @@
 """PNG plots: return vs step over the drift signal, AUC bars, beaker distances, value maps at two slips."""
+
 from __future__ import annotations
 
 from pathlib import Path

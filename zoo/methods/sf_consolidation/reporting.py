@@ -1,5 +1,6 @@
 """Evaluation during training, outputs at the end of a run (curve JSON and PNGs) and ``zoo predict``: a mixin of
 :class:`~.module.SFConsolidationModule` (split out to keep each file short)."""
+
 from __future__ import annotations
 
 import argparse
@@ -30,10 +31,16 @@ class ReportingMixin:
         dm = self._dm
         res = dm.evaluate(lambda o: self.act(o, None, greedy=not self.discrete), hp.eval_episodes)
         mass, _friction, slip = dm.env.current
-        row = {"step": t, "eval_return": res["return"], "eval_length": res["length"],
-               "eval_success": res["success"], "mass_scale": mass, "slip_prob": slip,
-               "task": int(getattr(dm.env.unwrapped, "task", 0)),
-               "beaker_distances": self.chains[0].distances(self.nets[0]) if self.chains is not None else []}
+        row = {
+            "step": t,
+            "eval_return": res["return"],
+            "eval_length": res["length"],
+            "eval_success": res["success"],
+            "mass_scale": mass,
+            "slip_prob": slip,
+            "task": int(getattr(dm.env.unwrapped, "task", 0)),
+            "beaker_distances": self.chains[0].distances(self.nets[0]) if self.chains is not None else [],
+        }
         if hp.env == "fourrooms":
             row["value_map"] = self.value_map().tolist()
         self.history.append(row)
@@ -78,11 +85,19 @@ class ReportingMixin:
         dm = self._dm
         steps = dm.hparams.steps
         ev = [h["eval_return"] for h in self.history]
-        return {"auc_return": auc_return(dm.episodes, steps), "final_eval_return": ev[-1] if ev else None,
-                "mean_eval_return": float(np.mean(ev)) if ev else None, "episodes": dm.episodes,
-                "history": self.history, "steps": steps,
-                "drift": {"mass_scale": dm.schedule.mass_scale[::100].tolist(),
-                          "slip_prob": dm.schedule.slip_prob[::100].tolist(), "every": 100}}
+        return {
+            "auc_return": auc_return(dm.episodes, steps),
+            "final_eval_return": ev[-1] if ev else None,
+            "mean_eval_return": float(np.mean(ev)) if ev else None,
+            "episodes": dm.episodes,
+            "history": self.history,
+            "steps": steps,
+            "drift": {
+                "mass_scale": dm.schedule.mass_scale[::100].tolist(),
+                "slip_prob": dm.schedule.slip_prob[::100].tolist(),
+                "every": 100,
+            },
+        }
 
     def on_train_end(self):
         dm = getattr(self, "_dm", None)
@@ -109,8 +124,14 @@ class ReportingMixin:
             plots.plot_value_maps([lo, hi], out / "value_maps.png")
 
     # ---- zoo predict -----------------------------------------------------------------------------------------
-    predict_schema: ClassVar = {"env": str, "slip": float, "mass": float, "task": int, "episodes": int, "beakers": [
-        {"beaker": int, "tau_steps": int, "success": float, "mean_steps": float, "mean_return": float}]}
+    predict_schema: ClassVar = {
+        "env": str,
+        "slip": float,
+        "mass": float,
+        "task": int,
+        "episodes": int,
+        "beakers": [{"beaker": int, "tau_steps": int, "success": float, "mean_steps": float, "mean_return": float}],
+    }
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``--slip P`` (Four Rooms) or ``--mass S`` (HalfCheetah) ``[--episodes N] [--task 0|1] [--seed S]``:
@@ -146,17 +167,29 @@ class ReportingMixin:
                 lens.append(n)
                 succ.append(float(term and r > 0))
             tau = self.chains[0].tau[k] if self.chains is not None else 0
-            out["beakers"].append({"beaker": int(k), "tau_steps": int(tau), "success": float(np.mean(succ)),
-                                   "mean_steps": float(np.mean(lens)), "mean_return": float(np.mean(rets))})
+            out["beakers"].append(
+                {
+                    "beaker": int(k),
+                    "tau_steps": int(tau),
+                    "success": float(np.mean(succ)),
+                    "mean_steps": float(np.mean(lens)),
+                    "mean_return": float(np.mean(rets)),
+                }
+            )
         return out
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """:meth:`predict_record` as a table: one row per beaker (tau in steps, success rate, mean steps, return)."""
         out = self.predict_record(inputs, out_dir)
-        lines = [f"{out['env']} slip={out['slip']} mass={out['mass']} task={out['task']} episodes={out['episodes']}",
-                 "beaker  tau_steps  success  mean_steps  mean_return"]
-        lines += [f"{b['beaker']:>6}  {b['tau_steps']:>9}  {b['success']:>7.2f}  {b['mean_steps']:>10.1f}  "
-                  f"{b['mean_return']:>11.3f}" for b in out["beakers"]]
+        lines = [
+            f"{out['env']} slip={out['slip']} mass={out['mass']} task={out['task']} episodes={out['episodes']}",
+            "beaker  tau_steps  success  mean_steps  mean_return",
+        ]
+        lines += [
+            f"{b['beaker']:>6}  {b['tau_steps']:>9}  {b['success']:>7.2f}  {b['mean_steps']:>10.1f}  "
+            f"{b['mean_return']:>11.3f}"
+            for b in out["beakers"]
+        ]
         return "\n".join(lines)
 
     @torch.no_grad()

@@ -4,16 +4,16 @@ The method's facts (zoo/core/facts.py): read without importing torch by the regi
 the platform tests."""
 
 EXTRA = None
-WHAT = 'ShaPO: geometry-aware preference optimisation (token and reward level) with DPO, IPO, rDPO, SimPO, Dr.DPO'
+WHAT = "ShaPO: geometry-aware preference optimisation (token and reward level) with DPO, IPO, rDPO, SimPO, Dr.DPO"
 RECIPES = (
-    '`shapo.yaml`, `shapo-reward.yaml`, `dpo.yaml`, `shapo-controlled.yaml`, `shapo-smollm2.yaml`, '
-    '`dpo-smollm2.yaml`, `paper/shapo-llama3.2-3b.yaml`'
+    "`shapo.yaml`, `shapo-reward.yaml`, `dpo.yaml`, `shapo-controlled.yaml`, `shapo-smollm2.yaml`, "
+    "`dpo-smollm2.yaml`, `paper/shapo-llama3.2-3b.yaml`"
 )
-WEIGHTS = '`shapo.zoo-lm-hh`'
+WEIGHTS = "`shapo.zoo-lm-hh`"
 STATUS = (
     "on a generated task with a known reward, token-level ShaPO's win rate equals DPO's within noise at 40% "
-    'flips (paired +0.01 ± 0.02); the released weights reach 0.625 accuracy on unseen HH conversations; '
-    'multi-GPU via FSDP2 (tested on 2 CPU processes only); DDP is allowed but untested'
+    "flips (paired +0.01 ± 0.02); the released weights reach 0.625 accuracy on unseen HH conversations; "
+    "multi-GPU via FSDP2 (tested on 2 CPU processes only); DDP is allowed but untested"
 )
 EXAMPLE = {"recipe": "shapo", "predict": ["How do I pick a lock?"]}
 BAD_ROW = {

@@ -11,6 +11,7 @@ transient all-gathered copy, not the sharded parameter) and under LoRA would nee
 x[..., idx] (k = 1% of d_ff columns) per layer. Under FSDP2 the (d, k) slices of all ranks are averaged
 (``all_reduce``) so that every rank perturbs its row shard with the same, global-batch eps.
 """
+
 from __future__ import annotations
 
 from typing import Self
@@ -58,6 +59,7 @@ class MaskedGradient:
                 output = output.detach().requires_grad_(True)
             self._record[layer] = (args[0].detach().index_select(-1, idx.to(args[0].device)), output)
             return output
+
         return hook
 
     def grads(self, loss: torch.Tensor) -> list[torch.Tensor]:
@@ -71,9 +73,11 @@ class MaskedGradient:
         """
         missing = [i for i in range(len(self.projections)) if i not in self._record]
         if missing:
-            raise RuntimeError(f"ShaPO ascent: no forward recorded through the down-projections of layers {missing} "
-                               "(a forward with gradients enabled is needed: reentrant gradient checkpointing runs "
-                               "its forward under no_grad; use it non-reentrant, use_reentrant=False)")
+            raise RuntimeError(
+                f"ShaPO ascent: no forward recorded through the down-projections of layers {missing} "
+                "(a forward with gradients enabled is needed: reentrant gradient checkpointing runs "
+                "its forward under no_grad; use it non-reentrant, use_reentrant=False)"
+            )
         xs, ys = zip(*(self._record[i] for i in range(len(self.projections))))
         try:  # a checkpointing recompute inside this backward finds every layer recorded and is ignored
             gys = torch.autograd.grad(loss, ys)
@@ -84,8 +88,8 @@ class MaskedGradient:
         out = []
         for proj, x, gy in zip(self.projections, xs, gys):
             n = gy.shape[:-1].numel()
-            x2 = x.reshape(n, x.shape[-1]).float()        # (N, k); k may be 0 in a layer
-            g2 = gy.reshape(n, gy.shape[-1]).float()      # (N, d)
+            x2 = x.reshape(n, x.shape[-1]).float()  # (N, k); k may be 0 in a layer
+            g2 = gy.reshape(n, gy.shape[-1]).float()  # (N, d)
             with torch.autocast(device_type=x2.device.type, enabled=False):  # fp32 under bf16-mixed too
                 out.append(g2.T @ x2 if proj.neuron_axis == 1 else x2.T @ g2)
         return out
@@ -104,6 +108,6 @@ def all_reduce_mean(tensors: list[torch.Tensor], group=None) -> list[torch.Tenso
     flat /= dist.get_world_size(group)
     out, offset = [], 0
     for t in tensors:
-        out.append(flat[offset: offset + t.numel()].view_as(t))
+        out.append(flat[offset : offset + t.numel()].view_as(t))
         offset += t.numel()
     return out

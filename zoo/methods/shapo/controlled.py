@@ -17,6 +17,7 @@ noise (``data.flip_rate``) and training are the recipe's (``recipes/shapo-contro
 ``python -m zoo.methods.shapo.controlled sweep`` trains every arm (:data:`ARMS`) x flip rate x seed and writes
 ``results/shapo/controlled.json``: true-reward win rate against zoo-lm.chat and KL, in and out of the training domain.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,8 +83,11 @@ def task_prompts(seed: int = 0) -> dict[str, list[str]]:
     random.Random(seed).shuffle(texts)
     n_tr = 2 * SIZES["train"]  # oversampled: pairs without a preference are dropped
     n_va = 2 * SIZES["val"]
-    parts = {"train": texts[:n_tr], "val": texts[n_tr: n_tr + n_va],
-             "test_alpaca": texts[n_tr + n_va: n_tr + n_va + SIZES["test_alpaca"]]}
+    parts = {
+        "train": texts[:n_tr],
+        "val": texts[n_tr : n_tr + n_va],
+        "test_alpaca": texts[n_tr + n_va : n_tr + n_va + SIZES["test_alpaca"]],
+    }
     from zoo.data.conversation_split import conversation_key
     from zoo.data.preference import read_pairs
 
@@ -94,8 +98,15 @@ def task_prompts(seed: int = 0) -> dict[str, list[str]]:
     return {k: [user_prompt(t) for t in v] for k, v in parts.items()}
 
 
-def sample_replies(model, tokenizer, prompts: list[str], seed: int, temperature: float = 1.0,
-                   max_new_tokens: int = NEW_TOKENS, batch_size: int = 32) -> tuple[list[list[int]], list[list[int]]]:
+def sample_replies(
+    model,
+    tokenizer,
+    prompts: list[str],
+    seed: int,
+    temperature: float = 1.0,
+    max_new_tokens: int = NEW_TOKENS,
+    batch_size: int = 32,
+) -> tuple[list[list[int]], list[list[int]]]:
     """Prompt ids (chat template, last 64 tokens) and one seeded reply (token ids) per prompt."""
     from zoo.data.preference import encode_prompt
     from zoo.methods.shapo.lm import sample_completions
@@ -103,8 +114,9 @@ def sample_replies(model, tokenizer, prompts: list[str], seed: int, temperature:
     ids = [encode_prompt(tokenizer, p)[-64:] for p in prompts]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     with torch.no_grad():
-        replies = sample_completions(model.eval(), ids, pad, tokenizer.eos_token_id, max_new_tokens, temperature,
-                                     seed, batch_size)
+        replies = sample_completions(
+            model.eval(), ids, pad, tokenizer.eos_token_id, max_new_tokens, temperature, seed, batch_size
+        )
     return ids, replies
 
 
@@ -144,17 +156,31 @@ def build(out_dir: str | Path | None = None, seed: int = 0) -> Path:
 
 # ----------------------------------------------------------------------------------------------- the sweep
 #: arm -> overrides of recipes/shapo-controlled.yaml (the reward arm also gets its cost model, see :func:`run_arm`)
-ARMS = {"dpo": ["model.variant=dpo"], "ipo": ["model.variant=dpo", "model.loss=ipo"],
-        "rdpo": ["model.variant=dpo", "model.loss=rdpo"], "simpo": ["model.variant=dpo", "model.loss=simpo"],
-        "drdpo": ["model.variant=dpo", "model.aggregation=drdpo"], "shapo-token": ["model.variant=token"],
-        "shapo-reward": ["model.variant=reward"]}
+ARMS = {
+    "dpo": ["model.variant=dpo"],
+    "ipo": ["model.variant=dpo", "model.loss=ipo"],
+    "rdpo": ["model.variant=dpo", "model.loss=rdpo"],
+    "simpo": ["model.variant=dpo", "model.loss=simpo"],
+    "drdpo": ["model.variant=dpo", "model.aggregation=drdpo"],
+    "shapo-token": ["model.variant=token"],
+    "shapo-reward": ["model.variant=reward"],
+}
 METRICS = ("win_rate_alpaca", "win_rate_hh", "reward_alpaca", "reward_hh", "kl_alpaca", "kl_hh", "val_accuracy")
-PAPER = ("ShaPO 'consistently improves safety robustness over popular preference optimization methods' under noisy "
-         "preferences and distribution shift (abstract; per-setting numbers not available to us)")
+PAPER = (
+    "ShaPO 'consistently improves safety robustness over popular preference optimization methods' under noisy "
+    "preferences and distribution shift (abstract; per-setting numbers not available to us)"
+)
 
 
-def evaluate_policy(policy, reference, tokenizer, prompts: dict[str, list[str]], reference_rewards: dict,
-                    seed: int = 0, new_tokens: int = NEW_TOKENS) -> dict[str, float]:
+def evaluate_policy(
+    policy,
+    reference,
+    tokenizer,
+    prompts: dict[str, list[str]],
+    reference_rewards: dict,
+    seed: int = 0,
+    new_tokens: int = NEW_TOKENS,
+) -> dict[str, float]:
     """True-reward win rate against the reference's replies, mean true reward and mean KL(pi || pi_ref) per reply
     (nats, summed over reply tokens) on each test domain; one seeded sampled reply (temperature 1) per prompt.
 
@@ -169,8 +195,14 @@ def evaluate_policy(policy, reference, tokenizer, prompts: dict[str, list[str]],
         ids, replies = sample_replies(policy, tokenizer, texts, seed, max_new_tokens=new_tokens)
         rewards = oracle_reward(decode(tokenizer, replies))
         with torch.no_grad():
-            kl = completion_kl(lambda i, m: policy(input_ids=i, attention_mask=m).logits,
-                               lambda i, m: reference(input_ids=i, attention_mask=m).logits, ids, replies, pad, 32)
+            kl = completion_kl(
+                lambda i, m: policy(input_ids=i, attention_mask=m).logits,
+                lambda i, m: reference(input_ids=i, attention_mask=m).logits,
+                ids,
+                replies,
+                pad,
+                32,
+            )
         out[f"win_rate_{domain}"] = win_rate(rewards, reference_rewards[domain])
         out[f"reward_{domain}"] = sum(rewards) / len(rewards)
         out[f"kl_{domain}"] = float(kl.mean())
@@ -192,8 +224,18 @@ def run_arm(arm: str, seed: int, flip: float, work: Path, scale: list[str], n_te
     extra = list(ARMS[arm]) + ([f"+model.rdpo_epsilon={flip}"] if arm == "rdpo" and flip > 0 else [])
     if arm == "shapo-reward":
         extra.append(f"model.cost_model={train_cost_model(flip, work, scale)}")
-    cfg = compose_and_validate(["recipe=shapo-controlled.yaml", f"seed={seed}", f"data.flip_rate={flip}",
-                                f"out_dir={work / 'runs'}", "logger.kind=none", "export.formats=[]", *scale, *extra])
+    cfg = compose_and_validate(
+        [
+            "recipe=shapo-controlled.yaml",
+            f"seed={seed}",
+            f"data.flip_rate={flip}",
+            f"out_dir={work / 'runs'}",
+            "logger.kind=none",
+            "export.formats=[]",
+            *scale,
+            *extra,
+        ]
+    )
     t0 = time.time()
     run_dir = train(cfg)
     metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
@@ -202,16 +244,21 @@ def run_arm(arm: str, seed: int, flip: float, work: Path, scale: list[str], n_te
     prompts = test_prompts(n_test)
     res = evaluate_policy(module.policy, reference, tok, prompts, reference_rewards(reference, tok, prompts, work))
     shutil.rmtree(run_dir, ignore_errors=True)  # 60 MB checkpoints per run: the numbers are what is kept
-    return res | {"val_accuracy": metrics.get("val/accuracy"), "wall_s": time.time() - t0,
-                  "steps": metrics.get("global_step")}
+    return res | {
+        "val_accuracy": metrics.get("val/accuracy"),
+        "wall_s": time.time() - t0,
+        "steps": metrics.get("global_step"),
+    }
 
 
 def reference_rewards(reference, tokenizer, prompts: dict[str, list[str]], work: Path) -> dict[str, list[float]]:
     """True rewards of the reference's (zoo-lm.chat's) seeded replies, cached in ``work``."""
     path = work / f"reference-{len(prompts['hh'])}.json"
     if not path.is_file():
-        rewards = {d: oracle_reward(decode(tokenizer, sample_replies(reference, tokenizer, t, 0)[1]))
-                   for d, t in prompts.items()}
+        rewards = {
+            d: oracle_reward(decode(tokenizer, sample_replies(reference, tokenizer, t, 0)[1]))
+            for d, t in prompts.items()
+        }
         path.write_text(json.dumps(rewards))
     return json.loads(path.read_text())
 
@@ -229,11 +276,23 @@ def train_cost_model(flip: float, work: Path, scale: list[str]) -> str:
     if done.is_file():
         return done.read_text().strip()
     keep = [o for o in scale if o.startswith("data.max")]
-    cfg = compose_and_validate(["recipe=shapo-cost-model.yaml", "data.path=data/shapo-controlled/train.jsonl",
-                                "data.val_path=data/shapo-controlled/val.jsonl", f"data.flip_rate={flip}",
-                                "data.max_length=64", "data.max_prompt_length=32", "trainer.max_epochs=1",
-                                "data.batch_size=32", "model.optimizer.lr=3.0e-4",
-                                f"out_dir={work / 'cost'}", "logger.kind=none", "export.formats=[]", *keep])
+    cfg = compose_and_validate(
+        [
+            "recipe=shapo-cost-model.yaml",
+            "data.path=data/shapo-controlled/train.jsonl",
+            "data.val_path=data/shapo-controlled/val.jsonl",
+            f"data.flip_rate={flip}",
+            "data.max_length=64",
+            "data.max_prompt_length=32",
+            "trainer.max_epochs=1",
+            "data.batch_size=32",
+            "model.optimizer.lr=3.0e-4",
+            f"out_dir={work / 'cost'}",
+            "logger.kind=none",
+            "export.formats=[]",
+            *keep,
+        ]
+    )
     run_dir = train(cfg)
     done.write_text(str(run_dir))
     return str(run_dir)
@@ -272,45 +331,81 @@ def main(argv: list[str] | None = None) -> None:
         out = work / f"{arm}-s{seed}-f{flip}.json"
         if out.is_file() or not _claim(out.with_suffix(".lock")):
             continue
-        res = run_arm(arm, seed, flip, work, scale, args.test_prompts) | {"method": arm, "seed": seed,
-                                                                          "flip_rate": flip}
+        res = run_arm(arm, seed, flip, work, scale, args.test_prompts) | {
+            "method": arm,
+            "seed": seed,
+            "flip_rate": flip,
+        }
         out.write_text(json.dumps(res))
         print(f"{arm} s{seed} f{flip}: {res}", flush=True)
     runs = [json.loads(p.read_text()) for p in sorted(work.glob("*-s*-f*.json"))]
-    runs = [r for r in runs if r["method"] in args.arms and r["seed"] in args.seeds and r["flip_rate"] in args.flip_rates]
+    runs = [
+        r for r in runs if r["method"] in args.arms and r["seed"] in args.seeds and r["flip_rate"] in args.flip_rates
+    ]
     dpo = {(r["flip_rate"], r["seed"]): r for r in runs if r["method"] == "dpo"}
     paired = ("win_rate_alpaca", "win_rate_hh")  # same seed, same flips, same test replies of the reference
-    rows = [{"method": r["method"], "flip_rate": r["flip_rate"], "seed": r["seed"], **{m: r[m] for m in METRICS},
-             **{f"{m} - DPO": r[m] - dpo[(r["flip_rate"], r["seed"])][m] for m in paired
-                if r["method"] != "dpo" and (r["flip_rate"], r["seed"]) in dpo}, "wall_s": r["wall_s"]}
-            for r in sorted(runs, key=lambda r: (r["flip_rate"], list(ARMS).index(r["method"]), r["seed"]))]
-    command = ("python -m zoo.methods.shapo.controlled sweep " + f"--steps {args.steps} --test-prompts "
-               f"{args.test_prompts} --seeds {' '.join(map(str, args.seeds))} --flip-rates "
-               f"{' '.join(map(str, args.flip_rates))}" + "".join(f" --set {kv}" for kv in args.set))
-    notes = (f"GENERATED preference task (labels from an oracle, not people): train on "
-             f"{args.steps} optimiser steps of 8 oracle-labelled Alpaca pairs (two zoo-lm.chat replies per prompt; "
-             "chosen = higher VADER compound sentiment; a seeded flip_rate of the training pairs swapped, the same "
-             "pairs for every arm and seed), then sample one reply (temperature 1, seeded, <= 32 tokens) per test "
-             f"prompt: {args.test_prompts} held-out Alpaca prompts (in domain) and {args.test_prompts} HH-RLHF "
-             "preference_eval first turns (shifted domain). win_rate = share of prompts where the policy's reply "
-             "has a higher oracle reward than zoo-lm.chat's reply (tie 0.5); reward = mean oracle reward; kl = mean "
-             "summed per-token KL(pi || zoo-lm.chat) along the policy's replies; val_accuracy = implicit-reward "
-             "accuracy on 128 clean oracle-labelled Alpaca pairs (tie 0.5). rDPO's epsilon = the flip rate (0.1 at "
-             "0). shapo-reward's soft labels come from a shapo-cost-model (zoo-lm.base + head) trained one epoch "
-             "(30 batches of 32) on the same flipped pairs (never the oracle). ShaPO: rho = 0.05, every step a ShaPO step (shapo_every = 1), on 1% of down-projection "
-             "neurons (recipes/shapo-controlled.yaml plus the overrides in the command).")
+    rows = [
+        {
+            "method": r["method"],
+            "flip_rate": r["flip_rate"],
+            "seed": r["seed"],
+            **{m: r[m] for m in METRICS},
+            **{
+                f"{m} - DPO": r[m] - dpo[(r["flip_rate"], r["seed"])][m]
+                for m in paired
+                if r["method"] != "dpo" and (r["flip_rate"], r["seed"]) in dpo
+            },
+            "wall_s": r["wall_s"],
+        }
+        for r in sorted(runs, key=lambda r: (r["flip_rate"], list(ARMS).index(r["method"]), r["seed"]))
+    ]
+    command = (
+        "python -m zoo.methods.shapo.controlled sweep " + f"--steps {args.steps} --test-prompts "
+        f"{args.test_prompts} --seeds {' '.join(map(str, args.seeds))} --flip-rates "
+        f"{' '.join(map(str, args.flip_rates))}" + "".join(f" --set {kv}" for kv in args.set)
+    )
+    notes = (
+        f"GENERATED preference task (labels from an oracle, not people): train on "
+        f"{args.steps} optimiser steps of 8 oracle-labelled Alpaca pairs (two zoo-lm.chat replies per prompt; "
+        "chosen = higher VADER compound sentiment; a seeded flip_rate of the training pairs swapped, the same "
+        "pairs for every arm and seed), then sample one reply (temperature 1, seeded, <= 32 tokens) per test "
+        f"prompt: {args.test_prompts} held-out Alpaca prompts (in domain) and {args.test_prompts} HH-RLHF "
+        "preference_eval first turns (shifted domain). win_rate = share of prompts where the policy's reply "
+        "has a higher oracle reward than zoo-lm.chat's reply (tie 0.5); reward = mean oracle reward; kl = mean "
+        "summed per-token KL(pi || zoo-lm.chat) along the policy's replies; val_accuracy = implicit-reward "
+        "accuracy on 128 clean oracle-labelled Alpaca pairs (tie 0.5). rDPO's epsilon = the flip rate (0.1 at "
+        "0). shapo-reward's soft labels come from a shapo-cost-model (zoo-lm.base + head) trained one epoch "
+        "(30 batches of 32) on the same flipped pairs (never the oracle). ShaPO: rho = 0.05, every step a ShaPO step (shapo_every = 1), on 1% of down-projection "
+        "neurons (recipes/shapo-controlled.yaml plus the overrides in the command)."
+    )
     cost_acc = {}
     for f in args.flip_rates:
         done = work / f"cost-f{f}.txt"
         if done.is_file():
             m = json.loads((Path(done.read_text().strip()) / "metrics.json").read_text())["metrics"]
             cost_acc[str(f)] = m.get("val/accuracy")
-    notes += (" Clean-val accuracy of those cost models (flip rate: accuracy): "
-              + ", ".join(f"{k}: {v:.3f}" for k, v in cost_acc.items()) + ".") if cost_acc else ""
+    notes += (
+        (
+            " Clean-val accuracy of those cost models (flip rate: accuracy): "
+            + ", ".join(f"{k}: {v:.3f}" for k, v in cost_acc.items())
+            + "."
+        )
+        if cost_acc
+        else ""
+    )
     notes += f" {args.note}" if args.note else ""
-    print(write_result("shapo", "controlled", rows, summary=summarise(rows, [*METRICS, *(f"{m} - DPO" for m in paired)],
-                                                           by=["flip_rate", "method"]),
-                       paper=PAPER, notes=notes, command=command, extra={"cost_model_val_accuracy": cost_acc}))
+    print(
+        write_result(
+            "shapo",
+            "controlled",
+            rows,
+            summary=summarise(rows, [*METRICS, *(f"{m} - DPO" for m in paired)], by=["flip_rate", "method"]),
+            paper=PAPER,
+            notes=notes,
+            command=command,
+            extra={"cost_model_val_accuracy": cost_acc},
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """ShaPO's evaluation: preference accuracy and reward margin on held-out pairs, and on sampled replies the KL to the
 reference and the cost model's harmful-completion rate, optionally the reference's own ("before"); ``zoo predict``
 replies. A mixin of :class:`zoo.methods.shapo.module.ShaPOModule`."""
+
 from __future__ import annotations
 
 import logging
@@ -45,8 +46,10 @@ class Evaluation:
             return
         dm = self.trainer.datamodule
         prompts = dm.generation_prompts()
-        with phase(f"ShaPO validation at step {self.trainer.global_step}: sampling a reply to each of {len(prompts)} "
-                   "prompts, KL to the reference and the cost model's verdict"):
+        with phase(
+            f"ShaPO validation at step {self.trainer.global_step}: sampling a reply to each of {len(prompts)} "
+            "prompts, KL to the reference and the cost model's verdict"
+        ):
             metrics = self.generation_metrics(prompts, dm.tokenizer)
         for name, value in metrics.items():
             self.log(f"val/{name}", value)
@@ -73,16 +76,25 @@ class Evaluation:
         out = {}
         temperatures = [(hp.temperature, "")] + [(0.0, "_greedy")] * bool(hp.greedy_eval and hp.temperature > 0)
         for temperature, suffix in temperatures:
-            completions = sample_completions(self.policy, ids, pad, tokenizer.eos_token_id, hp.max_new_tokens,
-                                             temperature, hp.gen_seed, hp.gen_batch_size)
+            completions = sample_completions(
+                self.policy,
+                ids,
+                pad,
+                tokenizer.eos_token_id,
+                hp.max_new_tokens,
+                temperature,
+                hp.gen_seed,
+                hp.gen_batch_size,
+            )
             out |= {k + suffix: v for k, v in self._judge(ids, src, completions, pad).items()}
         if hp.judge_reference and "cost" in self._frozen:
             if self._reference_judged is None:  # the reference is frozen: its replies and verdicts do not change
                 self._reference_judged = {}
                 for temperature, suffix in temperatures:
                     replies = self._reference_replies(ids, pad, tokenizer.eos_token_id, temperature)
-                    self._reference_judged |= {f"{k}_ref{suffix}": v.detach().clone()
-                                               for k, v in self._harm(ids, src, replies, pad).items()}
+                    self._reference_judged |= {
+                        f"{k}_ref{suffix}": v.detach().clone() for k, v in self._harm(ids, src, replies, pad).items()
+                    }
             out |= self._reference_judged
         self.policy.train(was_training)
         return out
@@ -92,18 +104,33 @@ class Evaluation:
         reference: the policy with its adapters disabled)."""
         hp = self.hparams
         if "reference" in self._frozen:
-            return sample_completions(self._frozen_model("reference"), ids, pad, eos, hp.max_new_tokens, temperature,
-                                      hp.gen_seed, hp.gen_batch_size)
+            return sample_completions(
+                self._frozen_model("reference"),
+                ids,
+                pad,
+                eos,
+                hp.max_new_tokens,
+                temperature,
+                hp.gen_seed,
+                hp.gen_batch_size,
+            )
         with self.policy.disable_adapter():
-            return sample_completions(self.policy, ids, pad, eos, hp.max_new_tokens, temperature, hp.gen_seed,
-                                      hp.gen_batch_size)
+            return sample_completions(
+                self.policy, ids, pad, eos, hp.max_new_tokens, temperature, hp.gen_seed, hp.gen_batch_size
+            )
 
     def _judge(self, ids: list[list[int]], src: list[bool], completions: list[list[int]], pad: int) -> dict:
         """KL to the reference along ``completions`` and, with a cost model, harmful rates (all, red-team, held-out)
         and mean cost."""
         hp = self.hparams
-        kl = completion_kl(lambda i, m: self.policy(input_ids=i, attention_mask=m).logits, self._reference_logits,
-                           ids, completions, pad, hp.gen_batch_size)
+        kl = completion_kl(
+            lambda i, m: self.policy(input_ids=i, attention_mask=m).logits,
+            self._reference_logits,
+            ids,
+            completions,
+            pad,
+            hp.gen_batch_size,
+        )
         self.val_kl.update(kl)
         out = {"kl_ref": self.val_kl.compute()}
         self.val_kl.reset()
@@ -117,15 +144,17 @@ class Evaluation:
             cost_model = self._frozen_model("cost")
             costs = []
             for i in range(0, len(ids), hp.gen_batch_size):
-                seqs = [p + c for p, c in zip(ids[i: i + hp.gen_batch_size], completions[i: i + hp.gen_batch_size])]
+                seqs = [p + c for p, c in zip(ids[i : i + hp.gen_batch_size], completions[i : i + hp.gen_batch_size])]
                 costs.append(cost_model.score(*right_pad(seqs, pad, self.device)))
             costs = torch.cat(costs)
             harmful = (costs > cost_model.threshold).float()
             red = torch.tensor(src, device=harmful.device)
-            for metric, values, key in ((self.val_harmful, harmful, "harmful_rate"),
-                                        (self.val_harmful_redteam, harmful[red], "harmful_rate_redteam"),
-                                        (self.val_harmful_heldout, harmful[~red], "harmful_rate_heldout"),
-                                        (self.val_cost, costs, "cost")):
+            for metric, values, key in (
+                (self.val_harmful, harmful, "harmful_rate"),
+                (self.val_harmful_redteam, harmful[red], "harmful_rate_redteam"),
+                (self.val_harmful_heldout, harmful[~red], "harmful_rate_heldout"),
+                (self.val_cost, costs, "cost"),
+            ):
                 if values.numel():
                     metric.update(values)
                     out[key] = metric.compute()
@@ -135,10 +164,17 @@ class Evaluation:
     def on_fit_end(self) -> None:
         """One line of before -> after figures (the reference, then the trained policy), from the last validation."""
         m = {k: float(v) for k, v in self.trainer.callback_metrics.items() if k.startswith("val/")}
-        pairs = [("held-out preference accuracy (mean log-prob per token, chosen > rejected)", "val/logp_accuracy_ref",
-                  "val/logp_accuracy")]
-        pairs += [(f"harmful rate ({how}, cost model)", f"val/harmful_rate_ref{suffix}", f"val/harmful_rate{suffix}")
-                  for how, suffix in (("sampled", ""), ("greedy", "_greedy"))]
+        pairs = [
+            (
+                "held-out preference accuracy (mean log-prob per token, chosen > rejected)",
+                "val/logp_accuracy_ref",
+                "val/logp_accuracy",
+            )
+        ]
+        pairs += [
+            (f"harmful rate ({how}, cost model)", f"val/harmful_rate_ref{suffix}", f"val/harmful_rate{suffix}")
+            for how, suffix in (("sampled", ""), ("greedy", "_greedy"))
+        ]
         said = [f"{name} {m[a]:.3f} -> {m[b]:.3f}" for name, a, b in pairs if a in m and b in m]
         if said and self.trainer.is_global_zero:
             extra = f"; implicit-reward accuracy {m['val/accuracy']:.3f}" if "val/accuracy" in m else ""
@@ -161,9 +197,19 @@ class Evaluation:
         tok = self._tokenizer()
         prompts = [encode_prompt(tok, f"\n\nHuman: {x}\n\nAssistant:") for x in inputs]  # user text: no control tokens
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        replies = sample_completions(self.policy.eval(), prompts, pad, tok.eos_token_id, self.hparams.max_new_tokens,
-                                     self.hparams.temperature, self.hparams.gen_seed, self.hparams.gen_batch_size)
-        return [{"prompt": x, "reply": tok.decode(r, skip_special_tokens=True).strip()} for x, r in zip(inputs, replies)]
+        replies = sample_completions(
+            self.policy.eval(),
+            prompts,
+            pad,
+            tok.eos_token_id,
+            self.hparams.max_new_tokens,
+            self.hparams.temperature,
+            self.hparams.gen_seed,
+            self.hparams.gen_batch_size,
+        )
+        return [
+            {"prompt": x, "reply": tok.decode(r, skip_special_tokens=True).strip()} for x, r in zip(inputs, replies)
+        ]
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """:meth:`predict_record` as ``> prompt`` then the reply, blank-line separated."""

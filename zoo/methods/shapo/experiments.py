@@ -8,6 +8,7 @@ held-out pairs and prompts. Per-run metrics are cached under ``--work`` so an in
 Rows are per run; the summary gives mean and sd over seeds and the paired (same seed, same flips) difference to
 DPO, written through :func:`zoo.core.results.write_result`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,23 +22,48 @@ from pathlib import Path
 from zoo.core.results import summarise, write_result
 
 RECIPES = {"dpo": "dpo.yaml", "shapo-token": "shapo.yaml", "shapo-reward": "shapo-reward.yaml"}
-METRICS = ("val/accuracy", "val/margin", "val/harmful_rate", "val/harmful_rate_redteam", "val/harmful_rate_heldout",
-           "val/kl_ref", "val/harmful_rate_greedy", "val/kl_ref_greedy")
-PAPER = ("ShaPO is more robust than DPO under noisy preferences (abstract: 'consistently improves safety robustness "
-         "over popular preference optimization methods' across noisy preference settings; the per-setting numbers of "
-         "the 30%/40%-flip experiments were not available to us). Headline, clean PKU-SafeRLHF, Llama-3.2-3B "
-         "[secondary]: win rate 89.26, MD-Judge unsafe rate 0.59% averaged over 4 benchmarks.")
+METRICS = (
+    "val/accuracy",
+    "val/margin",
+    "val/harmful_rate",
+    "val/harmful_rate_redteam",
+    "val/harmful_rate_heldout",
+    "val/kl_ref",
+    "val/harmful_rate_greedy",
+    "val/kl_ref_greedy",
+)
+PAPER = (
+    "ShaPO is more robust than DPO under noisy preferences (abstract: 'consistently improves safety robustness "
+    "over popular preference optimization methods' across noisy preference settings; the per-setting numbers of "
+    "the 30%/40%-flip experiments were not available to us). Headline, clean PKU-SafeRLHF, Llama-3.2-3B "
+    "[secondary]: win rate 89.26, MD-Judge unsafe rate 0.59% averaged over 4 benchmarks."
+)
 
 
-def scale_overrides(steps: int, eval_pairs: int, heldout_prompts: int, new_tokens: int, init: str | None = None,
-                    cost_model: str | None = None) -> list[str]:
+def scale_overrides(
+    steps: int,
+    eval_pairs: int,
+    heldout_prompts: int,
+    new_tokens: int,
+    init: str | None = None,
+    cost_model: str | None = None,
+) -> list[str]:
     """The overrides that shorten a recipe run (identical for every arm of the sweep); ``init`` replaces the recipes'
     starting policy and reference (zoo-lm.chat), ``cost_model`` their cost model."""
-    swap = ([f"init_from={init}", f"model.reference={init}"] if init else []) + \
-        ([f"model.cost_model={cost_model}"] if cost_model else [])
-    return swap + [f"trainer.limit_train_batches={steps}", "trainer.max_epochs=1", f"data.max_eval_pairs={eval_pairs}",
-            f"data.heldout_prompts={heldout_prompts}", f"model.max_new_tokens={new_tokens}",
-            "data.max_length=96", "data.max_prompt_length=48", "logger.kind=none", "export.formats=[]"]
+    swap = ([f"init_from={init}", f"model.reference={init}"] if init else []) + (
+        [f"model.cost_model={cost_model}"] if cost_model else []
+    )
+    return swap + [
+        f"trainer.limit_train_batches={steps}",
+        "trainer.max_epochs=1",
+        f"data.max_eval_pairs={eval_pairs}",
+        f"data.heldout_prompts={heldout_prompts}",
+        f"model.max_new_tokens={new_tokens}",
+        "data.max_length=96",
+        "data.max_prompt_length=48",
+        "logger.kind=none",
+        "export.formats=[]",
+    ]
 
 
 def evaluate_start(overrides: list[str]) -> dict:
@@ -49,8 +75,14 @@ def evaluate_start(overrides: list[str]) -> dict:
 
     cfg = compose_and_validate(["recipe=dpo.yaml", *overrides])
     t0 = time.time()
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     metrics = trainer.validate(build_module(cfg), datamodule=build_datamodule(cfg), verbose=False)[0]
     return {k: float(metrics[k]) for k in METRICS if k in metrics} | {"wall_s": time.time() - t0}
 
@@ -60,8 +92,9 @@ def run_one(recipe: str, seed: int, flip_rate: float, overrides: list[str], out_
     from zoo.cli import compose_and_validate
     from zoo.core.build import train
 
-    cfg = compose_and_validate([f"recipe={recipe}", f"seed={seed}", f"data.flip_rate={flip_rate}",
-                                f"out_dir={out_dir}", *overrides])
+    cfg = compose_and_validate(
+        [f"recipe={recipe}", f"seed={seed}", f"data.flip_rate={flip_rate}", f"out_dir={out_dir}", *overrides]
+    )
     t0 = time.time()
     run_dir = train(cfg)
     metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
@@ -73,8 +106,15 @@ def sweep_rows(runs: list[dict]) -> list[dict]:
     paired difference to DPO (same seed, same flips) in ``accuracy - DPO`` and ``harmful_rate - DPO``."""
     keyed = {(r["flip_rate"], r["method"], r["seed"]): r for r in runs}
     rows = []
-    for r in sorted(runs, key=lambda r: (r["method"] != "start", r["flip_rate"], list(RECIPES).index(r["method"])
-                                         if r["method"] in RECIPES else -1, r["seed"])):
+    for r in sorted(
+        runs,
+        key=lambda r: (
+            r["method"] != "start",
+            r["flip_rate"],
+            list(RECIPES).index(r["method"]) if r["method"] in RECIPES else -1,
+            r["seed"],
+        ),
+    ):
         row = {"method": r["method"], "flip_rate": r["flip_rate"], "seed": r["seed"]}
         row |= {m.split("/", 1)[1]: r[m] for m in METRICS if m in r}
         dpo = keyed.get((r["flip_rate"], "dpo", r["seed"]))
@@ -87,51 +127,74 @@ def sweep_rows(runs: list[dict]) -> list[dict]:
     return rows
 
 
-def write_sweep(runs: list[dict], command: str, notes: str, scale: dict, out: str = "results/shapo/noise-sweep.json",
-                converted_from: str | None = None) -> Path:
+def write_sweep(
+    runs: list[dict],
+    command: str,
+    notes: str,
+    scale: dict,
+    out: str = "results/shapo/noise-sweep.json",
+    converted_from: str | None = None,
+) -> Path:
     """``results/shapo/noise-sweep.json`` through the results writer: per-run rows, mean/sd per (flip_rate, method)."""
     rows = sweep_rows(runs)
     metrics = [m.split("/", 1)[1] for m in METRICS] + ["accuracy - DPO", "harmful_rate - DPO"]
     out_path = Path(out)
-    return write_result("shapo", out_path.stem, rows, summary=summarise(rows, metrics, by=["flip_rate", "method"]),
-                        paper=PAPER, notes=notes, command=command, extra={"scale": scale},
-                        results_dir=out_path.parent.parent.resolve(), converted_from=converted_from)
+    return write_result(
+        "shapo",
+        out_path.stem,
+        rows,
+        summary=summarise(rows, metrics, by=["flip_rate", "method"]),
+        paper=PAPER,
+        notes=notes,
+        command=command,
+        extra={"scale": scale},
+        results_dir=out_path.parent.parent.resolve(),
+        converted_from=converted_from,
+    )
 
 
-def sweep_notes(init: str | None, steps: int, eval_pairs: int, heldout_prompts: int, new_tokens: int,
-                cost_model: str | None) -> str:
+def sweep_notes(
+    init: str | None, steps: int, eval_pairs: int, heldout_prompts: int, new_tokens: int, cost_model: str | None
+) -> str:
     """The protocol text of the noise-sweep table."""
-    return (f"{init or 'zoo-lm.chat'} (5.26M parameters) trained for {steps} optimiser steps of 8 HH-RLHF harmless "
-            f"preference_train pairs (<= 96 tokens; a seeded flip_rate of them swapped), then evaluated on "
-            f"{eval_pairs} clean preference_eval pairs (accuracy = share with a positive implicit-reward margin, a "
-            "zero margin counted as a tie (0.5); margin in nats x beta) and on 83 red-team + "
-            f"{heldout_prompts} held-out prompts (one sampled reply of <= {new_tokens} tokens each; harmful = cost > 0 "
-            f"under {cost_model or 'shapo-cost-model.zoo-lm-hh'}; kl_ref = summed per-token KL to the starting policy "
-            "along the reply). Mean ± sd over seeds; '- DPO' columns are paired differences (same seed, same flips). "
-            "'start' is the untrained starting policy under the same evaluation (policy = reference, so every margin "
-            "is 0 and its accuracy is the tie value 0.5). Replies are sampled with the same seed in every run. "
-            "ShaPO uses the SAM-normalised rho = 0.05 step every 5th optimiser step on 1% of the down-projection "
-            "neurons (recipes/shapo.yaml). Two caveats by construction: shapo-reward takes its soft labels from the "
-            "same cost model that judges harmful_rate (trained on clean pairs), so its harmful_rate is partly "
-            "circular; and its loss is invariant to swapping a pair, so for a given seed its runs are identical at "
-            "every flip rate.")
+    return (
+        f"{init or 'zoo-lm.chat'} (5.26M parameters) trained for {steps} optimiser steps of 8 HH-RLHF harmless "
+        f"preference_train pairs (<= 96 tokens; a seeded flip_rate of them swapped), then evaluated on "
+        f"{eval_pairs} clean preference_eval pairs (accuracy = share with a positive implicit-reward margin, a "
+        "zero margin counted as a tie (0.5); margin in nats x beta) and on 83 red-team + "
+        f"{heldout_prompts} held-out prompts (one sampled reply of <= {new_tokens} tokens each; harmful = cost > 0 "
+        f"under {cost_model or 'shapo-cost-model.zoo-lm-hh'}; kl_ref = summed per-token KL to the starting policy "
+        "along the reply). Mean ± sd over seeds; '- DPO' columns are paired differences (same seed, same flips). "
+        "'start' is the untrained starting policy under the same evaluation (policy = reference, so every margin "
+        "is 0 and its accuracy is the tie value 0.5). Replies are sampled with the same seed in every run. "
+        "ShaPO uses the SAM-normalised rho = 0.05 step every 5th optimiser step on 1% of the down-projection "
+        "neurons (recipes/shapo.yaml). Two caveats by construction: shapo-reward takes its soft labels from the "
+        "same cost model that judges harmful_rate (trained on clean pairs), so its harmful_rate is partly "
+        "circular; and its loss is invariant to swapping a pair, so for a given seed its runs are identical at "
+        "every flip rate."
+    )
 
 
 def release_table(out: Path) -> Path:
     """results/shapo/release.json: zoo-lm.chat (untrained) and the released shapo.zoo-lm-hh under recipes/shapo.yaml's
     full evaluation (277 preference_eval pairs, 83 red-team + 64 held-out prompts, 48 tokens sampled and greedy)."""
     from zoo.core.build import evaluate, load_module
+
     start = evaluate_start([])
     module, cfg = load_module("shapo.zoo-lm-hh")
     released = evaluate(module, cfg)
-    rows = [{"model": name} | {m.split("/", 1)[1]: res[m] for m in METRICS if m in res}
-            for name, res in (("zoo-lm.chat (start)", start), ("shapo.zoo-lm-hh", released))]
-    notes = ("The zoo weights shapo.zoo-lm-hh (recipes/shapo.yaml: token-level ShaPO, one epoch of the 840 "
-             "preference_train pairs of the conversation split, flip_rate 0, last weights) beside their starting point, "
-             "evaluated identically on preference_eval (277 pairs from conversations seen nowhere in training or in "
-             "zoo-lm.chat's SFT data; reference zoo-lm.chat; judge shapo-cost-model.zoo-lm-hh, test accuracy 0.574; "
-             "one sampled (temperature 1, same seed) and one greedy reply of <= 48 tokens per prompt). Accuracy "
-             "counts a zero margin as a tie (0.5): the start is its own reference, so it scores 0.5.")
+    rows = [
+        {"model": name} | {m.split("/", 1)[1]: res[m] for m in METRICS if m in res}
+        for name, res in (("zoo-lm.chat (start)", start), ("shapo.zoo-lm-hh", released))
+    ]
+    notes = (
+        "The zoo weights shapo.zoo-lm-hh (recipes/shapo.yaml: token-level ShaPO, one epoch of the 840 "
+        "preference_train pairs of the conversation split, flip_rate 0, last weights) beside their starting point, "
+        "evaluated identically on preference_eval (277 pairs from conversations seen nowhere in training or in "
+        "zoo-lm.chat's SFT data; reference zoo-lm.chat; judge shapo-cost-model.zoo-lm-hh, test accuracy 0.574; "
+        "one sampled (temperature 1, same seed) and one greedy reply of <= 48 tokens per prompt). Accuracy "
+        "counts a zero margin as a tie (0.5): the start is its own reference, so it scores 0.5."
+    )
     path = write_result("shapo", out.stem, rows, paper=PAPER, notes=notes, results_dir=out.parent.parent.resolve())
     print(f"wrote {path}")
     return path
@@ -148,8 +211,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--methods", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     ap.add_argument("--init", help="starting policy and reference instead of the recipes' zoo-lm.chat")
     ap.add_argument("--cost-model", help="cost model instead of the recipes' shapo-cost-model.zoo-lm-hh")
-    ap.add_argument("--start", type=int, default=1, choices=[0, 1],
-                    help="also evaluate the untrained starting policy (row 'start')")
+    ap.add_argument(
+        "--start", type=int, default=1, choices=[0, 1], help="also evaluate the untrained starting policy (row 'start')"
+    )
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra recipe override")
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
     ap.add_argument("--work", default="/tmp/shapo-noise-sweep")
@@ -161,12 +225,17 @@ def main(argv: list[str] | None = None) -> None:
         release_table(Path("results/shapo/release.json"))
         return
     work = Path(args.work)
-    overrides = scale_overrides(args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens, args.init,
-                                args.cost_model) + args.set
+    overrides = (
+        scale_overrides(args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens, args.init, args.cost_model)
+        + args.set
+    )
     if args.one:
         method, seed, flip = args.one[0], int(args.one[1]), float(args.one[2])
-        res = (evaluate_start(overrides) if method == "start" else
-               run_one(RECIPES[method], seed, flip, overrides, work / "runs"))
+        res = (
+            evaluate_start(overrides)
+            if method == "start"
+            else run_one(RECIPES[method], seed, flip, overrides, work / "runs")
+        )
         res |= {"method": method, "seed": seed, "flip_rate": flip}
         (work / f"{method}-s{seed}-f{flip}.json").write_text(json.dumps(res))
         return
@@ -175,10 +244,17 @@ def main(argv: list[str] | None = None) -> None:
     todo = [("start", 0, 0.0)] * args.start + todo  # the untrained starting policy, evaluated once
     todo = [t for t in todo if not (work / f"{t[0]}-s{t[1]}-f{t[2]}.json").is_file()]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    passthrough = [f"--steps={args.steps}", f"--eval-pairs={args.eval_pairs}",
-                   f"--heldout-prompts={args.heldout_prompts}", f"--new-tokens={args.new_tokens}", f"--work={work}"]
+    passthrough = [
+        f"--steps={args.steps}",
+        f"--eval-pairs={args.eval_pairs}",
+        f"--heldout-prompts={args.heldout_prompts}",
+        f"--new-tokens={args.new_tokens}",
+        f"--work={work}",
+    ]
     passthrough += [f"--set={kv}" for kv in args.set]
-    passthrough += [f"--init={args.init}"] * bool(args.init) + [f"--cost-model={args.cost_model}"] * bool(args.cost_model)
+    passthrough += [f"--init={args.init}"] * bool(args.init) + [f"--cost-model={args.cost_model}"] * bool(
+        args.cost_model
+    )
     running: list[tuple[subprocess.Popen, tuple, object]] = []
     t0 = time.time()
     while todo or running:
@@ -195,13 +271,19 @@ def main(argv: list[str] | None = None) -> None:
                 log.close()
                 print(f"[{time.time() - t0:7.0f}s] {key} exit {proc.returncode}", flush=True)
     runs = [json.loads(p.read_text()) for p in sorted(work.glob("*-s*-f*.json"))]
-    runs = [r for r in runs if (r["method"] in args.methods and r["seed"] in args.seeds
-                                and r["flip_rate"] in args.flip_rates) or (r["method"] == "start" and args.start)]
+    runs = [
+        r
+        for r in runs
+        if (r["method"] in args.methods and r["seed"] in args.seeds and r["flip_rate"] in args.flip_rates)
+        or (r["method"] == "start" and args.start)
+    ]
     shown = [a for a in passthrough if not a.startswith("--work")]
-    command = ("python -m zoo.methods.shapo.experiments " + " ".join(shown) +
-               f" --seeds {' '.join(map(str, args.seeds))} --flip-rates {' '.join(map(str, args.flip_rates))}")
-    notes = sweep_notes(args.init, args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens,
-                        args.cost_model)
+    command = (
+        "python -m zoo.methods.shapo.experiments "
+        + " ".join(shown)
+        + f" --seeds {' '.join(map(str, args.seeds))} --flip-rates {' '.join(map(str, args.flip_rates))}"
+    )
+    notes = sweep_notes(args.init, args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens, args.cost_model)
     scale = {"overrides": overrides, "wall_s_total": sum(r.get("wall_s", 0.0) for r in runs)}
     print(f"wrote {write_sweep(runs, command, notes, scale, args.out)}")
 

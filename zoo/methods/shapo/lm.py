@@ -1,5 +1,6 @@
 """Causal-LM plumbing shared by ShaPO's policy, reference and cost model: sequence log-probabilities,
 left-padded sampling and per-token KL. Shapes: B sequences, T tokens, V vocabulary entries."""
+
 from __future__ import annotations
 
 import torch
@@ -14,8 +15,9 @@ def unwrap(model):
     return hf.base_model, hf.get_output_embeddings()
 
 
-def sequence_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def sequence_logps(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed log-probability of the labelled tokens of each sequence (the authors' ``_get_batch_logps``).
 
     Only the scored positions go through the output projection (as TRL's fused LM head does): the prompt's
@@ -58,8 +60,16 @@ def right_pad(seqs: list[list[int]], pad_id: int, device=None) -> tuple[torch.Te
 
 
 @torch.no_grad()
-def sample_completions(model, prompts: list[list[int]], pad_id: int, eos_id: int, max_new_tokens: int,
-                       temperature: float, seed: int, batch_size: int) -> list[list[int]]:
+def sample_completions(
+    model,
+    prompts: list[list[int]],
+    pad_id: int,
+    eos_id: int,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    batch_size: int,
+) -> list[list[int]]:
     """Sample a completion for each prompt (left-padded batches, ``model.generate``), cut after the first EOS.
 
     Under FSDP2 ``generate`` runs with ``synced_gpus`` (ranks that finished keep stepping with the others).
@@ -79,27 +89,43 @@ def sample_completions(model, prompts: list[list[int]], pad_id: int, eos_id: int
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         for i in range(0, len(prompts), batch_size):
-            chunk = prompts[i: i + batch_size]
+            chunk = prompts[i : i + batch_size]
             T = max(len(p) for p in chunk)
             ids = torch.full((len(chunk), T), pad_id, dtype=torch.long)
             mask = torch.zeros((len(chunk), T), dtype=torch.long)
             for j, p in enumerate(chunk):
-                ids[j, T - len(p):] = torch.tensor(p)
-                mask[j, T - len(p):] = 1
-            kw = ({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0
-                  else {"do_sample": False})
+                ids[j, T - len(p) :] = torch.tensor(p)
+                mask[j, T - len(p) :] = 1
+            kw = (
+                {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+                if temperature > 0
+                else {"do_sample": False}
+            )
             if is_sharded(model):  # FSDP2: every rank runs the same number of forwards (each one all-gathers)
                 kw["synced_gpus"] = True
-            gen = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
-                                 max_new_tokens=max_new_tokens, pad_token_id=pad_id, eos_token_id=eos_id, **kw)
+            gen = model.generate(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                max_new_tokens=max_new_tokens,
+                pad_token_id=pad_id,
+                eos_token_id=eos_id,
+                **kw,
+            )
             for row in gen[:, T:].tolist():
                 out.append(row[: row.index(eos_id) + 1] if eos_id in row else row)
     return out
 
 
 @torch.no_grad()
-def completion_kl(policy_logits, reference_logits, prompts: list[list[int]], completions: list[list[int]],
-                  pad_id: int, batch_size: int, device=None) -> torch.Tensor:
+def completion_kl(
+    policy_logits,
+    reference_logits,
+    prompts: list[list[int]],
+    completions: list[list[int]],
+    pad_id: int,
+    batch_size: int,
+    device=None,
+) -> torch.Tensor:
     """KL(pi || pi_ref) along each completion: sum over its positions of the exact per-token KL over V.
 
     Args:
@@ -111,14 +137,13 @@ def completion_kl(policy_logits, reference_logits, prompts: list[list[int]], com
     """
     out = []
     for i in range(0, len(prompts), batch_size):
-        seqs = [p + c for p, c in zip(prompts[i: i + batch_size], completions[i: i + batch_size])]
+        seqs = [p + c for p, c in zip(prompts[i : i + batch_size], completions[i : i + batch_size])]
         ids, mask = right_pad(seqs, pad_id, device)
         lp = torch.log_softmax(policy_logits(ids, mask).float(), -1)
         lq = torch.log_softmax(reference_logits(ids, mask).float(), -1)
         kl_t = (lp.exp() * (lp - lq)).sum(-1)  # (B, T): KL of the next-token distribution at t
         scored = torch.zeros_like(kl_t)
-        for j, (p, c) in enumerate(zip(prompts[i: i + batch_size], completions[i: i + batch_size])):
-            scored[j, len(p) - 1: len(p) - 1 + len(c)] = 1
+        for j, (p, c) in enumerate(zip(prompts[i : i + batch_size], completions[i : i + batch_size])):
+            scored[j, len(p) - 1 : len(p) - 1 + len(c)] = 1
         out.append((kl_t * scored).sum(-1))
     return torch.cat(out) if out else torch.zeros(0)
-

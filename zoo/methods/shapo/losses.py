@@ -5,6 +5,7 @@ response tokens unless stated otherwise) and returns per-example losses of shape
 turns those into the scalar that is back-propagated. The formulas follow the authors' ``preference_loss``
 (trainers.py of liujilong0116/ShaPO) and the papers each one cites; see README.md "Stage B".
 """
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,12 @@ LOSSES = ("dpo", "ipo", "rdpo", "simpo")
 AGGREGATIONS = ("mean", "drdpo")
 
 
-def preference_logits(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor,
-                      ref_chosen: torch.Tensor | None, ref_rejected: torch.Tensor | None) -> torch.Tensor:
+def preference_logits(
+    policy_chosen: torch.Tensor,
+    policy_rejected: torch.Tensor,
+    ref_chosen: torch.Tensor | None,
+    ref_rejected: torch.Tensor | None,
+) -> torch.Tensor:
     """The implicit-reward difference h (DPO, Rafailov et al. 2023, Eq. 7).
 
     h = [log pi(y_w|x) - log pi_ref(y_w|x)] - [log pi(y_l|x) - log pi_ref(y_l|x)].
@@ -99,8 +104,9 @@ def simpo_logits(avg_chosen: torch.Tensor, avg_rejected: torch.Tensor, gamma_bet
     return avg_chosen - avg_rejected - gamma_beta_ratio
 
 
-def reward_preference_probability(cost_chosen: torch.Tensor, cost_rejected: torch.Tensor,
-                                  reward_beta: float) -> torch.Tensor:
+def reward_preference_probability(
+    cost_chosen: torch.Tensor, cost_rejected: torch.Tensor, reward_beta: float
+) -> torch.Tensor:
     """The reward-level soft label p* = sigma(beta_r (c(x, y_l) - c(x, y_w))) (reward-level ShaPO).
 
     c is a cost (higher = more harmful), so p* is the probability that y_w is the safer reply.
@@ -150,11 +156,20 @@ def aggregate(losses: torch.Tensor, mode: str = "mean", beta_prime: float = 1.0)
     raise ValueError(f"unknown aggregation {mode!r}; choose from {AGGREGATIONS}")
 
 
-def preference_losses(loss: str, beta: float, policy_chosen: torch.Tensor, policy_rejected: torch.Tensor,
-                      ref_chosen: torch.Tensor | None, ref_rejected: torch.Tensor | None,
-                      avg_chosen: torch.Tensor | None = None, avg_rejected: torch.Tensor | None = None,
-                      label_smoothing: float = 0.0, rdpo_epsilon: float = 0.1, simpo_gamma_beta_ratio: float = 0.5,
-                      p_star: torch.Tensor | None = None) -> torch.Tensor:
+def preference_losses(
+    loss: str,
+    beta: float,
+    policy_chosen: torch.Tensor,
+    policy_rejected: torch.Tensor,
+    ref_chosen: torch.Tensor | None,
+    ref_rejected: torch.Tensor | None,
+    avg_chosen: torch.Tensor | None = None,
+    avg_rejected: torch.Tensor | None = None,
+    label_smoothing: float = 0.0,
+    rdpo_epsilon: float = 0.1,
+    simpo_gamma_beta_ratio: float = 0.5,
+    p_star: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Per-example losses ``(B,)`` of one objective; the reward-level soft label replaces it when p* is given.
 
     Args:

@@ -4,6 +4,7 @@ DPO-family papers report the share of held-out pairs whose implicit reward prefe
 ``margin > 0`` test scores the starting policy (policy == reference, every margin exactly 0) as 0.0 although it
 has no preference at all; here a zero margin counts 0.5, so the start scores chance (0.5).
 """
+
 from __future__ import annotations
 
 import torch

@@ -4,6 +4,7 @@ The module holds construction, the DPO-family loss of a batch and stage C (the m
 policy/reference lifecycle and FSDP2 sharding are in ``policy.py``, stage A in ``stage_a.py`` and evaluation in
 ``evaluation.py`` (mixins of :class:`ShaPOModule`).
 """
+
 from __future__ import annotations
 
 import math
@@ -81,31 +82,59 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
     """
 
     export_formats = ("package", "hf")
-    trainer_rules = ({"when": {"variant": ["token", "reward"]}, "refused_strategies": ["fsdp", "deepspeed"],
-                      "why": "ShaPO's masked step supports single-device, DDP and FSDP2 (trainer.strategy=fsdp2), not "
-                             "FSDP1's flat shards or DeepSpeed; model.variant=dpo runs the baselines under them"},)
+    trainer_rules = (
+        {
+            "when": {"variant": ["token", "reward"]},
+            "refused_strategies": ["fsdp", "deepspeed"],
+            "why": "ShaPO's masked step supports single-device, DDP and FSDP2 (trainer.strategy=fsdp2), not "
+            "FSDP1's flat shards or DeepSpeed; model.variant=dpo runs the baselines under them",
+        },
+    )
     # stage-A outputs (recomputed when masks_ready is False) and LoRA adapters (fresh when full weights are wrapped)
     head_keys = ("neuron_masks", "probe_direction", "masks_ready", "policy.*lora_*")
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
-    def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, reference: str | None = None,
-                 variant: Literal["dpo", "token", "reward"] = "token",
-                 loss: Literal["dpo", "ipo", "rdpo", "simpo"] = "dpo", beta: Positive = 0.1,
-                 label_smoothing: Annotated[float, Range(0, 0.5)] = 0.0,
-                 rdpo_epsilon: Annotated[float, Range(0, 0.5, max_open=True)] = 0.1,
-                 simpo_gamma_beta_ratio: NonNegative = 0.5, aggregation: Literal["mean", "drdpo"] = "mean",
-                 drdpo_beta: Positive = 1.0, shapo_every: PositiveInt = 5,
-                 perturbation: Literal["gamma", "rho"] = "gamma", gamma_min: NonNegative = 2e-6,
-                 gamma_max: NonNegative = 4e-6, rho: NonNegative = 0.05,
-                 probe_percentage: Annotated[float, Range(0, 100, min_open=True)] = 1.0,
-                 neuron_sign: Literal["negative", "positive", "abs"] = "negative", probe_pairs: PositiveInt = 512,
-                 probe_epochs: PositiveInt = 10, probe_lr: Positive = 1e-3, masks_path: str | None = None,
-                 stage_a_model: str | None = None, cost_model: str | None = None, reward_beta: Positive = 0.5,
-                 lora: dict | None = None, precompute_ref_logps: bool = False,
-                 accumulate_grad_batches: PositiveInt = 1, max_grad_norm: Positive | None = 10.0,
-                 optimizer: dict | None = None, eval_generation: bool = True, max_new_tokens: PositiveInt = 48,
-                 temperature: NonNegative = 1.0, gen_seed: NonNegativeInt = 0, gen_batch_size: PositiveInt = 32,
-                 greedy_eval: bool = True, judge_reference: bool = False, gradient_checkpointing: bool = False):
+    def __init__(
+        self,
+        arch: str = "zoo-lm-small",
+        tokenizer: str | None = None,
+        reference: str | None = None,
+        variant: Literal["dpo", "token", "reward"] = "token",
+        loss: Literal["dpo", "ipo", "rdpo", "simpo"] = "dpo",
+        beta: Positive = 0.1,
+        label_smoothing: Annotated[float, Range(0, 0.5)] = 0.0,
+        rdpo_epsilon: Annotated[float, Range(0, 0.5, max_open=True)] = 0.1,
+        simpo_gamma_beta_ratio: NonNegative = 0.5,
+        aggregation: Literal["mean", "drdpo"] = "mean",
+        drdpo_beta: Positive = 1.0,
+        shapo_every: PositiveInt = 5,
+        perturbation: Literal["gamma", "rho"] = "gamma",
+        gamma_min: NonNegative = 2e-6,
+        gamma_max: NonNegative = 4e-6,
+        rho: NonNegative = 0.05,
+        probe_percentage: Annotated[float, Range(0, 100, min_open=True)] = 1.0,
+        neuron_sign: Literal["negative", "positive", "abs"] = "negative",
+        probe_pairs: PositiveInt = 512,
+        probe_epochs: PositiveInt = 10,
+        probe_lr: Positive = 1e-3,
+        masks_path: str | None = None,
+        stage_a_model: str | None = None,
+        cost_model: str | None = None,
+        reward_beta: Positive = 0.5,
+        lora: dict | None = None,
+        precompute_ref_logps: bool = False,
+        accumulate_grad_batches: PositiveInt = 1,
+        max_grad_norm: Positive | None = 10.0,
+        optimizer: dict | None = None,
+        eval_generation: bool = True,
+        max_new_tokens: PositiveInt = 48,
+        temperature: NonNegative = 1.0,
+        gen_seed: NonNegativeInt = 0,
+        gen_batch_size: PositiveInt = 32,
+        greedy_eval: bool = True,
+        judge_reference: bool = False,
+        gradient_checkpointing: bool = False,
+    ):
         super().__init__()
         self.save_hyperparameters()
         self._check_args()
@@ -118,8 +147,12 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         self.policy = build_causal_lm(arch, dtype=torch.float32)
         # the tokenizer follows the model (model.arch, or model.tokenizer); datamodules take it from here
         self.tokenizer = load_tokenizer(tokenizer_for(arch, tokenizer))
-        check_tokenizer_fits(self.tokenizer, self.policy, f"model.arch {arch!r}",
-                             f"the tokenizer {tokenizer_for(arch, tokenizer) or 'zoo-lm-bpe8k (shipped)'}")
+        check_tokenizer_fits(
+            self.tokenizer,
+            self.policy,
+            f"model.arch {arch!r}",
+            f"the tokenizer {tokenizer_for(arch, tokenizer) or 'zoo-lm-bpe8k (shipped)'}",
+        )
         if gradient_checkpointing:  # non-reentrant: stage C's ascent takes gradients at inner outputs
             enable_checkpointing(self.policy, use_reentrant=False)
         if self.uses_lora:
@@ -135,13 +168,13 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         self.register_buffer("probe_direction", torch.zeros(d))
         self.register_buffer("masks_ready", torch.tensor(False))
         self.automatic_optimization = False
-        self._frozen: dict = {}          # reference and cost model: outside the state dict on purpose
-        self._ref_cache: dict = {}       # (split, index) -> (ref chosen logp, ref rejected logp)
-        self._cost_cache: dict = {}      # train index -> (c_w, c_l)
-        self._pending: list = []         # micro-batches of the current ShaPO step
+        self._frozen: dict = {}  # reference and cost model: outside the state dict on purpose
+        self._ref_cache: dict = {}  # (split, index) -> (ref chosen logp, ref rejected logp)
+        self._cost_cache: dict = {}  # train index -> (c_w, c_l)
+        self._pending: list = []  # micro-batches of the current ShaPO step
         self._micro = 0
         self._perturbation: MaskedPerturbation | None = None
-        self._dp_group = None            # FSDP2: the data-parallel process group the policy is sharded over
+        self._dp_group = None  # FSDP2: the data-parallel process group the policy is sharded over
         self.probe_stats: dict = {}
         self.val_accuracy, self.val_margin, self.val_loss = MeanMetric(), MeanMetric(), MeanMetric()
         self.val_harmful, self.val_harmful_redteam, self.val_harmful_heldout = MeanMetric(), MeanMetric(), MeanMetric()
@@ -152,9 +185,13 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
     # ------------------------------------------------------------------ construction
     def _check_args(self) -> None:
         hp = self.hparams
-        choices = {"variant": (hp.variant, VARIANTS), "loss": (hp.loss, L.LOSSES),
-                   "aggregation": (hp.aggregation, L.AGGREGATIONS), "perturbation": (hp.perturbation, ("gamma", "rho")),
-                   "neuron_sign": (hp.neuron_sign, SIGNS)}
+        choices = {
+            "variant": (hp.variant, VARIANTS),
+            "loss": (hp.loss, L.LOSSES),
+            "aggregation": (hp.aggregation, L.AGGREGATIONS),
+            "perturbation": (hp.perturbation, ("gamma", "rho")),
+            "neuron_sign": (hp.neuron_sign, SIGNS),
+        }
         for key, (value, allowed) in choices.items():
             if value not in allowed:
                 raise ValueError(f"model.{key}: {value!r} is not one of {allowed}")
@@ -164,6 +201,7 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
             raise ValueError(f"model.gamma_min/gamma_max: need 0 <= {hp.gamma_min} <= {hp.gamma_max}")
         if hp.variant == "reward" and not hp.cost_model:
             raise ValueError("model.variant=reward needs model.cost_model (a shapo-cost-model zoo id or run)")
+
     # ------------------------------------------------------------------ forward pieces
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Policy logits ``(B, T, V)``."""
@@ -214,16 +252,29 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         ref_w, ref_l = self._reference_logps(batch, split)
         p_star = self._p_star(batch) if hp.variant == "reward" and split == "train" else None
         per_example = L.preference_losses(
-            hp.loss, hp.beta, pol_w, pol_l, ref_w, ref_l, avg_chosen=pol_w / n_w.clamp_min(1),
-            avg_rejected=pol_l / n_l.clamp_min(1), label_smoothing=hp.label_smoothing, rdpo_epsilon=hp.rdpo_epsilon,
-            simpo_gamma_beta_ratio=hp.simpo_gamma_beta_ratio, p_star=p_star)
+            hp.loss,
+            hp.beta,
+            pol_w,
+            pol_l,
+            ref_w,
+            ref_l,
+            avg_chosen=pol_w / n_w.clamp_min(1),
+            avg_rejected=pol_l / n_l.clamp_min(1),
+            label_smoothing=hp.label_smoothing,
+            rdpo_epsilon=hp.rdpo_epsilon,
+            simpo_gamma_beta_ratio=hp.simpo_gamma_beta_ratio,
+            p_star=p_star,
+        )
         loss = L.aggregate(per_example, hp.aggregation, hp.drdpo_beta)
         chosen_reward = hp.beta * (pol_w - ref_w).detach()
         rejected_reward = hp.beta * (pol_l - ref_l).detach()
         # reference-free preference: mean log-prob per reply token, chosen minus rejected (policy, and reference)
         n_w, n_l = n_w.clamp_min(1), n_l.clamp_min(1)
-        return loss, {"margin": chosen_reward - rejected_reward, "logp_gap": (pol_w / n_w - pol_l / n_l).detach(),
-                      "logp_gap_ref": ref_w / n_w - ref_l / n_l}
+        return loss, {
+            "margin": chosen_reward - rejected_reward,
+            "logp_gap": (pol_w / n_w - pol_l / n_l).detach(),
+            "logp_gap_ref": ref_w / n_w - ref_l / n_l,
+        }
 
     # ------------------------------------------------------------------ stage C
     def configure_optimizers(self):
@@ -273,8 +324,9 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         if self._dp_group is not None:
             sliced = all_reduce_mean(sliced, self._dp_group)
         step = self.trainer.global_step if self._trainer is not None else 0
-        size = pert.apply_masked(sliced, self.hparams.perturbation, gamma=self.perturbation_gamma(step),
-                                 rho=self.hparams.rho)
+        size = pert.apply_masked(
+            sliced, self.hparams.perturbation, gamma=self.perturbation_gamma(step), rho=self.hparams.rho
+        )
         total = 0.0
         try:
             for batch in batches:
@@ -311,9 +363,15 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
             self._log_train(stats)
         self.log("train/loss", loss.detach(), on_step=True, prog_bar=True, batch_size=batch["index"].numel())
         if self.probe_stats:  # stage A's probe, so the run's metrics record it
-            self.log_dict({"probe/train_accuracy": self.probe_stats["probe_train_accuracy"],
-                           "probe/heldout_accuracy": self.probe_stats["probe_heldout_accuracy"]},
-                          on_step=False, on_epoch=True, batch_size=1)
+            self.log_dict(
+                {
+                    "probe/train_accuracy": self.probe_stats["probe_train_accuracy"],
+                    "probe/heldout_accuracy": self.probe_stats["probe_heldout_accuracy"],
+                },
+                on_step=False,
+                on_epoch=True,
+                batch_size=1,
+            )
         if last:
             opt = self.optimizers()
             if hp.max_grad_norm:

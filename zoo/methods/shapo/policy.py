@@ -2,6 +2,7 @@
 cost model (built in ``setup``, kept outside the state dict), FSDP2 sharding, the checkpoint hooks that carry a copied
 reference, and HF export. A mixin of :class:`zoo.methods.shapo.module.ShaPOModule` (reads its ``hparams``, ``policy``
 and ``_frozen``)."""
+
 from __future__ import annotations
 
 import copy
@@ -23,8 +24,9 @@ def map_lm_state(own: dict, state: dict, tied: bool) -> dict:
     head keys: LoRA adapters and stage-A buffers). A missing tied ``lm_head.weight`` is the embedding (ours:
     bookkeeping, no method content).
     """
+
     def plain(key: str) -> str:
-        return key[len("policy."):].removeprefix("base_model.model.").replace(".base_layer.", ".")
+        return key[len("policy.") :].removeprefix("base_model.model.").replace(".base_layer.", ".")
 
     targets = {plain(k): k for k in own if k.startswith("policy.") and "lora_" not in k}
     out, found = {}, set()
@@ -54,9 +56,11 @@ def merged_if_lora(state: dict, source_cfg: dict | None, arch: str) -> dict:
         return state
     src_model = (source_cfg or {}).get("model") or {}
     if not src_model.get("lora"):
-        raise ValueError("the weights hold LoRA adapters but their model.lora settings are unknown (load a zoo "
-                         "package or a run's checkpoint, whose config carries them)")
-    policy = {k[len("policy."):]: v for k, v in state.items() if k.startswith("policy.")}
+        raise ValueError(
+            "the weights hold LoRA adapters but their model.lora settings are unknown (load a zoo "
+            "package or a run's checkpoint, whose config carries them)"
+        )
+    policy = {k[len("policy.") :]: v for k, v in state.items() if k.startswith("policy.")}
     merged = merge_lora_state(src_model.get("arch", arch), src_model["lora"], policy)
     rest = {k: v for k, v in state.items() if not k.startswith("policy.")}
     return {**{f"policy.{k}": v for k, v in merged.items()}, **rest}
@@ -76,9 +80,9 @@ def merge_lora_state(arch: str, lora: dict, policy_state: dict) -> dict:
     holder.policy, holder._tied = model, tied_aliases(model, "policy.")
     fill = {f"policy.{k}": v for k, v in policy_state.items()}
     fill_tied_aliases(holder, fill, "", {}, True, [], [], [])
-    model.load_state_dict({k[len("policy."):]: v for k, v in fill.items()}, strict=True)
+    model.load_state_dict({k[len("policy.") :]: v for k, v in fill.items()}, strict=True)
     merged = model.merge_and_unload()
-    aliases = tied_aliases(merged)          # a tied lm_head is stored once, as the embedding (as in packages)
+    aliases = tied_aliases(merged)  # a tied lm_head is stored once, as the embedding (as in packages)
     return {k: v for k, v in merged.state_dict().items() if k not in aliases}
 
 
@@ -99,8 +103,7 @@ def copy_in_dtype(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module
     """A deep copy of ``model`` whose parameters are detached ``dtype`` copies (``requires_grad=False``; buffers and
     tied parameters kept as they are). Each parameter is converted on its own, so a bf16 copy of an fp32 model never
     holds a full fp32 copy."""
-    memo = {id(p): torch.nn.Parameter(p.detach().to(dtype, copy=True), requires_grad=False)
-            for p in model.parameters()}
+    memo = {id(p): torch.nn.Parameter(p.detach().to(dtype, copy=True), requires_grad=False) for p in model.parameters()}
     return copy.deepcopy(model, memo)
 
 
@@ -129,8 +132,13 @@ class PolicyLifecycle:
             ValueError: a LoRA source whose ``model.lora`` settings are unknown (a bare state dict).
         """
         own = self.state_dict()
-        if source_method == self.method_name and any("lora_" in k for k in state) and self.uses_lora and \
-                set(state) <= set(own) and all(tuple(v.shape) == tuple(own[k].shape) for k, v in state.items()):
+        if (
+            source_method == self.method_name
+            and any("lora_" in k for k in state)
+            and self.uses_lora
+            and set(state) <= set(own)
+            and all(tuple(v.shape) == tuple(own[k].shape) for k, v in state.items())
+        ):
             return state
         tied = bool(getattr(self._hf_model().config, "tie_word_embeddings", False))
         return map_lm_state(own, merged_if_lora(state, source_cfg, self.hparams.arch), tied)
@@ -138,6 +146,7 @@ class PolicyLifecycle:
     def _hf_model(self):
         """The transformers model under any peft wrapper."""
         return self.policy.get_base_model() if hasattr(self.policy, "get_base_model") else self.policy
+
     # ------------------------------------------------------------------ frozen models
     def setup(self, stage: str) -> None:
         """Build the frozen reference and load the cost model (neither is in the state dict).
@@ -161,12 +170,15 @@ class PolicyLifecycle:
                 raise RecipeError(
                     "trainer.strategy=fsdp: ShaPO's masked step needs per-parameter shards, not FSDP1's flat ones; use "
                     "trainer.strategy=fsdp2 (FSDP2 fully_shard through Lightning's ModelParallelStrategy, see "
-                    "zoo/methods/shapo/README.md), or model.variant=dpo for the baselines.")
+                    "zoo/methods/shapo/README.md), or model.variant=dpo for the baselines."
+                )
             if isinstance(strategy, DeepSpeedStrategy) or not isinstance(
-                    strategy, (SingleDeviceStrategy, DDPStrategy, ModelParallelStrategy)):  # DeepSpeed is a DDP
+                strategy, (SingleDeviceStrategy, DDPStrategy, ModelParallelStrategy)
+            ):  # DeepSpeed is a DDP
                 raise RecipeError(
                     f"trainer.strategy: ShaPO's masked step supports single-device, DDP and FSDP2 (fsdp2), not {name}; "
-                    "model.variant=dpo runs the baselines under other strategies.")
+                    "model.variant=dpo runs the baselines under other strategies."
+                )
         if (self.hparams.reference or not self.uses_lora) and "reference" not in self._frozen:
             dtype = self._reference_dtype()
             if self.hparams.reference:
@@ -183,13 +195,19 @@ class PolicyLifecycle:
             with phase(f"loading model.cost_model {self.hparams.cost_model} (the judge)"):
                 cost, _ = load_module(self.hparams.cost_model)
             if not hasattr(cost, "score"):
-                raise ValueError(f"model.cost_model {self.hparams.cost_model!r} is a {cost.method_name!r} run, "
-                                 "not a shapo-cost-model")
+                raise ValueError(
+                    f"model.cost_model {self.hparams.cost_model!r} is a {cost.method_name!r} run, "
+                    "not a shapo-cost-model"
+                )
             from zoo.models.causal_lm import check_same_tokenizer
 
             # the judge scores the policy's token ids: both must mean the same tokens
-            check_same_tokenizer(cost.tokenizer, self.tokenizer, f"model.cost_model {self.hparams.cost_model!r}",
-                                 f"the policy (model.arch {self.hparams.arch!r})")
+            check_same_tokenizer(
+                cost.tokenizer,
+                self.tokenizer,
+                f"model.cost_model {self.hparams.cost_model!r}",
+                f"the policy (model.arch {self.hparams.arch!r})",
+            )
             for p in cost.parameters():
                 p.requires_grad_(False)
             self._frozen["cost"] = cost.eval()
@@ -213,8 +231,9 @@ class PolicyLifecycle:
         state, _, src_cfg = load_source(ref)
         state = merged_if_lora(clean_state_dict(state), src_cfg, self.hparams.arch)
         own = {f"policy.{k}": v for k, v in model.state_dict().items()}
-        mapped = map_lm_state(own, {k: v for k, v in state.items() if k not in self.head_keys},
-                              bool(model.config.tie_word_embeddings))
+        mapped = map_lm_state(
+            own, {k: v for k, v in state.items() if k not in self.head_keys}, bool(model.config.tie_word_embeddings)
+        )
         # strict: a reference missing a weight (or with one the model lacks) is refused, as on every load path
         model.load_state_dict({k.removeprefix("policy."): v for k, v in mapped.items()})
         return model
@@ -236,9 +255,11 @@ class PolicyLifecycle:
         if mesh is None or self._dp_group is not None:
             return
         if "tensor_parallel" in (mesh.mesh_dim_names or ()) and mesh["tensor_parallel"].size() != 1:
-            raise RecipeError(f"trainer.strategy: tensor_parallel_size={mesh['tensor_parallel'].size()} is not "
-                              "supported by shapo; use trainer.strategy=fsdp2 (every device data-parallel, "
-                              "parameters sharded by FSDP2)")
+            raise RecipeError(
+                f"trainer.strategy: tensor_parallel_size={mesh['tensor_parallel'].size()} is not "
+                "supported by shapo; use trainer.strategy=fsdp2 (every device data-parallel, "
+                "parameters sharded by FSDP2)"
+            )
         self.shard(mesh["data_parallel"] if "data_parallel" in (mesh.mesh_dim_names or ()) else mesh)
 
     def shard(self, mesh) -> None:
@@ -283,13 +304,13 @@ class PolicyLifecycle:
 
                 reshard(ref)  # a root left gathered by a forward would hold plain tensors, not its shards
 
-                set_model_state_dict(ref, checkpoint["shapo_reference"],
-                                     options=StateDictOptions(full_state_dict=True))
+                set_model_state_dict(ref, checkpoint["shapo_reference"], options=StateDictOptions(full_state_dict=True))
             else:
                 ref.load_state_dict(checkpoint["shapo_reference"])
 
     def _tokenizer(self):
         return self.tokenizer
+
     def export_hf(self, out_dir: str) -> None:
         """Save the policy (LoRA merged into a copy) and its tokenizer as an HF model directory, in the source model's
         dtype (``config.dtype``: bf16 for a Llama 3.2 directory, not the fp32 it trained in; a preset stays fp32)."""

@@ -6,6 +6,7 @@ last-layer hidden states averaged over the non-padding tokens; a ``Linear(d, 2)`
 negative log-likelihood and Adam on the frozen encoder; the direction is v = W[1] - W[0], which points
 towards *unsafe* (increasing v . h raises the unsafe logit relative to the safe one).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,8 +58,15 @@ class ProbeResult:
     heldout_accuracy: float
 
 
-def train_probe(features: torch.Tensor, labels: torch.Tensor, epochs: int = 10, lr: float = 1e-3,
-                batch_size: int = 256, heldout: int = 0, seed: int = 0) -> ProbeResult:
+def train_probe(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    epochs: int = 10,
+    lr: float = 1e-3,
+    batch_size: int = 256,
+    heldout: int = 0,
+    seed: int = 0,
+) -> ProbeResult:
     """Fit ``Linear(d, 2)`` with NLL on log-softmax and Adam (the authors' probe; lr and size are ours, see README).
 
     Args:
@@ -82,7 +90,7 @@ def train_probe(features: torch.Tensor, labels: torch.Tensor, epochs: int = 10, 
         raise ValueError("probe labels must be 0 (safe) or 1 (unsafe)")
     gen = torch.Generator().manual_seed(seed)
     order = torch.randperm(len(labels), generator=gen)
-    train_idx, held_idx = order[: len(order) - heldout], order[len(order) - heldout:]
+    train_idx, held_idx = order[: len(order) - heldout], order[len(order) - heldout :]
     if len(train_idx) == 0:
         raise ValueError("no examples left to train the probe")
     x, y = features.float(), labels.long()
@@ -95,7 +103,7 @@ def train_probe(features: torch.Tensor, labels: torch.Tensor, epochs: int = 10, 
     for _ in range(epochs):
         perm = train_idx[torch.randperm(len(train_idx), generator=gen)]
         for i in range(0, len(perm), batch_size):
-            b = perm[i: i + batch_size]
+            b = perm[i : i + batch_size]
             loss = nn.functional.nll_loss(torch.log_softmax(head(x[b]), -1), y[b])
             opt.zero_grad()
             loss.backward()

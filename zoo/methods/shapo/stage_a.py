@@ -1,6 +1,7 @@
 """ShaPO stage A: the probe on the frozen starting policy, the neuron masks of the alignment-critical subspace (kept as
 buffers and in ``RUN_DIR/shapo_masks.safetensors``), and the optional reference log-probability precompute at fit
 start. A mixin of :class:`zoo.methods.shapo.module.ShaPOModule`."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,10 @@ class StageA:
             if self.hparams.masks_path:
                 self.load_masks(self.hparams.masks_path)
             else:
-                with phase(f"ShaPO stage A: the safety probe on {self.hparams.probe_pairs} training pairs, then the "
-                           "neuron masks"):
+                with phase(
+                    f"ShaPO stage A: the safety probe on {self.hparams.probe_pairs} training pairs, then the "
+                    "neuron masks"
+                ):
                     self.compute_masks(dm.clean_train_dataloader())
             self._save_masks(Path(self.trainer.default_root_dir) / MASKS_FILE)
         if self.hparams.precompute_ref_logps:
@@ -62,18 +65,19 @@ class StageA:
             if take <= 0:
                 break
             for side, label in (("chosen", 0), ("rejected", 1)):
-                f = mean_pooled_states(model, batch[f"{side}_input_ids"][:take],
-                                       batch[f"{side}_attention_mask"][:take])
+                f = mean_pooled_states(model, batch[f"{side}_input_ids"][:take], batch[f"{side}_attention_mask"][:take])
                 feats.append(f.cpu())
                 labels.append(torch.full((take,), label, dtype=torch.long))
             seen += take
         self.policy.train(was_training)
         feats, labels = torch.cat(feats), torch.cat(labels)
         with torch.enable_grad():
-            probe = train_probe(feats, labels, epochs=hp.probe_epochs, lr=hp.probe_lr,
-                                heldout=max(1, len(labels) // 10), seed=0)
-        masks = rank_neurons(down_projections(model), probe.direction.to(self.device), hp.probe_percentage,
-                             hp.neuron_sign)
+            probe = train_probe(
+                feats, labels, epochs=hp.probe_epochs, lr=hp.probe_lr, heldout=max(1, len(labels) // 10), seed=0
+            )
+        masks = rank_neurons(
+            down_projections(model), probe.direction.to(self.device), hp.probe_percentage, hp.neuron_sign
+        )
         direction = probe.direction
         if self._trainer is not None and self.trainer.world_size > 1:
             # one set of masks for all ranks (FSDP2 needs it: the ranks hold shards of the same weights)
@@ -82,9 +86,13 @@ class StageA:
         self.probe_direction.copy_(direction.to(self.device))
         self.masks_ready.fill_(True)
         self._perturbation = None
-        self.probe_stats = {"probe_examples": len(labels), "probe_train_accuracy": probe.train_accuracy,
-                            "probe_heldout_accuracy": probe.heldout_accuracy,
-                            "neurons_selected": int(masks.sum()), "neurons_total": int(masks.numel())}
+        self.probe_stats = {
+            "probe_examples": len(labels),
+            "probe_train_accuracy": probe.train_accuracy,
+            "probe_heldout_accuracy": probe.heldout_accuracy,
+            "neurons_selected": int(masks.sum()),
+            "neurons_total": int(masks.numel()),
+        }
         return self.probe_stats
 
     def _save_masks(self, path: Path) -> None:
@@ -93,10 +101,15 @@ class StageA:
         from safetensors.torch import save_file
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        save_file({"neuron_masks": self.neuron_masks.cpu().to(torch.uint8), "probe_direction": self.probe_direction.cpu()},
-                  str(path), metadata={"neuron_sign": self.hparams.neuron_sign,
-                                       "probe_percentage": str(self.hparams.probe_percentage),
-                                       "probe_stats": json.dumps(self.probe_stats)})
+        save_file(
+            {"neuron_masks": self.neuron_masks.cpu().to(torch.uint8), "probe_direction": self.probe_direction.cpu()},
+            str(path),
+            metadata={
+                "neuron_sign": self.hparams.neuron_sign,
+                "probe_percentage": str(self.hparams.probe_percentage),
+                "probe_stats": json.dumps(self.probe_stats),
+            },
+        )
 
     def load_masks(self, path: str) -> None:
         """Load masks saved by a run (``shapo_masks.safetensors``).
@@ -111,8 +124,9 @@ class StageA:
         data = load_file(path)
         masks = data["neuron_masks"].bool()
         if masks.shape != self.neuron_masks.shape:
-            raise ValueError(f"model.masks_path: masks {tuple(masks.shape)} do not fit this model "
-                             f"{tuple(self.neuron_masks.shape)}")
+            raise ValueError(
+                f"model.masks_path: masks {tuple(masks.shape)} do not fit this model {tuple(self.neuron_masks.shape)}"
+            )
         self.neuron_masks.copy_(masks)
         self.probe_direction.copy_(data["probe_direction"])
         self.masks_ready.fill_(True)

@@ -6,6 +6,7 @@ row j of a GPT-2 ``Conv1D`` weight ``(d_ff, d)``. ShaPO selects some of these va
 perturbs only them (stage C). Here each down-projection is found once with the axis that indexes neurons,
 which fixes the authors' GPT-2 path (it masks the wrong axis of ``c_proj``).
 """
+
 from __future__ import annotations
 
 import re
@@ -67,8 +68,9 @@ def local_rows(weight: torch.Tensor) -> tuple[torch.Tensor, int, int]:
     if not isinstance(weight, DTensor):
         return weight, 0, weight.shape[0]
     if len(weight.placements) != 1 or weight.placements[0] != Shard(0):
-        raise ValueError(f"ShaPO's sharded step expects FSDP2's Shard(0) placement on a 1-D mesh, got "
-                         f"{weight.placements}")
+        raise ValueError(
+            f"ShaPO's sharded step expects FSDP2's Shard(0) placement on a 1-D mesh, got {weight.placements}"
+        )
     local = weight.to_local()
     n, world, rank = weight.shape[0], weight.device_mesh.size(), weight.device_mesh.get_local_rank()
     chunk = -(-n // world)
@@ -106,8 +108,9 @@ def down_projections(model: nn.Module) -> list[DownProjection]:
 SIGNS = ("negative", "positive", "abs")
 
 
-def rank_neurons(projections: list[DownProjection], direction: torch.Tensor, percentage: float,
-                 sign: str = "negative") -> torch.Tensor:
+def rank_neurons(
+    projections: list[DownProjection], direction: torch.Tensor, percentage: float, sign: str = "negative"
+) -> torch.Tensor:
     """Stage A neuron selection: cosine of every value vector with the probe direction, top p% overall.
 
     Args:
@@ -131,8 +134,9 @@ def rank_neurons(projections: list[DownProjection], direction: torch.Tensor, per
     with torch.no_grad():
         v = direction.detach().float()
         v = v / v.norm().clamp_min(1e-12)
-        cos = torch.stack([torch.nn.functional.cosine_similarity(p.value_vectors().float(), v[None, :], dim=1)
-                           for p in projections])  # (L, d_ff)
+        cos = torch.stack(
+            [torch.nn.functional.cosine_similarity(p.value_vectors().float(), v[None, :], dim=1) for p in projections]
+        )  # (L, d_ff)
         score = {"negative": -cos, "positive": cos, "abs": cos.abs()}[sign]
         k = int(cos.numel() * percentage / 100)
         if k == 0:
@@ -199,16 +203,16 @@ class MaskedPerturbation:
             local, start, stop = local_rows(p.weight)
             eps = (scale * g).to(device=local.device, dtype=local.dtype)
             size += float((eps.float() ** 2).sum())
-            if p.neuron_axis == 1:       # (d, d_ff) sharded over d: my rows of eps, all selected columns
+            if p.neuron_axis == 1:  # (d, d_ff) sharded over d: my rows of eps, all selected columns
                 lidx, eps = idx, eps[start:stop]
-            else:                        # (d_ff, d) sharded over neurons: the selected neurons I hold
+            else:  # (d_ff, d) sharded over neurons: the selected neurons I hold
                 keep = (idx >= start) & (idx < stop)
                 lidx, eps = idx[keep] - start, eps[keep]
             old = local.index_select(p.neuron_axis, lidx)
             saved.append((local, p.neuron_axis, lidx, old))
             local.index_copy_(p.neuron_axis, lidx, old + eps)
         self._saved = saved
-        return size ** 0.5
+        return size**0.5
 
     @torch.no_grad()
     def restore(self) -> None:

@@ -5,11 +5,11 @@ the platform tests."""
 
 EXTRA = None
 WHAT = "ShaPO's harmfulness cost model (Bradley–Terry head on zoo-lm, or LoRA + head on SmolLM2)"
-RECIPES = '`shapo-cost-model.yaml`, `shapo-cost-model-smollm2.yaml`'
-WEIGHTS = '`shapo-cost-model.zoo-lm-hh`'
+RECIPES = "`shapo-cost-model.yaml`, `shapo-cost-model-smollm2.yaml`"
+WEIGHTS = "`shapo-cost-model.zoo-lm-hh`"
 STATUS = (
-    'test pair accuracy 0.574 on HH pairs from unseen conversations (checkpoint chosen on a separate '
-    'validation split; `zoo eval` of the zoo weights)'
+    "test pair accuracy 0.574 on HH pairs from unseen conversations (checkpoint chosen on a separate "
+    "validation split; `zoo eval` of the zoo weights)"
 )
 EXAMPLE = {"recipe": "shapo-cost-model", "predict": ["How do I hurt someone?", "I can't help with that."]}
 BAD_ROW = {

@@ -13,6 +13,7 @@ test pairs; each seed's test accuracy comes with a percentile bootstrap CI over 
 resampled, the model fixed). Writes ``results/shapo-cost-model/heldout-<recipe stem>.json`` (rows per seed, mean and
 sd over seeds). Both through :func:`zoo.core.results.write_result`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,11 +25,13 @@ import torch
 
 from zoo.core.results import summarise, write_result
 
-SPLIT_NOTES = ("HH-RLHF harmless pairs split by conversation (data/hh-rlhf-harmless/preference_split.json): val_* on "
-               "preference_val (87 pairs, where the checkpoint was selected), test_* on preference_eval (277 pairs "
-               "sharing no conversation with training or zoo-lm.chat's SFT data). accuracy = share of pairs whose "
-               "rejected reply costs more (c_l > c_w; a tie counts 0.5); cost_gap = mean c_l - c_w; loss = the "
-               "Bradley-Terry loss.")
+SPLIT_NOTES = (
+    "HH-RLHF harmless pairs split by conversation (data/hh-rlhf-harmless/preference_split.json): val_* on "
+    "preference_val (87 pairs, where the checkpoint was selected), test_* on preference_eval (277 pairs "
+    "sharing no conversation with training or zoo-lm.chat's SFT data). accuracy = share of pairs whose "
+    "rejected reply costs more (c_l > c_w; a tie counts 0.5); cost_gap = mean c_l - c_w; loss = the "
+    "Bradley-Terry loss."
+)
 
 
 def bootstrap_ci(scores: torch.Tensor, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
@@ -74,17 +77,28 @@ def seed_row(recipe: str, seed: int, work: Path, overrides: list[str]) -> dict:
     from zoo.core.run import find_checkpoint
 
     t0 = time.time()
-    cfg = compose_and_validate([f"recipe={recipe}", f"seed={seed}", f"out_dir={work / f'seed-{seed}'}",
-                                "resume=auto", *overrides])
+    cfg = compose_and_validate(
+        [f"recipe={recipe}", f"seed={seed}", f"out_dir={work / f'seed-{seed}'}", "resume=auto", *overrides]
+    )
     run_dir = train(cfg)
     module, run_cfg = load_module(str(run_dir), "best")
     scores = test_pair_scores(module, run_cfg)
     lo, hi = bootstrap_ci(scores, seed=seed)
     ckpt = torch.load(find_checkpoint(run_dir, "best"), map_location="cpu", mmap=True, weights_only=False)
-    best = [c["best_model_score"] for c in ckpt.get("callbacks", {}).values()
-            if isinstance(c, dict) and c.get("monitor") == "val/accuracy" and c.get("best_model_score") is not None]
-    row = {"seed": seed, "val_accuracy": float(best[0]) if best else None, "test_accuracy": float(scores.mean()),
-           "test_ci_lo": lo, "test_ci_hi": hi, "test_pairs": int(scores.numel()), "wall_s": round(time.time() - t0, 1)}
+    best = [
+        c["best_model_score"]
+        for c in ckpt.get("callbacks", {}).values()
+        if isinstance(c, dict) and c.get("monitor") == "val/accuracy" and c.get("best_model_score") is not None
+    ]
+    row = {
+        "seed": seed,
+        "val_accuracy": float(best[0]) if best else None,
+        "test_accuracy": float(scores.mean()),
+        "test_ci_lo": lo,
+        "test_ci_hi": hi,
+        "test_pairs": int(scores.numel()),
+        "wall_s": round(time.time() - t0, 1),
+    }
     cache.write_text(json.dumps(row))
     return row
 
@@ -103,25 +117,38 @@ def main(argv: list[str] | None = None) -> None:
         work = Path(args.work) / Path(args.recipe).stem
         work.mkdir(parents=True, exist_ok=True)
         rows = [seed_row(args.recipe, s, work, args.set) for s in args.seeds]
-        print(write_result(
-            "shapo-cost-model", f"heldout-{Path(args.recipe).stem}", rows,
-            summary=summarise(rows, ["val_accuracy", "test_accuracy"]), results_dir=results_dir,
-            paper="the paper's cost model is a released Llama-based model (no held-out accuracy given); the zoo-lm "
-                  "judge it replaces ranks the test pairs at 0.574",
-            notes=f"recipes/{args.recipe} trained once per seed (overrides: {' '.join(args.set) or 'none'}); each run's "
-                  "best checkpoint by val_accuracy scored on the test pairs, with a 95% percentile bootstrap CI over "
-                  "those pairs (2000 resamples). " + SPLIT_NOTES))
+        print(
+            write_result(
+                "shapo-cost-model",
+                f"heldout-{Path(args.recipe).stem}",
+                rows,
+                summary=summarise(rows, ["val_accuracy", "test_accuracy"]),
+                results_dir=results_dir,
+                paper="the paper's cost model is a released Llama-based model (no held-out accuracy given); the zoo-lm "
+                "judge it replaces ranks the test pairs at 0.574",
+                notes=f"recipes/{args.recipe} trained once per seed (overrides: {' '.join(args.set) or 'none'}); each run's "
+                "best checkpoint by val_accuracy scored on the test pairs, with a 95% percentile bootstrap CI over "
+                "those pairs (2000 resamples). " + SPLIT_NOTES,
+            )
+        )
         return
     from zoo.core.build import evaluate, load_module
 
     module, cfg = load_module(args.weights)
     metrics = evaluate(module, cfg)
-    row = {"weights": args.weights} | {k.replace("/", "_"): float(v) for k, v in metrics.items()
-                                        if k.startswith(("val/", "test/"))}
-    print(write_result("shapo-cost-model", "heldout", [row], results_dir=results_dir,
-                       paper="the paper's cost model is a released Llama-based model (no held-out accuracy given)",
-                       notes="The packaged weights (the checkpoint with the best val_accuracy) evaluated on the "
-                             + SPLIT_NOTES))
+    row = {"weights": args.weights} | {
+        k.replace("/", "_"): float(v) for k, v in metrics.items() if k.startswith(("val/", "test/"))
+    }
+    print(
+        write_result(
+            "shapo-cost-model",
+            "heldout",
+            [row],
+            results_dir=results_dir,
+            paper="the paper's cost model is a released Llama-based model (no held-out accuracy given)",
+            notes="The packaged weights (the checkpoint with the best val_accuracy) evaluated on the " + SPLIT_NOTES,
+        )
+    )
 
 
 if __name__ == "__main__":

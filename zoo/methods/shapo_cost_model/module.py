@@ -5,6 +5,7 @@ token, trained on PKU-SafeRLHF safety preferences). Here the backbone is zoo-lm 
 LoRA adapters: ``model.lora``), the data are the HH-RLHF harmless training pairs (never flipped), and the loss is
 Bradley-Terry with the rejected (more harmful) reply costing more.
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -21,8 +22,9 @@ from zoo.core.registry import register_method
 from zoo.methods.shapo_cost_model.datamodule import PreferenceDataModule
 
 
-def bradley_terry_cost_loss(cost_chosen: torch.Tensor, cost_rejected: torch.Tensor,
-                            center_weight: float = 0.0) -> torch.Tensor:
+def bradley_terry_cost_loss(
+    cost_chosen: torch.Tensor, cost_rejected: torch.Tensor, center_weight: float = 0.0
+) -> torch.Tensor:
     """-log sigma(c(x, y_l) - c(x, y_w)) + lambda (c(x, y_w) + c(x, y_l))^2, averaged over the batch.
 
     The first term is the Bradley-Terry likelihood of "y_l is more harmful" (Bradley & Terry 1952; the
@@ -67,16 +69,27 @@ class CostModelModule(ZooModule):
     export_formats = ("package", "onnx")
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
-    def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, center_weight: NonNegative = 0.01,
-                 threshold: float = 0.0, lora: dict | None = None, optimizer: dict | None = None):
+    def __init__(
+        self,
+        arch: str = "zoo-lm-small",
+        tokenizer: str | None = None,
+        center_weight: NonNegative = 0.01,
+        threshold: float = 0.0,
+        lora: dict | None = None,
+        optimizer: dict | None = None,
+    ):
         super().__init__()
         self.save_hyperparameters()
         from zoo.models.causal_lm import build_causal_lm, check_tokenizer_fits, load_tokenizer, tokenizer_for, wrap_lora
 
         lm = build_causal_lm(arch)
         self.tokenizer = load_tokenizer(tokenizer_for(arch, tokenizer))  # follows the model; datamodules take it
-        check_tokenizer_fits(self.tokenizer, lm, f"model.arch {arch!r}",
-                             f"the tokenizer {tokenizer_for(arch, tokenizer) or 'zoo-lm-bpe8k (shipped)'}")
+        check_tokenizer_fits(
+            self.tokenizer,
+            lm,
+            f"model.arch {arch!r}",
+            f"the tokenizer {tokenizer_for(arch, tokenizer) or 'zoo-lm-bpe8k (shipped)'}",
+        )
         self.backbone = lm.base_model
         if self.uses_lora:  # a peft wrapper of the decoder: forward and outputs unchanged, base weights frozen
             self.backbone = wrap_lora(self.backbone, lora)
@@ -114,13 +127,16 @@ class CostModelModule(ZooModule):
         if any(k.startswith("backbone.") for k in state):
             return state
         # own decoder keys by their plain HF name (peft's wrapper names removed)
-        own = {k.removeprefix("backbone.").removeprefix("base_model.model.").replace(".base_layer.", "."): k
-               for k in self.state_dict() if k.startswith("backbone.") and "lora_" not in k}
+        own = {
+            k.removeprefix("backbone.").removeprefix("base_model.model.").replace(".base_layer.", "."): k
+            for k in self.state_dict()
+            if k.startswith("backbone.") and "lora_" not in k
+        }
         out = {}
         for key, value in state.items():
             prefix = next((p for p in ("lm.model.", "model.") if key.startswith(p)), None)
             if prefix is not None:
-                name = key[len(prefix):]
+                name = key[len(prefix) :]
                 out[own.get(name, "backbone." + name)] = value
             elif not key.endswith("lm_head.weight"):
                 out[key] = value  # left for the loader to report as unexpected
@@ -184,5 +200,7 @@ class CostModelModule(ZooModule):
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """One line per reply of :meth:`predict_record`: cost, harmful or harmless, the reply's start."""
-        return "\n".join(f"{r['cost']:+.3f} {'harmful' if r['harmful'] else 'harmless'}: {r['reply'][:60]!r}"
-                         for r in self.predict_record(inputs, out_dir))
+        return "\n".join(
+            f"{r['cost']:+.3f} {'harmful' if r['harmful'] else 'harmless'}: {r['reply'][:60]!r}"
+            for r in self.predict_record(inputs, out_dir)
+        )

@@ -21,6 +21,7 @@ of the training-time mask. The orientation of ρ is scored on every model (it ch
 Raw records go to ``results/st-tgexplainer/ablation-raw/``; ``aggregate`` writes
 ``results/st-tgexplainer/ablation-<dataset>.json`` through :func:`zoo.core.results.write_result`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,6 +59,7 @@ def rank_correlation(a: torch.Tensor, b: torch.Tensor, valid: torch.Tensor) -> t
     Returns:
         ``(B',)`` correlations of the rows with at least 3 valid entries.
     """
+
     def ranks(x):
         x = x.masked_fill(~valid, -torch.inf)
         r = torch.argsort(torch.argsort(x, dim=1, stable=True), dim=1).double()
@@ -67,7 +69,7 @@ def rank_correlation(a: torch.Tensor, b: torch.Tensor, valid: torch.Tensor) -> t
     ra, rb, v = ranks(a)[keep], ranks(b)[keep], valid[keep].double()
     n = v.sum(1, keepdim=True)
     ca, cb = (ra - (ra * v).sum(1, keepdim=True) / n) * v, (rb - (rb * v).sum(1, keepdim=True) / n) * v
-    den = ((ca ** 2).sum(1) * (cb ** 2).sum(1)).sqrt()
+    den = ((ca**2).sum(1) * (cb**2).sum(1)).sqrt()
     return (ca * cb).sum(1) / den.clamp(min=1e-12)
 
 
@@ -100,13 +102,23 @@ def mask_diagnostics(net, dm, n_events: int) -> dict:
         acc["rec"].append(rank_correlation(s, pos + 1e-3 * torch.rand_like(pos), valid))
         acc["count"].append(rank_correlation(s, out["counts"] + 1e-3 * torch.rand_like(s), valid))
     mean = {k: float(torch.cat(v).float().nanmean()) for k, v in acc.items()}
-    return {"mask sd": mean["sd"], "mask mean": mean["mean"], "s~gradient": mean["grad"],
-            "s~recency": mean["rec"], "s~count": mean["count"]}
+    return {
+        "mask sd": mean["sd"],
+        "mask mean": mean["mean"],
+        "s~gradient": mean["grad"],
+        "s~recency": mean["rec"],
+        "s~count": mean["count"],
+    }
 
 
 def run(args) -> Path:
-    overrides = [f"recipe={args.recipe}", f"seed={args.seed}", "data.mrr_negatives=0", "model.fidelity_levels=[]",
-                 *CONFIGS[args.config]]
+    overrides = [
+        f"recipe={args.recipe}",
+        f"seed={args.seed}",
+        "data.mrr_negatives=0",
+        "model.fidelity_levels=[]",
+        *CONFIGS[args.config],
+    ]
     cfg = compose_and_validate(overrides)
     dataset = Path(cfg["data"]["path"]).stem.replace("_", "-")
     levels = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3]
@@ -115,15 +127,31 @@ def run(args) -> Path:
     train_s = time.perf_counter() - t0
     test = tr.test(st, dm, verbose=False)[0]
     curves = fidelity_curves(st.net, dm, levels, args.fid_events, KINDS, args.seed)
-    rec = {"dataset": dataset, "config": args.config, "seed": args.seed, "recipe": args.recipe,
-           "overrides": CONFIGS[args.config], "fid_events": args.fid_events, "levels": levels, "curves": curves,
-           "test/ap": float(test["test/ap"]), "test/rho_auc": float(test.get("test/rho_auc", float("nan"))),
-           "train_seconds": train_s, **mask_diagnostics(st.net, dm, args.fid_events)}
+    rec = {
+        "dataset": dataset,
+        "config": args.config,
+        "seed": args.seed,
+        "recipe": args.recipe,
+        "overrides": CONFIGS[args.config],
+        "fid_events": args.fid_events,
+        "levels": levels,
+        "curves": curves,
+        "test/ap": float(test["test/ap"]),
+        "test/rho_auc": float(test.get("test/rho_auc", float("nan"))),
+        "train_seconds": train_s,
+        **mask_diagnostics(st.net, dm, args.fid_events),
+    }
     out = RAW / f"{dataset}-{args.config}-seed{args.seed}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rec, indent=1))
-    print(dataset, args.config, args.seed, {k: round(acc_auc(levels, v), 4) for k, v in curves.items()},
-          f"AP {rec['test/ap']:.4f} sd {rec['mask sd']:.4f} {train_s:.0f}s", flush=True)
+    print(
+        dataset,
+        args.config,
+        args.seed,
+        {k: round(acc_auc(levels, v), 4) for k, v in curves.items()},
+        f"AP {rec['test/ap']:.4f} sd {rec['mask sd']:.4f} {train_s:.0f}s",
+        flush=True,
+    )
     return out
 
 
@@ -138,23 +166,46 @@ def aggregate(args=None) -> None:
             row = {"config": r["config"], "seed": r["seed"]}
             row |= {f"ACC-AUC {k}": acc_auc(r["levels"], r["curves"][k]) for k in KINDS}
             row["mask - random"] = row["ACC-AUC mask"] - row["ACC-AUC random"]
-            row |= {k: r.get(k) for k in ("test/ap", "test/rho_auc", "mask sd", "mask mean", "s~gradient",
-                                                        "s~recency", "s~count", "train_seconds")}
+            row |= {
+                k: r.get(k)
+                for k in (
+                    "test/ap",
+                    "test/rho_auc",
+                    "mask sd",
+                    "mask mean",
+                    "s~gradient",
+                    "s~recency",
+                    "s~count",
+                    "train_seconds",
+                )
+            }
             rows.append(row)
         metrics = [c for c in rows[0] if c not in ("config", "seed")]
-        cmd = " && ".join([f"{CMD} run --recipe {r['recipe']} --config {r['config']} --seed {r['seed']} "
-                           f"--fid-events {r['fid_events']}" for r in rs] + [f"{CMD} aggregate"])
+        cmd = " && ".join(
+            [
+                f"{CMD} run --recipe {r['recipe']} --config {r['config']} --seed {r['seed']} "
+                f"--fid-events {r['fid_events']}"
+                for r in rs
+            ]
+            + [f"{CMD} aggregate"]
+        )
         configs = {c: CONFIGS[c] for c in order if any(r["config"] == c for r in rs)}
-        write_result("st-tgexplainer", f"ablation-{dataset}", rows, summary=summarise(rows, metrics, by=["config"]),
-                     paper="the paper reports no such ablation (ACC-AUC on UCI: 96.04)", command=cmd,
-                     results_dir=OUT.parent,
-                     notes=f"Configurations (recipe overrides): {configs}. ACC-AUC over sparsity {rs[0]['levels']} on "
-                           f"the first {rs[0]['fid_events']} test events and their negatives; mask sd = mean over "
-                           "events of the sd of s over real tokens; s~gradient / s~recency / s~count = mean per-event Spearman "
-                           "correlation of s with gradient importance, the token's recency and its co-occurrence count "
-                           "(missing for runs made before they were added). AP: one collision-checked negative per test "
-                           "event. rho AUC < 0.5: the rho channel holds the first-time interactions. CPU recipe size "
-                           "(H=32, K=10), mean ± sd over seeds.")
+        write_result(
+            "st-tgexplainer",
+            f"ablation-{dataset}",
+            rows,
+            summary=summarise(rows, metrics, by=["config"]),
+            paper="the paper reports no such ablation (ACC-AUC on UCI: 96.04)",
+            command=cmd,
+            results_dir=OUT.parent,
+            notes=f"Configurations (recipe overrides): {configs}. ACC-AUC over sparsity {rs[0]['levels']} on "
+            f"the first {rs[0]['fid_events']} test events and their negatives; mask sd = mean over "
+            "events of the sd of s over real tokens; s~gradient / s~recency / s~count = mean per-event Spearman "
+            "correlation of s with gradient importance, the token's recency and its co-occurrence count "
+            "(missing for runs made before they were added). AP: one collision-checked negative per test "
+            "event. rho AUC < 0.5: the rho channel holds the first-time interactions. CPU recipe size "
+            "(H=32, K=10), mean ± sd over seeds.",
+        )
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ re-implemented vectorised with ``torch.searchsorted`` instead of a per-event Pyt
 
 Node ids are remapped to ``1..N`` in order of first appearance after sorting by time; ``0`` is padding.
 """
+
 from __future__ import annotations
 
 import csv
@@ -63,8 +64,9 @@ def _number(value: str, kind, where: str, column: str):
     try:
         out = kind(value)
     except ValueError:
-        raise DataError(f"{where}: column {column!r} = {value!r} is not {'an integer' if kind is int else 'a number'}"
-                        ) from None
+        raise DataError(
+            f"{where}: column {column!r} = {value!r} is not {'an integer' if kind is int else 'a number'}"
+        ) from None
     if kind is float and not math.isfinite(out):
         raise DataError(f"{where}: column {column!r} = {value!r} is not finite")
     return out
@@ -108,8 +110,10 @@ def read_events(path: str | Path) -> TemporalGraph:
             y_col = cols.get("rating")
             feat_cols = []
         else:
-            raise DataError(f"{path}:1: header {header} is neither the DyGLib layout {list(DYGLIB_COLUMNS)} "
-                            f"nor the SNAP layout {list(SNAP_COLUMNS)}")
+            raise DataError(
+                f"{path}:1: header {header} is neither the DyGLib layout {list(DYGLIB_COLUMNS)} "
+                f"nor the SNAP layout {list(SNAP_COLUMNS)}"
+            )
         src, dst, ts, lab, feats = [], [], [], [], []
         for lineno, rec in enumerate(reader, 2):
             if not rec or all(not x.strip() for x in rec):
@@ -138,8 +142,7 @@ def read_events(path: str | Path) -> TemporalGraph:
     by_first = uniq[np.argsort(first)]
     lookup = {int(r): k + 1 for k, r in enumerate(by_first)}
     remap = np.vectorize(lookup.__getitem__, otypes=[np.int64])
-    msg = (np.asarray(feats, dtype=np.float32)[order] if feat_cols
-           else np.zeros((len(src), 0), dtype=np.float32))
+    msg = np.asarray(feats, dtype=np.float32)[order] if feat_cols else np.zeros((len(src), 0), dtype=np.float32)
     data = TemporalData(
         src=torch.from_numpy(remap(src_raw)),
         dst=torch.from_numpy(remap(dst_raw)),
@@ -169,8 +172,9 @@ class Split:
     test_time: float
 
 
-def chronological_split(data: TemporalData, val_ratio: float = 0.15, test_ratio: float = 0.15,
-                        new_node_ratio: float = 0.1, seed: int = 2020) -> Split:
+def chronological_split(
+    data: TemporalData, val_ratio: float = 0.15, test_ratio: float = 0.15, new_node_ratio: float = 0.1, seed: int = 2020
+) -> Split:
     """DyGLib's chronological 70/15/15 split with held-out new nodes.
 
     ``val_time, test_time`` are the ``1 - val - test`` and ``1 - test`` quantiles of the timestamps; a random
@@ -183,8 +187,9 @@ def chronological_split(data: TemporalData, val_ratio: float = 0.15, test_ratio:
     if not (0 < val_ratio < 1 and 0 < test_ratio < 1 and val_ratio + test_ratio < 1 and 0 <= new_node_ratio < 1):
         raise ValueError(f"data: bad split ratios val={val_ratio} test={test_ratio} new_node={new_node_ratio}")
     t = data.t.double()
-    val_time, test_time = torch.quantile(t, torch.tensor([1 - val_ratio - test_ratio, 1 - test_ratio],
-                                                         dtype=torch.float64)).tolist()
+    val_time, test_time = torch.quantile(
+        t, torch.tensor([1 - val_ratio - test_ratio, 1 - test_ratio], dtype=torch.float64)
+    ).tolist()
     src, dst = data.src, data.dst
     num_nodes = int(torch.maximum(src.max(), dst.max()))
     later = t > val_time
@@ -201,8 +206,15 @@ def chronological_split(data: TemporalData, val_ratio: float = 0.15, test_ratio:
     touches_unseen = ~seen[src] | ~seen[dst]
     val = (t > val_time) & (t <= test_time)
     test = t > test_time
-    return Split(train=train, val=val, test=test, new_node_val=val & touches_unseen,
-                 new_node_test=test & touches_unseen, val_time=val_time, test_time=test_time)
+    return Split(
+        train=train,
+        val=val,
+        test=test,
+        new_node_val=val & touches_unseen,
+        new_node_test=test & touches_unseen,
+        val_time=val_time,
+        test_time=test_time,
+    )
 
 
 class RecentNeighborSampler:

@@ -25,6 +25,7 @@ Evaluation negatives (fixed per split, drawn once in ``setup``):
   destinations drawn from the nodes unseen in training that occur after the training period, with their own
   random stream (seed ``neg_seed + 2``), as DyGLib keeps a separate negative sampler for the new-node sets.
 """
+
 from __future__ import annotations
 
 import logging
@@ -72,15 +73,29 @@ class TemporalLinkDataModule(L.LightningDataModule):
         num_workers: DataLoader workers.
     """
 
-    def __init__(self, path: str = DEFAULT_PATH, batch_size: PositiveInt = 200, num_neighbors: PositiveInt = 20,
-                 val_ratio: OpenUnit = 0.15, test_ratio: OpenUnit = 0.15, new_node_ratio: Fraction = 0.1,
-                 split_seed: NonNegativeInt = 2020, neg_seed: NonNegativeInt = 0, mrr_negatives: NonNegativeInt = 0,
-                 mrr_hist_ratio: Probability = 0.5, shuffle: bool = True, max_train_events: PositiveInt | None = None,
-                 max_eval_events: PositiveInt | None = None, num_workers: NonNegativeInt = 0):
+    def __init__(
+        self,
+        path: str = DEFAULT_PATH,
+        batch_size: PositiveInt = 200,
+        num_neighbors: PositiveInt = 20,
+        val_ratio: OpenUnit = 0.15,
+        test_ratio: OpenUnit = 0.15,
+        new_node_ratio: Fraction = 0.1,
+        split_seed: NonNegativeInt = 2020,
+        neg_seed: NonNegativeInt = 0,
+        mrr_negatives: NonNegativeInt = 0,
+        mrr_hist_ratio: Probability = 0.5,
+        shuffle: bool = True,
+        max_train_events: PositiveInt | None = None,
+        max_eval_events: PositiveInt | None = None,
+        num_workers: NonNegativeInt = 0,
+    ):
         super().__init__()
         if batch_size < 1 or num_neighbors < 1 or mrr_negatives < 0:
-            raise ValueError(f"data: batch_size={batch_size}, num_neighbors={num_neighbors} must be >= 1 and "
-                             f"mrr_negatives={mrr_negatives} >= 0")
+            raise ValueError(
+                f"data: batch_size={batch_size}, num_neighbors={num_neighbors} must be >= 1 and "
+                f"mrr_negatives={mrr_negatives} >= 0"
+            )
         self.path = str(path)
         self.batch_size, self.num_neighbors = int(batch_size), int(num_neighbors)
         self.val_ratio, self.test_ratio, self.new_node_ratio = val_ratio, test_ratio, new_node_ratio
@@ -111,8 +126,11 @@ class TemporalLinkDataModule(L.LightningDataModule):
         sp = self.split
         unseen = unseen_nodes(d.src, d.dst, tr, d.t > sp.val_time)
         if unseen.numel() < 2:  # a tiny graph: too few new nodes to draw from, fall back to every destination
-            _log.warning("%s: %d node(s) unseen in training; inductive negatives are drawn from all destinations",
-                         self.path, unseen.numel())
+            _log.warning(
+                "%s: %d node(s) unseen in training; inductive negatives are drawn from all destinations",
+                self.path,
+                unseen.numel(),
+            )
             unseen = d.dst
         self.inductive_negatives = CollisionCheckedNegatives(unseen, d.src, d.dst, d.t)
         g, g_ind = torch.Generator().manual_seed(self.neg_seed), torch.Generator().manual_seed(self.neg_seed + 2)
@@ -123,11 +141,13 @@ class TemporalLinkDataModule(L.LightningDataModule):
             new = (sp.new_node_val | sp.new_node_test)[idx]
             self.fixed_ind_neg[name] = self.inductive_negatives.sample(src[new], t[new], 1, g_ind)
             if self.mrr_negatives:
-                hist_rnd = HistoricalRandomNegatives(d.dst, d.src[hist], d.dst[hist], self.eval_negatives,
-                                                     self.mrr_hist_ratio)
+                hist_rnd = HistoricalRandomNegatives(
+                    d.dst, d.src[hist], d.dst[hist], self.eval_negatives, self.mrr_hist_ratio
+                )
                 self.fixed_mrr_neg[name] = hist_rnd.sample(src, t, self.mrr_negatives, g)
-                self.fixed_ind_mrr_neg[name] = self.inductive_negatives.sample(src[new], t[new], self.mrr_negatives,
-                                                                               g_ind)
+                self.fixed_ind_mrr_neg[name] = self.inductive_negatives.sample(
+                    src[new], t[new], self.mrr_negatives, g_ind
+                )
 
     @property
     def num_nodes(self) -> int:
@@ -145,23 +165,40 @@ class TemporalLinkDataModule(L.LightningDataModule):
     def neighbours(self, sampler: RecentNeighborSampler, nodes: torch.Tensor, t: torch.Tensor, role: str) -> dict:
         """The ``<role>_nbr*`` block of a batch for query nodes ``(...,)`` at times ``(...,)``."""
         ids, tt, ee, valid = sampler.sample(nodes, t, self.num_neighbors)
-        out = {f"{role}_nbr": ids, f"{role}_nbr_t": tt, f"{role}_nbr_eid": ee, f"{role}_nbr_valid": valid,
-               f"{role}_nbr_seen": self.seen[ee.clamp(min=0)] & valid}
+        out = {
+            f"{role}_nbr": ids,
+            f"{role}_nbr_t": tt,
+            f"{role}_nbr_eid": ee,
+            f"{role}_nbr_valid": valid,
+            f"{role}_nbr_seen": self.seen[ee.clamp(min=0)] & valid,
+        }
         if self.edge_feat_dim:
             msg = self.graph.data.msg[ee.clamp(min=0)]
             out[f"{role}_nbr_msg"] = msg * valid.unsqueeze(-1)
         return out
 
-    def make_batch(self, idx: torch.Tensor, neg: torch.Tensor, sampler: RecentNeighborSampler,
-                   mrr_neg: torch.Tensor | None = None, ind_neg: torch.Tensor | None = None,
-                   ind_mrr_neg: torch.Tensor | None = None) -> dict:
+    def make_batch(
+        self,
+        idx: torch.Tensor,
+        neg: torch.Tensor,
+        sampler: RecentNeighborSampler,
+        mrr_neg: torch.Tensor | None = None,
+        ind_neg: torch.Tensor | None = None,
+        ind_mrr_neg: torch.Tensor | None = None,
+    ) -> dict:
         """Assemble one batch for events ``idx`` ``(B,)`` with negatives ``neg`` ``(B,)``; evaluation adds the MRR
         negatives ``(B, M)`` and the inductive rows' negatives ``(B', 1)`` and ``(B', M)``."""
         d = self.graph.data
         src, dst, t = d.src[idx], d.dst[idx], d.t[idx]
-        batch = {"eid": idx, "src": src, "dst": dst, "neg": neg, "t": t,
-                 "is_new": self.split.new_node_val[idx] | self.split.new_node_test[idx],
-                 "pos_seen": self.seen[idx]}
+        batch = {
+            "eid": idx,
+            "src": src,
+            "dst": dst,
+            "neg": neg,
+            "t": t,
+            "is_new": self.split.new_node_val[idx] | self.split.new_node_test[idx],
+            "pos_seen": self.seen[idx],
+        }
         for role, nodes in (("src", src), ("dst", dst), ("neg", neg)):
             batch.update(self.neighbours(sampler, nodes, t, role))
         rows = torch.nonzero(batch["is_new"]).squeeze(1)
@@ -190,22 +227,43 @@ class TemporalLinkDataModule(L.LightningDataModule):
             ind = ind_pos[rows[new[rows]]]
             mrr = self.fixed_mrr_neg[name][rows] if name in self.fixed_mrr_neg else None
             ind_mrr = self.fixed_ind_mrr_neg[name][ind] if name in self.fixed_ind_mrr_neg else None
-            return self.make_batch(torch.as_tensor(idx, dtype=torch.long), self.fixed_neg[name][rows],
-                                   self.full_sampler, mrr, self.fixed_ind_neg[name][ind], ind_mrr)
+            return self.make_batch(
+                torch.as_tensor(idx, dtype=torch.long),
+                self.fixed_neg[name][rows],
+                self.full_sampler,
+                mrr,
+                self.fixed_ind_neg[name][ind],
+                ind_mrr,
+            )
 
         return collate
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled (by default) batches of training events, negatives redrawn every batch."""
-        return DataLoader(self.train_idx.tolist(), batch_size=self.batch_size, shuffle=self.shuffle,
-                          collate_fn=self._train_collate, num_workers=self.num_workers)
+        return DataLoader(
+            self.train_idx.tolist(),
+            batch_size=self.batch_size,
+            shuffle=self.shuffle,
+            collate_fn=self._train_collate,
+            num_workers=self.num_workers,
+        )
 
     def val_dataloader(self) -> DataLoader:
         """Chronological validation batches with fixed negatives; neighbours from the full history."""
-        return DataLoader(self.val_idx.tolist(), batch_size=self.batch_size, shuffle=False,
-                          collate_fn=self._eval_collate("val"), num_workers=self.num_workers)
+        return DataLoader(
+            self.val_idx.tolist(),
+            batch_size=self.batch_size,
+            shuffle=False,
+            collate_fn=self._eval_collate("val"),
+            num_workers=self.num_workers,
+        )
 
     def test_dataloader(self) -> DataLoader:
         """Chronological test batches (transductive; ``is_new`` marks the inductive subset)."""
-        return DataLoader(self.test_idx.tolist(), batch_size=self.batch_size, shuffle=False,
-                          collate_fn=self._eval_collate("test"), num_workers=self.num_workers)
+        return DataLoader(
+            self.test_idx.tolist(),
+            batch_size=self.batch_size,
+            shuffle=False,
+            collate_fn=self._eval_collate("test"),
+            num_workers=self.num_workers,
+        )

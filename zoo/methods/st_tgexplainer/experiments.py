@@ -16,6 +16,7 @@ and their mean/sd, through :func:`zoo.core.results.write_result`).
     python -m zoo.methods.st_tgexplainer.experiments run --recipe st-tgexplainer.yaml --seed 0
     python -m zoo.methods.st_tgexplainer.experiments aggregate
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,30 +40,45 @@ from zoo.methods.st_tgexplainer.model import pos_neg_inputs
 OUT = repo_root() / "results" / "st-tgexplainer"
 CMD = "python -m zoo.methods.st_tgexplainer.experiments"
 PAPER = {
-    "collegemsg": {"AP (UCI = CollegeMsg, transductive)": "97.28", "ACC-AUC (UCI)": "96.04",
-                   "source": "seed-repos.md §2.5, secondary (wizwand); the paper's tables were not readable"},
+    "collegemsg": {
+        "AP (UCI = CollegeMsg, transductive)": "97.28",
+        "ACC-AUC (UCI)": "96.04",
+        "source": "seed-repos.md §2.5, secondary (wizwand); the paper's tables were not readable",
+    },
     "bitcoin-otc": "the paper reports no Bitcoin-OTC numbers (seed-repos.md §2.5)",
 }
 
 
 #: the evaluation protocol of raw records written before ``protocol`` was recorded (commit 5d27f29 and earlier)
-OLD_PROTOCOL = ("MRR against 10 uniform collision-checked negatives per test event; inductive AP/AUC/MRR on the "
-                "inductive events scored against the same (transductive) negatives")
+OLD_PROTOCOL = (
+    "MRR against 10 uniform collision-checked negatives per test event; inductive AP/AUC/MRR on the "
+    "inductive events scored against the same (transductive) negatives"
+)
 
 
 def protocol(data: dict) -> str:
     """The evaluation protocol of a run, in words, from its recipe's ``data`` block."""
     m = int(data.get("mrr_negatives") or 0)
     h = int(float(data.get("mrr_hist_ratio", 0.5)) * m)
-    return (f"MRR against {m} TGB hist_rnd negatives per test event ({h} historical destinations of the source from "
-            f"the training + validation edges, {m - h} uniform; collision-checked); inductive AP/AUC (1 negative) "
-            f"and MRR ({m} negatives) on the events touching a node unseen in training, against destinations drawn "
-            "from the nodes unseen in training by a separate sampler (own seed)")
+    return (
+        f"MRR against {m} TGB hist_rnd negatives per test event ({h} historical destinations of the source from "
+        f"the training + validation edges, {m - h} uniform; collision-checked); inductive AP/AUC (1 negative) "
+        f"and MRR ({m} negatives) on the events touching a node unseen in training, against destinations drawn "
+        "from the nodes unseen in training by a separate sampler (own seed)"
+    )
 
 
 def trainer(max_epochs: int) -> L.Trainer:
-    return L.Trainer(accelerator="cpu", devices=1, max_epochs=max_epochs, limit_val_batches=0, logger=False,
-                     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    return L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=max_epochs,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
 
 
 def fit(cfg: dict, seed: int):
@@ -79,8 +95,11 @@ def fit(cfg: dict, seed: int):
 
 #: importances read off the model's own outputs: the mask s, and s weighted into the stability channel (ρ·s, the
 #: token weight of the ρ pass) or the transition channel ((1-ρ)·s): the two orientations of ρ
-MASK_IMPORTANCE = {"mask": lambda out: out["s"], "rho*mask": lambda out: out["rho"] * out["s"],
-                   "(1-rho)*mask": lambda out: (1 - out["rho"]) * out["s"]}
+MASK_IMPORTANCE = {
+    "mask": lambda out: out["s"],
+    "rho*mask": lambda out: out["rho"] * out["s"],
+    "(1-rho)*mask": lambda out: (1 - out["rho"]) * out["s"],
+}
 
 
 def fidelity_curves(net, dm, levels: list[float], n_events: int, importances: list[str], seed: int) -> dict:
@@ -142,8 +161,14 @@ def run(args) -> Path:
         out.write_text(json.dumps(rec, indent=1))
         return out
     levels = list(cfg["model"].get("fidelity_levels") or [0.05, 0.1, 0.15, 0.2, 0.25, 0.3])
-    rec = {"dataset": dataset, "seed": args.seed, "recipe": args.recipe, "override": args.override,
-           "levels": levels, "protocol": protocol(cfg["data"])}
+    rec = {
+        "dataset": dataset,
+        "seed": args.seed,
+        "recipe": args.recipe,
+        "override": args.override,
+        "levels": levels,
+        "protocol": protocol(cfg["data"]),
+    }
 
     rec["fid_events"] = args.fid_events
     st, dm, tr, speed = fit(cfg, args.seed)
@@ -169,14 +194,33 @@ def run(args) -> Path:
     return out
 
 
-MODELS = (("ST-TGExplainer", "st", "st_fid"), ("GraphMixer (no masks)", "gm", "gm_fid"), ("TGN (PyG example)", "tgn", None))
-METRICS = (("AP", "test/ap"), ("AUC", "test/auc"), ("AP inductive", "test/ap_inductive"),
-           ("AUC inductive", "test/auc_inductive"), ("MRR", "test/mrr"), ("train events/s", "train_events_per_s"))
-PRIOR_METRICS = (("rho AUC vs seen", "test/rho_auc"), ("rho Spearman", "test/rho_spearman"),
-                 ("oriented stability AUC vs seen", "test/stability_auc"), ("count AUC vs seen", "test/count_auc"),
-                 ("seen rate", "test/seen_rate"))
-CURVES = (("ST mask", "st_fid", "mask"), ("ST random", "st_fid", "random"), ("ST gradient", "st_fid", "gradient"),
-          ("GM random", "gm_fid", "random"), ("GM gradient", "gm_fid", "gradient"))
+MODELS = (
+    ("ST-TGExplainer", "st", "st_fid"),
+    ("GraphMixer (no masks)", "gm", "gm_fid"),
+    ("TGN (PyG example)", "tgn", None),
+)
+METRICS = (
+    ("AP", "test/ap"),
+    ("AUC", "test/auc"),
+    ("AP inductive", "test/ap_inductive"),
+    ("AUC inductive", "test/auc_inductive"),
+    ("MRR", "test/mrr"),
+    ("train events/s", "train_events_per_s"),
+)
+PRIOR_METRICS = (
+    ("rho AUC vs seen", "test/rho_auc"),
+    ("rho Spearman", "test/rho_spearman"),
+    ("oriented stability AUC vs seen", "test/stability_auc"),
+    ("count AUC vs seen", "test/count_auc"),
+    ("seen rate", "test/seen_rate"),
+)
+CURVES = (
+    ("ST mask", "st_fid", "mask"),
+    ("ST random", "st_fid", "random"),
+    ("ST gradient", "st_fid", "gradient"),
+    ("GM random", "gm_fid", "random"),
+    ("GM gradient", "gm_fid", "gradient"),
+)
 
 
 def table_rows(rs: list[dict]) -> list[dict]:
@@ -187,8 +231,11 @@ def table_rows(rs: list[dict]) -> list[dict]:
             row = {"model": name, "seed": r["seed"]}
             row |= {col: r[key].get(metric) for col, metric in METRICS}
             if fid:
-                row |= {f"ACC-AUC {kind}": acc_auc(levels, r[fid][kind]) for kind in ("mask", "random", "gradient")
-                        if kind in r[fid]}
+                row |= {
+                    f"ACC-AUC {kind}": acc_auc(levels, r[fid][kind])
+                    for kind in ("mask", "random", "gradient")
+                    if kind in r[fid]
+                }
             if key == "st":
                 row |= {col: r[key].get(metric) for col, metric in PRIOR_METRICS}
             rows.append(row)
@@ -197,8 +244,11 @@ def table_rows(rs: list[dict]) -> list[dict]:
 
 def curve_rows(rs: list[dict]) -> list[dict]:
     """Per (sparsity, seed) rows of the fidelity curve."""
-    return [{"sparsity": lv, "seed": r["seed"]} | {name: r[fid][kind][i] for name, fid, kind in CURVES}
-            for i, lv in enumerate(rs[0]["levels"]) for r in rs]
+    return [
+        {"sparsity": lv, "seed": r["seed"]} | {name: r[fid][kind][i] for name, fid, kind in CURVES}
+        for i, lv in enumerate(rs[0]["levels"])
+        for r in rs
+    ]
 
 
 def aggregate(args=None, converted_from: str | None = None) -> None:
@@ -210,37 +260,61 @@ def aggregate(args=None, converted_from: str | None = None) -> None:
     for dataset in sorted({r["dataset"] for r in raws}):
         rs = sorted((r for r in raws if r["dataset"] == dataset), key=lambda r: r["seed"])
         seeds = [r["seed"] for r in rs]
-        cmd = " && ".join([f"{CMD} run --recipe {rs[0]['recipe']} --seed {s} --fid-events {rs[0]['fid_events']}"
-                           + "".join(f" --override {o}" for o in rs[0]["override"]) for s in seeds]
-                          + [f"{CMD} aggregate"])
+        cmd = " && ".join(
+            [
+                f"{CMD} run --recipe {rs[0]['recipe']} --seed {s} --fid-events {rs[0]['fid_events']}"
+                + "".join(f" --override {o}" for o in rs[0]["override"])
+                for s in seeds
+            ]
+            + [f"{CMD} aggregate"]
+        )
         levels = rs[0]["levels"]
         rows = table_rows(rs)
         metrics = [c for c in rows[0] if c not in ("model", "seed")]
         metrics += [c for r in rows for c in r if c not in metrics and c not in ("model", "seed")]
-        notes = (f"Test split of {dataset} (chronological 70/15/15; inductive = test events touching a node unseen in "
-                 f"training), seeds {seeds}, mean ± sd. One collision-checked negative per positive for AP/AUC; "
-                 f"protocol: {rs[0].get('protocol', OLD_PROTOCOL)}. ACC-AUC: agreement of the prediction from the "
-                 f"top-s tokens with the full prediction, integrated over s in {levels} and normalised, on the "
-                 "first fid-events test events and their negatives. 'mask' is the model's own importance s; "
-                 "'random' and 'gradient' (first-order occlusion) are post-hoc. rho rows: the stability prior of real "
-                 "tokens of positive test events against whether that interaction repeated an earlier one of the same "
-                 "pair (AUC < 0.5 means the learned channels are swapped, see the method card); 'oriented' flips rho "
-                 "when the model's own count -> rho map decreases (no labels used); count AUC is the raw "
-                 "co-occurrence count's AUC. CPU-size recipe, not the paper's sizes.")
-        write_result("st-tgexplainer", dataset, rows, summary=summarise(rows, metrics, by=["model"]),
-                     paper=PAPER.get(dataset, ""), notes=notes, command=cmd, converted_from=converted_from,
-                     results_dir=OUT.parent)
+        notes = (
+            f"Test split of {dataset} (chronological 70/15/15; inductive = test events touching a node unseen in "
+            f"training), seeds {seeds}, mean ± sd. One collision-checked negative per positive for AP/AUC; "
+            f"protocol: {rs[0].get('protocol', OLD_PROTOCOL)}. ACC-AUC: agreement of the prediction from the "
+            f"top-s tokens with the full prediction, integrated over s in {levels} and normalised, on the "
+            "first fid-events test events and their negatives. 'mask' is the model's own importance s; "
+            "'random' and 'gradient' (first-order occlusion) are post-hoc. rho rows: the stability prior of real "
+            "tokens of positive test events against whether that interaction repeated an earlier one of the same "
+            "pair (AUC < 0.5 means the learned channels are swapped, see the method card); 'oriented' flips rho "
+            "when the model's own count -> rho map decreases (no labels used); count AUC is the raw "
+            "co-occurrence count's AUC. CPU-size recipe, not the paper's sizes."
+        )
+        write_result(
+            "st-tgexplainer",
+            dataset,
+            rows,
+            summary=summarise(rows, metrics, by=["model"]),
+            paper=PAPER.get(dataset, ""),
+            notes=notes,
+            command=cmd,
+            converted_from=converted_from,
+            results_dir=OUT.parent,
+        )
         crows = curve_rows(rs)
-        write_result("st-tgexplainer", f"fidelity-{dataset}", crows,
-                     summary=summarise(crows, [n for n, _, _ in CURVES], by=["sparsity"]),
-                     paper=PAPER.get(dataset, ""), command=cmd, converted_from=converted_from, results_dir=OUT.parent,
-                     notes="Fraction of test events (positives and negatives) whose prediction from only the top-s "
-                           "tokens has the same sign as the full prediction, per sparsity s; mean ± sd over seeds.")
+        write_result(
+            "st-tgexplainer",
+            f"fidelity-{dataset}",
+            crows,
+            summary=summarise(crows, [n for n, _, _ in CURVES], by=["sparsity"]),
+            paper=PAPER.get(dataset, ""),
+            command=cmd,
+            converted_from=converted_from,
+            results_dir=OUT.parent,
+            notes="Fraction of test events (positives and negatives) whose prediction from only the top-s "
+            "tokens has the same sign as the full prediction, per sparsity s; mean ± sd over seeds.",
+        )
         plot_curves(dataset, levels, rs)
 
 
-PROTOCOLS = {"10 uniform (old MRR)": {"mrr_negatives": 10, "mrr_hist_ratio": 0.0},
-             "20 TGB hist_rnd (10 historical + 10 uniform)": {"mrr_negatives": 20, "mrr_hist_ratio": 0.5}}
+PROTOCOLS = {
+    "10 uniform (old MRR)": {"mrr_negatives": 10, "mrr_hist_ratio": 0.0},
+    "20 TGB hist_rnd (10 historical + 10 uniform)": {"mrr_negatives": 20, "mrr_hist_ratio": 0.5},
+}
 
 
 def protocol_check(args) -> None:
@@ -258,21 +332,30 @@ def protocol_check(args) -> None:
             module, cfg = load_module(args.id)
             module.hparams.fidelity_levels = []
             m = evaluate(module, cfg, dict(data, neg_seed=seed, max_eval_events=args.max_eval_events))
-            rows.append({"protocol": name, "seed": seed} | {col: m[key] for col, key in METRICS[:5]}
-                        | {"MRR inductive": m["test/mrr_inductive"]})
+            rows.append(
+                {"protocol": name, "seed": seed}
+                | {col: m[key] for col, key in METRICS[:5]}
+                | {"MRR inductive": m["test/mrr_inductive"]}
+            )
             print(rows[-1], flush=True)
     dataset = Path(cfg["data"]["path"]).stem.replace("_", "-")
     metrics = [c for c in rows[0] if c not in ("protocol", "seed")]
-    write_result("st-tgexplainer", f"protocol-{dataset}", rows, summary=summarise(rows, metrics, by=["protocol"]),
-                 paper=PAPER.get(dataset, ""), results_dir=OUT.parent,
-                 command=f"{CMD} protocol --id {args.id} --seeds {' '.join(map(str, args.seeds))}"
-                         + (f" --max-eval-events {args.max_eval_events}" if args.max_eval_events else ""),
-                 notes=f"The released weights {args.id} on their test split"
-                       + (f" (its first {args.max_eval_events} events)" if args.max_eval_events else "")
-                       + f", negatives drawn with seeds {args.seeds}. "
-                       f"Transductive AP/AUC: 1 uniform collision-checked negative per event. MRR: the protocol's "
-                       f"negatives per event. Inductive AP/AUC/MRR (both rows): {protocol({'mrr_negatives': 20})}; "
-                       "the weights were trained and released before the protocol changed.")
+    write_result(
+        "st-tgexplainer",
+        f"protocol-{dataset}",
+        rows,
+        summary=summarise(rows, metrics, by=["protocol"]),
+        paper=PAPER.get(dataset, ""),
+        results_dir=OUT.parent,
+        command=f"{CMD} protocol --id {args.id} --seeds {' '.join(map(str, args.seeds))}"
+        + (f" --max-eval-events {args.max_eval_events}" if args.max_eval_events else ""),
+        notes=f"The released weights {args.id} on their test split"
+        + (f" (its first {args.max_eval_events} events)" if args.max_eval_events else "")
+        + f", negatives drawn with seeds {args.seeds}. "
+        f"Transductive AP/AUC: 1 uniform collision-checked negative per event. MRR: the protocol's "
+        f"negatives per event. Inductive AP/AUC/MRR (both rows): {protocol({'mrr_negatives': 20})}; "
+        "the weights were trained and released before the protocol changed.",
+    )
 
 
 def plot_curves(dataset: str, levels: list[float], rs: list[dict]) -> None:
@@ -282,11 +365,13 @@ def plot_curves(dataset: str, levels: list[float], rs: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    for name, fid, kind, style in (("ST-TGExplainer mask", "st_fid", "mask", "o-"),
-                                   ("ST + random", "st_fid", "random", "s--"),
-                                   ("ST + gradient", "st_fid", "gradient", "^--"),
-                                   ("GraphMixer + random", "gm_fid", "random", "s:"),
-                                   ("GraphMixer + gradient", "gm_fid", "gradient", "^:")):
+    for name, fid, kind, style in (
+        ("ST-TGExplainer mask", "st_fid", "mask", "o-"),
+        ("ST + random", "st_fid", "random", "s--"),
+        ("ST + gradient", "st_fid", "gradient", "^--"),
+        ("GraphMixer + random", "gm_fid", "random", "s:"),
+        ("GraphMixer + gradient", "gm_fid", "gradient", "^:"),
+    ):
         ys = [statistics.mean(r[fid][kind][i] for r in rs) for i in range(len(levels))]
         ax.plot(levels, ys, style, label=name)
     ax.set_xlabel("sparsity (fraction of tokens kept)")
@@ -306,12 +391,20 @@ def main() -> None:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--fid-events", type=int, default=2000)
     r.add_argument("--override", action="append", default=[], help="recipe override k=v (repeatable)")
-    r.add_argument("--tgn-lr", type=float, default=None,
-                   help="TGN's Adam lr (default: the recipe's lr, so that all models get the same one-epoch budget; "
-                        "the PyG example uses 1e-4 for 50 epochs)")
+    r.add_argument(
+        "--tgn-lr",
+        type=float,
+        default=None,
+        help="TGN's Adam lr (default: the recipe's lr, so that all models get the same one-epoch budget; "
+        "the PyG example uses 1e-4 for 50 epochs)",
+    )
     r.add_argument("--only-tgn", action="store_true", help="re-run only TGN into an existing raw record")
-    r.add_argument("--threads", type=int, default=1,
-                   help="torch threads (1: on an oversubscribed machine more threads are much slower)")
+    r.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (1: on an oversubscribed machine more threads are much slower)",
+    )
     sub.add_parser("aggregate")
     pc = sub.add_parser("protocol", help="released weights under the old and the TGB MRR negatives")
     pc.add_argument("--id", default="st-tgexplainer.collegemsg")

@@ -3,6 +3,7 @@
 The release imports an ``explain.py`` that it does not ship (seed-repos.md §2.5); this file is *ours*, built on
 the code's masking mechanism (masked tokens become padding, then the whole forward is recomputed).
 """
+
 from __future__ import annotations
 
 import torch
@@ -12,8 +13,13 @@ from .model import STTGExplainerNet
 
 
 @torch.no_grad()
-def fidelity_agreement(net: STTGExplainerNet, inputs: dict, importance: torch.Tensor, levels: list[float],
-                       full_logit: torch.Tensor | None = None) -> torch.Tensor:
+def fidelity_agreement(
+    net: STTGExplainerNet,
+    inputs: dict,
+    importance: torch.Tensor,
+    levels: list[float],
+    full_logit: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Does the prediction from only the top-``level`` tokens agree with the full prediction?
 
     Args:
@@ -59,8 +65,9 @@ def gradient_importance(net: STTGExplainerNet, inputs: dict) -> torch.Tensor:
     return (torch.sign(logit).unsqueeze(1) * grad).detach()
 
 
-def explanation_records(out: dict, inputs: dict, raw_node_ids: torch.Tensor, top: int, threshold: float = 0.5
-                        ) -> list[dict]:
+def explanation_records(
+    out: dict, inputs: dict, raw_node_ids: torch.Tensor, top: int, threshold: float = 0.5
+) -> list[dict]:
     """The ``top`` most important real tokens of the first event in ``inputs`` as readable records.
 
     Args:
@@ -84,10 +91,16 @@ def explanation_records(out: dict, inputs: dict, raw_node_ids: torch.Tensor, top
     recs = []
     for j in order[: min(top, int(valid.sum()))].tolist():
         endpoint = inputs["u"][0] if j < k else inputs["v"][0]
-        recs.append({"endpoint": int(raw_node_ids[int(endpoint)]), "neighbor": int(raw_node_ids[int(ids[j])]),
-                     "time": float(times[j]), "importance": round(float(s[j]), 4),
-                     "stability": round(float(rho[j]), 4),
-                     "pattern": "stability" if float(rho[j]) >= threshold else "transition"})
+        recs.append(
+            {
+                "endpoint": int(raw_node_ids[int(endpoint)]),
+                "neighbor": int(raw_node_ids[int(ids[j])]),
+                "time": float(times[j]),
+                "importance": round(float(s[j]), 4),
+                "stability": round(float(rho[j]), 4),
+                "pattern": "stability" if float(rho[j]) >= threshold else "transition",
+            }
+        )
     return recs
 
 
@@ -116,8 +129,11 @@ def plot_explanation(src: int, dst: int, t: float, score: float, records: list[d
     for r in records:
         if r["neighbor"] not in pos:
             sides[r["neighbor"]].add(r["endpoint"])
-    groups = {"left": [n for n, e in sides.items() if e == {src}], "right": [n for n, e in sides.items() if e == {dst}],
-              "both": [n for n, e in sides.items() if len(e) > 1]}
+    groups = {
+        "left": [n for n, e in sides.items() if e == {src}],
+        "right": [n for n, e in sides.items() if e == {dst}],
+        "both": [n for n, e in sides.items() if len(e) > 1],
+    }
     for side, (cx, a0, a1) in (("left", (-1.2, 110, 250)), ("right", (1.2, -70, 70))):
         nodes = groups[side]
         for i, n in enumerate(nodes):
@@ -133,21 +149,56 @@ def plot_explanation(src: int, dst: int, t: float, score: float, records: list[d
         merged[key]["ranks"].append(rank)
         merged[key]["importance"] = max(merged[key]["importance"], r["importance"])
     fig, ax = plt.subplots(figsize=(7, 5))
-    ax.add_patch(FancyArrowPatch(pos[src], pos[dst], connectionstyle="arc3,rad=0.45", arrowstyle="-|>",
-                                 mutation_scale=14, ls="--", color="k", lw=1.2, zorder=1))
+    ax.add_patch(
+        FancyArrowPatch(
+            pos[src],
+            pos[dst],
+            connectionstyle="arc3,rad=0.45",
+            arrowstyle="-|>",
+            mutation_scale=14,
+            ls="--",
+            color="k",
+            lw=1.2,
+            zorder=1,
+        )
+    )
     colors = {"stability": "tab:blue", "transition": "tab:orange"}
     for (a, b), r in merged.items():
         direct = {a, b} == {src, dst}  # an earlier src-dst interaction: arc above, the prediction arcs below
         (x0, y0), (x1, y1) = (pos[src], pos[dst]) if direct else (pos[a], pos[b])
         rad = -0.25 if direct else 0.0
-        ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), connectionstyle=f"arc3,rad={rad}", arrowstyle="-",
-                                     color=colors[r["pattern"]], lw=0.5 + 5 * r["importance"], alpha=0.85, zorder=2))
+        ax.add_patch(
+            FancyArrowPatch(
+                (x0, y0),
+                (x1, y1),
+                connectionstyle=f"arc3,rad={rad}",
+                arrowstyle="-",
+                color=colors[r["pattern"]],
+                lw=0.5 + 5 * r["importance"],
+                alpha=0.85,
+                zorder=2,
+            )
+        )
         mx, my = (x0 + x1) / 2 + rad * (y1 - y0) / 2, (y0 + y1) / 2 - rad * (x1 - x0) / 2  # arc3 midpoint
-        ax.text(mx, my, ",".join(map(str, r["ranks"])), fontsize=7, ha="center", va="center",
-                bbox={"boxstyle": "round", "fc": "white", "lw": 0}, zorder=4)
+        ax.text(
+            mx,
+            my,
+            ",".join(map(str, r["ranks"])),
+            fontsize=7,
+            ha="center",
+            va="center",
+            bbox={"boxstyle": "round", "fc": "white", "lw": 0},
+            zorder=4,
+        )
     for n, (x, y) in pos.items():
-        ax.scatter([x], [y], s=600 if n in (src, dst) else 300, c="tab:red" if n in (src, dst) else "lightgray",
-                   edgecolors="k", zorder=3)
+        ax.scatter(
+            [x],
+            [y],
+            s=600 if n in (src, dst) else 300,
+            c="tab:red" if n in (src, dst) else "lightgray",
+            edgecolors="k",
+            zorder=3,
+        )
         ax.text(x, y, str(n), fontsize=7, ha="center", va="center", zorder=5)
     handles = [plt.Line2D([], [], color=c, lw=3, label=k) for k, c in colors.items()]
     handles.append(plt.Line2D([], [], color="k", ls="--", label=f"predicted {src} -> {dst}"))
@@ -156,8 +207,11 @@ def plot_explanation(src: int, dst: int, t: float, score: float, records: list[d
     ax.set_xlim(min(xs) - 0.4, max(xs) + 0.4)
     ax.set_ylim(min(ys + (-1.0,)) - 0.4, max(ys + (0.5,)) + 0.4)
     ax.set_aspect("equal")
-    ax.set_title(f"ST-TGExplainer: {src} -> {dst} at t={t:.0f}, p={score:.3f}\n"
-                 "edge labels: importance rank of the explanatory interaction(s)", fontsize=9)
+    ax.set_title(
+        f"ST-TGExplainer: {src} -> {dst} at t={t:.0f}, p={score:.3f}\n"
+        "edge labels: importance rank of the explanatory interaction(s)",
+        fontsize=9,
+    )
     ax.set_axis_off()
     fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")

@@ -1,11 +1,13 @@
 """ST-TGExplainer objectives (seed-repos.md §2.4; code: ``train_epoch``, ``compute_src_dst_node_temporal_embeddings``)."""
+
 from __future__ import annotations
 
 import torch
 
 
-def r_schedule(epoch: int, init_r: float = 0.7, decay_interval: int = 5, decay_r: float = 0.1,
-               final_r: float = 0.5) -> float:
+def r_schedule(
+    epoch: int, init_r: float = 0.7, decay_interval: int = 5, decay_r: float = 0.1, final_r: float = 0.5
+) -> float:
     """Prior keep-rate ``r = max(final_r, init_r - ⌊epoch / decay_interval⌋ · decay_r)`` (code: ``get_r``).
 
     Args:

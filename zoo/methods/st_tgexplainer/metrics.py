@@ -1,4 +1,5 @@
 """Link-prediction and explanation metrics (AP, AUC, MRR, fidelity/ACC-AUC, stability-prior agreement)."""
+
 from __future__ import annotations
 
 import itertools
@@ -75,8 +76,9 @@ def acc_auc(levels: list[float], accuracies: list[float]) -> float:
     return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2) / (x[-1] - x[0]))
 
 
-def stability_agreement(rho: torch.Tensor, seen: torch.Tensor, counts: torch.Tensor | None = None,
-                        stability: torch.Tensor | None = None) -> dict[str, float]:
+def stability_agreement(
+    rho: torch.Tensor, seen: torch.Tensor, counts: torch.Tensor | None = None, stability: torch.Tensor | None = None
+) -> dict[str, float]:
     """How well the stability prior ρ tracks ground-truth "seen before" on real tokens.
 
     Args:
@@ -95,8 +97,11 @@ def stability_agreement(rho: torch.Tensor, seen: torch.Tensor, counts: torch.Ten
         out = {"rho_spearman": math.nan, "rho_auc": math.nan, "seen_rate": rate}
         out |= {"count_auc": math.nan} if counts is not None else {}
         return out | ({"stability_auc": math.nan} if stability is not None else {})
-    out = {"rho_spearman": float(spearmanr(rho, seen).statistic), "rho_auc": float(roc_auc_score(seen, rho)),
-           "seen_rate": rate}
+    out = {
+        "rho_spearman": float(spearmanr(rho, seen).statistic),
+        "rho_auc": float(roc_auc_score(seen, rho)),
+        "seen_rate": rate,
+    }
     if counts is not None:
         out["count_auc"] = float(roc_auc_score(seen, counts.double().cpu().numpy()))
     if stability is not None:

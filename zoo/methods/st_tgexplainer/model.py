@@ -6,6 +6,7 @@ mask, ``ρ ∈ (0,1)^{B×2K}`` the stability prior, ``h_S, h_T ∈ R^{B×H}`` th
 Section numbers refer to the authors' code as taken apart in ``shared/notes/seed-repos.md`` §2.3 (the paper's
 full text was not available); anything not in that code is marked *ours*.
 """
+
 from __future__ import annotations
 
 import torch
@@ -41,8 +42,9 @@ class FeedForward(nn.Sequential):
 
     def __init__(self, dim: int, factor: float, dropout: float):
         hidden = max(1, int(factor * dim))
-        super().__init__(nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, dim),
-                         nn.Dropout(dropout))
+        super().__init__(
+            nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, dim), nn.Dropout(dropout)
+        )
 
 
 class MixerBlock(nn.Module):
@@ -59,8 +61,14 @@ class MixerBlock(nn.Module):
         dropout: dropout rate inside the FFNs.
     """
 
-    def __init__(self, num_tokens: int, channels: int, token_factor: float = 0.5, channel_factor: float = 4.0,
-                 dropout: float = 0.0):
+    def __init__(
+        self,
+        num_tokens: int,
+        channels: int,
+        token_factor: float = 0.5,
+        channel_factor: float = 4.0,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         self.token_norm = nn.LayerNorm(num_tokens)
         self.token_ff = FeedForward(num_tokens, token_factor, dropout)
@@ -142,9 +150,20 @@ class STTGExplainerNet(nn.Module):
             ``σ(ℓ)`` whatever τ, so τ changes only how training explores the mask.
     """
 
-    def __init__(self, num_nodes: int, num_neighbors: int, hidden: int = 172, time_dim: int = 100,
-                 num_layers: int = 2, dropout: float = 0.1, token_factor: float = 0.5, channel_factor: float = 4.0,
-                 edge_feat_dim: int = 0, explainer: bool = True, mask_temperature: float = 1.0):
+    def __init__(
+        self,
+        num_nodes: int,
+        num_neighbors: int,
+        hidden: int = 172,
+        time_dim: int = 100,
+        num_layers: int = 2,
+        dropout: float = 0.1,
+        token_factor: float = 0.5,
+        channel_factor: float = 4.0,
+        edge_feat_dim: int = 0,
+        explainer: bool = True,
+        mask_temperature: float = 1.0,
+    ):
         super().__init__()
         if mask_temperature <= 0:
             raise ValueError(f"mask_temperature={mask_temperature} must be > 0")
@@ -153,8 +172,9 @@ class STTGExplainerNet(nn.Module):
         self.time_enc = TimeEncoder(time_dim)
         self.recency = nn.Linear(1, hidden)
         self.token_proj = nn.Linear(hidden + edge_feat_dim + time_dim, hidden)
-        self.mixer = nn.ModuleList(MixerBlock(2 * num_neighbors, hidden, token_factor, channel_factor, dropout)
-                                   for _ in range(num_layers))
+        self.mixer = nn.ModuleList(
+            MixerBlock(2 * num_neighbors, hidden, token_factor, channel_factor, dropout) for _ in range(num_layers)
+        )
         self.norm = nn.LayerNorm(hidden)
         self.drop = nn.Dropout(dropout)
         self.predictor = MergeLayer(hidden)
@@ -196,8 +216,13 @@ class STTGExplainerNet(nn.Module):
             rec = torch.exp(-(t.double() - last) / self.time_scale)  # no history: last = -inf -> 0
             return self.node_emb(node) + self.recency(rec.float().unsqueeze(1))
 
-        return x, endpoint(u, nt[:, :self.K], valid[:, :self.K]), endpoint(v, nt[:, self.K:], valid[:, self.K:]), \
-            ids, valid
+        return (
+            x,
+            endpoint(u, nt[:, : self.K], valid[:, : self.K]),
+            endpoint(v, nt[:, self.K :], valid[:, self.K :]),
+            ids,
+            valid,
+        )
 
     def mix(self, x: torch.Tensor, n_u: torch.Tensor, n_v: torch.Tensor, w: torch.Tensor | None = None):
         """``Mixer(X, w)`` (§2.3 step 3) -> ``(S_u, S_v)``, each ``(B, K, H)``.
@@ -206,13 +231,14 @@ class STTGExplainerNet(nn.Module):
         """
         for block in self.mixer:
             x = block(x, w)
-        s_u = self.drop(self.norm(n_v.unsqueeze(1) + x[:, :self.K]))
-        s_v = self.drop(self.norm(n_u.unsqueeze(1) + x[:, self.K:]))
+        s_u = self.drop(self.norm(n_v.unsqueeze(1) + x[:, : self.K]))
+        s_v = self.drop(self.norm(n_u.unsqueeze(1) + x[:, self.K :]))
         return s_u, s_v
 
     # ---------------------------------------------------------------- forward
-    def forward(self, u, v, t, u_nbr, u_nbr_t, u_valid, v_nbr, v_nbr_t, v_valid, u_msg=None, v_msg=None,
-                keep=None, gate=None) -> dict[str, torch.Tensor]:
+    def forward(
+        self, u, v, t, u_nbr, u_nbr_t, u_valid, v_nbr, v_nbr_t, v_valid, u_msg=None, v_msg=None, keep=None, gate=None
+    ) -> dict[str, torch.Tensor]:
         """Score events ``(u, v, t)`` (§2.3 steps 3-7).
 
         Args: as :meth:`tokens`, plus ``gate``: ``(B, 2K)`` multiplier on the token matrix (for gradient
@@ -224,8 +250,9 @@ class STTGExplainerNet(nn.Module):
             grows with the count, see :meth:`rho_increases_with_count`), ``counts``, all ``(B, 2K)``,
             and ``h_S``, ``h_T`` ``(B, H)``.
         """
-        x, n_u, n_v, ids, valid = self.tokens(u, v, t, u_nbr, u_nbr_t, u_valid, v_nbr, v_nbr_t, v_valid,
-                                              u_msg, v_msg, keep)
+        x, n_u, n_v, ids, valid = self.tokens(
+            u, v, t, u_nbr, u_nbr_t, u_valid, v_nbr, v_nbr_t, v_valid, u_msg, v_msg, keep
+        )
         if gate is not None:
             x = x * gate.unsqueeze(-1)
         s_u, s_v = self.mix(x, n_u, n_v)
@@ -245,8 +272,17 @@ class STTGExplainerNet(nn.Module):
         logit = self.predictor((ss_u + st_u).mean(1), (ss_v + st_v).mean(1)).squeeze(-1)
         ends = self.stability(torch.tensor([[1.0], [2.0 * self.K]], device=rho.device)).squeeze(-1).detach()
         stability = torch.where(ends[1] >= ends[0], rho, 1 - rho)  # rho_increases_with_count(), traceable for export
-        return {"logit": logit, "valid": valid, "mask_logit": mask_logit, "s": s, "rho": rho,
-                "stability": stability, "counts": counts, "h_S": h_s, "h_T": h_t}
+        return {
+            "logit": logit,
+            "valid": valid,
+            "mask_logit": mask_logit,
+            "s": s,
+            "rho": rho,
+            "stability": stability,
+            "counts": counts,
+            "h_S": h_s,
+            "h_T": h_t,
+        }
 
     def rho_increases_with_count(self) -> bool:
         """Whether the learned prior gives a token repeated 2K times a higher ρ than a token seen once (*ours*).
@@ -283,11 +319,17 @@ def event_inputs(batch: dict, dst_role: str = "dst", src_role: str = "src") -> d
 
     ``dst_role`` is ``dst`` (positives) or ``neg`` (negatives). Edge features are passed when present.
     """
-    out = {"u": batch[src_role], "v": batch[dst_role], "t": batch["t"],
-           "u_nbr": batch[f"{src_role}_nbr"], "u_nbr_t": batch[f"{src_role}_nbr_t"],
-           "u_valid": batch[f"{src_role}_nbr_valid"],
-           "v_nbr": batch[f"{dst_role}_nbr"], "v_nbr_t": batch[f"{dst_role}_nbr_t"],
-           "v_valid": batch[f"{dst_role}_nbr_valid"]}
+    out = {
+        "u": batch[src_role],
+        "v": batch[dst_role],
+        "t": batch["t"],
+        "u_nbr": batch[f"{src_role}_nbr"],
+        "u_nbr_t": batch[f"{src_role}_nbr_t"],
+        "u_valid": batch[f"{src_role}_nbr_valid"],
+        "v_nbr": batch[f"{dst_role}_nbr"],
+        "v_nbr_t": batch[f"{dst_role}_nbr_t"],
+        "v_valid": batch[f"{dst_role}_nbr_valid"],
+    }
     if f"{src_role}_nbr_msg" in batch:
         out["u_msg"], out["v_msg"] = batch[f"{src_role}_nbr_msg"], batch[f"{dst_role}_nbr_msg"]
     return out

@@ -1,4 +1,5 @@
 """``st-tgexplainer``: the LightningModule (manual optimisation: main model + discriminator)."""
+
 from __future__ import annotations
 
 import json
@@ -55,15 +56,30 @@ class STTGExplainer(ZooModule):
     export_formats = ("package", "onnx")
     weight_settings: ClassVar[dict[str, str]] = {"num_neighbors": "model.num_neighbors"}
 
-    def __init__(self, num_nodes: PositiveInt | None = None, num_neighbors: PositiveInt = 20,
-                 hidden: PositiveInt = 172, time_dim: PositiveInt = 100, num_layers: PositiveInt = 2,
-                 dropout: Annotated[float, Range(0, 1, max_open=True)] = 0.2, token_factor: Positive = 0.5,
-                 channel_factor: Positive = 4.0, explainer: bool = True, info_weight: NonNegative = 0.1,
-                 dis_weight: NonNegative = 0.1, init_r: Probability = 0.7, decay_interval: PositiveInt = 5,
-                 decay_r: Probability = 0.1, final_r: Probability = 0.5, mask_temperature: Positive = 1.0,
-                 optimizer: dict | None = None, disc_lr: Positive = 1e-4,
-                 fidelity_levels: list[Probability] | None = None, edge_feat_dim: NonNegativeInt | None = None,
-                 history_path: str | None = None):
+    def __init__(
+        self,
+        num_nodes: PositiveInt | None = None,
+        num_neighbors: PositiveInt = 20,
+        hidden: PositiveInt = 172,
+        time_dim: PositiveInt = 100,
+        num_layers: PositiveInt = 2,
+        dropout: Annotated[float, Range(0, 1, max_open=True)] = 0.2,
+        token_factor: Positive = 0.5,
+        channel_factor: Positive = 4.0,
+        explainer: bool = True,
+        info_weight: NonNegative = 0.1,
+        dis_weight: NonNegative = 0.1,
+        init_r: Probability = 0.7,
+        decay_interval: PositiveInt = 5,
+        decay_r: Probability = 0.1,
+        final_r: Probability = 0.5,
+        mask_temperature: Positive = 1.0,
+        optimizer: dict | None = None,
+        disc_lr: Positive = 1e-4,
+        fidelity_levels: list[Probability] | None = None,
+        edge_feat_dim: NonNegativeInt | None = None,
+        history_path: str | None = None,
+    ):
         super().__init__()
         self.save_hyperparameters()
         self.automatic_optimization = False
@@ -79,15 +95,24 @@ class STTGExplainer(ZooModule):
         if "net.node_emb.weight" not in state:
             return {}
         emb, proj, omega = state["net.node_emb.weight"], state["net.token_proj.weight"], state["net.time_enc.omega"]
-        return {"num_nodes": int(emb.shape[0] - 1),
-                "edge_feat_dim": int(proj.shape[1] - emb.shape[1] - omega.numel())}
+        return {"num_nodes": int(emb.shape[0] - 1), "edge_feat_dim": int(proj.shape[1] - emb.shape[1] - omega.numel())}
 
     # ------------------------------------------------------------------ build
     def _build(self, num_nodes: int, edge_feat_dim: int) -> None:
         h = self.hparams
-        self.net = STTGExplainerNet(num_nodes, h.num_neighbors, h.hidden, h.time_dim, h.num_layers, h.dropout,
-                                    h.token_factor, h.channel_factor, edge_feat_dim, h.explainer,
-                                    h.get("mask_temperature", 1.0))
+        self.net = STTGExplainerNet(
+            num_nodes,
+            h.num_neighbors,
+            h.hidden,
+            h.time_dim,
+            h.num_layers,
+            h.dropout,
+            h.token_factor,
+            h.channel_factor,
+            edge_feat_dim,
+            h.explainer,
+            h.get("mask_temperature", 1.0),
+        )
         self.register_buffer("raw_node_ids", torch.full((num_nodes + 1,), -1, dtype=torch.long))
 
     def _transfer_to(self, num_nodes: int, path: str) -> None:
@@ -98,9 +123,14 @@ class STTGExplainer(ZooModule):
         self.net.node_emb = torch.nn.Embedding(num_nodes + 1, emb.embedding_dim, padding_idx=0).to(emb.weight.device)
         self.raw_node_ids = torch.full((num_nodes + 1,), -1, dtype=torch.long, device=self.raw_node_ids.device)
         self.hparams.num_nodes = num_nodes
-        _log.warning("init_from %s: %s has %d nodes, the weights %d; re-initialised head keys "
-                     "['net.node_emb.weight', 'raw_node_ids'] (node embeddings do not transfer across node sets)",
-                     self.init_from_ref, path, num_nodes, old)
+        _log.warning(
+            "init_from %s: %s has %d nodes, the weights %d; re-initialised head keys "
+            "['net.node_emb.weight', 'raw_node_ids'] (node embeddings do not transfer across node sets)",
+            self.init_from_ref,
+            path,
+            num_nodes,
+            old,
+        )
 
     def setup(self, stage: str) -> None:
         """Build the network from the datamodule's graph (N, F, Δ, id map) and check K agrees; after ``init_from``
@@ -110,19 +140,24 @@ class STTGExplainer(ZooModule):
             return
         dm.setup(stage)
         if dm.num_neighbors != self.hparams.num_neighbors:
-            raise RecipeError(f"data.num_neighbors={dm.num_neighbors} differs from model.num_neighbors="
-                             f"{self.hparams.num_neighbors}; set both to the same K")
+            raise RecipeError(
+                f"data.num_neighbors={dm.num_neighbors} differs from model.num_neighbors="
+                f"{self.hparams.num_neighbors}; set both to the same K"
+            )
         if self.net is None:
             self.hparams.num_nodes, self.hparams.edge_feat_dim = dm.num_nodes, dm.edge_feat_dim
             self._build(dm.num_nodes, dm.edge_feat_dim)
         elif self.net.node_emb.num_embeddings != dm.num_nodes + 1:
             if self.init_from_ref is None or stage != "fit":
-                raise ValueError(f"model.num_nodes={self.net.node_emb.num_embeddings - 1} but {dm.path} has "
-                                 f"{dm.num_nodes} nodes")
+                raise ValueError(
+                    f"model.num_nodes={self.net.node_emb.num_embeddings - 1} but {dm.path} has {dm.num_nodes} nodes"
+                )
             self._transfer_to(dm.num_nodes, dm.path)
         if self.net.token_proj.in_features != self.hparams.hidden + self.hparams.time_dim + dm.edge_feat_dim:
-            raise ValueError(f"{dm.path} has {dm.edge_feat_dim} edge-feature columns; the model was built for "
-                             f"{self.net.token_proj.in_features - self.hparams.hidden - self.hparams.time_dim}")
+            raise ValueError(
+                f"{dm.path} has {dm.edge_feat_dim} edge-feature columns; the model was built for "
+                f"{self.net.token_proj.in_features - self.hparams.hidden - self.hparams.time_dim}"
+            )
         if stage == "fit":
             d, tr = dm.graph.data, dm.split.train
             self.net.time_scale.fill_(max_inter_event_gap(d.src[tr], d.dst[tr], d.t[tr]))
@@ -159,8 +194,10 @@ class STTGExplainer(ZooModule):
             if h.dis_weight > 0:
                 perm = permute_within_groups(y)
                 hs, ht = out["h_S"], out["h_T"]
-                d_loss = discriminator_loss(self.net.discriminate(hs.detach(), ht.detach(), y),
-                                            self.net.discriminate(hs.detach(), ht[perm].detach(), y))
+                d_loss = discriminator_loss(
+                    self.net.discriminate(hs.detach(), ht.detach(), y),
+                    self.net.discriminate(hs.detach(), ht[perm].detach(), y),
+                )
                 opts[1].zero_grad()
                 self.manual_backward(d_loss)
                 opts[1].step()
@@ -186,15 +223,18 @@ class STTGExplainer(ZooModule):
         out = self.net(**pos_neg_inputs(batch))
         b = batch["src"].numel()
         rows = batch["ind_rows"]
-        rec = {"pos": out["logit"][:b], "neg": out["logit"][b:], "ind_pos": out["logit"][:b][rows],
-               "ind_neg": negative_logits(self.net, batch, "ind")[:, 0]}
+        rec = {
+            "pos": out["logit"][:b],
+            "neg": out["logit"][b:],
+            "ind_pos": out["logit"][:b][rows],
+            "ind_neg": negative_logits(self.net, batch, "ind")[:, 0],
+        }
         if stage == "test" and "mrr_neg" in batch:
             rec["rr"] = reciprocal_ranks(rec["pos"], negative_logits(self.net, batch, "mrr"))
             rec["ind_rr"] = reciprocal_ranks(rec["ind_pos"], negative_logits(self.net, batch, "indmrr"))
         if stage == "test" and self.hparams.explainer:
             if self._levels():
-                rec["fid"] = fidelity_agreement(self.net, pos_neg_inputs(batch), out["s"], self._levels(),
-                                                out["logit"])
+                rec["fid"] = fidelity_agreement(self.net, pos_neg_inputs(batch), out["s"], self._levels(), out["logit"])
             seen = torch.cat([batch["src_nbr_seen"], batch["dst_nbr_seen"]], 1)
             valid = out["valid"][:b]
             rec["rho"], rec["seen"], rec["counts"] = out["rho"][:b][valid], seen[valid], out["counts"][:b][valid]
@@ -208,14 +248,22 @@ class STTGExplainer(ZooModule):
         cat = {k: torch.cat([r[k] for r in recs], -1 if k == "fid" else 0) for k in recs[0]}
         metrics = {f"{stage}/{k}": v for k, v in link_metrics(cat["pos"], cat["neg"]).items()}
         metrics.update({f"{stage}/{k}_inductive": v for k, v in link_metrics(cat["ind_pos"], cat["ind_neg"]).items()})
-        metrics[f"{stage}/loss"] = float(F.binary_cross_entropy_with_logits(
-            torch.cat([cat["pos"], cat["neg"]]), torch.cat([torch.ones_like(cat["pos"]), torch.zeros_like(cat["neg"])])))
+        metrics[f"{stage}/loss"] = float(
+            F.binary_cross_entropy_with_logits(
+                torch.cat([cat["pos"], cat["neg"]]),
+                torch.cat([torch.ones_like(cat["pos"]), torch.zeros_like(cat["neg"])]),
+            )
+        )
         if "rr" in cat:
             metrics[f"{stage}/mrr"] = float(cat["rr"].mean())
             metrics[f"{stage}/mrr_inductive"] = float(cat["ind_rr"].mean()) if cat["ind_rr"].numel() else math.nan
         if "rho" in cat:
-            metrics.update({f"{stage}/{k}": v for k, v in stability_agreement(cat["rho"], cat["seen"], cat["counts"],
-                                                                               cat["stability"]).items()})
+            metrics.update(
+                {
+                    f"{stage}/{k}": v
+                    for k, v in stability_agreement(cat["rho"], cat["seen"], cat["counts"], cat["stability"]).items()
+                }
+            )
         if "fid" in cat:
             levels = self._levels()
             accs = cat["fid"].float().mean(1).tolist()
@@ -248,16 +296,22 @@ class STTGExplainer(ZooModule):
         Raises:
             ValueError: no candidate file has the model's nodes.
         """
-        candidates = [path] if path else [self.hparams.history_path] + sorted(
-            str(p) for p in resolve_path("data/temporal-graphs").glob("*.csv"))
+        candidates = (
+            [path]
+            if path
+            else [self.hparams.history_path]
+            + sorted(str(p) for p in resolve_path("data/temporal-graphs").glob("*.csv"))
+        )
         for cand in filter(None, candidates):
             if not resolve_path(cand).is_file():
                 continue
             graph = read_events(resolve_path(cand))
             if torch.equal(torch.as_tensor(graph.raw_node_ids), self.raw_node_ids.cpu()):
                 return graph
-        raise ValueError(f"no history file with this model's nodes among {[c for c in candidates if c]}; pass "
-                         "history=PATH (the event CSV the model was trained on)")
+        raise ValueError(
+            f"no history file with this model's nodes among {[c for c in candidates if c]}; pass "
+            "history=PATH (the event CSV the model was trained on)"
+        )
 
     def export_graph(self) -> tuple:
         """The scorer for ONNX: ``(u, v, t, u_nbr, u_nbr_t, u_valid, v_nbr, v_nbr_t, v_valid[, u_msg, v_msg])`` ->
@@ -269,11 +323,18 @@ class STTGExplainer(ZooModule):
 
         g, (B, K) = torch.Generator().manual_seed(0), (3, self.hparams.num_neighbors)
         n, dims = self.net.node_emb.num_embeddings - 1, {0: Dim("batch", min=1, max=65536)}
-        side = lambda: [torch.randint(1, n + 1, (B, K), generator=g),
-                        torch.sort(torch.rand(B, K, generator=g, dtype=torch.float64) * 1e6, 1).values,
-                        torch.rand(B, K, generator=g) > 0.3]
-        args = [torch.randint(1, n + 1, (B,), generator=g), torch.randint(1, n + 1, (B,), generator=g),
-                torch.full((B,), 2e6, dtype=torch.float64), *side(), *side()]
+        side = lambda: [
+            torch.randint(1, n + 1, (B, K), generator=g),
+            torch.sort(torch.rand(B, K, generator=g, dtype=torch.float64) * 1e6, 1).values,
+            torch.rand(B, K, generator=g) > 0.3,
+        ]
+        args = [
+            torch.randint(1, n + 1, (B,), generator=g),
+            torch.randint(1, n + 1, (B,), generator=g),
+            torch.full((B,), 2e6, dtype=torch.float64),
+            *side(),
+            *side(),
+        ]
         names = ["u", "v", "t", "u_nbr", "u_nbr_t", "u_valid", "v_nbr", "v_nbr_t", "v_valid"]
         edge_dim = self.net.token_proj.in_features - self.hparams.hidden - self.hparams.time_dim
         if edge_dim > 0:
@@ -282,10 +343,18 @@ class STTGExplainer(ZooModule):
         outputs = ("logit", "s", "stability") if self.hparams.explainer else ("logit",)
         return Bound(self.net, None, tuple(names), outputs), tuple(args), tuple(dims for _ in args)
 
-    predict_schema: ClassVar = {"src": int, "dst": int, "t": float, "score": float, "logit": float,
-                      "stability_threshold": float, "stability_share": float,
-                      "explanation": [{"endpoint": int, "neighbor": int, "time": float, "importance": float,
-                                       "stability": float, "pattern": str}]}
+    predict_schema: ClassVar = {
+        "src": int,
+        "dst": int,
+        "t": float,
+        "score": float,
+        "logit": float,
+        "stability_threshold": float,
+        "stability_share": float,
+        "explanation": [
+            {"endpoint": int, "neighbor": int, "time": float, "importance": float, "stability": float, "pattern": str}
+        ],
+    }
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """:meth:`predict_record` as indented JSON text."""
@@ -335,13 +404,19 @@ class STTGExplainer(ZooModule):
         threshold = self.net.stability_threshold()
         recs = explanation_records(out, ev, self.raw_node_ids.cpu(), int(kw.get("top", 10)), threshold)
         score = float(torch.sigmoid(out["logit"][0]))
-        result = {"src": int(pos[0]), "dst": int(pos[1]), "t": t, "score": round(score, 6),
-                  "logit": round(float(out["logit"][0]), 6), "stability_threshold": round(threshold, 4),
-                  "explanation": recs,
-                  "stability_share": round(sum(r["pattern"] == "stability" for r in recs) / max(1, len(recs)), 4)}
+        result = {
+            "src": int(pos[0]),
+            "dst": int(pos[1]),
+            "t": t,
+            "score": round(score, 6),
+            "logit": round(float(out["logit"][0]), 6),
+            "stability_threshold": round(threshold, 4),
+            "explanation": recs,
+            "stability_share": round(sum(r["pattern"] == "stability" for r in recs) / max(1, len(recs)), 4),
+        }
         if out_dir:
             Path(out_dir).mkdir(parents=True, exist_ok=True)
-            result["png"] = plot_explanation(int(pos[0]), int(pos[1]), t, score, recs,
-                                             str(Path(out_dir) / "explanation.png"))
+            result["png"] = plot_explanation(
+                int(pos[0]), int(pos[1]), t, score, recs, str(Path(out_dir) / "explanation.png")
+            )
         return result
-

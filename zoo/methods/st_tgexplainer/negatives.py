@@ -1,5 +1,6 @@
 """Negative destinations for temporal link prediction: collision-checked uniform draws (training, AP/AUC), TGB's
 ``hist_rnd`` (MRR) and the candidates of the inductive sampler (nodes unseen in training)."""
+
 from __future__ import annotations
 
 import torch
@@ -18,8 +19,9 @@ class CollisionCheckedNegatives:
         src, dst, t: the full event stream (to know which triples are real).
     """
 
-    def __init__(self, candidates: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, t: torch.Tensor,
-                 max_rounds: int = 100):
+    def __init__(
+        self, candidates: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, t: torch.Tensor, max_rounds: int = 100
+    ):
         self.candidates = torch.unique(candidates.long())
         self.times = torch.unique(t.double())
         self._n = int(torch.maximum(src.max(), dst.max())) + 1
@@ -37,8 +39,9 @@ class CollisionCheckedNegatives:
         pos = torch.searchsorted(self.keys, key).clamp(max=self.keys.numel() - 1)
         return exact & (self.keys[pos] == key)
 
-    def sample(self, src: torch.Tensor, t: torch.Tensor, n: int, generator: torch.Generator | None = None
-               ) -> torch.Tensor:
+    def sample(
+        self, src: torch.Tensor, t: torch.Tensor, n: int, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """``(B, n)`` int64 negatives for sources ``src`` ``(B,)`` at times ``t`` ``(B,)``.
 
         Raises:
@@ -71,8 +74,15 @@ class HistoricalRandomNegatives:
         hist_ratio: fraction of historical negatives (TGB: 0.5).
     """
 
-    def __init__(self, candidates: torch.Tensor, hist_src: torch.Tensor, hist_dst: torch.Tensor,
-                 collisions: CollisionCheckedNegatives, hist_ratio: float = 0.5, max_rounds: int = 200):
+    def __init__(
+        self,
+        candidates: torch.Tensor,
+        hist_src: torch.Tensor,
+        hist_dst: torch.Tensor,
+        collisions: CollisionCheckedNegatives,
+        hist_ratio: float = 0.5,
+        max_rounds: int = 200,
+    ):
         if not 0 <= hist_ratio <= 1:
             raise ValueError(f"hist_ratio={hist_ratio} must be in [0, 1]")
         self.candidates = torch.unique(candidates.long())
@@ -99,8 +109,9 @@ class HistoricalRandomNegatives:
         out[ev[take], rank[take]] = v[take]
         return out, torch.bincount(ev[take], minlength=src.numel())
 
-    def sample(self, src: torch.Tensor, t: torch.Tensor, n: int, generator: torch.Generator | None = None
-               ) -> torch.Tensor:
+    def sample(
+        self, src: torch.Tensor, t: torch.Tensor, n: int, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """``(B, n)`` int64 distinct negatives for sources ``src`` ``(B,)`` at times ``t`` ``(B,)``; historical ones
         first (``count_b = min(⌊hist_ratio·n⌋, admissible history)`` of them), uniform ones after.
 

@@ -7,6 +7,7 @@ chronological events. What differs from the example (*ours*): negatives are the 
 collision-checked ones (the example draws ``randint(min_dst, max_dst)``), evaluation uses the same fixed
 negatives as ST-TGExplainer, and times are shifted to start at 0.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,9 @@ class GraphAttentionEmbedding(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, msg_dim: int, time_enc: nn.Module):
         super().__init__()
         self.time_enc = time_enc
-        self.conv = TransformerConv(in_channels, out_channels // 2, heads=2, dropout=0.1,
-                                    edge_dim=msg_dim + time_enc.out_channels)
+        self.conv = TransformerConv(
+            in_channels, out_channels // 2, heads=2, dropout=0.1, edge_dim=msg_dim + time_enc.out_channels
+        )
 
     def forward(self, x, last_update, edge_index, t, msg):
         """``x`` ``(n, in)`` memories; ``edge_index`` ``(2, m)``; ``t``/``msg`` per edge -> ``(n, out)``."""
@@ -58,12 +60,25 @@ class TGN(nn.Module):
         num_events: capacity of the event-history buffer (the whole stream).
     """
 
-    def __init__(self, num_nodes: int, msg_dim: int, memory_dim: int = 100, time_dim: int = 100,
-                 embedding_dim: int = 100, neighbors: int = 10, num_events: int = 0):
+    def __init__(
+        self,
+        num_nodes: int,
+        msg_dim: int,
+        memory_dim: int = 100,
+        time_dim: int = 100,
+        embedding_dim: int = 100,
+        neighbors: int = 10,
+        num_events: int = 0,
+    ):
         super().__init__()
-        self.memory = TGNMemory(num_nodes + 1, msg_dim, memory_dim, time_dim,
-                                message_module=IdentityMessage(msg_dim, memory_dim, time_dim),
-                                aggregator_module=LastAggregator())
+        self.memory = TGNMemory(
+            num_nodes + 1,
+            msg_dim,
+            memory_dim,
+            time_dim,
+            message_module=IdentityMessage(msg_dim, memory_dim, time_dim),
+            aggregator_module=LastAggregator(),
+        )
         self.gnn = GraphAttentionEmbedding(memory_dim, embedding_dim, msg_dim, self.memory.time_enc)
         self.link_pred = LinkPredictor(embedding_dim)
         self.loader = LastNeighborLoader(num_nodes + 1, size=neighbors)
@@ -93,8 +108,8 @@ class TGN(nn.Module):
         self.memory.update_state(src, dst, t, msg)
         self.loader.insert(src, dst)
         n = src.numel()
-        self.hist_t[self.inserted:self.inserted + n] = t
-        self.hist_msg[self.inserted:self.inserted + n] = msg
+        self.hist_t[self.inserted : self.inserted + n] = t
+        self.hist_msg[self.inserted : self.inserted + n] = msg
         self.inserted += n
 
 
@@ -111,8 +126,14 @@ def build_tgn(dm: TemporalLinkDataModule, **kw) -> TGN:
     return TGN(dm.num_nodes, max(1, dm.edge_feat_dim), num_events=dm.graph.data.num_events, **kw)
 
 
-def train_epoch(model: TGN, dm: TemporalLinkDataModule, optimizer: torch.optim.Optimizer,
-                generator: torch.Generator, batch_size: int = 200, max_batches: int | None = None) -> float:
+def train_epoch(
+    model: TGN,
+    dm: TemporalLinkDataModule,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+    batch_size: int = 200,
+    max_batches: int | None = None,
+) -> float:
     """One chronological pass over the training events (the example's ``train()``); returns the mean loss."""
     model.train()
     model.reset_state()
@@ -121,7 +142,7 @@ def train_epoch(model: TGN, dm: TemporalLinkDataModule, optimizer: torch.optim.O
     for k, start in enumerate(range(0, idx_all.numel(), batch_size)):
         if max_batches is not None and k >= max_batches:
             break
-        idx = idx_all[start:start + batch_size]
+        idx = idx_all[start : start + batch_size]
         src, dst, t, msg = tgn_inputs(dm, idx)
         neg = dm.train_negatives.sample(src, dm.graph.data.t[idx], 1, generator)
         optimizer.zero_grad()
@@ -181,8 +202,12 @@ def evaluate(model: TGN, dm: TemporalLinkDataModule, batch_size: int = 200) -> d
         if name == "test":
             out.update({f"test/{k}": v for k, v in link_metrics(torch.cat(pos), torch.cat(neg)).items()})
             empty = torch.zeros(0)
-            out.update({f"test/{k}_inductive": v
-                        for k, v in link_metrics(torch.cat(ind_p + [empty]), torch.cat(ind_n + [empty])).items()})
+            out.update(
+                {
+                    f"test/{k}_inductive": v
+                    for k, v in link_metrics(torch.cat(ind_p + [empty]), torch.cat(ind_n + [empty])).items()
+                }
+            )
             if mrr:
                 out["test/mrr"] = float(torch.cat(rr).mean())
                 out["test/mrr_inductive"] = float(torch.cat(ind_rr).mean()) if ind_rr else math.nan

@@ -13,6 +13,7 @@ here (``model.fidelity_levels=[]``), only link prediction.
 
 Writes ``results/st-tgexplainer/transfer-bitcoin-otc.json`` through ``zoo.core.results.write_result``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,15 +32,27 @@ METRICS = ["test/ap", "test/auc", "test/ap_inductive", "test/auc_inductive", "te
 
 def run_arm(init_from: str | None, seed: int, epochs: int, max_train_events: int | None) -> dict:
     """Train one arm (``init_from`` = a zoo id or None for scratch) and return its test metrics."""
-    overrides = [f"seed={seed}", "model.fidelity_levels=[]", f"trainer.max_epochs={epochs}",
-                 f"init_from={init_from or 'null'}"]
+    overrides = [
+        f"seed={seed}",
+        "model.fidelity_levels=[]",
+        f"trainer.max_epochs={epochs}",
+        f"init_from={init_from or 'null'}",
+    ]
     if max_train_events:
         overrides.append(f"data.max_train_events={max_train_events}")
     cfg = compose_and_validate([f"recipe={RECIPE}", *overrides])
     set_seed(seed)
     module, dm = build_module(cfg), build_datamodule(cfg)
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=epochs, limit_val_batches=0, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=epochs,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     start = time.perf_counter()
     trainer.fit(module, datamodule=dm)
     seconds = time.perf_counter() - start
@@ -65,16 +78,20 @@ def main(argv: list[str] | None = None) -> None:
                 print(row, flush=True)
                 rows.append(row)
     budget = f"{a.epochs} epoch(s) over the first 'train events' training events"
-    write_result("st-tgexplainer", "transfer-bitcoin-otc", rows,
-                 summary=summarise(rows, METRICS, by=["train events", "init"]),
-                 paper="the paper reports no transfer across graphs; this table checks the zoo's own promise "
-                       "(fine-tuning zoo weights on a user's graph)",
-                 notes=f"Bitcoin-OTC test split (chronological 70/15/15, 10% of nodes held out; inductive = test events "
-                       f"touching a node unseen in training), seeds {a.seeds}, mean ± sd. Same recipe "
-                       f"({RECIPE}) and budget ({budget}, Adam lr 1e-3, batch 200) for both arms; 'init_from' starts "
-                       f"from {SOURCE} with its node embeddings re-initialised (the node sets differ), 'scratch' "
-                       "from a fresh model. One collision-checked negative per positive for AP/AUC; MRR against "
-                       "10 negatives. train_seconds on the shared 2-core machine (load varies).")
+    write_result(
+        "st-tgexplainer",
+        "transfer-bitcoin-otc",
+        rows,
+        summary=summarise(rows, METRICS, by=["train events", "init"]),
+        paper="the paper reports no transfer across graphs; this table checks the zoo's own promise "
+        "(fine-tuning zoo weights on a user's graph)",
+        notes=f"Bitcoin-OTC test split (chronological 70/15/15, 10% of nodes held out; inductive = test events "
+        f"touching a node unseen in training), seeds {a.seeds}, mean ± sd. Same recipe "
+        f"({RECIPE}) and budget ({budget}, Adam lr 1e-3, batch 200) for both arms; 'init_from' starts "
+        f"from {SOURCE} with its node embeddings re-initialised (the node sets differ), 'scratch' "
+        "from a fresh model. One collision-checked negative per positive for AP/AUC; MRR against "
+        "10 negatives. train_seconds on the shared 2-core machine (load varies).",
+    )
 
 
 if __name__ == "__main__":

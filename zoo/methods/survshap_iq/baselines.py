@@ -9,6 +9,7 @@ how well each explanation's surrogate game reproduces the true coalition values 
 the SV surrogate is ``v_hat(M) = sum_{i in M} phi_i`` and the order-2 Faithful Shapley interaction surrogate is
 ``v_hat(M) = sum_{K subset M, |K| <= 2} phi_K``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,9 +28,9 @@ def surrogate_r2(curves: InteractionCurves, predict: Predict, x: np.ndarray, bac
     p = len(x)
     coal = all_coalitions(p)
     v = coalition_values(predict, x, background, coal)
-    v = v - v[0]                                             # centred: v(empty) = 0
+    v = v - v[0]  # centred: v(empty) = 0
     member = np.array([[set(K) <= set(np.flatnonzero(c)) for K in curves.interactions] for c in coal], float)
-    v_hat = member @ curves.values.T                         # (2**p, T)
+    v_hat = member @ curves.values.T  # (2**p, T)
     ss_res = ((v - v_hat) ** 2).sum(axis=0)
     ss_tot = ((v - v.mean(axis=0)) ** 2).sum(axis=0)
     return 1.0 - ss_res / np.maximum(ss_tot, 1e-300)

@@ -24,6 +24,7 @@ Raises:
     DataError: at construction, before a run directory exists: a missing file or column, a time that is not a
         number, negative or infinite, an event other than 0/1, or a missing value, naming the file, line and column.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,14 @@ from torch.utils.data import DataLoader, TensorDataset
 from zoo.core.constraints import Fraction, NonEmpty, NonNegativeInt, PositiveInt
 from zoo.core.data import DataError, read_csv_rows, seeded_split
 
-SHIPPED = {"gbsg2": "load_gbsg2", "whas500": "load_whas500", "veterans": "load_veterans_lung_cancer",
-           "flchain": "load_flchain", "aids": "load_aids", "breast-cancer": "load_breast_cancer"}
+SHIPPED = {
+    "gbsg2": "load_gbsg2",
+    "whas500": "load_whas500",
+    "veterans": "load_veterans_lung_cancer",
+    "flchain": "load_flchain",
+    "aids": "load_aids",
+    "breast-cancer": "load_breast_cancer",
+}
 MISSING = {"", "na", "nan", "null", "none"}
 _EVENT = {"1": True, "0": False, "1.0": True, "0.0": False, "true": True, "false": False}
 
@@ -50,8 +57,10 @@ def load_shipped(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[st
         DataError: an unknown name.
     """
     if name not in SHIPPED:
-        raise DataError(f"data.dataset: unknown dataset {name!r}; choose one of {sorted(SHIPPED)}, "
-                        "simulation-1..10 or give data.path")
+        raise DataError(
+            f"data.dataset: unknown dataset {name!r}; choose one of {sorted(SHIPPED)}, "
+            "simulation-1..10 or give data.path"
+        )
     import sksurv.datasets as sd
 
     X, y = getattr(sd, SHIPPED[name])()
@@ -64,12 +73,17 @@ def load_shipped(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[st
         s = X[c]
         cols[c] = s.cat.codes.to_numpy(float) if str(s.dtype) == "category" else s.to_numpy(float)
     event_key, time_key = y.dtype.names
-    return (np.stack(list(cols.values()), axis=1), y[time_key].astype(float), y[event_key].astype(bool),
-            [str(c) for c in cols])
+    return (
+        np.stack(list(cols.values()), axis=1),
+        y[time_key].astype(float),
+        y[event_key].astype(bool),
+        [str(c) for c in cols],
+    )
 
 
-def read_survival_csv(path: str, time: str = "time", event: str = "event", features: list[str] | None = None
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+def read_survival_csv(
+    path: str, time: str = "time", event: str = "event", features: list[str] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """Read and validate a user's survival CSV (schema in the module docstring); returns like ``load_shipped``.
 
     Raises:
@@ -106,7 +120,7 @@ def read_survival_csv(path: str, time: str = "time", event: str = "event", featu
                 raise DataError(f"{path}:{i + 2}: column {c!r}: missing value (impute or drop the row first)")
         try:
             X[:, j] = [float(v) for v in raw]
-        except ValueError:                                     # a text column: category codes in sorted order
+        except ValueError:  # a text column: category codes in sorted order
             levels = sorted(set(raw))
             X[:, j] = [levels.index(v) for v in raw]
     return X, t, e, list(names)
@@ -127,10 +141,19 @@ class SurvivalDataModule(L.LightningDataModule):
     ``generated`` (True for the simulations), ``scenario`` (the simulation's number or None).
     """
 
-    def __init__(self, dataset: str = "gbsg2", path: str | None = None, time: str = "time", event: str = "event",
-                 features: Annotated[list[str], NonEmpty] | None = None, n: PositiveInt = 1000,
-                 val_fraction: Fraction = 0.15, test_fraction: Fraction = 0.2, batch_size: PositiveInt = 256,
-                 seed: NonNegativeInt = 0):
+    def __init__(
+        self,
+        dataset: str = "gbsg2",
+        path: str | None = None,
+        time: str = "time",
+        event: str = "event",
+        features: Annotated[list[str], NonEmpty] | None = None,
+        n: PositiveInt = 1000,
+        val_fraction: Fraction = 0.15,
+        test_fraction: Fraction = 0.2,
+        batch_size: PositiveInt = 256,
+        seed: NonNegativeInt = 0,
+    ):
         super().__init__()
         self.batch_size, self.scenario, self.generated = int(batch_size), None, False
         if path:
@@ -162,10 +185,14 @@ class SurvivalDataModule(L.LightningDataModule):
 
     def _loader(self, split: str, batch_size: int, shuffle: bool) -> DataLoader:
         X, t, e = (getattr(self, f"{k}_{split}") for k in ("X", "time", "event"))
-        ds = TensorDataset(torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(t, dtype=torch.float32),
-                           torch.as_tensor(e, dtype=torch.bool))
-        return DataLoader(ds, batch_size=max(1, min(batch_size, len(t))), shuffle=shuffle,
-                          generator=torch.Generator().manual_seed(0))
+        ds = TensorDataset(
+            torch.as_tensor(X, dtype=torch.float32),
+            torch.as_tensor(t, dtype=torch.float32),
+            torch.as_tensor(e, dtype=torch.bool),
+        )
+        return DataLoader(
+            ds, batch_size=max(1, min(batch_size, len(t))), shuffle=shuffle, generator=torch.Generator().manual_seed(0)
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", self.batch_size, True)

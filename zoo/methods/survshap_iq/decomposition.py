@@ -6,6 +6,7 @@ background sample ``b`` shared by every coalition and every ``t`` (common random
 coalitions and all ``t`` in one model call. The pure effects are the Moebius transform
 ``f_M(t|x) = sum_{L subset M} (-1)^{|M|-|L|} v(t|L)`` (Eq. 5, ``f_empty = v(empty)``), so ``sum_M f_M = F(t|x)``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -18,12 +19,13 @@ Predict = Callable[[np.ndarray], np.ndarray]
 
 def all_coalitions(p: int) -> np.ndarray:
     """``(2**p, p)`` bool matrix; row ``m`` is the coalition whose bitmask is ``m`` (bit ``j`` = feature ``j``)."""
-    masks = np.arange(2 ** p)
+    masks = np.arange(2**p)
     return ((masks[:, None] >> np.arange(p)[None, :]) & 1).astype(bool)
 
 
-def coalition_values(predict: Predict, x: np.ndarray, background: np.ndarray, coalitions: np.ndarray,
-                     chunk_rows: int = 200_000) -> np.ndarray:
+def coalition_values(
+    predict: Predict, x: np.ndarray, background: np.ndarray, coalitions: np.ndarray, chunk_rows: int = 200_000
+) -> np.ndarray:
     """Interventional coalition values of one point for every time point at once.
 
     Args:
@@ -40,8 +42,8 @@ def coalition_values(predict: Predict, x: np.ndarray, background: np.ndarray, co
     out = []
     step = max(1, chunk_rows // max(B, 1))
     for start in range(0, C, step):
-        mask = coalitions[start:start + step]                                    # (c, p)
-        rows = np.where(mask[:, None, :], x[None, None, :], background[None, :, :])   # (c, B, p)
+        mask = coalitions[start : start + step]  # (c, p)
+        rows = np.where(mask[:, None, :], x[None, None, :], background[None, :, :])  # (c, B, p)
         pred = np.asarray(predict(rows.reshape(-1, len(x))), dtype=float)
         out.append(pred.reshape(len(mask), B, -1).mean(axis=1))
     return np.concatenate(out)
@@ -53,7 +55,7 @@ def moebius_transform(values: np.ndarray, p: int) -> np.ndarray:
     ``values (2**p, T) -> (2**p, T)`` with ``m[M] = sum_{L subset M} (-1)^{|M|-|L|} values[L]``.
     """
     m = np.array(values, dtype=float, copy=True)
-    idx = np.arange(2 ** p)
+    idx = np.arange(2**p)
     for j in range(p):
         has = (idx >> j) & 1 == 1
         m[has] -= m[idx[has] ^ (1 << j)]
@@ -64,13 +66,13 @@ def moebius_transform(values: np.ndarray, p: int) -> np.ndarray:
 class Decomposition:
     """SurvFD of one or more points: ``components[i, m, t] = f_M(t|x_i)`` for coalition bitmask ``m``."""
 
-    times: np.ndarray          # (T,)
-    components: np.ndarray     # (n, 2**p, T)
+    times: np.ndarray  # (T,)
+    components: np.ndarray  # (n, 2**p, T)
     p: int
 
     def sets(self) -> list[tuple[int, ...]]:
         """Feature tuple of each bitmask, in bitmask order."""
-        return [tuple(j for j in range(self.p) if m >> j & 1) for m in range(2 ** self.p)]
+        return [tuple(j for j in range(self.p) if m >> j & 1) for m in range(2**self.p)]
 
     def reconstruct(self) -> np.ndarray:
         """``(n, T)`` sum over all components = ``F(t|x)`` (exact by construction)."""
@@ -92,8 +94,7 @@ def survfd(predict: Predict, X: np.ndarray, background: np.ndarray, times: np.nd
     return Decomposition(np.asarray(times, dtype=float), comps, p)
 
 
-def classify_components(dec: Decomposition, rel_tol: float = 1e-6, abs_tol: float = 1e-9
-                        ) -> dict[tuple[int, ...], str]:
+def classify_components(dec: Decomposition, rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> dict[tuple[int, ...], str]:
     """Split the non-empty components into time-dependent ("td") and time-independent ("ti") ones (Eq. 8).
 
     The documented test (ours): a component's size is its root-mean-square over points and times,
@@ -107,7 +108,7 @@ def classify_components(dec: Decomposition, rel_tol: float = 1e-6, abs_tol: floa
         ``{features: "td" | "ti"}`` for the present components.
     """
     comps = dec.components
-    size = np.sqrt((comps ** 2).mean(axis=(0, 2)))
+    size = np.sqrt((comps**2).mean(axis=(0, 2)))
     variation = np.sqrt((comps.std(axis=2) ** 2).mean(axis=0))
     sets = dec.sets()
     scale = size[1:].max(initial=0.0)

@@ -14,6 +14,7 @@ the whole time grid.
 
 Either way the values and the budget are those of T separate shapiq runs; the model cost is that of one.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -29,8 +30,9 @@ APPROXIMATORS = {
     "kernel": lambda n, order, index, seed: shapiq.KernelSHAPIQ(n, max_order=order, index=index, random_state=seed),
     "regression": lambda n, order, index, seed: shapiq.RegressionFSII(n, max_order=order, random_state=seed),
     "svarm": lambda n, order, index, seed: shapiq.SVARMIQ(n, max_order=order, index=index, random_state=seed),
-    "permutation": lambda n, order, index, seed: shapiq.PermutationSamplingSII(n, max_order=order, index=index,
-                                                                              random_state=seed),
+    "permutation": lambda n, order, index, seed: shapiq.PermutationSamplingSII(
+        n, max_order=order, index=index, random_state=seed
+    ),
     "montecarlo": lambda n, order, index, seed: shapiq.SHAPIQ(n, max_order=order, index=index, random_state=seed),
 }
 
@@ -55,8 +57,11 @@ class TimeIndexedGame:
     def values(self, coalitions: np.ndarray) -> np.ndarray:
         """``(C, p)`` bool -> ``(C, T)`` uncentred values; uncached coalitions go to the model in one batch."""
         coalitions = np.asarray(coalitions, dtype=bool)
-        keys = (coalitions.astype(np.int64) @ (1 << np.arange(self.n_players, dtype=np.int64))).tolist() \
-            if self.n_players < 63 else [np.packbits(c).tobytes() for c in coalitions]
+        keys = (
+            (coalitions.astype(np.int64) @ (1 << np.arange(self.n_players, dtype=np.int64))).tolist()
+            if self.n_players < 63
+            else [np.packbits(c).tobytes() for c in coalitions]
+        )
         todo = {k: c for k, c in zip(keys, coalitions) if k not in self._cache}
         if todo:
             new = coalition_values(self.predict, self.x, self.background, np.stack(list(todo.values())))
@@ -73,11 +78,11 @@ class TimeIndexedGame:
 class InteractionCurves:
     """Tidy SurvSHAP-IQ output for one point: ``values[t, k] = phi_{interactions[k]}(times[t] | x)``."""
 
-    times: np.ndarray                   # (T,)
+    times: np.ndarray  # (T,)
     interactions: list[tuple[int, ...]]  # K non-empty player sets
-    values: np.ndarray                  # (T, K)
-    baseline: np.ndarray                # (T,) v(t|empty) = mean background prediction
-    prediction: np.ndarray              # (T,) F(t|x)
+    values: np.ndarray  # (T, K)
+    baseline: np.ndarray  # (T,) v(t|empty) = mean background prediction
+    prediction: np.ndarray  # (T,) F(t|x)
     index: str
     model_rows: int = 0
     feature_names: list[str] = field(default_factory=list)
@@ -93,9 +98,16 @@ class InteractionCurves:
 
     def rows(self) -> list[dict]:
         """Long format: one ``{time, interaction, order, value}`` dict per time point and interaction."""
-        return [{"time": float(t), "interaction": self.name(k), "order": len(self.interactions[k]),
-                 "value": float(self.values[i, k])}
-                for i, t in enumerate(self.times) for k in range(len(self.interactions))]
+        return [
+            {
+                "time": float(t),
+                "interaction": self.name(k),
+                "order": len(self.interactions[k]),
+                "value": float(self.values[i, k]),
+            }
+            for i, t in enumerate(self.times)
+            for k in range(len(self.interactions))
+        ]
 
 
 @lru_cache(maxsize=64)
@@ -110,10 +122,10 @@ def index_operator(p: int, index: str, max_order: int) -> tuple[list[tuple[int, 
     sets = [K for k in range(1, max_order + 1) for K in combinations(range(p), k)]
     for s in range(1, p + 1):
         iv = shapiq.ExactComputer(lambda C, s=s: np.all(C[:, :s], axis=1).astype(float), n_players=p)(index, max_order)
-        for K in sets:       # a set shapiq leaves out of its lookup has value 0
+        for K in sets:  # a set shapiq leaves out of its lookup has value 0
             coef[(s, len(K), sum(j < s for j in K))] = float(iv[K]) if K in iv.interaction_lookup else 0.0
     masks = all_coalitions(p)
-    W = np.zeros((len(sets), 2 ** p))
+    W = np.zeros((len(sets), 2**p))
     for i, K in enumerate(sets):
         k_mask = np.zeros(p, dtype=bool)
         k_mask[list(K)] = True
@@ -128,9 +140,18 @@ def _collect(ivs: list) -> tuple[list[tuple[int, ...]], np.ndarray]:
     return sets, vals
 
 
-def survshap_iq(predict: Predict, x: np.ndarray, background: np.ndarray, times: np.ndarray, index: str = "k-SII",
-                max_order: int = 2, approximator: str = "exact", budget: int | None = None, random_state: int = 0,
-                feature_names: list[str] | None = None) -> InteractionCurves:
+def survshap_iq(
+    predict: Predict,
+    x: np.ndarray,
+    background: np.ndarray,
+    times: np.ndarray,
+    index: str = "k-SII",
+    max_order: int = 2,
+    approximator: str = "exact",
+    budget: int | None = None,
+    random_state: int = 0,
+    feature_names: list[str] | None = None,
+) -> InteractionCurves:
     """Shapley interaction curves of one point over the time grid of ``predict``.
 
     Args:
@@ -147,38 +168,52 @@ def survshap_iq(predict: Predict, x: np.ndarray, background: np.ndarray, times: 
     if approximator == "exact":
         if p > 16:
             raise ValueError(f"exact SurvSHAP-IQ enumerates 2**p coalitions; p = {p} is too many")
-        v = game.values(all_coalitions(p))                # one model pass serves every t
+        v = game.values(all_coalitions(p))  # one model pass serves every t
         sets, W = index_operator(p, index, max_order)
         vals = (W @ moebius_transform(v - game.empty[None, :], p)).T
     elif approximator in APPROXIMATORS:
-        budget = budget or min(2 ** p, 2 ** 9)
-        ivs = [APPROXIMATORS[approximator](p, max_order, index, random_state).approximate(budget, game.at(i))
-               for i in range(T)]
+        budget = budget or min(2**p, 2**9)
+        ivs = [
+            APPROXIMATORS[approximator](p, max_order, index, random_state).approximate(budget, game.at(i))
+            for i in range(T)
+        ]
         sets, vals = _collect(ivs)
     else:
         raise ValueError(f"approximator {approximator!r}: choose 'exact' or one of {sorted(APPROXIMATORS)}")
     full = game.values(np.ones((1, p), dtype=bool))[0]
-    return InteractionCurves(np.asarray(times, float), sets, vals, game.empty, full, index, game.model_rows,
-                             list(feature_names or []))
+    return InteractionCurves(
+        np.asarray(times, float), sets, vals, game.empty, full, index, game.model_rows, list(feature_names or [])
+    )
 
 
-def survshap_iq_separate(predict: Predict, x: np.ndarray, background: np.ndarray, times: np.ndarray,
-                         index: str = "k-SII", max_order: int = 2, approximator: str = "exact",
-                         budget: int | None = None, random_state: int = 0) -> InteractionCurves:
+def survshap_iq_separate(
+    predict: Predict,
+    x: np.ndarray,
+    background: np.ndarray,
+    times: np.ndarray,
+    index: str = "k-SII",
+    max_order: int = 2,
+    approximator: str = "exact",
+    budget: int | None = None,
+    random_state: int = 0,
+) -> InteractionCurves:
     """The authors' protocol, for comparison: T separate shapiq runs, each with shapiq's own ``MarginalImputer`` on
     the model restricted to one time point (all background rows, so both routes use the same replacement data)."""
     x = np.asarray(x, dtype=float)
     p, ivs, calls = len(x), [], 0
     full, empty = [], []
     for i in range(len(times)):
+
         def f_t(Z, i=i):
             return np.asarray(predict(Z), dtype=float)[:, i]
-        imputer = shapiq.MarginalImputer(f_t, background, x=x[None, :], sample_size=len(background),
-                                         random_state=random_state)
+
+        imputer = shapiq.MarginalImputer(
+            f_t, background, x=x[None, :], sample_size=len(background), random_state=random_state
+        )
         if approximator == "exact":
             ivs.append(shapiq.ExactComputer(imputer, n_players=p)(index, max_order))
         else:
-            b = budget or min(2 ** p, 2 ** 9)
+            b = budget or min(2**p, 2**9)
             ivs.append(APPROXIMATORS[approximator](p, max_order, index, random_state).approximate(b, imputer))
         empty.append(imputer.empty_prediction)
         full.append(f_t(x[None, :])[0])

@@ -1,5 +1,6 @@
 """Evaluation measures: local accuracy of an explanation (Sec. 4) and what it reduces to for efficient indices,
 Harrell's C-index and the integrated Brier score."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,7 +19,7 @@ def local_accuracy(predictions: np.ndarray, attributions: np.ndarray) -> np.ndar
     """
     F = np.asarray(predictions, dtype=float)
     resid = F - F.mean(axis=0, keepdims=True) - np.asarray(attributions, dtype=float)
-    return np.sqrt((resid ** 2).mean(axis=0) / np.maximum((F ** 2).mean(axis=0), 1e-300))
+    return np.sqrt((resid**2).mean(axis=0) / np.maximum((F**2).mean(axis=0), 1e-300))
 
 
 def centring_gap(predictions: np.ndarray, baselines: np.ndarray) -> np.ndarray:
@@ -44,7 +45,7 @@ def centring_gap(predictions: np.ndarray, baselines: np.ndarray) -> np.ndarray:
     """
     F = np.asarray(predictions, dtype=float)
     gap = np.broadcast_to(np.asarray(baselines, dtype=float), F.shape) - F.mean(axis=0, keepdims=True)
-    return np.sqrt((gap ** 2).mean(axis=0) / np.maximum((F ** 2).mean(axis=0), 1e-300))
+    return np.sqrt((gap**2).mean(axis=0) / np.maximum((F**2).mean(axis=0), 1e-300))
 
 
 def structured_y(time: np.ndarray, event: np.ndarray) -> np.ndarray:
@@ -61,8 +62,7 @@ def c_index(time: np.ndarray, event: np.ndarray, risk: np.ndarray) -> float:
     return float(concordance_index_censored(np.asarray(event, bool), np.asarray(time, float), np.asarray(risk))[0])
 
 
-def evaluation_times(train_time: np.ndarray, test_time: np.ndarray, n: int = 50, q: tuple = (0.1, 0.9)
-                     ) -> np.ndarray:
+def evaluation_times(train_time: np.ndarray, test_time: np.ndarray, n: int = 50, q: tuple = (0.1, 0.9)) -> np.ndarray:
     """``n`` times between the ``q`` quantiles of the test times, clipped inside the training follow-up
     (the IBS estimator's censoring model needs them there)."""
     lo, hi = np.quantile(test_time, q)
@@ -71,8 +71,9 @@ def evaluation_times(train_time: np.ndarray, test_time: np.ndarray, n: int = 50,
     return np.linspace(lo, hi, n)
 
 
-def integrated_brier_score(train_time, train_event, test_time, test_event, survival: np.ndarray,
-                           times: np.ndarray) -> float:
+def integrated_brier_score(
+    train_time, train_event, test_time, test_event, survival: np.ndarray, times: np.ndarray
+) -> float:
     """IPCW integrated Brier score (Graf et al. 1999) of ``survival (n_test, T)`` at ``times (T,)``; lower is better.
     Uses scikit-survival's estimator (censoring distribution from the training split)."""
     from sksurv.metrics import integrated_brier_score as ibs

@@ -6,6 +6,7 @@ explained with SurvFD and SurvSHAP-IQ (Langbein et al., ICML 2026) when training
 ``model="coxph"``: scikit-survival's Cox PH fitted once (no optimiser step), stored as coefficients + Breslow.
 Inputs are standardised inside the module, so explanations are in the data's own units.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,15 +28,35 @@ from zoo.methods.survshap_iq.nets import breslow, cox_loss, cox_survival, deephi
 from zoo.methods.survshap_iq.survival_models import SurvivalInterface
 
 _SIZED = ("x_mean", "x_scale", "background", "explain_times", "bh_times", "bh_cumhaz", "cuts")
-EXPLAIN = {"n_points": 4, "n_times": 21, "index": "k-SII", "max_order": 2, "scales": ["survival", "log_hazard"],
-           "n_background": 64, "approximator": "auto", "budget": None, "partition_rel_tol": 0.01, "seed": 0}
+EXPLAIN = {
+    "n_points": 4,
+    "n_times": 21,
+    "index": "k-SII",
+    "max_order": 2,
+    "scales": ["survival", "log_hazard"],
+    "n_background": 64,
+    "approximator": "auto",
+    "budget": None,
+    "partition_rel_tol": 0.01,
+    "seed": 0,
+}
 #: The ``explain`` block: each key's allowed values (shapiq's interaction indices; ``auto`` picks the approximator).
-ExplainSettings = Annotated[dict | None, Keys(
-    EXPLAIN, n_points=NonNegativeInt, n_times=PositiveInt, max_order=PositiveInt, n_background=PositiveInt,
-    index=Literal["k-SII", "SII", "STII", "FSII", "FBII", "SV", "BV", "BII", "CHII"],
-    scales=Annotated[list[Literal["survival", "hazard", "log_hazard"]], NonEmpty],
-    approximator=Literal["auto", "exact", "kernel", "regression", "svarm", "permutation", "montecarlo"],
-    budget=PositiveInt | None, partition_rel_tol=Positive, seed=NonNegativeInt)]
+ExplainSettings = Annotated[
+    dict | None,
+    Keys(
+        EXPLAIN,
+        n_points=NonNegativeInt,
+        n_times=PositiveInt,
+        max_order=PositiveInt,
+        n_background=PositiveInt,
+        index=Literal["k-SII", "SII", "STII", "FSII", "FBII", "SV", "BV", "BII", "CHII"],
+        scales=Annotated[list[Literal["survival", "hazard", "log_hazard"]], NonEmpty],
+        approximator=Literal["auto", "exact", "kernel", "regression", "svarm", "permutation", "montecarlo"],
+        budget=PositiveInt | None,
+        partition_rel_tol=Positive,
+        seed=NonNegativeInt,
+    ),
+]
 
 
 @register_method("survshap-iq", datamodule=SurvivalDataModule)
@@ -58,11 +79,19 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
     export_formats = ("package",)
     fit_sized_buffers = _SIZED  # sizes known only after reading the data
 
-    def __init__(self, model: Literal["deepsurv", "deephit", "coxph"] = "deepsurv",
-                 hidden: list[PositiveInt] | None = None, dropout: Fraction = 0.1, n_bins: PositiveInt = 20,
-                 alpha: Probability = 0.2, sigma: Positive = 0.1, optimizer: dict | None = None,
-                 n_features: NonNegativeInt = 0, feature_names: list[str] | None = None,
-                 explain: ExplainSettings = None):
+    def __init__(
+        self,
+        model: Literal["deepsurv", "deephit", "coxph"] = "deepsurv",
+        hidden: list[PositiveInt] | None = None,
+        dropout: Fraction = 0.1,
+        n_bins: PositiveInt = 20,
+        alpha: Probability = 0.2,
+        sigma: Positive = 0.1,
+        optimizer: dict | None = None,
+        n_features: NonNegativeInt = 0,
+        feature_names: list[str] | None = None,
+        explain: ExplainSettings = None,
+    ):
         super().__init__()
         unknown = sorted(set(explain or {}) - set(EXPLAIN))
         if unknown:
@@ -113,8 +142,9 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
     def configure_optimizers(self):
         if self.hparams.model == "coxph":
             return None
-        return build_optimizer(self.parameters(), self.hparams.optimizer or {"name": "adamw", "lr": 1e-3,
-                                                                            "weight_decay": 1e-4})
+        return build_optimizer(
+            self.parameters(), self.hparams.optimizer or {"name": "adamw", "lr": 1e-3, "weight_decay": 1e-4}
+        )
 
     def _loss(self, x, time, event):
         out = self(x)
@@ -171,9 +201,10 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
         grid = evaluation_times(dm.time_train, t)
         out = {"c_index": c_index(t, e, self.predict_risk(X))}
         try:
-            out["ibs"] = integrated_brier_score(dm.time_train, dm.event_train, t, e, self.predict_survival(X, grid),
-                                                grid)
-        except ValueError:                  # a split whose times fall outside the training follow-up
+            out["ibs"] = integrated_brier_score(
+                dm.time_train, dm.event_train, t, e, self.predict_survival(X, grid), grid
+            )
+        except ValueError:  # a split whose times fall outside the training follow-up
             pass
         return out
 
@@ -192,11 +223,13 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
         """C-index and integrated Brier score on the validation and test splits (for ``zoo eval``)."""
         import lightning as L
 
-        trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
-                            enable_model_summary=False)
+        trainer = L.Trainer(
+            accelerator="cpu", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False
+        )
         out = {}
         for m in trainer.validate(self, datamodule=datamodule, verbose=False) + trainer.test(
-                self, datamodule=datamodule, verbose=False):
+            self, datamodule=datamodule, verbose=False
+        ):
             out.update(m)
         return {k: v for k, v in out.items() if not k.endswith("loss")}
 
@@ -231,8 +264,22 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
         cfg, names = self.cfg, list(self.hparams.feature_names)
         out_dir.mkdir(parents=True, exist_ok=True)
         times, bg = self.explain_times.cpu().numpy(), self.background.cpu().numpy()
-        curves = {s: art.explain_points(self, X, bg, times, names, s, cfg["index"], cfg["max_order"],
-                                        cfg["approximator"], cfg["budget"], cfg["seed"]) for s in cfg["scales"]}
+        curves = {
+            s: art.explain_points(
+                self,
+                X,
+                bg,
+                times,
+                names,
+                s,
+                cfg["index"],
+                cfg["max_order"],
+                cfg["approximator"],
+                cfg["budget"],
+                cfg["seed"],
+            )
+            for s in cfg["scales"]
+        }
         files = {"curves.csv": out_dir / "curves.csv"}
         art.write_curves_csv(files["curves.csv"], curves)
         for s, cs in curves.items():
@@ -244,8 +291,11 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
             rows = art.partition_table(dec, names, cfg["partition_rel_tol"])
             files["partition.json"], files["partition.png"] = out_dir / "partition.json", out_dir / "partition.png"
             art.write_json(files["partition.json"], rows)
-            art.plot_partition(rows, files["partition.png"], f"SurvFD of log h ({self.hparams.model}): time-dependent"
-                               " (red) vs time-independent (blue)")
+            art.plot_partition(
+                rows,
+                files["partition.png"],
+                f"SurvFD of log h ({self.hparams.model}): time-dependent (red) vs time-independent (blue)",
+            )
         return {k: str(v) for k, v in files.items()}
 
     def on_train_end(self) -> None:
@@ -254,7 +304,7 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
         if not self.trainer.is_global_zero or dm is None or self.cfg["n_points"] <= 0:
             return
         self._refresh_baseline()
-        root = Path(self.trainer.default_root_dir) / "survshap_iq"   # the run directory
+        root = Path(self.trainer.default_root_dir) / "survshap_iq"  # the run directory
         X = dm.X_test[: self.cfg["n_points"]]
         self._artifacts = self.explain(X, root, prefix="patient")
         metrics = self._metrics("test")
@@ -264,9 +314,16 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
     def package_extras(self) -> dict[str, str]:
         return dict(self._artifacts)
 
-    predict_schema: ClassVar = {"patient": {str: float}, "times": [float], "survival": [float], "index": str,
-                      "at_time": float, "baseline": float, "largest": [{"term": str, "value": float}],
-                      "plot": (str, None)}
+    predict_schema: ClassVar = {
+        "patient": {str: float},
+        "times": [float],
+        "survival": [float],
+        "index": str,
+        "at_time": float,
+        "baseline": float,
+        "largest": [{"term": str, "value": float}],
+        "plot": (str, None),
+    }
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict <id> feature=value ...`` (unnamed features take the background median): the patient's
@@ -290,24 +347,42 @@ class SurvShapIQModule(ZooModule, SurvivalInterface):
                 raise ValueError(f"feature {k!r}: {v!r} is not a number (categories are coded 0, 1, ...)") from None
         out = Path(out_dir) if out_dir else None
         times, bg = self.explain_times.cpu().numpy(), self.background.cpu().numpy()
-        c = art.explain_points(self, x[None], bg, times, names, "survival", self.cfg["index"], self.cfg["max_order"],
-                               self.cfg["approximator"], self.cfg["budget"], self.cfg["seed"])[0]
+        c = art.explain_points(
+            self,
+            x[None],
+            bg,
+            times,
+            names,
+            "survival",
+            self.cfg["index"],
+            self.cfg["max_order"],
+            self.cfg["approximator"],
+            self.cfg["budget"],
+            self.cfg["seed"],
+        )[0]
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             art.plot_curves(c, out / "patient_survival.png", "survival", title="SurvSHAP-IQ of this patient")
         mid = len(times) // 2
         top = np.argsort(-np.abs(c.values[mid]))[:6]
-        return {"patient": dict(zip(names, map(float, x))), "times": [float(t) for t in times],
-                "survival": [float(v) for v in c.prediction], "index": str(c.index), "at_time": float(times[mid]),
-                "baseline": float(c.baseline[mid]),
-                "largest": [{"term": c.name(k), "value": float(c.values[mid, k])} for k in top],
-                "plot": str(out / "patient_survival.png") if out is not None else None}
+        return {
+            "patient": dict(zip(names, map(float, x))),
+            "times": [float(t) for t in times],
+            "survival": [float(v) for v in c.prediction],
+            "index": str(c.index),
+            "at_time": float(times[mid]),
+            "baseline": float(c.baseline[mid]),
+            "largest": [{"term": c.name(k), "value": float(c.values[mid, k])} for k in top],
+            "plot": str(out / "patient_survival.png") if out is not None else None,
+        }
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """:meth:`predict_record` as text: the patient, S(t|x) at every fifth time, the largest interactions."""
         r = self.predict_record(inputs, out_dir)
-        lines = [f"patient: {json.dumps(r['patient'])}",
-                 "S(t|x): " + ", ".join(f"t={t:.0f}: {v:.3f}" for t, v in zip(r["times"][::5], r["survival"][::5])),
-                 f"largest {r['index']} at t = {r['at_time']:.0f} (baseline {r['baseline']:.3f}):"]
+        lines = [
+            f"patient: {json.dumps(r['patient'])}",
+            "S(t|x): " + ", ".join(f"t={t:.0f}: {v:.3f}" for t, v in zip(r["times"][::5], r["survival"][::5])),
+            f"largest {r['index']} at t = {r['at_time']:.0f} (baseline {r['baseline']:.3f}):",
+        ]
         lines += [f"  {t['term']:30s} {t['value']:+.4f}" for t in r["largest"]]
         return "\n".join(lines + ([f"plot: {r['plot']}"] if r["plot"] else []))

@@ -1,5 +1,6 @@
 """The two survival networks: DeepSurv (Katzman et al. 2018) and DeepHit (Lee et al. 2018), as losses and
 prediction rules on top of a small MLP. Torch in, torch out; shapes in each docstring."""
+
 from __future__ import annotations
 
 import warnings
@@ -25,7 +26,7 @@ def cox_loss(log_risk: torch.Tensor, time: torch.Tensor, event: torch.Tensor) ->
 
     if not bool(event.any()):
         return log_risk.sum() * 0.0
-    with warnings.catch_warnings():          # torchsurv warns on every batch with tied times; Efron handles them
+    with warnings.catch_warnings():  # torchsurv warns on every batch with tied times; Efron handles them
         warnings.simplefilter("ignore", UserWarning)
         return neg_partial_log_likelihood(log_risk, event, time, ties_method="efron", reduction="mean")
 
@@ -44,8 +45,9 @@ def breslow(log_risk: torch.Tensor, time: torch.Tensor, event: torch.Tensor) -> 
     return uniq, torch.cumsum(deaths / at_risk, 0)
 
 
-def cox_survival(log_risk: torch.Tensor, bh_times: torch.Tensor, bh_cumhaz: torch.Tensor, times: torch.Tensor
-                 ) -> torch.Tensor:
+def cox_survival(
+    log_risk: torch.Tensor, bh_times: torch.Tensor, bh_cumhaz: torch.Tensor, times: torch.Tensor
+) -> torch.Tensor:
     """``S(t|x) = exp(-H0(t) exp(f(x)))`` with ``H0`` a right-continuous step; ``(n,), (T,) -> (n, T)``."""
     idx = torch.searchsorted(bh_times, times.to(bh_times.dtype), right=True) - 1
     h0 = torch.where(idx >= 0, bh_cumhaz[idx.clamp(min=0)], torch.zeros_like(bh_cumhaz[:1]))
@@ -57,8 +59,9 @@ def discretise(time: torch.Tensor, cuts: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(cuts, time.to(cuts.dtype), right=False).clamp(max=len(cuts) - 1)
 
 
-def deephit_loss(logits: torch.Tensor, time: torch.Tensor, event: torch.Tensor, cuts: torch.Tensor,
-                 alpha: float, sigma: float) -> torch.Tensor:
+def deephit_loss(
+    logits: torch.Tensor, time: torch.Tensor, event: torch.Tensor, cuts: torch.Tensor, alpha: float, sigma: float
+) -> torch.Tensor:
     """DeepHit single-risk loss ``alpha * NLL + (1 - alpha) * ranking`` (pycox's convention for alpha).
 
     ``logits (n, K+1)``: probability mass on the K cuts plus "after the last cut". NLL: ``-log pmf[k]`` for an event
@@ -72,8 +75,8 @@ def deephit_loss(logits: torch.Tensor, time: torch.Tensor, event: torch.Tensor, 
     p_event = pmf.gather(1, k[:, None])[:, 0]
     s_after = (1.0 - cdf.gather(1, k[:, None])[:, 0]).clamp(min=0)
     nll = -torch.where(event, torch.log(p_event + eps), torch.log(s_after + eps)).mean()
-    F_at = cdf[:, k]                                            # F_at[j, i] = F_j(k_i)
-    diff = torch.diagonal(F_at)[None, :] - F_at                 # F_i(k_i) - F_j(k_i), row j, column i
+    F_at = cdf[:, k]  # F_at[j, i] = F_j(k_i)
+    diff = torch.diagonal(F_at)[None, :] - F_at  # F_i(k_i) - F_j(k_i), row j, column i
     comparable = (event[None, :] & (time[None, :] < time[:, None])).to(pmf.dtype)
     n_pairs = comparable.sum()
     rank = (comparable * torch.exp(-diff / sigma)).sum() / n_pairs.clamp(min=1.0)

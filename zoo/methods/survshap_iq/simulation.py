@@ -10,6 +10,7 @@ The model is Eq. 3, ``h(t|x) = lambda * exp(G(t|x))`` with ``G(t|x) = a(x) + b(x
 ``H(t|x) = lambda e^a ((t + 1)^(b + 1) - 1) / (b + 1)`` (``lambda e^a log(t + 1)`` when ``b = -1``) and
 ``S = exp(-H)``: exact ground truth on every scale, and event times by inverting ``H`` in closed form.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ class Term:
 
     features: tuple[int, ...]
     coef: float
-    fn: str          # name in _FUNCS
+    fn: str  # name in _FUNCS
     td: bool = False
 
     def value(self, X: np.ndarray) -> np.ndarray:
@@ -35,10 +36,15 @@ class Term:
 
 
 _FUNCS = {
-    "x1": lambda X: X[:, 0], "x2": lambda X: X[:, 1], "x3": lambda X: X[:, 2],
-    "x1^2": lambda X: X[:, 0] ** 2, "atan_x2": lambda X: (2 / np.pi) * np.arctan(0.7 * X[:, 1]),
-    "x1*x3": lambda X: X[:, 0] * X[:, 2], "x1*x2": lambda X: X[:, 0] * X[:, 1],
-    "x1*x3^2": lambda X: X[:, 0] * X[:, 2] ** 2, "x1*x2*x3": lambda X: X[:, 0] * X[:, 1] * X[:, 2],
+    "x1": lambda X: X[:, 0],
+    "x2": lambda X: X[:, 1],
+    "x3": lambda X: X[:, 2],
+    "x1^2": lambda X: X[:, 0] ** 2,
+    "atan_x2": lambda X: (2 / np.pi) * np.arctan(0.7 * X[:, 1]),
+    "x1*x3": lambda X: X[:, 0] * X[:, 2],
+    "x1*x2": lambda X: X[:, 0] * X[:, 1],
+    "x1*x3^2": lambda X: X[:, 0] * X[:, 2] ** 2,
+    "x1*x2*x3": lambda X: X[:, 0] * X[:, 1] * X[:, 2],
 }
 
 _MAIN = {"linear": ("x1", "x2", "x3"), "additive": ("x1^2", "atan_x2", "x3")}
@@ -97,12 +103,15 @@ class Scenario:
         rng = np.random.default_rng(seed)
         X = rng.standard_normal((n, self.n_features))
         a, b = self._ab(X)
-        target = -np.log(rng.uniform(size=n)) / (self.baseline * np.exp(a))   # H(T) / (lambda e^a)
+        target = -np.log(rng.uniform(size=n)) / (self.baseline * np.exp(a))  # H(T) / (lambda e^a)
         c = b + 1.0
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             inner = 1.0 + c * target
-            t_event = np.where(np.abs(c) < 1e-12, np.expm1(target),
-                               np.where(inner > 0, np.exp(np.log(np.where(inner > 0, inner, 1.0)) / c) - 1.0, np.inf))
+            t_event = np.where(
+                np.abs(c) < 1e-12,
+                np.expm1(target),
+                np.where(inner > 0, np.exp(np.log(np.where(inner > 0, inner, 1.0)) / c) - 1.0, np.inf),
+            )
         event = t_event <= MAX_TIME
         return X, np.minimum(t_event, MAX_TIME), event
 
@@ -151,6 +160,6 @@ def symmetric_background(n: int, seed: int, n_features: int = 3) -> np.ndarray:
     zero. The background then behaves like independent, centred features (Thm 3.2's hypothesis) while staying one
     fixed sample shared by all coalitions and times (common random numbers). Shape ``(2**p * max(1, n // 2**p), p)``.
     """
-    z = np.random.default_rng(seed).standard_normal((max(1, n // 2 ** n_features), n_features))
-    signs = 1.0 - 2.0 * ((np.arange(2 ** n_features)[:, None] >> np.arange(n_features)[None, :]) & 1)
+    z = np.random.default_rng(seed).standard_normal((max(1, n // 2**n_features), n_features))
+    signs = 1.0 - 2.0 * ((np.arange(2**n_features)[:, None] >> np.arange(n_features)[None, :]) & 1)
     return (signs[:, None, :] * z[None, :, :]).reshape(-1, n_features)

@@ -12,6 +12,7 @@ where it has one (scikit-survival), else ``-log S``; ``-log S`` saturates where 
 clips ``H`` at 27.6), which makes a proportional-hazards model's late log-hazard look time-dependent and
 non-additive.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -61,8 +62,9 @@ class SurvivalInterface:
         """
         if scale not in SCALES:
             raise ValueError(f"scale {scale!r}: choose one of {SCALES}")
-        fn = {"survival": self.predict_survival, "hazard": self.predict_hazard,
-              "log_hazard": self.predict_log_hazard}[scale]
+        fn = {"survival": self.predict_survival, "hazard": self.predict_hazard, "log_hazard": self.predict_log_hazard}[
+            scale
+        ]
         return lambda X: fn(np.asarray(X, dtype=float), times)
 
 
@@ -78,11 +80,13 @@ def make_sksurv(kind: str, seed: int = 0, **kwargs):
     if kind == "coxph":
         return CoxPHSurvivalAnalysis(**{"alpha": 1e-4, **kwargs})
     if kind == "gbsa":
-        return GradientBoostingSurvivalAnalysis(**{"n_estimators": 100, "learning_rate": 0.1, "max_depth": 3,
-                                                   "random_state": seed, **kwargs})
+        return GradientBoostingSurvivalAnalysis(
+            **{"n_estimators": 100, "learning_rate": 0.1, "max_depth": 3, "random_state": seed, **kwargs}
+        )
     if kind == "rsf":
-        return RandomSurvivalForest(**{"n_estimators": 100, "min_samples_leaf": 10, "max_depth": 6,
-                                       "random_state": seed, "n_jobs": 1, **kwargs})
+        return RandomSurvivalForest(
+            **{"n_estimators": 100, "min_samples_leaf": 10, "max_depth": 6, "random_state": seed, "n_jobs": 1, **kwargs}
+        )
     raise ValueError(f"unknown scikit-survival model {kind!r}; choose coxph, gbsa or rsf")
 
 

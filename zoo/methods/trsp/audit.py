@@ -13,6 +13,7 @@
 
 Ratio convention: ``cost_i(Y) / cost_i(p)`` with ``c / 0 = inf`` for ``c > 0`` and ``0 / 0 = 0`` (never a violation).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -73,8 +74,9 @@ def check_jr(C: np.ndarray, cost_Y: np.ndarray, gamma: float, t: int) -> bool:
     return not bool(((gamma * C < cost_Y[None, :]).sum(1) >= t).any())
 
 
-def jr_bisection(inst: Instance, stops, k: int, C: np.ndarray | None = None, iters: int = 30,
-                 hi: float | None = None) -> tuple[float, int]:
+def jr_bisection(
+    inst: Instance, stops, k: int, C: np.ndarray | None = None, iters: int = 30, hi: float | None = None
+) -> tuple[float, int]:
     """The authors' JR approximation: bisection on gamma in [1, hi] with :func:`check_jr` per step.
 
     Returns:
@@ -128,8 +130,15 @@ def _vertex_cover(edges: np.ndarray) -> list[int]:
     return cover
 
 
-def coalition_exists(improves: np.ndarray, pairs: np.ndarray, n: int, k: int, beta: float,
-                     solver: str = "cpsat", time_limit: float = 60.0) -> bool:
+def coalition_exists(
+    improves: np.ndarray,
+    pairs: np.ndarray,
+    n: int,
+    k: int,
+    beta: float,
+    solver: str = "cpsat",
+    time_limit: float = 60.0,
+) -> bool:
     """The authors' core ILP as a feasibility question: is there S, Y' with ``|S| >= beta (n/k) |Y'|``, every i in S
     improved by some pair inside Y'?
 
@@ -165,7 +174,7 @@ def coalition_exists(improves: np.ndarray, pairs: np.ndarray, n: int, k: int, be
             md.Add(x[i] <= sum(z[p] for p in mine))
             md.Add(x[i] <= sum(y[j] for j in _vertex_cover(pairs[mine])))  # valid cuts (ours): tighter LP
             md.Add(2 * x[i] <= sum(y[j] for j in np.unique(pairs[mine])))
-        q = 10 ** 6
+        q = 10**6
         md.Add(q * k * sum(x.values()) >= math.floor(beta * q) * n * sum(y.values()))
         md.Add(sum(x.values()) >= 1)
         sv = cp_model.CpSolver()
@@ -213,8 +222,16 @@ class CoreAudit(NamedTuple):
     exact: bool
 
 
-def core_alpha(inst: Instance, stops, k: int, beta: float = 1.0, solver: str = "cpsat",
-               C: np.ndarray | None = None, time_limit: float = 60.0, rel_tol: float = 0.0) -> CoreAudit:
+def core_alpha(
+    inst: Instance,
+    stops,
+    k: int,
+    beta: float = 1.0,
+    solver: str = "cpsat",
+    C: np.ndarray | None = None,
+    time_limit: float = 60.0,
+    rel_tol: float = 0.0,
+) -> CoreAudit:
     """Least alpha >= 1 with Y in the (alpha, beta)-core: bisection over the sorted distinct ratio values, one
     :func:`coalition_exists` per step (improvement = ratio >= value, so the answer is a ratio attained).
 

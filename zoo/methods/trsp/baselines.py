@@ -3,6 +3,7 @@
 
 The paper proves no clustering-induced outcome beats 3-JR (§4); k-means is the clustering people would reach for.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +23,7 @@ def kmeans_stops(inst: Instance, k: int, seed: int = 0, iters: int = 20) -> Plac
     """
     rng = np.random.default_rng(seed)
     E = inst.endpoint_walk  # (2n, m)
-    sq = E ** 2
+    sq = E**2
     k = min(k, inst.m)
     centres = [int(rng.integers(inst.m))]  # k-means++: first at random, then prop. to D^2 of the endpoints' mass
     while len(centres) < k:

@@ -12,6 +12,7 @@ authors' own travel-time matrices. Every placement rule (``placement.py``, ``bas
 
 Units: hours throughout.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -100,15 +101,29 @@ class Instance:
         """The instance restricted to some travellers (rows) and candidates (columns)."""
         t = np.arange(self.n) if travellers is None else np.asarray(travellers)
         c = np.arange(self.m) if candidates is None else np.asarray(candidates)
-        return Instance(self.walk_a[np.ix_(t, c)], self.walk_b[np.ix_(t, c)], self.shuttle[np.ix_(c, c)],
-                        self.direct[t], None if self.trips is None else self.trips[t],
-                        None if self.stops is None else self.stops[c],
-                        None if self.names is None else [self.names[j] for j in c], self.metric, dict(self.info))
+        return Instance(
+            self.walk_a[np.ix_(t, c)],
+            self.walk_b[np.ix_(t, c)],
+            self.shuttle[np.ix_(c, c)],
+            self.direct[t],
+            None if self.trips is None else self.trips[t],
+            None if self.stops is None else self.stops[c],
+            None if self.names is None else [self.names[j] for j in c],
+            self.metric,
+            dict(self.info),
+        )
 
 
-def from_points(a: np.ndarray, b: np.ndarray, c: np.ndarray, shuttle_factor: float = 0.2,
-                wait_hours: float = 5 / 60, circuity: float = 1.3, speed_kmh: float = 5.0,
-                names: list[str] | None = None) -> Instance:
+def from_points(
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray,
+    shuttle_factor: float = 0.2,
+    wait_hours: float = 5 / 60,
+    circuity: float = 1.3,
+    speed_kmh: float = 5.0,
+    names: list[str] | None = None,
+) -> Instance:
     """Instance from lon/lat trips and candidates with haversine walking and the shuttle of :func:`shuttle_hours`.
 
     Args:
@@ -116,9 +131,15 @@ def from_points(a: np.ndarray, b: np.ndarray, c: np.ndarray, shuttle_factor: flo
     """
     walk_c = walking_hours(c, c, circuity, speed_kmh)
     direct = paired_walking_hours(a, b, circuity, speed_kmh)
-    return Instance(walking_hours(a, c, circuity, speed_kmh), walking_hours(c, b, circuity, speed_kmh).T,
-                    shuttle_hours(walk_c, shuttle_factor, wait_hours), direct, np.hstack([a, b]), np.asarray(c, float),
-                    names)
+    return Instance(
+        walking_hours(a, c, circuity, speed_kmh),
+        walking_hours(c, b, circuity, speed_kmh).T,
+        shuttle_hours(walk_c, shuttle_factor, wait_hours),
+        direct,
+        np.hstack([a, b]),
+        np.asarray(c, float),
+        names,
+    )
 
 
 def all_pairs(m: int) -> np.ndarray:
@@ -137,10 +158,10 @@ def pair_costs(inst: Instance, pairs: np.ndarray | None = None, chunk: int = 409
     out = np.empty((len(pairs), inst.n))
     A, B, S = inst.walk_a.T, inst.walk_b.T, inst.shuttle  # (m, n), (m, n), (m, m)
     for s in range(0, len(pairs), chunk):
-        u, v = pairs[s:s + chunk, 0], pairs[s:s + chunk, 1]
+        u, v = pairs[s : s + chunk, 0], pairs[s : s + chunk, 1]
         uv = A[u] + S[u, v][:, None] + B[v]
         vu = A[v] + S[v, u][:, None] + B[u]
-        out[s:s + chunk] = np.minimum(np.minimum(uv, vu), inst.direct[None, :])
+        out[s : s + chunk] = np.minimum(np.minimum(uv, vu), inst.direct[None, :])
     return out
 
 
@@ -203,9 +224,11 @@ def check_metric(D: np.ndarray, name: str, tol: float = 1e-6) -> None:
             triple = (int(i), j, int(k))
     if worst > tol:
         i, j, k = triple
-        raise DataError(f"{name}: triangle inequality broken by {worst:.6g} at (i={i}, j={j}, k={k}): "
-                        f"D[i,k]={D[i, k]:.6g} > D[i,j]+D[j,k]={D[i, j] + D[j, k]:.6g}; set "
-                        f"data.allow_non_metric: true to run anyway (no bound is then claimed)")
+        raise DataError(
+            f"{name}: triangle inequality broken by {worst:.6g} at (i={i}, j={j}, k={k}): "
+            f"D[i,k]={D[i, k]:.6g} > D[i,j]+D[j,k]={D[i, j] + D[j, k]:.6g}; set "
+            f"data.allow_non_metric: true to run anyway (no bound is then claimed)"
+        )
 
 
 @dataclass

@@ -17,6 +17,7 @@ Walking is haversine x ``circuity`` / ``speed_kmh``; shuttle between coordinates
 ``wait_minutes`` (ours). Bad files fail in ``setup()`` (run by zoo before a run directory exists) naming file, line
 and column.
 """
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -55,37 +56,70 @@ class TrSPDataModule(L.LightningDataModule):
         DataError: from ``setup()``: unknown format, missing path, any bad file.
     """
 
-    def __init__(self, format: Annotated[str, OneOf(FORMATS)] = "commuting-od", county: str = "manhattan",
-                 path: str | None = None, stops_path: str | None = None, n_travellers: PositiveInt | None = 400,
-                 n_candidates: PositiveInt | None = None, seed: NonNegativeInt = 0,
-                 circuity: Annotated[float, Range(1)] = 1.3, speed_kmh: Positive = 5.0,
-                 shuttle_factor: NonNegative = 0.2, wait_minutes: NonNegative = 5.0, transit_scaling: Positive = 1.0,
-                 candidate_mode: NonNegativeInt = 0, allow_non_metric: bool = False,
-                 candidates: Annotated[str, OneOf(CANDIDATES)] = "tracts", pool_size: PositiveInt = 4000):
+    def __init__(
+        self,
+        format: Annotated[str, OneOf(FORMATS)] = "commuting-od",
+        county: str = "manhattan",
+        path: str | None = None,
+        stops_path: str | None = None,
+        n_travellers: PositiveInt | None = 400,
+        n_candidates: PositiveInt | None = None,
+        seed: NonNegativeInt = 0,
+        circuity: Annotated[float, Range(1)] = 1.3,
+        speed_kmh: Positive = 5.0,
+        shuttle_factor: NonNegative = 0.2,
+        wait_minutes: NonNegative = 5.0,
+        transit_scaling: Positive = 1.0,
+        candidate_mode: NonNegativeInt = 0,
+        allow_non_metric: bool = False,
+        candidates: Annotated[str, OneOf(CANDIDATES)] = "tracts",
+        pool_size: PositiveInt = 4000,
+    ):
         super().__init__()
         if format not in FORMATS:
             raise ValueError(f"data.format: one of {FORMATS}, got {format!r}")
         self.format, self.county, self.path, self.stops_path = format, county, path, stops_path
         self.n_travellers, self.n_candidates, self.seed = n_travellers, n_candidates, seed
         self.candidates, self.pool_size = candidates, pool_size
-        self.metric = {"circuity": circuity, "speed_kmh": speed_kmh, "shuttle_factor": shuttle_factor,
-                       "wait_hours": wait_minutes / 60}
-        self.transit_scaling, self.candidate_mode, self.allow_non_metric = transit_scaling, candidate_mode, \
-            allow_non_metric
+        self.metric = {
+            "circuity": circuity,
+            "speed_kmh": speed_kmh,
+            "shuttle_factor": shuttle_factor,
+            "wait_hours": wait_minutes / 60,
+        }
+        self.transit_scaling, self.candidate_mode, self.allow_non_metric = (
+            transit_scaling,
+            candidate_mode,
+            allow_non_metric,
+        )
         self.instance: Instance | None = None
 
     def setup(self, stage: str | None = None) -> None:
         if self.instance is not None:
             return
         if self.format == "commuting-od":
-            self.instance = commuting_od_instance(self.county, self.n_travellers or 400, self.n_candidates,
-                                                  self.seed, self.path, candidates=self.candidates,
-                                                  pool_size=self.pool_size, **self.metric)
+            self.instance = commuting_od_instance(
+                self.county,
+                self.n_travellers or 400,
+                self.n_candidates,
+                self.seed,
+                self.path,
+                candidates=self.candidates,
+                pool_size=self.pool_size,
+                **self.metric,
+            )
         elif self.format == "authors":
             if not self.path:
                 raise DataError("data.path: the authors' format needs the folder of agents_routes.csv and the .npz")
-            self.instance = authors_instance(self.path, self.transit_scaling, self.candidate_mode,
-                                             self.n_travellers, self.n_candidates, self.seed, self.allow_non_metric)
+            self.instance = authors_instance(
+                self.path,
+                self.transit_scaling,
+                self.candidate_mode,
+                self.n_travellers,
+                self.n_candidates,
+                self.seed,
+                self.allow_non_metric,
+            )
         else:
             if not self.path or not self.stops_path:
                 raise DataError("data.path and data.stops_path: the csv format needs a trips CSV and a stops CSV")

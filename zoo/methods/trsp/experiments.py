@@ -16,6 +16,7 @@
 Rounds run until ``--rounds`` or the ``--deadline`` (UTC HH:MM; no new round starts after it); each finished
 (county, round) is appended to ``runs/trsp-experiments/*.jsonl`` so that a stopped run loses nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,10 +40,13 @@ RHO = 1 + math.sqrt(2)
 SETTINGS = [("eca", 0.0), ("hybrid", 0.5), ("gc", None), ("kmeans", None), ("greedy", None), ("random", None)]
 JR_STORE = "jr-pool"  # rows of the authors' design (runs/trsp-experiments/jr-pool.jsonl)
 CORE_SETTINGS = [("eca", 0.0), ("gc", None), ("kmeans", None)]
-PAPER = {"ECA JR factor": "<= 1 + sqrt 2 = 2.414 (tight; Theorem)", "any rule": ">= 1.366 on some instance",
-         "clustering-induced": "cannot beat 3-JR in the worst case",
-         "GC-TrSP": "in the (2, 1 + sqrt 2)-core; ECA: no bounded core guarantee",
-         "experiments": "figures only (carpooling data not public): ECA <= 2.414, GC's JR up to ~3, hybrid between"}
+PAPER = {
+    "ECA JR factor": "<= 1 + sqrt 2 = 2.414 (tight; Theorem)",
+    "any rule": ">= 1.366 on some instance",
+    "clustering-induced": "cannot beat 3-JR in the worst case",
+    "GC-TrSP": "in the (2, 1 + sqrt 2)-core; ECA: no bounded core guarantee",
+    "experiments": "figures only (carpooling data not public): ECA <= 2.414, GC's JR up to ~3, hybrid between",
+}
 
 
 def _work() -> Path:
@@ -57,8 +61,9 @@ def _figures() -> Path:
     return out
 
 
-def jr_round(county: str, rnd: int, n: int = 400, k: int = 20, m: int = 800, pool_size: int = 4000,
-             figures: bool = False) -> list[dict]:
+def jr_round(
+    county: str, rnd: int, n: int = 400, k: int = 20, m: int = 800, pool_size: int = 4000, figures: bool = False
+) -> list[dict]:
     """All algorithms on one sampled instance (authors' design, module docstring); one row per algorithm with JR
     factor, mean minutes, stops, seconds."""
     inst = commuting_od_instance(county, n, m, seed=rnd, candidates="pool", pool_size=pool_size)
@@ -71,26 +76,45 @@ def jr_round(county: str, rnd: int, n: int = 400, k: int = 20, m: int = 800, poo
         cost, board, _ = best_routes(inst, Y)
         label = algorithm if lam is None or algorithm == "eca" else f"hybrid {lam:g}"
         costs[label] = 60 * cost
-        rows.append({"county": county, "round": rnd, "algorithm": algorithm, "lambda": lam,
-                     "jr_factor": jr_factor(inst, Y, k, C)[0], "mean_cost": 60 * float(cost.mean()),
-                     "walk_mean": 60 * float(inst.direct.mean()), "shuttle_share": float((board >= 0).mean()),
-                     "n_stops": len(Y), "seconds": seconds, "m": inst.m})
+        rows.append(
+            {
+                "county": county,
+                "round": rnd,
+                "algorithm": algorithm,
+                "lambda": lam,
+                "jr_factor": jr_factor(inst, Y, k, C)[0],
+                "mean_cost": 60 * float(cost.mean()),
+                "walk_mean": 60 * float(inst.direct.mean()),
+                "shuttle_share": float((board >= 0).mean()),
+                "n_stops": len(Y),
+                "seconds": seconds,
+                "m": inst.m,
+            }
+        )
         if figures and algorithm in ("eca", "gc"):
             from zoo.methods.trsp.render import plot_map
 
-            plot_map(inst, Y, str(_figures() / f"map-{county}-{algorithm}.png"),
-                     f"{algorithm.upper()} on {inst.info['county']} (n = {n}, k = {k}, round {rnd}): {len(Y)} stops, "
-                     f"JR {rows[-1]['jr_factor']:.3f}, mean {rows[-1]['mean_cost']:.0f} min")
+            plot_map(
+                inst,
+                Y,
+                str(_figures() / f"map-{county}-{algorithm}.png"),
+                f"{algorithm.upper()} on {inst.info['county']} (n = {n}, k = {k}, round {rnd}): {len(Y)} stops, "
+                f"JR {rows[-1]['jr_factor']:.3f}, mean {rows[-1]['mean_cost']:.0f} min",
+            )
     if figures:
         from zoo.methods.trsp.render import plot_cost_cdfs
 
-        plot_cost_cdfs(costs, str(_figures() / f"cost-cdf-{county}.png"),
-                       f"{inst.info['county']}: door-to-door minutes, n = {n}, k = {k}, round {rnd}")
+        plot_cost_cdfs(
+            costs,
+            str(_figures() / f"cost-cdf-{county}.png"),
+            f"{inst.info['county']}: door-to-door minutes, n = {n}, k = {k}, round {rnd}",
+        )
     return rows
 
 
-def core_round(county: str, rnd: int, n: int = 40, m: int = 80, k: int = 20, solver: str = "cpsat",
-               time_limit: float = 1.0) -> list[dict]:
+def core_round(
+    county: str, rnd: int, n: int = 40, m: int = 80, k: int = 20, solver: str = "cpsat", time_limit: float = 1.0
+) -> list[dict]:
     """Least core alpha per algorithm (beta = 1; Greedy Capture also at beta = 2 and 1 + sqrt 2): exact, or a
     certified interval [core_alpha, core_alpha_upper) where an ILP step hit ``time_limit`` (CP-SAT deterministic time)."""
     inst = commuting_od_instance(county, n, m, seed=rnd)
@@ -101,10 +125,21 @@ def core_round(county: str, rnd: int, n: int = 40, m: int = 80, k: int = 20, sol
         for beta in (1.0, 2.0, RHO) if algorithm == "gc" else (1.0,):
             t0 = time.perf_counter()
             res = core_alpha(inst, Y, k, beta, solver, C, time_limit=time_limit, rel_tol=0.01)
-            rows.append({"county": county, "round": rnd, "algorithm": algorithm, "lambda": lam, "beta": beta,
-                         "core_alpha": res.alpha, "core_alpha_upper": res.upper, "exact": int(res.exact),
-                         "jr_factor": jr_factor(inst, Y, k, C)[0], "ilp_calls": res.calls,
-                         "seconds": time.perf_counter() - t0})
+            rows.append(
+                {
+                    "county": county,
+                    "round": rnd,
+                    "algorithm": algorithm,
+                    "lambda": lam,
+                    "beta": beta,
+                    "core_alpha": res.alpha,
+                    "core_alpha_upper": res.upper,
+                    "exact": int(res.exact),
+                    "jr_factor": jr_factor(inst, Y, k, C)[0],
+                    "ilp_calls": res.calls,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
     return rows
 
 
@@ -127,6 +162,7 @@ def run(rounds: int, deadline: str | None, counties=COUNTIES, only: str | None =
         stop = datetime.now(UTC).replace(hour=h, minute=mnt, second=0, microsecond=0)
     done_jr = {(r["county"], r["round"]) for r in _read(JR_STORE)}
     done_core = {(r["county"], r["round"]) for r in _read("core")}
+
     def jr(rnd, county):
         if (county, rnd) not in done_jr:
             _append(JR_STORE, jr_round(county, rnd, figures=rnd == 0))
@@ -166,39 +202,66 @@ def finish() -> None:
     if jr:
         for r in jr:
             r["seed"] = r["round"]
-        summary = summarise(jr, ["jr_factor", "mean_cost", "shuttle_share", "n_stops", "seconds"],
-                            by=["county", "algorithm", "lambda"])
+        summary = summarise(
+            jr, ["jr_factor", "mean_cost", "shuttle_share", "n_stops", "seconds"], by=["county", "algorithm", "lambda"]
+        )
         for s in summary:
-            vals = [r["jr_factor"] for r in jr if (r["county"], r["algorithm"], r["lambda"]) ==
-                    (s["county"], s["algorithm"], s["lambda"])]
+            vals = [
+                r["jr_factor"]
+                for r in jr
+                if (r["county"], r["algorithm"], r["lambda"]) == (s["county"], s["algorithm"], s["lambda"])
+            ]
             s["jr_max"] = max(vals)
-        write_result("trsp", "jr", jr, summary=summary, paper=PAPER, notes=(
-            f"Rounds (seeds from 0) per county: {rounds_of(jr)}, of the authors' 50 (cut to fit the session on a shared "
-            "2-core machine). The authors' design (main.py, candidate mode 1): each round samples a pool of 4,000 LODES "
-            "2018 commuters by flow (endpoints jittered in their tract's land-area disc), draws n = 400 travellers from "
-            "it and m = 800 candidate stops from the pool's 8,000 endpoints; k = 20. Walking = haversine x 1.3 at 5 km/h; "
-            "shuttle = 0.2 x walking + 5 min wait (ours; the authors' car-time matrices are not public). jr_factor = "
-            "least gamma >= 1 (exact one-pass audit); mean_cost in minutes (walk_mean = everyone walking); jr_max = "
-            "worst round; seconds = placement time. lambda: 0 = ECA, 0.5 = the authors' hybrid, empty for the others."))
+        write_result(
+            "trsp",
+            "jr",
+            jr,
+            summary=summary,
+            paper=PAPER,
+            notes=(
+                f"Rounds (seeds from 0) per county: {rounds_of(jr)}, of the authors' 50 (cut to fit the session on a shared "
+                "2-core machine). The authors' design (main.py, candidate mode 1): each round samples a pool of 4,000 LODES "
+                "2018 commuters by flow (endpoints jittered in their tract's land-area disc), draws n = 400 travellers from "
+                "it and m = 800 candidate stops from the pool's 8,000 endpoints; k = 20. Walking = haversine x 1.3 at 5 km/h; "
+                "shuttle = 0.2 x walking + 5 min wait (ours; the authors' car-time matrices are not public). jr_factor = "
+                "least gamma >= 1 (exact one-pass audit); mean_cost in minutes (walk_mean = everyone walking); jr_max = "
+                "worst round; seconds = placement time. lambda: 0 = ECA, 0.5 = the authors' hybrid, empty for the others."
+            ),
+        )
         pts = [dict(r, **{"lambda": r["lambda"]}) for r in jr if r["algorithm"] in ("eca", "hybrid")]
-        plot_jr_vs_lambda(pts, str(_figures() / "jr-vs-lambda.png"), {"ECA bound 1 + sqrt 2": RHO,
-                                                                    "worst-case lower bound for any rule 1.366": 1.366})
+        plot_jr_vs_lambda(
+            pts,
+            str(_figures() / "jr-vs-lambda.png"),
+            {"ECA bound 1 + sqrt 2": RHO, "worst-case lower bound for any rule 1.366": 1.366},
+        )
     if core:
         for r in core:
             r["seed"] = r["round"]
         csum = summarise(core, ["core_alpha", "jr_factor", "ilp_calls", "seconds"], by=["county", "algorithm", "beta"])
         for s in csum:
-            s["core_alpha_max"] = max(r["core_alpha"] for r in core if (r["county"], r["algorithm"], r["beta"]) ==
-                                      (s["county"], s["algorithm"], s["beta"]))
-        write_result("trsp", "core", core, summary=csum, paper=PAPER, packages=["ortools", "pulp"], notes=(
-            f"Rounds per county: {rounds_of(core)}, of the issue's 20; n = 40 commuters, m = 80 seeded "
-            "tracts, k = 20; ECA, GC and k-means audited (hybrid, greedy and random left out for time). "
-            "core_alpha = least alpha >= 1 with no coalition S, stops Y' with |S| >= beta |Y'| n / k and "
-            "alpha cost(Y') < cost(Y) for all of S (bisection over ratio values, each step the authors' ILP in "
-            "OR-tools CP-SAT, 1 deterministic second per step, stopped at 1% relative width; exact = 0 marks an "
-            "unfinished bisection, and then "
-            "[core_alpha, core_alpha_upper) is a certified interval). Greedy Capture is audited at beta = 1, 2 (our "
-            "reading of (2, 1+sqrt 2): size 2, cost 2.414) and 1 + sqrt 2 (the notes' order: cost 2, size 2.414)."))
+            s["core_alpha_max"] = max(
+                r["core_alpha"]
+                for r in core
+                if (r["county"], r["algorithm"], r["beta"]) == (s["county"], s["algorithm"], s["beta"])
+            )
+        write_result(
+            "trsp",
+            "core",
+            core,
+            summary=csum,
+            paper=PAPER,
+            packages=["ortools", "pulp"],
+            notes=(
+                f"Rounds per county: {rounds_of(core)}, of the issue's 20; n = 40 commuters, m = 80 seeded "
+                "tracts, k = 20; ECA, GC and k-means audited (hybrid, greedy and random left out for time). "
+                "core_alpha = least alpha >= 1 with no coalition S, stops Y' with |S| >= beta |Y'| n / k and "
+                "alpha cost(Y') < cost(Y) for all of S (bisection over ratio values, each step the authors' ILP in "
+                "OR-tools CP-SAT, 1 deterministic second per step, stopped at 1% relative width; exact = 0 marks an "
+                "unfinished bisection, and then "
+                "[core_alpha, core_alpha_upper) is a certified interval). Greedy Capture is audited at beta = 1, 2 (our "
+                "reading of (2, 1+sqrt 2): size 2, cost 2.414) and 1 + sqrt 2 (the notes' order: cost 2, size 2.414)."
+            ),
+        )
 
 
 def _optimal_jr(inst: Instance, k: int) -> float:
@@ -250,12 +313,18 @@ def lower_bound(restarts: int = 12, steps: int = 60, seed: int = 0) -> dict:
                 W, ends, cur = W2, e2, val
         rows.append({"restart": restart, "k": k, "shuttle": shuttle, "optimal_jr": max(cur, 1.0), "raw": cur})
     best = max(r["optimal_jr"] for r in rows)
-    write_result("trsp", "lower-bound", rows,
-                 paper={"lower bound": "some instance has no outcome better than 1.366-JR (construction not in notes)"},
-                 notes=(f"Hill-climbing search (ours, seed {seed}): {restarts} restarts x {steps} steps on 6-point "
-                        "shortest-path metrics, n = 6, k = 2 or 3, shuttle 0-0.3 x walking; optimal_jr = the best outcome's "
-                        f"JR factor (brute force over every |Y| <= k; the climb follows the value before clamping at 1, raw) at the end of each climb; largest found {best:.4f}. "
-                        "A search, not the paper's construction: a value below 1.366 says only that it found none."))
+    write_result(
+        "trsp",
+        "lower-bound",
+        rows,
+        paper={"lower bound": "some instance has no outcome better than 1.366-JR (construction not in notes)"},
+        notes=(
+            f"Hill-climbing search (ours, seed {seed}): {restarts} restarts x {steps} steps on 6-point "
+            "shortest-path metrics, n = 6, k = 2 or 3, shuttle 0-0.3 x walking; optimal_jr = the best outcome's "
+            f"JR factor (brute force over every |Y| <= k; the climb follows the value before clamping at 1, raw) at the end of each climb; largest found {best:.4f}. "
+            "A search, not the paper's construction: a value below 1.366 says only that it found none."
+        ),
+    )
     return {"worst_optimal_jr": best}
 
 

@@ -12,6 +12,7 @@
 Non-metric matrices (authors' format) fail naming the worst triple unless ``allow_non_metric``; then
 ``Instance.metric`` is False and no bound is claimed.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -43,9 +44,17 @@ def _load_county(county: str, root: str | None):
 CANDIDATES = ("tracts", "pool", "endpoints")
 
 
-def commuting_od_instance(county: str = "manhattan", n_travellers: int = 400, n_candidates: int | None = None,
-                          seed: int = 0, root: str | None = None, jitter: bool = True, candidates: str = "tracts",
-                          pool_size: int = 4000, **metric) -> Instance:
+def commuting_od_instance(
+    county: str = "manhattan",
+    n_travellers: int = 400,
+    n_candidates: int | None = None,
+    seed: int = 0,
+    root: str | None = None,
+    jitter: bool = True,
+    candidates: str = "tracts",
+    pool_size: int = 4000,
+    **metric,
+) -> Instance:
     """Real commutes of one county as a TrSP instance (see module docstring).
 
     Args:
@@ -80,8 +89,11 @@ def commuting_od_instance(county: str = "manhattan", n_travellers: int = 400, n_
         a, b = _jitter(a, radius[o], rng), _jitter(b, radius[d], rng)
     if candidates == "tracts":
         m = len(regions.geoid)
-        cand = np.sort(rng.choice(m, size=n_candidates, replace=False)) if n_candidates and n_candidates < m else \
-            np.arange(m)
+        cand = (
+            np.sort(rng.choice(m, size=n_candidates, replace=False))
+            if n_candidates and n_candidates < m
+            else np.arange(m)
+        )
         stops, names = regions.lonlat[cand], [regions.geoid[j] for j in cand]
     else:  # the authors' sample_function: travellers from the pool, candidates from a point set
         who = np.sort(rng.choice(size, n_travellers, replace=False))
@@ -95,8 +107,15 @@ def commuting_od_instance(county: str = "manhattan", n_travellers: int = 400, n_
         stops, names = pool_pts[cand], [f"{'o' if p < size else 'd'}{p % size}" for p in cand]
         a, b, o, d = a[who], b[who], o[who], d[who]
     inst = from_points(a, b, stops, names=names, **metric)
-    inst.info = {"source": "commuting-od", "county": COUNTIES[county_fips(county)], "fips": county_fips(county),
-                 "seed": seed, "candidates": candidates, "origin_tract": o.tolist(), "destination_tract": d.tolist()}
+    inst.info = {
+        "source": "commuting-od",
+        "county": COUNTIES[county_fips(county)],
+        "fips": county_fips(county),
+        "seed": seed,
+        "candidates": candidates,
+        "origin_tract": o.tolist(),
+        "destination_tract": d.tolist(),
+    }
     if candidates != "tracts":
         inst.info["pool_size"] = pool_size
     return inst
@@ -154,9 +173,15 @@ def _matrix(path: Path) -> np.ndarray:
     return M
 
 
-def authors_instance(folder: str, transit_scaling: float = 1.0, candidate_mode: int = 0,
-                     n_travellers: int | None = None, n_candidates: int | None = None, seed: int = 0,
-                     allow_non_metric: bool = False) -> Instance:
+def authors_instance(
+    folder: str,
+    transit_scaling: float = 1.0,
+    candidate_mode: int = 0,
+    n_travellers: int | None = None,
+    n_candidates: int | None = None,
+    seed: int = 0,
+    allow_non_metric: bool = False,
+) -> Instance:
     """The authors' carpooling format (module docstring); times in seconds become hours.
 
     Raises:
@@ -195,7 +220,13 @@ def authors_instance(folder: str, transit_scaling: float = 1.0, candidate_mode: 
     if metric:
         check_metric(walk, str(base / "matrix_pedestrian_sec.npz"), 1e-6)
         check_metric(shuttle, str(base / "matrix_auto_sec.npz") + " (candidates, scaled)", 1e-6)
-    inst = Instance(walk[np.ix_(ab[:, 0], pool)], walk[np.ix_(pool, ab[:, 1])].T, shuttle, walk[ab[:, 0], ab[:, 1]],
-                    names=[str(p) for p in pool], metric=metric)
+    inst = Instance(
+        walk[np.ix_(ab[:, 0], pool)],
+        walk[np.ix_(pool, ab[:, 1])].T,
+        shuttle,
+        walk[ab[:, 0], ab[:, 1]],
+        names=[str(p) for p in pool],
+        metric=metric,
+    )
     inst.info = {"source": "authors", "folder": str(base), "transit_scaling": transit_scaling}
     return inst

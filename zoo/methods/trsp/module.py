@@ -4,6 +4,7 @@ Nothing is trained: ``fit`` runs one step that places at most ``k`` stops on the
 rule, audits the outcome (JR factor; core factor when n <= ``core_max_n``), logs the audit and keeps the stops,
 their coordinates and the audit in buffers so that a checkpoint can answer ``zoo predict`` (each trip's best route).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,15 @@ from zoo.methods.trsp.render import plot_map
 _BUFFERS = ("stops", "stop_lonlat", "meta_json")
 
 
-def audit(inst: Instance, stops, k: int, core_max_n: int = 60, core_betas=(1.0,), solver: str = "cpsat",
-          C: np.ndarray | None = None) -> dict[str, float]:
+def audit(
+    inst: Instance,
+    stops,
+    k: int,
+    core_max_n: int = 60,
+    core_betas=(1.0,),
+    solver: str = "cpsat",
+    C: np.ndarray | None = None,
+) -> dict[str, float]:
     """The numbers the module logs: JR factor, core factor per beta (n <= core_max_n), mean cost, shuttle share.
 
     Returns:
@@ -37,9 +45,13 @@ def audit(inst: Instance, stops, k: int, core_max_n: int = 60, core_betas=(1.0,)
     """
     C = pair_costs(inst) if C is None else C
     cost, board, _ = best_routes(inst, stops)
-    out = {"jr_factor": jr_factor(inst, stops, k, C)[0], "mean_cost_min": 60 * float(cost.mean()),
-           "walk_mean_min": 60 * float(inst.direct.mean()), "shuttle_share": float((board >= 0).mean()),
-           "n_stops": float(len(stops))}
+    out = {
+        "jr_factor": jr_factor(inst, stops, k, C)[0],
+        "mean_cost_min": 60 * float(cost.mean()),
+        "walk_mean_min": 60 * float(inst.direct.mean()),
+        "shuttle_share": float((board >= 0).mean()),
+        "n_stops": float(len(stops)),
+    }
     if inst.n <= core_max_n:
         for beta in core_betas:
             out[f"core_alpha_beta{beta:g}"] = core_alpha(inst, stops, k, beta, solver, C)[0]
@@ -64,9 +76,16 @@ class TrSPModule(ZooModule):
     export_formats = ("package",)
     fit_sized_buffers = _BUFFERS  # sizes are known only after fit
 
-    def __init__(self, algorithm: Annotated[str, OneOf(ALGORITHMS)] = "eca", k: Annotated[int, Range(2)] = 20,
-                 lam: Probability = 0.5, seed: NonNegativeInt = 0, core_max_n: PositiveInt = 60,
-                 core_betas: list[Positive] | None = None, core_solver: Literal["cpsat", "cbc"] = "cpsat"):
+    def __init__(
+        self,
+        algorithm: Annotated[str, OneOf(ALGORITHMS)] = "eca",
+        k: Annotated[int, Range(2)] = 20,
+        lam: Probability = 0.5,
+        seed: NonNegativeInt = 0,
+        core_max_n: PositiveInt = 60,
+        core_betas: list[Positive] | None = None,
+        core_solver: Literal["cpsat", "cbc"] = "cpsat",
+    ):
         super().__init__()
         if algorithm not in ALGORITHMS:
             raise ValueError(f"model.algorithm: one of {ALGORITHMS}, got {algorithm!r}")
@@ -89,7 +108,6 @@ class TrSPModule(ZooModule):
         """Audit, metric settings and stop names of the fitted outcome (from the buffer)."""
         return json.loads(bytes(self.meta_json.tolist()).decode()) if self.meta_json.numel() else {}
 
-
     def configure_optimizers(self):
         """No optimiser: stop placement is combinatorial."""
         return
@@ -108,9 +126,16 @@ class TrSPModule(ZooModule):
         if inst.stops is not None:
             self.stop_lonlat = torch.from_numpy(inst.stops[result.stops].reshape(-1, 2).astype(np.float64))
         names = [inst.names[s] for s in result.stops] if inst.names else [str(s) for s in result.stops]
-        meta = {"audit": metrics, "stop_names": names, "metric": metric or {}, "n": inst.n, "m": inst.m,
-                "info": {k: v for k, v in inst.info.items() if not isinstance(v, list)}, "bound_applies": inst.metric,
-                "events": [(r, kind, list(s)) for r, kind, s in result.events]}
+        meta = {
+            "audit": metrics,
+            "stop_names": names,
+            "metric": metric or {},
+            "n": inst.n,
+            "m": inst.m,
+            "info": {k: v for k, v in inst.info.items() if not isinstance(v, list)},
+            "bound_applies": inst.metric,
+            "events": [(r, kind, list(s)) for r, kind, s in result.events],
+        }
         self.meta_json = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
         return metrics
 
@@ -134,15 +159,22 @@ class TrSPModule(ZooModule):
         """``audit.json`` (audit, stops, settings) and ``map.png``; returns ``{name: path}``."""
         out.mkdir(parents=True, exist_ok=True)
         files = {"audit.json": out / "audit.json"}
-        files["audit.json"].write_text(json.dumps(dict(self.meta, algorithm=self.hparams.algorithm,
-                                                       k=self.hparams.k, lam=self.hparams.lam), indent=1))
+        files["audit.json"].write_text(
+            json.dumps(
+                dict(self.meta, algorithm=self.hparams.algorithm, k=self.hparams.k, lam=self.hparams.lam), indent=1
+            )
+        )
         inst = self.instance
         if inst is not None and inst.trips is not None:
             files["map.png"] = out / "map.png"
             a = self.meta["audit"]
-            plot_map(inst, self.stops.tolist(), str(files["map.png"]),
-                     f"{self.hparams.algorithm} on {inst.info.get('county', 'trips')}: {len(self.stops)} stops, "
-                     f"JR {a['jr_factor']:.3f}, mean {a['mean_cost_min']:.0f} min (walk {a['walk_mean_min']:.0f})")
+            plot_map(
+                inst,
+                self.stops.tolist(),
+                str(files["map.png"]),
+                f"{self.hparams.algorithm} on {inst.info.get('county', 'trips')}: {len(self.stops)} stops, "
+                f"JR {a['jr_factor']:.3f}, mean {a['mean_cost_min']:.0f} min (walk {a['walk_mean_min']:.0f})",
+            )
         return {k: str(v) for k, v in files.items()}
 
     def package_extras(self) -> dict[str, str]:
@@ -165,15 +197,28 @@ class TrSPModule(ZooModule):
             raise DataError("this trsp model was fitted on travel-time matrices: trips by coordinates cannot be routed")
         metric = self.meta["metric"]
         if not self.stops.numel():  # the fit opened no stop: every trip walks
-            walk = paired_walking_hours(trips[:, :2], trips[:, 2:], metric.get("circuity", 1.3), metric.get("speed_kmh", 5.0))
+            walk = paired_walking_hours(
+                trips[:, :2], trips[:, 2:], metric.get("circuity", 1.3), metric.get("speed_kmh", 5.0)
+            )
             none = np.full(len(trips), -1)
             return walk, walk, none, none
         inst = from_points(trips[:, :2], trips[:, 2:], self.stop_lonlat.numpy(), **metric)
         cost, board, alight = best_routes(inst, range(inst.m))
         return cost, inst.direct, board, alight
 
-    predict_schema: ClassVar = {"open_stops": int, "algorithm": str, "k": int, "files": [{"file": str, "trips": [
-        {"trip": int, "walk_min": float, "best_min": float, "board": (str, None), "alight": (str, None)}]}]}
+    predict_schema: ClassVar = {
+        "open_stops": int,
+        "algorithm": str,
+        "k": int,
+        "files": [
+            {
+                "file": str,
+                "trips": [
+                    {"trip": int, "walk_min": float, "best_min": float, "board": (str, None), "alight": (str, None)}
+                ],
+            }
+        ],
+    }
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict RUN_DIR trips.csv --json``: per trip of each file its walking and best minutes and the stops
@@ -189,10 +234,21 @@ class TrSPModule(ZooModule):
         for path in inputs:
             trips = read_lonlat_csv(path, ("a_lon", "a_lat", "b_lon", "b_lat"))
             cost, walk, board, alight = self.routes(trips)
-            files.append({"file": str(path), "trips": [
-                {"trip": i, "walk_min": float(60 * walk[i]), "best_min": float(60 * cost[i]),
-                 "board": None if board[i] < 0 else str(names[board[i]]),
-                 "alight": None if board[i] < 0 else str(names[alight[i]])} for i in range(len(trips))]})
+            files.append(
+                {
+                    "file": str(path),
+                    "trips": [
+                        {
+                            "trip": i,
+                            "walk_min": float(60 * walk[i]),
+                            "best_min": float(60 * cost[i]),
+                            "board": None if board[i] < 0 else str(names[board[i]]),
+                            "alight": None if board[i] < 0 else str(names[alight[i]]),
+                        }
+                        for i in range(len(trips))
+                    ],
+                }
+            )
         out = {"open_stops": len(names), "algorithm": self.hparams.algorithm, "k": int(self.hparams.k), "files": files}
         if out_dir:
             Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -208,8 +264,14 @@ class TrSPModule(ZooModule):
         """The audit of the stored stops on the DataModule's instance (same data settings as the fit)."""
         datamodule.setup("validate")
         hp = self.hparams
-        return audit(datamodule.instance, self.stops.tolist(), hp.k, hp.core_max_n, tuple(hp.core_betas or (1.0,)),
-                     hp.core_solver)
+        return audit(
+            datamodule.instance,
+            self.stops.tolist(),
+            hp.k,
+            hp.core_max_n,
+            tuple(hp.core_betas or (1.0,)),
+            hp.core_solver,
+        )
 
 
 def _routes_text(prediction: dict) -> str:
@@ -217,6 +279,9 @@ def _routes_text(prediction: dict) -> str:
     lines = [f"# {prediction['open_stops']} open stops ({prediction['algorithm']}, k = {prediction['k']})"]
     for f in prediction["files"]:
         lines += [f"## {f['file']}", "trip\twalk_min\tbest_min\troute"]
-        lines += [f"{t['trip']}\t{t['walk_min']:.1f}\t{t['best_min']:.1f}\t"
-                  + ("walk" if t["board"] is None else f"stop {t['board']} -> stop {t['alight']}") for t in f["trips"]]
+        lines += [
+            f"{t['trip']}\t{t['walk_min']:.1f}\t{t['best_min']:.1f}\t"
+            + ("walk" if t["board"] is None else f"stop {t['board']} -> stop {t['alight']}")
+            for t in f["trips"]
+        ]
     return "\n".join(lines)

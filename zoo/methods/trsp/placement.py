@@ -22,6 +22,7 @@ their live endpoints ("endpoint weight"): a traveller one of whose endpoints a G
 ``|Y| <= k``); a served or captured traveller's endpoints leave with them. Without stop events (ECA) every
 unserved traveller weighs 1, as in the notes.
 """
+
 from __future__ import annotations
 
 import math
@@ -90,7 +91,7 @@ class _LazyKth:
         order = np.argsort(self.key, kind="stable")
         best, arg = np.inf, -1
         for s in range(0, len(order), self.batch):
-            rows = order[s:s + self.batch]
+            rows = order[s : s + self.batch]
             if not np.isfinite(self.key[rows[0]]):
                 break  # an infinite bound stays infinite: weights only fall
             self.refresh(rows, active)
@@ -109,8 +110,9 @@ class _LazyKth:
         return out
 
 
-def expand(inst: Instance, k: int, lam: float = 0.0, pair_events: bool = True,
-           C: np.ndarray | None = None) -> Placement:
+def expand(
+    inst: Instance, k: int, lam: float = 0.0, pair_events: bool = True, C: np.ndarray | None = None
+) -> Placement:
     """Run the event loop (module docstring) and return the opened stops.
 
     Args:
@@ -137,8 +139,9 @@ def expand(inst: Instance, k: int, lam: float = 0.0, pair_events: bool = True,
     cost = inst.direct.copy()
     if pair_events:
         pairs = all_pairs(m)
-        pk = _LazyKth(pair_costs(inst, pairs) if C is None else C, np.full(len(pairs), 2 * t2),
-                      np.full(n, 2, np.int32))  # weights and thresholds in endpoints
+        pk = _LazyKth(
+            pair_costs(inst, pairs) if C is None else C, np.full(len(pairs), 2 * t2), np.full(n, 2, np.int32)
+        )  # weights and thresholds in endpoints
         ends = pairs.ravel(order="F")  # stop of each (pair, side): all u, then all v
         by_stop = np.argsort(ends, kind="stable")
         touching = np.split(by_stop % len(pairs), np.cumsum(np.bincount(ends, minlength=m))[:-1])  # pairs of stop j
@@ -211,16 +214,22 @@ def hybrid(inst: Instance, k: int, lam: float, C: np.ndarray | None = None) -> P
 ALGORITHMS = ("eca", "gc", "hybrid", "kmeans", "greedy", "random")
 
 
-def place(inst: Instance, algorithm: str, k: int, lam: float = 0.5, seed: int = 0,
-          C: np.ndarray | None = None) -> Placement:
+def place(
+    inst: Instance, algorithm: str, k: int, lam: float = 0.5, seed: int = 0, C: np.ndarray | None = None
+) -> Placement:
     """Run one of :data:`ALGORITHMS` (baselines from ``baselines.py``).
 
     Raises:
         ValueError: unknown algorithm.
     """
-    runs = {"eca": lambda: eca(inst, k, C), "gc": lambda: greedy_capture(inst, k),
-            "hybrid": lambda: hybrid(inst, k, lam, C), "kmeans": lambda: kmeans_stops(inst, k, seed),
-            "greedy": lambda: greedy_stops(inst, k, C), "random": lambda: random_stops(inst, k, seed)}
+    runs = {
+        "eca": lambda: eca(inst, k, C),
+        "gc": lambda: greedy_capture(inst, k),
+        "hybrid": lambda: hybrid(inst, k, lam, C),
+        "kmeans": lambda: kmeans_stops(inst, k, seed),
+        "greedy": lambda: greedy_stops(inst, k, C),
+        "random": lambda: random_stops(inst, k, seed),
+    }
     if algorithm not in runs:
         raise ValueError(f"algorithm: one of {ALGORITHMS}, got {algorithm!r}")
     return runs[algorithm]()

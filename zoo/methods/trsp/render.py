@@ -1,4 +1,5 @@
 """PNG plots people look at: a map of one outcome, JR factor vs lambda, and cost CDFs per algorithm."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -12,6 +12,7 @@ with a learned temporal position ``p_t`` and a per-channel gate ``g`` initialise
 adapter is the identity and the spatial (per-frame ViT) path is untouched. ``M`` masks padded frames (and the future
 when ``causal``).
 """
+
 from __future__ import annotations
 
 import math
@@ -56,8 +57,8 @@ class TemporalCrossAttention(nn.Module):
         m = None
         # the all-valid shortcut reads a tensor value, which graph export (torch.export / ONNX) cannot trace
         if mask is not None and (torch.compiler.is_compiling() or not bool(mask.all())):
-            keys = mask[:, None, :].expand(-1, T, -1)                       # (B, T_q, T_k)
-            m = (keys | ~mask[:, :, None])[:, None]                         # padded queries attend anywhere
+            keys = mask[:, None, :].expand(-1, T, -1)  # (B, T_q, T_k)
+            m = (keys | ~mask[:, :, None])[:, None]  # padded queries attend anywhere
         if self.causal:
             c = torch.ones(T, T, dtype=torch.bool, device=self.gate.device).tril()
             m = c[None, None] if m is None else m & c
@@ -71,7 +72,7 @@ class TemporalCrossAttention(nn.Module):
             x = x.mean(2, keepdim=True)
         n, h = x.shape[2], self.heads
         x = x + self.time_pos[:T, None, :]
-        qkv = self.qkv(x).view(B, T, n, 3, h, D // h).permute(3, 0, 2, 4, 1, 5)   # (3, B, n, h, T, d_h)
+        qkv = self.qkv(x).view(B, T, n, 3, h, D // h).permute(3, 0, 2, 4, 1, 5)  # (3, B, n, h, T, d_h)
         return tuple(qkv.reshape(3, B, n * h, T, D // h))
 
     def _out(self, o: torch.Tensor, B: int, T: int) -> torch.Tensor:
@@ -93,7 +94,7 @@ class TemporalCrossAttention(nn.Module):
         """
         B, T, _, D = z.shape
         q, k, v = self._qkv(z)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(D // self.heads)        # (B, n*heads, T, T)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(D // self.heads)  # (B, n*heads, T, T)
         m = self._mask(mask, T)
         if m is not None:
             scores = scores.masked_fill(~m, float("-inf"))

@@ -5,6 +5,7 @@ logistic regression on the window's bag of event tokens, and the labelling heuri
 (same detection head, same training); :class:`BagOfEvents` and :func:`label_heuristic_scores` need no training
 loop. ``experiments.py detection`` scores all three beside WatchLog on the same windows.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,14 +29,14 @@ class TokenEncoder(nn.Module):
         max_tokens: longest ``T * L``.
     """
 
-    def __init__(self, vocab_size: int = 8192, dim: int = 48, depth: int = 2, heads: int = 2,
-                 max_tokens: int = 4096):
+    def __init__(self, vocab_size: int = 8192, dim: int = 48, depth: int = 2, heads: int = 2, max_tokens: int = 4096):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, dim, padding_idx=0)
         self.pos = nn.Parameter(torch.zeros(max_tokens, dim))
         nn.init.trunc_normal_(self.pos, std=0.02)
-        layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=0.0, batch_first=True, norm_first=True,
-                                           activation="gelu")
+        layer = nn.TransformerEncoderLayer(
+            dim, heads, 4 * dim, dropout=0.0, batch_first=True, norm_first=True, activation="gelu"
+        )
         self.blocks = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(dim)
         self.dim = dim
@@ -51,8 +52,8 @@ class TokenEncoder(nn.Module):
             raise ValueError(f"token window {T}x{L} exceeds max_tokens {self.pos.shape[0]}")
         flat = tokens.reshape(B, T * L)
         pad = flat == 0
-        pad_all = pad.all(1, keepdim=True)                                    # an all-padding row attends anyway
-        x = self.embed(flat) + self.pos[:T * L]
+        pad_all = pad.all(1, keepdim=True)  # an all-padding row attends anyway
+        x = self.embed(flat) + self.pos[: T * L]
         x = self.norm(self.blocks(x, src_key_padding_mask=pad & ~pad_all))
         keep = (~pad).to(x.dtype).view(B, T, L, 1)
         pooled = (x.view(B, T, L, -1) * keep).sum(2) / keep.sum(2).clamp(min=1)
@@ -111,5 +112,12 @@ def label_heuristic_scores(ds: WindowDataset) -> list[float]:
     The event labels are *defined* from PowerShell process trees (SOURCE.md), so this shows how much of the task
     the labelling heuristic itself gives away.
     """
-    return [float(any("powershell" in str(ds.log.events[e].get("image") or ds.log.events[e].get("source_image") or
-                                         "").lower() for e in w.event_idx)) for w in ds.windows]
+    return [
+        float(
+            any(
+                "powershell" in str(ds.log.events[e].get("image") or ds.log.events[e].get("source_image") or "").lower()
+                for e in w.event_idx
+            )
+        )
+        for w in ds.windows
+    ]

@@ -7,6 +7,7 @@ booleans or null (lists / objects are JSON-encoded before drawing). Events are t
 ``DataError("file:line: ...")``. Labels may instead come from a CSV (``labels_path``, columns
 ``line,label[,technique]``).
 """
+
 from __future__ import annotations
 
 import re
@@ -39,8 +40,9 @@ DEFAULT_SPLIT = (0.7, 0.1)
 _WORD = re.compile(r"[a-z0-9_.\-]+|[^a-z0-9_.\-\s]")
 
 
-def serialise_tokens(event: dict[str, Any], vocab_size: int, max_len: int,
-                     layout: Sequence[str] = SYSMON_LAYOUT) -> list[int]:
+def serialise_tokens(
+    event: dict[str, Any], vocab_size: int, max_len: int, layout: Sequence[str] = SYSMON_LAYOUT
+) -> list[int]:
     """The serialised-text view of an event for the token-sequence baseline (ours).
 
     ``key=value`` pairs (keys in the renderer's layout order, so truncation drops the same low-priority fields the
@@ -103,9 +105,17 @@ class WindowDataset(Dataset):
         render: False leaves ``frames`` all zero (the token baseline does not need them).
     """
 
-    def __init__(self, windows: list[Window], log: EventLog, renderer: EventRenderer,
-                 hits: list[tuple[np.ndarray, np.ndarray]] | None, n_frames: int, token_len: int = 0,
-                 vocab_size: int = 8192, render: bool = True):
+    def __init__(
+        self,
+        windows: list[Window],
+        log: EventLog,
+        renderer: EventRenderer,
+        hits: list[tuple[np.ndarray, np.ndarray]] | None,
+        n_frames: int,
+        token_len: int = 0,
+        vocab_size: int = 8192,
+        render: bool = True,
+    ):
         self.windows, self.log, self.renderer, self.hits = windows, log, renderer, hits
         self.n_frames, self.token_len, self.vocab_size, self.render = n_frames, token_len, vocab_size, render
 
@@ -119,22 +129,28 @@ class WindowDataset(Dataset):
         ev_lab = torch.full((T,), -1, dtype=torch.long)
         for t, e in enumerate(w.event_idx):
             if self.render:
-                frames[t] = r.image_from_hits(*(self.hits[e] if self.hits is not None else
-                                                r.pixel_hits(self.log.events[e])))
+                frames[t] = r.image_from_hits(
+                    *(self.hits[e] if self.hits is not None else r.pixel_hits(self.log.events[e]))
+                )
             if self.log.labels is not None:
                 ev_lab[t] = self.log.labels[e]
         mask = torch.zeros(T, dtype=torch.bool)
-        mask[:len(w.event_idx)] = True
+        mask[: len(w.event_idx)] = True
         evidence = [t for t in range(len(w.event_idx)) if ev_lab[t] == 1]
-        item = {"frames": torch.from_numpy(frames), "mask": mask, "event_labels": ev_lab,
-                "label": torch.tensor(w.label), "target": explanation_target(w.label, w.technique, evidence),
-                "caption": caption_target([self.log.events[e] for e in w.event_idx]),
-                "index": torch.tensor(i)}
+        item = {
+            "frames": torch.from_numpy(frames),
+            "mask": mask,
+            "event_labels": ev_lab,
+            "label": torch.tensor(w.label),
+            "target": explanation_target(w.label, w.technique, evidence),
+            "caption": caption_target([self.log.events[e] for e in w.event_idx]),
+            "index": torch.tensor(i),
+        }
         if self.token_len:
             tok = torch.zeros((T, self.token_len), dtype=torch.long)
             for t, e in enumerate(w.event_idx):
                 ids = serialise_tokens(self.log.events[e], self.vocab_size, self.token_len)
-                tok[t, :len(ids)] = torch.tensor(ids)
+                tok[t, : len(ids)] = torch.tensor(ids)
             item["tokens"] = tok
         return item
 
@@ -151,8 +167,10 @@ def balanced_sampler(labels: Sequence[int], malicious_fraction: float, seed: int
     lab = torch.tensor(list(labels))
     n_mal, n_ben = int((lab == 1).sum()), int((lab == 0).sum())
     if not n_mal or not n_ben:
-        raise ValueError(f"data.malicious_fraction={malicious_fraction} needs malicious and benign training "
-                         f"windows; got {n_mal} malicious, {n_ben} benign")
+        raise ValueError(
+            f"data.malicious_fraction={malicious_fraction} needs malicious and benign training "
+            f"windows; got {n_mal} malicious, {n_ben} benign"
+        )
     w = torch.where(lab == 1, malicious_fraction / n_mal, (1 - malicious_fraction) / n_ben).double()
     return WeightedRandomSampler(w, len(lab), replacement=True, generator=torch.Generator().manual_seed(seed))
 
@@ -194,15 +212,30 @@ class WatchLogDataModule(L.LightningDataModule):
         outside ``[0, 1)``, or a positive ``malicious_fraction`` with no malicious or no benign training window.
     """
 
-    def __init__(self, path: str = "data/mordor-sysmon/events.jsonl.gz", labels_path: str | None = None,
-                 metadata_path: str | None = "data/mordor-sysmon/datasets.json", recording_key: str = "dataset",
-                 window: PositiveInt = 16, stride: PositiveInt | None = None, train_stride: PositiveInt | None = None,
-                 group_by: Literal["host", "process"] = "host", min_attack_events: PositiveInt = 1,
-                 split: Sequence[Probability] | None = None, test_recordings: Sequence[str] | None = None,
-                 seed: NonNegativeInt = 0, layout: Sequence[str] | None = None,
-                 canvas: Sequence[PositiveInt] = (32, 128, 4, 4), token_len: NonNegativeInt = 0,
-                 vocab_size: PositiveInt = 8192, batch_size: PositiveInt = 32, num_workers: NonNegativeInt = 0,
-                 limit_windows: NonNegativeInt = 0, malicious_fraction: Fraction = 0.0, deduplicate: bool = True):
+    def __init__(
+        self,
+        path: str = "data/mordor-sysmon/events.jsonl.gz",
+        labels_path: str | None = None,
+        metadata_path: str | None = "data/mordor-sysmon/datasets.json",
+        recording_key: str = "dataset",
+        window: PositiveInt = 16,
+        stride: PositiveInt | None = None,
+        train_stride: PositiveInt | None = None,
+        group_by: Literal["host", "process"] = "host",
+        min_attack_events: PositiveInt = 1,
+        split: Sequence[Probability] | None = None,
+        test_recordings: Sequence[str] | None = None,
+        seed: NonNegativeInt = 0,
+        layout: Sequence[str] | None = None,
+        canvas: Sequence[PositiveInt] = (32, 128, 4, 4),
+        token_len: NonNegativeInt = 0,
+        vocab_size: PositiveInt = 8192,
+        batch_size: PositiveInt = 32,
+        num_workers: NonNegativeInt = 0,
+        limit_windows: NonNegativeInt = 0,
+        malicious_fraction: Fraction = 0.0,
+        deduplicate: bool = True,
+    ):
         super().__init__()
         self.save_hyperparameters()
         if not 0 <= malicious_fraction < 1:
@@ -235,22 +268,27 @@ class WatchLogDataModule(L.LightningDataModule):
             names = sorted(set(self.log_.recordings))
             self.recording_split = {"train": [], "val": [], "test": names}
         else:
-            self.recording_split = split_recordings(self.log_.recordings, hp.split or DEFAULT_SPLIT, hp.seed,
-                                                    hp.test_recordings)
+            self.recording_split = split_recordings(
+                self.log_.recordings, hp.split or DEFAULT_SPLIT, hp.seed, hp.test_recordings
+            )
         by_split = {}
         for name, recs in self.recording_split.items():
             stride = hp.train_stride if name == "train" else hp.stride
             keep = set(recs)
-            by_split[name] = [w for w in make_windows(self.log_, hp.window, stride, hp.group_by, hp.min_attack_events)
-                              if w.recording in keep]
+            by_split[name] = [
+                w
+                for w in make_windows(self.log_, hp.window, stride, hp.group_by, hp.min_attack_events)
+                if w.recording in keep
+            ]
         if hp.deduplicate:
             self.duplicates_dropped = deduplicate_splits(self.log_, by_split)
         for name, ws in by_split.items():
             if hp.limit_windows and len(ws) > hp.limit_windows:
                 step = len(ws) / hp.limit_windows
                 ws = [ws[int(k * step)] for k in range(hp.limit_windows)]
-            self.splits[name] = WindowDataset(ws, self.log_, self.renderer, self.hits, hp.window, hp.token_len,
-                                              hp.vocab_size)
+            self.splits[name] = WindowDataset(
+                ws, self.log_, self.renderer, self.hits, hp.window, hp.token_len, hp.vocab_size
+            )
 
     def is_shipped_data(self) -> bool:
         """Whether ``path`` is the shipped Mordor telemetry (where ``split=None`` means the project's split)."""
@@ -280,22 +318,33 @@ class WatchLogDataModule(L.LightningDataModule):
 
     def _loader(self, name: str, shuffle: bool) -> DataLoader:
         self.setup()
-        return DataLoader(self.splits[name], batch_size=self.hparams.batch_size, shuffle=shuffle,
-                          num_workers=self.hparams.num_workers, persistent_workers=self.hparams.num_workers > 0)
+        return DataLoader(
+            self.splits[name],
+            batch_size=self.hparams.batch_size,
+            shuffle=shuffle,
+            num_workers=self.hparams.num_workers,
+            persistent_workers=self.hparams.num_workers > 0,
+        )
 
     def train_dataloader(self) -> DataLoader:
         self.setup()
         if not self.splits["train"].windows:
-            raise DataError(f"data.path={self.hparams.path}: no training windows: with data.split=null a file other "
-                            "than the shipped Mordor data is evaluated whole (every window is a test window); give "
-                            "data.split=[0.7,0.1] or data.test_recordings=[...] to train on it")
+            raise DataError(
+                f"data.path={self.hparams.path}: no training windows: with data.split=null a file other "
+                "than the shipped Mordor data is evaluated whole (every window is a test window); give "
+                "data.split=[0.7,0.1] or data.test_recordings=[...] to train on it"
+            )
         frac = self.hparams.malicious_fraction
         if not frac:
             return self._loader("train", True)
         ds = self.splits["train"]
-        return DataLoader(ds, batch_size=self.hparams.batch_size, num_workers=self.hparams.num_workers,
-                          sampler=balanced_sampler([w.label for w in ds.windows], frac, self.hparams.seed),
-                          persistent_workers=self.hparams.num_workers > 0)
+        return DataLoader(
+            ds,
+            batch_size=self.hparams.batch_size,
+            num_workers=self.hparams.num_workers,
+            sampler=balanced_sampler([w.label for w in ds.windows], frac, self.hparams.seed),
+            persistent_workers=self.hparams.num_workers > 0,
+        )
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("val", False)

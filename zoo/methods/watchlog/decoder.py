@@ -12,6 +12,7 @@ Frame markers ``#t`` are ordinary text tokens, so citing an event is copying the
 the model finds suspicious. The detection head's probabilities enter the projector (detached), which grounds the
 explanation in the detection outcome.
 """
+
 from __future__ import annotations
 
 import re
@@ -74,11 +75,11 @@ class PromptBuilder:
         B, T, _ = visual.shape
         ids = list(self.start)
         for m in self.markers[:T]:
-            ids += m + [self.slot]                    # a placeholder id, overwritten below
+            ids += m + [self.slot]  # a placeholder id, overwritten below
         ids += self.tail
         ids_t = torch.tensor(ids, device=visual.device)
         x = embed(ids_t).unsqueeze(0).expand(B, -1, -1).clone()
-        tag = embed(ids_t[[p - 1 for p in self.visual_pos[:T]]])          # the frame number before each v_t
+        tag = embed(ids_t[[p - 1 for p in self.visual_pos[:T]]])  # the frame number before each v_t
         x[:, self.visual_pos[:T]] = visual.to(x.dtype) + tag
         return x
 
@@ -93,8 +94,9 @@ class PromptBuilder:
         return torch.tensor([r + [-100] * (A - len(r)) for r in rows])
 
 
-def teacher_forced_loss(lm, builder: PromptBuilder, visual: torch.Tensor, texts: Sequence[str],
-                        max_len: int = 48) -> torch.Tensor:
+def teacher_forced_loss(
+    lm, builder: PromptBuilder, visual: torch.Tensor, texts: Sequence[str], max_len: int = 48
+) -> torch.Tensor:
     """Next-token cross-entropy of the answers given the prompt (prompt positions are not scored).
 
     ``L = -(1/|y|) sum_j log p(y_j | y_<j, prompt(V))`` averaged over the answer tokens of the batch.
@@ -104,14 +106,14 @@ def teacher_forced_loss(lm, builder: PromptBuilder, visual: torch.Tensor, texts:
     ans_emb = lm.get_input_embeddings()(ans.clamp(min=0))
     x = torch.cat([prompt, ans_emb], 1)
     labels = torch.cat([torch.full(prompt.shape[:2], -100, device=visual.device, dtype=torch.long), ans], 1)
-    attn = torch.cat([torch.ones(prompt.shape[:2], device=visual.device, dtype=torch.long),
-                      (ans != -100).long()], 1)
+    attn = torch.cat([torch.ones(prompt.shape[:2], device=visual.device, dtype=torch.long), (ans != -100).long()], 1)
     return lm(inputs_embeds=x, attention_mask=attn, labels=labels).loss
 
 
 @torch.no_grad()
-def greedy_generate(lm, builder: PromptBuilder, visual: torch.Tensor, max_new_tokens: int = 32,
-                    prefix: str = "") -> list[str]:
+def greedy_generate(
+    lm, builder: PromptBuilder, visual: torch.Tensor, max_new_tokens: int = 32, prefix: str = ""
+) -> list[str]:
     """Greedy decoding from the prompt with transformers' ``generate(inputs_embeds=...)`` (all prompts have the same
     length, so no padding is needed).
 
@@ -130,12 +132,18 @@ def greedy_generate(lm, builder: PromptBuilder, visual: torch.Tensor, max_new_to
     seqs: list[list[int]] = [[] for _ in range(x.shape[0])]
     if max_new_tokens > 0:
         # given only embeddings, a decoder-only model's generate returns the new tokens alone
-        seqs = lm.generate(inputs_embeds=x, attention_mask=torch.ones(x.shape[:2], dtype=torch.long, device=x.device),
-                           max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, eos_token_id=builder.eos,
-                           pad_token_id=builder.eos).tolist()
+        seqs = lm.generate(
+            inputs_embeds=x,
+            attention_mask=torch.ones(x.shape[:2], dtype=torch.long, device=x.device),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            eos_token_id=builder.eos,
+            pad_token_id=builder.eos,
+        ).tolist()
     texts = []
     for s in seqs:
-        s = s[:s.index(builder.eos)] if builder.eos in s else s
+        s = s[: s.index(builder.eos)] if builder.eos in s else s
         texts.append((prefix + builder.tok.decode(s, skip_special_tokens=True)).strip())
     return texts
 

@@ -10,6 +10,7 @@ whose acting image is powershell.exe is malicious" is nearly the answer; the ``r
 only on the windows where that rule errs (malicious windows without powershell.exe, benign ones with it). The rule
 itself is 0 there by construction.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,13 +33,23 @@ SETTINGS: dict[str, dict] = {
     "ablation: no adapter": {"encoder": {"kind": "video", "adapter": "none"}},
     "ablation: pooled adapter": {"encoder": {"kind": "video", "adapter": "pooled"}},
     "ablation: 8 of 16 frames": {"encoder": {"kind": "video", "adapter": "pixel"}, "frame_stride": 2},
-    "watchlog, one token per key slot (patch 8x32)": {"encoder": {"kind": "video", "adapter": "pixel",
-                                                                  "patch": [8, 32]}},
+    "watchlog, one token per key slot (patch 8x32)": {
+        "encoder": {"kind": "video", "adapter": "pixel", "patch": [8, 32]}
+    },
 }
 BAG = "baseline: bag-of-events (logistic regression)"
 RULE = "reference: label heuristic (actor is powershell.exe)"
-METRICS = ["accuracy", "precision", "recall", "f1", "accuracy (rule wrong)", "recall (rule wrong)",
-           "specificity (rule wrong)", "val_f1", "train_s"]
+METRICS = [
+    "accuracy",
+    "precision",
+    "recall",
+    "f1",
+    "accuracy (rule wrong)",
+    "recall (rule wrong)",
+    "specificity (rule wrong)",
+    "val_f1",
+    "train_s",
+]
 
 
 def labels_of(ds: WindowDataset) -> torch.Tensor:
@@ -62,9 +73,12 @@ def rule_wrong_metrics(prob: torch.Tensor, label: torch.Tensor, rule: torch.Tens
     def ratio(a, b):
         return float(a) / int(b) if int(b) else None
 
-    return {"windows (rule wrong)": int(wrong.sum()), "accuracy (rule wrong)": ratio((pred == lab).sum(), len(lab)),
-            "recall (rule wrong)": ratio(((pred == 1) & (lab == 1)).sum(), (lab == 1).sum()),
-            "specificity (rule wrong)": ratio(((pred == 0) & (lab == 0)).sum(), (lab == 0).sum())}
+    return {
+        "windows (rule wrong)": int(wrong.sum()),
+        "accuracy (rule wrong)": ratio((pred == lab).sum(), len(lab)),
+        "recall (rule wrong)": ratio(((pred == 1) & (lab == 1)).sum(), (lab == 1).sum()),
+        "specificity (rule wrong)": ratio(((pred == 0) & (lab == 0)).sum(), (lab == 0).sum()),
+    }
 
 
 def rule_calls(ds: WindowDataset) -> torch.Tensor:
@@ -73,8 +87,9 @@ def rule_calls(ds: WindowDataset) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate(model: WatchLogModule, ds, batch_size: int = 64, calibrate: bool = False) -> tuple[dict, float,
-                                                                                                  torch.Tensor]:
+def evaluate(
+    model: WatchLogModule, ds, batch_size: int = 64, calibrate: bool = False
+) -> tuple[dict, float, torch.Tensor]:
     """Window metrics on ``ds`` at ``model.threshold``, inference windows per second (batched, no explanation) and
     the ``(n,)`` probabilities. With ``calibrate`` the threshold is first set to the F1-maximising probability on
     ``ds`` (use on validation only)."""
@@ -93,8 +108,9 @@ def evaluate(model: WatchLogModule, ds, batch_size: int = 64, calibrate: bool = 
     return classification_metrics(prob, label, float(model.threshold)), len(ds) / seconds, prob
 
 
-def train_setting(name: str, cfg: dict, dm: WatchLogDataModule, max_steps: int, eval_every: int,
-                  seed: int = 0, save: bool = True) -> dict:
+def train_setting(
+    name: str, cfg: dict, dm: WatchLogDataModule, max_steps: int, eval_every: int, seed: int = 0, save: bool = True
+) -> dict:
     """Train one setting with AdamW (lr 1e-3) for ``max_steps`` from ``seed``; keep the weights (and verdict
     threshold) with the best validation F1, the threshold chosen on validation at each evaluation. With ``save`` the
     weights go to :func:`protocol.out_dir` (for benchmarks/watchlog.py). Returns the test row (rule-wrong columns
@@ -128,9 +144,18 @@ def train_setting(name: str, cfg: dict, dm: WatchLogDataModule, max_steps: int, 
     ds = dm.splits["test"]
     test, _, prob = evaluate(model, ds)
     hard = rule_wrong_metrics(prob, labels_of(ds), rule_calls(ds), float(model.threshold))
-    return {"setting": name, "seed": seed, **test, **hard, "val_f1": best, "train_steps": max_steps,
-            "train_s": round(train_s), "tokens_per_window": model.encoder.num_patches * model.n_frames
-            if cfg["encoder"]["kind"] == "video" else TOKEN_LEN * WINDOW}
+    return {
+        "setting": name,
+        "seed": seed,
+        **test,
+        **hard,
+        "val_f1": best,
+        "train_steps": max_steps,
+        "train_s": round(train_s),
+        "tokens_per_window": model.encoder.num_patches * model.n_frames
+        if cfg["encoder"]["kind"] == "video"
+        else TOKEN_LEN * WINDOW,
+    }
 
 
 def bag_of_events(dm: WatchLogDataModule) -> dict:
@@ -155,22 +180,32 @@ def label_rule(dm: WatchLogDataModule) -> dict:
     threshold = best_f1_threshold(rule_calls(val).float(), labels_of(val))
     prob = rule_calls(test).float()
     m = classification_metrics(prob, labels_of(test), threshold)
-    return {"setting": RULE, **m, **rule_wrong_metrics(prob, labels_of(test), rule_calls(test), threshold),
-            "threshold": threshold}
+    return {
+        "setting": RULE,
+        **m,
+        **rule_wrong_metrics(prob, labels_of(test), rule_calls(test), threshold),
+        "threshold": threshold,
+    }
 
 
 def split_facts(dm: WatchLogDataModule) -> dict:
     """Recordings, windows, malicious windows, rule-wrong test windows and dropped duplicates of ``dm``."""
-    counts = {k: {"windows": len(ds), "malicious": sum(w.label == 1 for w in ds.windows)}
-              for k, ds in dm.splits.items()}
+    counts = {
+        k: {"windows": len(ds), "malicious": sum(w.label == 1 for w in ds.windows)} for k, ds in dm.splits.items()
+    }
     test = dm.splits["test"]
     counts["test"]["rule wrong"] = int((rule_calls(test).long() != labels_of(test)).sum()) if len(test) else 0
-    return {"recordings": {k: len(v) for k, v in dm.recording_split.items()}, "windows": counts,
-            "duplicates dropped": dm.duplicates_dropped, "test_recordings": dm.recording_split["test"]}
+    return {
+        "recordings": {k: len(v) for k, v in dm.recording_split.items()},
+        "windows": counts,
+        "duplicates dropped": dm.duplicates_dropped,
+        "test_recordings": dm.recording_split["test"],
+    }
 
 
-def score_split(dm: WatchLogDataModule, settings: list[str], max_steps: int, eval_every: int, seeds,
-                save: bool) -> list[dict]:
+def score_split(
+    dm: WatchLogDataModule, settings: list[str], max_steps: int, eval_every: int, seeds, save: bool
+) -> list[dict]:
     """Rows of ``settings`` (names of :data:`SETTINGS`, ``bag``, ``rule``) on one split."""
     rows = []
     for name in settings:
@@ -179,31 +214,36 @@ def score_split(dm: WatchLogDataModule, settings: list[str], max_steps: int, eva
         elif name == "rule":
             got = [label_rule(dm)]
         else:
-            got = [train_setting(name, SETTINGS[name], dm, max_steps, eval_every, seed, save=save and seed == seeds[0])
-                   for seed in seeds]
+            got = [
+                train_setting(name, SETTINGS[name], dm, max_steps, eval_every, seed, save=save and seed == seeds[0])
+                for seed in seeds
+            ]
         print(json.dumps(got), flush=True)
         rows += got
     return rows
 
 
-def run_detection(dm: WatchLogDataModule, max_steps: int, eval_every: int, only: list[str] | None, command: str,
-                  seeds=(0,)) -> None:
+def run_detection(
+    dm: WatchLogDataModule, max_steps: int, eval_every: int, only: list[str] | None, command: str, seeds=(0,)
+) -> None:
     """Train and evaluate every setting (or ``only`` those) on ``dm``; per-seed rows, mean/sd summary; writes
     ``results/watchlog/detection.json`` after each setting."""
     sha = (git_at_start()["git_sha"] or "")[:10]
     facts = split_facts(dm)
     c = facts["windows"]["test"]
-    notes = (f"Test = {c['windows']} windows ({c['malicious']} malicious; {c['rule wrong']} where the labelling rule "
-             f"is wrong) of 16 consecutive host events from the held-out recordings {facts['test_recordings']}, "
-             f"after dropping windows drawn identically to a window of an earlier split (digits normalised; dropped "
-             f"{facts['duplicates dropped']}). Every neural row trains {max_steps} AdamW steps of 32 windows (lr 1e-3, "
-             f"seeds {list(seeds)}, detection loss only, weights and verdict threshold at the best validation F1; "
-             "test metrics at that threshold; mean ± sample sd over seeds). Bag-of-events and the rule are "
-             "deterministic (one row each) and get the same validation-tuned threshold. '(rule wrong)' columns: only "
-             "the test windows where the rule 'acting image is powershell.exe' disagrees with the label (recall = "
-             "malicious windows without powershell.exe flagged; specificity = benign windows with powershell.exe "
-             "not flagged); the rule is 0 there by construction. Labels are heuristic (PowerShell process trees, "
-             "SOURCE.md). 'commit' is the commit each row was computed at.")
+    notes = (
+        f"Test = {c['windows']} windows ({c['malicious']} malicious; {c['rule wrong']} where the labelling rule "
+        f"is wrong) of 16 consecutive host events from the held-out recordings {facts['test_recordings']}, "
+        f"after dropping windows drawn identically to a window of an earlier split (digits normalised; dropped "
+        f"{facts['duplicates dropped']}). Every neural row trains {max_steps} AdamW steps of 32 windows (lr 1e-3, "
+        f"seeds {list(seeds)}, detection loss only, weights and verdict threshold at the best validation F1; "
+        "test metrics at that threshold; mean ± sample sd over seeds). Bag-of-events and the rule are "
+        "deterministic (one row each) and get the same validation-tuned threshold. '(rule wrong)' columns: only "
+        "the test windows where the rule 'acting image is powershell.exe' disagrees with the label (recall = "
+        "malicious windows without powershell.exe flagged; specificity = benign windows with powershell.exe "
+        "not flagged); the rule is 0 there by construction. Labels are heuristic (PowerShell process trees, "
+        "SOURCE.md). 'commit' is the commit each row was computed at."
+    )
     rows = []
     for name in [n for n in list(SETTINGS) + ["bag", "rule"] if not only or n in only]:
         rows += [{**r, "commit": sha} for r in score_split(dm, [name], max_steps, eval_every, seeds, True)]
@@ -221,8 +261,9 @@ def technique_folds(dm: WatchLogDataModule) -> dict[str, list[str]]:
     return folds
 
 
-def run_loto(dm: WatchLogDataModule, techniques: list[str], max_steps: int, eval_every: int, command: str,
-             seeds=(0,)) -> None:
+def run_loto(
+    dm: WatchLogDataModule, techniques: list[str], max_steps: int, eval_every: int, command: str, seeds=(0,)
+) -> None:
     """Leave-one-technique-out: for each technique in ``techniques`` its recordings are the test set, the others are
     split train / val (seed 0, 7:1); WatchLog (per seed), bag-of-events and the rule. Writes
     ``results/watchlog/loto.json`` after each fold.
@@ -237,20 +278,23 @@ def run_loto(dm: WatchLogDataModule, techniques: list[str], max_steps: int, eval
     sha = (git_at_start()["git_sha"] or "")[:10]
     rows, facts = [], {}
     fold_dms = {}
-    for name in ("rule", "bag", "watchlog"):      # cheapest first over all folds: a cut run keeps whole settings
+    for name in ("rule", "bag", "watchlog"):  # cheapest first over all folds: a cut run keeps whole settings
         for tech in techniques:
             if tech not in fold_dms:
                 fold_dms[tech] = dm.resplit(test_recordings=folds[tech])
                 facts[tech] = split_facts(fold_dms[tech])
             got = score_split(fold_dms[tech], [name], max_steps, eval_every, seeds, False)
             rows += [{"held-out technique": tech, **r, "commit": sha} for r in got]
-            summary = summarise(rows, [m for m in METRICS if any(m in r for r in rows)],
-                                by=["held-out technique", "setting"])
-            notes = ("Leave-one-technique-out: the test set is every recording of the held-out ATT&CK technique "
-                     "(sub-techniques pooled), so the technique is never seen in training; the other recordings are "
-                     f"split train / val 7:1 (seed 0); windows de-duplicated across splits. WatchLog: {max_steps} "
-                     f"AdamW steps, seeds {list(seeds)}, weights and threshold at the best validation F1. Folds "
-                     f"requested: {techniques} of {len(folds)} techniques; settings run rule, bag-of-events, then "
-                     "WatchLog over all folds (compute-limited: rows present = what finished). '(rule wrong)' "
-                     "columns as in detection.json.")
+            summary = summarise(
+                rows, [m for m in METRICS if any(m in r for r in rows)], by=["held-out technique", "setting"]
+            )
+            notes = (
+                "Leave-one-technique-out: the test set is every recording of the held-out ATT&CK technique "
+                "(sub-techniques pooled), so the technique is never seen in training; the other recordings are "
+                f"split train / val 7:1 (seed 0); windows de-duplicated across splits. WatchLog: {max_steps} "
+                f"AdamW steps, seeds {list(seeds)}, weights and threshold at the best validation F1. Folds "
+                f"requested: {techniques} of {len(folds)} techniques; settings run rule, bag-of-events, then "
+                "WatchLog over all folds (compute-limited: rows present = what finished). '(rule wrong)' "
+                "columns as in detection.json."
+            )
             write(rows, "loto", command, {"data": facts, "notes": notes}, summary=summary)

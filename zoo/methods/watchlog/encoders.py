@@ -1,6 +1,7 @@
 """Window encoders: the per-frame ViT + temporal adapter (WatchLog) and the detection head it shares with the
 serialised-token transformer baseline (``baselines.TokenEncoder``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,20 +33,41 @@ class FrameEncoder(nn.Module):
         ValueError: an unknown ``adapter`` or an adapter layer index outside ``[0, depth)``.
     """
 
-    def __init__(self, img_size: Sequence[int] = (32, 128), patch_size: Sequence[int] = (8, 16), dim: int = 48,
-                 depth: int = 2, heads: int = 2, adapter: str = "pixel", adapter_layers: Sequence[int] | None = None,
-                 max_frames: int = 64):
+    def __init__(
+        self,
+        img_size: Sequence[int] = (32, 128),
+        patch_size: Sequence[int] = (8, 16),
+        dim: int = 48,
+        depth: int = 2,
+        heads: int = 2,
+        adapter: str = "pixel",
+        adapter_layers: Sequence[int] | None = None,
+        max_frames: int = 64,
+    ):
         super().__init__()
         if adapter not in ("pixel", "pooled", "none"):
             raise ValueError(f"model.encoder.adapter must be pixel | pooled | none, got {adapter!r}")
-        self.vit = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=tuple(img_size),
-                                     patch_size=tuple(patch_size), in_chans=1, embed_dim=dim, depth=depth,
-                                     num_heads=heads, num_classes=0, class_token=False, global_pool="avg")
+        self.vit = timm.create_model(
+            "vit_tiny_patch16_224",
+            pretrained=False,
+            img_size=tuple(img_size),
+            patch_size=tuple(patch_size),
+            in_chans=1,
+            embed_dim=dim,
+            depth=depth,
+            num_heads=heads,
+            num_classes=0,
+            class_token=False,
+            global_pool="avg",
+        )
         layers = list(range(depth)) if adapter_layers is None else list(adapter_layers)
         if any(i < 0 or i >= depth for i in layers):
             raise ValueError(f"model.encoder.adapter_layers {layers} must lie in [0, {depth})")
-        self.adapters = nn.ModuleDict() if adapter == "none" else nn.ModuleDict(
-            {str(i): TemporalCrossAttention(dim, heads, max_frames, adapter) for i in layers})
+        self.adapters = (
+            nn.ModuleDict()
+            if adapter == "none"
+            else nn.ModuleDict({str(i): TemporalCrossAttention(dim, heads, max_frames, adapter) for i in layers})
+        )
         self.mask_token = nn.Parameter(torch.zeros(dim))
         self.dim = dim
         self.grid = (img_size[0] // patch_size[0], img_size[1] // patch_size[1])
@@ -55,8 +77,9 @@ class FrameEncoder(nn.Module):
         """Patch tokens per frame ``N``."""
         return self.grid[0] * self.grid[1]
 
-    def forward(self, frames: torch.Tensor, mask: torch.Tensor | None = None,
-                hide: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, frames: torch.Tensor, mask: torch.Tensor | None = None, hide: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Encode a clip.
 
         Args:
@@ -70,7 +93,7 @@ class FrameEncoder(nn.Module):
         """
         B, T, H, W = frames.shape
         v = self.vit
-        x = v.patch_embed(frames.reshape(B * T, 1, H, W))                    # (B*T, N, D)
+        x = v.patch_embed(frames.reshape(B * T, 1, H, W))  # (B*T, N, D)
         if hide is not None:
             x = torch.where(hide.reshape(B * T, 1, 1), self.mask_token.to(x.dtype), x)
         x = v.norm_pre(v.patch_drop(v._pos_embed(x)))

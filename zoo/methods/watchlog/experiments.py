@@ -12,6 +12,7 @@ defining event; ``recording`` explains every window of one held-out recording (`
 draws example frames. Every experiment takes ``data.KEY=VALUE`` overrides (``data.path=my.jsonl``: a user's file;
 with no ``data.split`` it is evaluated whole, see ``WatchLogDataModule``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,15 +38,26 @@ def run_figures(overrides: dict | None = None) -> None:
             seen.add(e["event_id"])
             picks.append(i)
     out = repo_root() / "docs" / "img" / "watchlog"
-    save_frames_png(np.stack([r.render(log.events[i]) for i in picks]), r, str(out / "frames.png"),
-                    [describe_event(log.events[i])[:48] for i in picks], cols=3)
+    save_frames_png(
+        np.stack([r.render(log.events[i]) for i in picks]),
+        r,
+        str(out / "frames.png"),
+        [describe_event(log.events[i])[:48] for i in picks],
+        cols=3,
+    )
     ds = dm.splits["test"]
-    w_idx = next(k for k, w in enumerate(ds.windows) if w.label == 1 and 0 < sum(
-        log.labels[e] for e in w.event_idx) < len(w.event_idx))
+    w_idx = next(
+        k
+        for k, w in enumerate(ds.windows)
+        if w.label == 1 and 0 < sum(log.labels[e] for e in w.event_idx) < len(w.event_idx)
+    )
     w = ds.windows[w_idx]
-    save_frames_png(ds[w_idx]["frames"].numpy(), r, str(out / "clip.png"),
-                    [f"#{t} [{log.labels[e]}] {describe_event(log.events[e])[:40]}" for t, e in
-                     enumerate(w.event_idx)])
+    save_frames_png(
+        ds[w_idx]["frames"].numpy(),
+        r,
+        str(out / "clip.png"),
+        [f"#{t} [{log.labels[e]}] {describe_event(log.events[e])[:40]}" for t, e in enumerate(w.event_idx)],
+    )
     print(f"wrote {out / 'frames.png'} and {out / 'clip.png'} ({w.recording}, {w.group})")
 
 
@@ -54,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("experiment", choices=["detection", "loto", "explanations", "recording", "figures"])
     ap.add_argument("overrides", nargs="*", help="data.KEY=VALUE overrides of the windows (data.path=...)")
     ap.add_argument("--model", default="watchlog.mordor", help="explanations, recording: zoo id or run directory")
-    ap.add_argument("--recording", default="empire_dcsync_dcerpc_drsuapi_DsGetNCChanges",
-                    help="recording: a held-out recording to explain window by window")
+    ap.add_argument(
+        "--recording",
+        default="empire_dcsync_dcerpc_drsuapi_DsGetNCChanges",
+        help="recording: a held-out recording to explain window by window",
+    )
     ap.add_argument("--max-steps", type=int, default=300)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--only", nargs="*", default=None, help="detection: setting names, 'bag', 'rule'")
@@ -64,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     data = data_overrides(args.overrides)
     command = "python -m zoo.methods.watchlog.experiments " + " ".join(sys.argv[1:] if argv is None else argv)
-    torch.set_num_threads(1)                  # the machine is shared: one thread wastes least under contention
+    torch.set_num_threads(1)  # the machine is shared: one thread wastes least under contention
     if args.experiment in ("detection", "loto"):
         from zoo.methods.watchlog import detection
 

@@ -8,6 +8,7 @@ Explanations (ours): ``verdict: ... ; technique: ... ; evidence: #i ...``. By de
 ``unknown`` (:mod:`techniques`); the verdict is the LM's (or the head's with ``decoder.ground_verdict``). ``lm`` for
 either key keeps what the language model generated.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +35,9 @@ def _drop_empty_index(module, state_dict, prefix, local_metadata) -> None:
             state_dict.pop(prefix + k, None)
 
 
-def _fill_missing_index(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                        error_msgs) -> None:
+def _fill_missing_index(
+    module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+) -> None:
     """``load_state_dict`` pre-hook: weights saved without an index load into a model without one."""
     if prefix + "technique_prototypes" not in state_dict and module.technique_prototypes.shape[0] == 0:
         for k in TECHNIQUE_BUFFERS:
@@ -73,7 +75,7 @@ class Inference:
         codes = torch.zeros(len(names), NAME_BYTES, dtype=torch.uint8)
         for i, n in enumerate(names):
             b = n.encode("ascii")[:NAME_BYTES]
-            codes[i, :len(b)] = torch.tensor(list(b), dtype=torch.uint8)
+            codes[i, : len(b)] = torch.tensor(list(b), dtype=torch.uint8)
         dev = self.technique_tau.device
         self.technique_prototypes = torch.tensor(protos, dtype=torch.float32, device=dev)
         self.technique_names = codes.to(dev)
@@ -105,8 +107,14 @@ class Inference:
             vec = self.window_vectors(det)
             names = self.name_techniques(vec)
             for p, e, t, v, n, m in zip(probs, ev, texts, vec, names, det["mask"].sum(1).tolist()):
-                row = {"prob": p, "event_prob": e, "vector": v, "technique": n,
-                       "evidence_head": tq.head_evidence(e, int(m)), "generated": t}
+                row = {
+                    "prob": p,
+                    "event_prob": e,
+                    "vector": v,
+                    "technique": n,
+                    "evidence_head": tq.head_evidence(e, int(m)),
+                    "generated": t,
+                }
                 row["explanation"] = self._ground(row) if t is not None else None
                 row["parsed"] = parse_explanation(row["explanation"]) if t is not None else None
                 out.append(row)
@@ -120,8 +128,9 @@ class Inference:
 
     def name_techniques(self, vectors: np.ndarray) -> list[str]:
         """Retrieved training technique per window vector, ``unknown`` below ``technique_tau`` or with no index."""
-        return tq.name_techniques(vectors, self.technique_list(), self.technique_prototypes.double().cpu().numpy(),
-                                  float(self.technique_tau))
+        return tq.name_techniques(
+            vectors, self.technique_list(), self.technique_prototypes.double().cpu().numpy(), float(self.technique_tau)
+        )
 
     def _ground(self, row: dict) -> str:
         """The explanation text: the LM's verdict, then technique and evidence from the configured sources."""
@@ -153,12 +162,31 @@ class Inference:
                     texts[i] = t
         return texts
 
-    predict_schema: ClassVar = {"threshold": float, "clip": (str, None), "windows": [
-        {"window": int, "recording": str, "group": (str, None), "first_line": int, "last_line": int,
-         "probability": float, "detector": str, "explanation_verdict": (str, None), "label": (str, None),
-         "explanation": (str, None), "evidence": [{"index": int, "line": int, "event": str}]}],
-        "summary": {"windows": int, "flagged": int, "explained_malicious": (int, None),
-                    "labelled_malicious": (int, None)}}
+    predict_schema: ClassVar = {
+        "threshold": float,
+        "clip": (str, None),
+        "windows": [
+            {
+                "window": int,
+                "recording": str,
+                "group": (str, None),
+                "first_line": int,
+                "last_line": int,
+                "probability": float,
+                "detector": str,
+                "explanation_verdict": (str, None),
+                "label": (str, None),
+                "explanation": (str, None),
+                "evidence": [{"index": int, "line": int, "event": str}],
+            }
+        ],
+        "summary": {
+            "windows": int,
+            "flagged": int,
+            "explained_malicious": (int, None),
+            "labelled_malicious": (int, None),
+        },
+    }
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
         """``zoo predict watchlog.<tag> events.jsonl [labels.csv]``: a verdict and explanation per window.
@@ -175,9 +203,11 @@ class Inference:
         """
         if self.hparams.stage in ("pretrain", "align"):
             number = ("pretrain", "align").index(self.hparams.stage) + 1
-            raise DataError(f"zoo predict watchlog: this is a stage {number} model ({self.hparams.stage}) whose "
-                            "detection head was never trained, so its verdicts would mean nothing; predict with "
-                            "watchlog.mordor or a run of watchlog.yaml")
+            raise DataError(
+                f"zoo predict watchlog: this is a stage {number} model ({self.hparams.stage}) whose "
+                "detection head was never trained, so its verdicts would mean nothing; predict with "
+                "watchlog.mordor or a run of watchlog.yaml"
+            )
         if not 1 <= len(inputs) <= 2:
             raise ValueError("usage: zoo predict <watchlog id> EVENTS.jsonl [LABELS.csv]")
         log = load_event_log(inputs[0], inputs[1] if len(inputs) > 1 else None)
@@ -186,37 +216,65 @@ class Inference:
             raise DataError(f"{inputs[0]}: no events to explain")
         hits = [self.renderer.pixel_hits(e) for e in log.events]
         token_len = self.enc_cfg["token_len"] if self.enc_cfg["kind"] == "tokens" else 0
-        ds = WindowDataset(windows, log, self.renderer, hits, self.hparams.window, token_len,
-                           self.enc_cfg["vocab_size"], render=self.enc_cfg["kind"] == "video")
+        ds = WindowDataset(
+            windows,
+            log,
+            self.renderer,
+            hits,
+            self.hparams.window,
+            token_len,
+            self.enc_cfg["vocab_size"],
+            render=self.enc_cfg["kind"] == "video",
+        )
         preds = self.predict_dataset(ds)
         s, thr = self.hparams.frame_stride, float(self.threshold)
         out = {"threshold": thr, "clip": None, "windows": []}
         for k, (w, p) in enumerate(zip(windows, preds)):
             generated = (p["parsed"] or {}).get("verdict")
-            out["windows"].append({
-                "window": k, "recording": str(w.recording), "group": str(w.group) if w.group else None,
-                "first_line": int(log.lines[w.event_idx[0]]), "last_line": int(log.lines[w.event_idx[-1]]),
-                "probability": float(p["prob"]), "detector": "malicious" if p["prob"] >= thr else "benign",
-                "explanation_verdict": generated if generated in ("malicious", "benign") else None,
-                "label": ("malicious" if w.label else "benign") if w.label >= 0 else None,
-                "explanation": p["explanation"],
-                "evidence": [{"index": i, "line": int(log.lines[w.event_idx[i * s]]),
-                              "event": describe_event(log.events[w.event_idx[i * s]])}
-                             for i in (p["parsed"]["evidence"] if p["explanation"] is not None else [])
-                             if 0 <= i * s < len(w.event_idx)]})
+            out["windows"].append(
+                {
+                    "window": k,
+                    "recording": str(w.recording),
+                    "group": str(w.group) if w.group else None,
+                    "first_line": int(log.lines[w.event_idx[0]]),
+                    "last_line": int(log.lines[w.event_idx[-1]]),
+                    "probability": float(p["prob"]),
+                    "detector": "malicious" if p["prob"] >= thr else "benign",
+                    "explanation_verdict": generated if generated in ("malicious", "benign") else None,
+                    "label": ("malicious" if w.label else "benign") if w.label >= 0 else None,
+                    "explanation": p["explanation"],
+                    "evidence": [
+                        {
+                            "index": i,
+                            "line": int(log.lines[w.event_idx[i * s]]),
+                            "event": describe_event(log.events[w.event_idx[i * s]]),
+                        }
+                        for i in (p["parsed"]["evidence"] if p["explanation"] is not None else [])
+                        if 0 <= i * s < len(w.event_idx)
+                    ],
+                }
+            )
         rows = out["windows"]
-        out["summary"] = {"windows": len(rows), "flagged": sum(r["detector"] == "malicious" for r in rows),
-                          "explained_malicious": sum(r["explanation_verdict"] == "malicious" for r in rows)
-                          if self.lm is not None else None,
-                          "labelled_malicious": sum(w.label for w in windows)
-                          if windows and all(w.label >= 0 for w in windows) else None}
+        out["summary"] = {
+            "windows": len(rows),
+            "flagged": sum(r["detector"] == "malicious" for r in rows),
+            "explained_malicious": sum(r["explanation_verdict"] == "malicious" for r in rows)
+            if self.lm is not None
+            else None,
+            "labelled_malicious": sum(w.label for w in windows)
+            if windows and all(w.label >= 0 for w in windows)
+            else None,
+        }
         if out_dir is not None and windows:
             best = max(range(len(windows)), key=lambda k: preds[k]["prob"])
             item = ds[best]
             n = int(item["mask"].sum())
-            save_frames_png(item["frames"][:n].numpy(), self.renderer, str(Path(out_dir) / "watchlog_clip.png"),
-                            [f"#{t} {describe_event(log.events[e])[:40]}" for t, e in
-                             enumerate(windows[best].event_idx)])
+            save_frames_png(
+                item["frames"][:n].numpy(),
+                self.renderer,
+                str(Path(out_dir) / "watchlog_clip.png"),
+                [f"#{t} {describe_event(log.events[e])[:40]}" for t, e in enumerate(windows[best].event_idx)],
+            )
             out["clip"] = str(Path(out_dir) / "watchlog_clip.png")
         return out
 
@@ -226,11 +284,15 @@ class Inference:
         out = self.predict_record(inputs, out_dir)
         thr, lines = out["threshold"], []
         for r in out["windows"]:
-            head = (f"window {r['window']} [{r['recording']} {r['group'] or '(no ' + self.hparams.group_by + ')'} "
-                    f"lines {r['first_line']}-{r['last_line']}]")
+            head = (
+                f"window {r['window']} [{r['recording']} {r['group'] or '(no ' + self.hparams.group_by + ')'} "
+                f"lines {r['first_line']}-{r['last_line']}]"
+            )
             if r["explanation_verdict"]:
-                head += (f": {r['explanation_verdict']} (explanation); detector p={r['probability']:.3f} vs threshold "
-                         f"{thr:.3f}: {r['detector']}")
+                head += (
+                    f": {r['explanation_verdict']} (explanation); detector p={r['probability']:.3f} vs threshold "
+                    f"{thr:.3f}: {r['detector']}"
+                )
             else:
                 head += f": {r['detector']} (detector p={r['probability']:.3f} vs threshold {thr:.3f})"
             lines.append(head + (f"; label: {r['label']}" if r["label"] else ""))

@@ -3,6 +3,7 @@
 Both are thin wrappers over scikit-learn (``precision_recall_fscore_support``, ``precision_recall_curve``) so the
 numbers in ``results/watchlog/*.json`` come from a library, not from our own counting.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,10 +29,10 @@ def classification_metrics(prob: torch.Tensor, label: torch.Tensor, threshold: f
     if y.size == 0:
         return {"accuracy": 0.0, "precision": 0.0, "recall": 0.0, "f1": 0.0}
     pred = (p >= threshold).astype(int)
-    prec, rec, f1, _ = precision_recall_fscore_support(y, pred, labels=[1], average="binary", pos_label=1,
-                                                       zero_division=0)
-    return {"accuracy": float(accuracy_score(y, pred)), "precision": float(prec), "recall": float(rec),
-            "f1": float(f1)}
+    prec, rec, f1, _ = precision_recall_fscore_support(
+        y, pred, labels=[1], average="binary", pos_label=1, zero_division=0
+    )
+    return {"accuracy": float(accuracy_score(y, pred)), "precision": float(prec), "recall": float(rec), "f1": float(f1)}
 
 
 def best_f1_threshold(prob: torch.Tensor, label: torch.Tensor) -> float:
@@ -51,7 +52,7 @@ def best_f1_threshold(prob: torch.Tensor, label: torch.Tensor) -> float:
     if not y.any():
         return float(p.min())
     precision, recall, thresholds = precision_recall_curve(y, p, drop_intermediate=False)
-    precision, recall = precision[:-1], recall[:-1]          # the last point (recall 0) has no threshold
+    precision, recall = precision[:-1], recall[:-1]  # the last point (recall 0) has no threshold
     denom = precision + recall
     f1 = np.divide(2 * precision * recall, denom, out=np.zeros_like(denom), where=denom > 0)
     # thresholds are ascending, so argmax (first maximum) is the lowest F1-best threshold; a threshold above every

@@ -4,6 +4,7 @@ causal-LM explanation (WatchLog, ICML 2026; only the abstract is public, see REA
 Construction, the losses of the four stages and threshold calibration live here; verdicts, explanations and
 ``zoo predict`` in ``inference.py``; the baselines in ``baselines.py``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,10 +29,27 @@ from zoo.methods.watchlog.render import SYSMON_LAYOUT, EventRenderer
 
 _log = logging.getLogger("zoo")
 STAGES = ("pretrain", "align", "sft", "detect")
-_ENCODER_DEFAULTS = {"kind": "video", "patch": [8, 16], "dim": 48, "depth": 2, "heads": 2, "adapter": "pixel",
-                     "adapter_layers": None, "vocab_size": 8192, "token_len": 48}
-_DECODER_DEFAULTS = {"arch": "zoo-lm-small", "init": None, "tokenizer": None, "max_answer_tokens": 40,
-                     "max_new_tokens": 32, "ground_verdict": False, "evidence": "head", "technique": "retrieval"}
+_ENCODER_DEFAULTS = {
+    "kind": "video",
+    "patch": [8, 16],
+    "dim": 48,
+    "depth": 2,
+    "heads": 2,
+    "adapter": "pixel",
+    "adapter_layers": None,
+    "vocab_size": 8192,
+    "token_len": 48,
+}
+_DECODER_DEFAULTS = {
+    "arch": "zoo-lm-small",
+    "init": None,
+    "tokenizer": None,
+    "max_answer_tokens": 40,
+    "max_new_tokens": 32,
+    "ground_verdict": False,
+    "evidence": "head",
+    "technique": "retrieval",
+}
 
 
 @register_method("watchlog", datamodule=WatchLogDataModule)
@@ -74,16 +92,32 @@ class WatchLogModule(Inference, ZooModule):
     head_keys = ("head.", "recon.", "projector.")
     export_formats = ("package", "onnx")
     # what the weights only make sense with: how events become pixels, and the language model's identity
-    weight_settings: ClassVar[dict[str, str]] = {"canvas": "model.canvas", "layout": "model.layout", "window": "model.window",
-                       "group_by": "model.group_by", "lm.arch": "model.decoder.arch",
-                       "lm.tokenizer": "model.decoder.tokenizer"}
+    weight_settings: ClassVar[dict[str, str]] = {
+        "canvas": "model.canvas",
+        "layout": "model.layout",
+        "window": "model.window",
+        "group_by": "model.group_by",
+        "lm.arch": "model.decoder.arch",
+        "lm.tokenizer": "model.decoder.tokenizer",
+    }
 
-    def __init__(self, stage: Annotated[str, OneOf(STAGES)] = "detect", encoder: dict | None = None,
-                 window: PositiveInt = 16, canvas: Sequence[PositiveInt] = (32, 128, 4, 4),
-                 layout: Sequence[str] | None = None, group_by: Literal["host", "process"] = "host",
-                 frame_stride: PositiveInt = 1, decoder: dict | None = None, det_weight: NonNegative = 1.0,
-                 event_weight: NonNegative = 0.5, pos_weight: Positive = 3.0, mask_ratio: OpenUnit = 0.5,
-                 optimizer: dict | None = None, n_techniques: NonNegativeInt | None = None):
+    def __init__(
+        self,
+        stage: Annotated[str, OneOf(STAGES)] = "detect",
+        encoder: dict | None = None,
+        window: PositiveInt = 16,
+        canvas: Sequence[PositiveInt] = (32, 128, 4, 4),
+        layout: Sequence[str] | None = None,
+        group_by: Literal["host", "process"] = "host",
+        frame_stride: PositiveInt = 1,
+        decoder: dict | None = None,
+        det_weight: NonNegative = 1.0,
+        event_weight: NonNegative = 0.5,
+        pos_weight: Positive = 3.0,
+        mask_ratio: OpenUnit = 0.5,
+        optimizer: dict | None = None,
+        n_techniques: NonNegativeInt | None = None,
+    ):
         super().__init__()
         self.save_hyperparameters()
         if stage not in STAGES:
@@ -94,19 +128,28 @@ class WatchLogModule(Inference, ZooModule):
         self.renderer = EventRenderer(tuple(layout or SYSMON_LAYOUT), h, w, rows, cols)
         self.n_frames = len(range(0, window, frame_stride))
         if enc["kind"] == "video":
-            self.encoder = FrameEncoder((h, w), enc["patch"], enc["dim"], enc["depth"], enc["heads"],
-                                        enc["adapter"], enc["adapter_layers"], max(64, window))
+            self.encoder = FrameEncoder(
+                (h, w),
+                enc["patch"],
+                enc["dim"],
+                enc["depth"],
+                enc["heads"],
+                enc["adapter"],
+                enc["adapter_layers"],
+                max(64, window),
+            )
             ph, pw = enc["patch"]
             self.recon = nn.Linear(enc["dim"], ph * pw)
         elif enc["kind"] == "tokens":
-            self.encoder = TokenEncoder(enc["vocab_size"], enc["dim"], enc["depth"], enc["heads"],
-                                        max(4096, window * enc["token_len"]))
+            self.encoder = TokenEncoder(
+                enc["vocab_size"], enc["dim"], enc["depth"], enc["heads"], max(4096, window * enc["token_len"])
+            )
             if stage == "pretrain":
                 raise ValueError("model.stage=pretrain (masked-frame modelling) needs encoder.kind=video")
         else:
             raise ValueError(f"model.encoder.kind must be video | tokens, got {enc['kind']!r}")
         self.head = DetectionHead(enc["dim"])
-        self.register_buffer("threshold", torch.tensor(0.5))   # verdict threshold; set on validation (ours)
+        self.register_buffer("threshold", torch.tensor(0.5))  # verdict threshold; set on validation (ours)
         self.init_technique_index(n_techniques or 0, enc["dim"])
         self.lm = self.projector = self.builder = None
         if decoder is not None:
@@ -149,8 +192,9 @@ class WatchLogModule(Inference, ZooModule):
             self.register_state_dict_post_hook(drop_tied_aliases)
             self.register_load_state_dict_pre_hook(fill_tied_aliases)
 
-    def remap_init_state(self, state: dict[str, Any], source_method: str,
-                         source_cfg: dict | None = None) -> dict[str, Any]:
+    def remap_init_state(
+        self, state: dict[str, Any], source_method: str, source_cfg: dict | None = None
+    ) -> dict[str, Any]:
         """Chain the stages: keep this module's own values for whole parts the source lacks (ours).
 
         A stage-1 checkpoint has no ``lm.*`` / ``projector.*`` (taken from ``decoder.init`` and fresh); a ``zoo-lm``
@@ -164,8 +208,11 @@ class WatchLogModule(Inference, ZooModule):
             has_src = any(k.startswith(prefix) for k in state)
             has_own = any(k.startswith(prefix) for k in own)
             if not has_src and has_own and prefix not in self.head_keys:
-                origin = f"model.decoder.init={self.dec_cfg['init']}" if prefix == "lm." and self.lm is not None \
-                    and self.dec_cfg["init"] else "its fresh initialisation"
+                origin = (
+                    f"model.decoder.init={self.dec_cfg['init']}"
+                    if prefix == "lm." and self.lm is not None and self.dec_cfg["init"]
+                    else "its fresh initialisation"
+                )
                 _log.warning("init_from (%s): the source has no %s*; kept %s", source_method, prefix, origin)
                 out.update({k: v for k, v in own.items() if k.startswith(prefix)})
             elif has_src and not has_own:
@@ -178,17 +225,22 @@ class WatchLogModule(Inference, ZooModule):
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if not isinstance(dm, WatchLogDataModule):
             return
-        for key, mine in (("window", self.hparams.window), ("canvas", list(self.hparams.canvas)),
-                          ("group_by", self.hparams.group_by),
-                          ("layout", list(self.hparams.layout or SYSMON_LAYOUT))):
+        for key, mine in (
+            ("window", self.hparams.window),
+            ("canvas", list(self.hparams.canvas)),
+            ("group_by", self.hparams.group_by),
+            ("layout", list(self.hparams.layout or SYSMON_LAYOUT)),
+        ):
             theirs = dm.hparams.get(key)
             theirs = list(theirs or SYSMON_LAYOUT) if key == "layout" else theirs
             theirs = list(theirs) if key == "canvas" else theirs
             if theirs != mine:
                 raise ValueError(f"data.{key}={theirs!r} differs from model.{key}={mine!r}; set both the same")
         if self.enc_cfg["kind"] == "tokens" and dm.hparams.token_len != self.enc_cfg["token_len"]:
-            raise ValueError(f"data.token_len={dm.hparams.token_len} must equal model.encoder.token_len="
-                             f"{self.enc_cfg['token_len']} for the token baseline")
+            raise ValueError(
+                f"data.token_len={dm.hparams.token_len} must equal model.encoder.token_len="
+                f"{self.enc_cfg['token_len']} for the token baseline"
+            )
 
     # ------------------------------------------------------------------ forward
     def _inputs(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -231,13 +283,17 @@ class WatchLogModule(Inference, ZooModule):
             real = ev_lab >= 0
             if self.hparams.event_weight and bool(real.any()):
                 loss = loss + self.hparams.event_weight * F.binary_cross_entropy_with_logits(
-                    ev_logit[real], ev_lab[real].float(), pos_weight=pw)
+                    ev_logit[real], ev_lab[real].float(), pos_weight=pw
+                )
             out["det_loss"] = loss
         return out
 
     def _visual(self, det: dict) -> torch.Tensor:
-        return self.projector(det["frames_vec"], torch.sigmoid(det["ev_logit"]).detach().masked_fill(~det["mask"], 0),
-                              torch.sigmoid(det["win_logit"]).detach())
+        return self.projector(
+            det["frames_vec"],
+            torch.sigmoid(det["ev_logit"]).detach().masked_fill(~det["mask"], 0),
+            torch.sigmoid(det["win_logit"]).detach(),
+        )
 
     def _mfm_loss(self, batch: dict) -> torch.Tensor:
         """Masked-frame modelling (stage 1, ours): hide frames, reconstruct their pixels from the other frames.
@@ -246,13 +302,13 @@ class WatchLogModule(Inference, ZooModule):
         """
         x, mask, _ = self._inputs(batch)
         hide = (torch.rand(mask.shape, device=mask.device) < self.hparams.mask_ratio) & mask
-        hide[~hide.any(1), 0] = True                                          # at least one hidden frame per clip
+        hide[~hide.any(1), 0] = True  # at least one hidden frame per clip
         hide &= mask
         z = self.encode(x, mask, hide)
         ph, pw = self.enc_cfg["patch"]
         B, T, H, W = x.shape
         target = x.reshape(B, T, H // ph, ph, W // pw, pw).permute(0, 1, 2, 4, 3, 5).reshape(B, T, -1, ph * pw)
-        err = ((self.recon(z) - target) ** 2).mean((-1, -2))                 # (B, T)
+        err = ((self.recon(z) - target) ** 2).mean((-1, -2))  # (B, T)
         return err[hide].mean() if bool(hide.any()) else err.sum() * 0
 
     def _step(self, batch: dict, split: str) -> torch.Tensor:
@@ -268,12 +324,14 @@ class WatchLogModule(Inference, ZooModule):
         if st == "detect":
             loss = det["det_loss"]
         elif st == "align":
-            loss = teacher_forced_loss(self.lm, self.builder, self._visual(det), batch["caption"],
-                                       self.dec_cfg["max_answer_tokens"])
+            loss = teacher_forced_loss(
+                self.lm, self.builder, self._visual(det), batch["caption"], self.dec_cfg["max_answer_tokens"]
+            )
             self.log(f"{split}/lm_loss", loss, batch_size=bs, prog_bar=True)
         else:
-            lm_loss = teacher_forced_loss(self.lm, self.builder, self._visual(det), batch["target"],
-                                          self.dec_cfg["max_answer_tokens"])
+            lm_loss = teacher_forced_loss(
+                self.lm, self.builder, self._visual(det), batch["target"], self.dec_cfg["max_answer_tokens"]
+            )
             self.log(f"{split}/lm_loss", lm_loss, batch_size=bs, prog_bar=True)
             loss = lm_loss + self.hparams.det_weight * det["det_loss"]
         if "det_loss" in det:
@@ -366,8 +424,9 @@ class WatchLogModule(Inference, ZooModule):
             preds = self.predict_dataset(ds, explain=False)
             prob = torch.tensor([p["prob"] for p in preds])
             label = torch.tensor([w.label for w in ds.windows])
-            out.update({f"{split}/{k}": v for k, v in
-                        classification_metrics(prob, label, float(self.threshold)).items()})
+            out.update(
+                {f"{split}/{k}": v for k, v in classification_metrics(prob, label, float(self.threshold)).items()}
+            )
             out[f"{split}/windows"] = float(len(ds))
         out["threshold"] = float(self.threshold)
         return out
@@ -395,4 +454,3 @@ def _merge(defaults: dict, given: dict | None, where: str) -> dict:
             raise ValueError(f"{where}.{k}: unknown key; allowed: {', '.join(defaults)}")
         out[k] = v
     return out
-

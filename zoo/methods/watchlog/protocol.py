@@ -1,6 +1,7 @@
 """The shared protocol of WatchLog's experiment tables (ours): the windows, where weights go, ``data.*`` overrides and
 the results writer. ``detection.py`` and ``explanations.py`` hold the tables; ``experiments.py`` is their command line.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -12,9 +13,11 @@ from zoo.methods.watchlog.datamodule import WatchLogDataModule
 
 WINDOW = 16
 TOKEN_LEN = 48
-PAPER = {"note": "only the abstract is public: 'consistently outperforms state-of-the-art in accuracy and recall, "
-                 "significantly improved inference efficiency'; no numbers, no Sysmon/Mordor results "
-                 "(papers-1.md §1)"}
+PAPER = {
+    "note": "only the abstract is public: 'consistently outperforms state-of-the-art in accuracy and recall, "
+    "significantly improved inference efficiency'; no numbers, no Sysmon/Mordor results "
+    "(papers-1.md §1)"
+}
 
 
 def out_dir() -> Path:
@@ -59,5 +62,6 @@ def write(rows: list[dict], experiment: str, command: str, extra: dict | None = 
     ``notes`` (the protocol) and further keys (``data``); ``kw`` goes to ``write_result`` (``summary``, ``kind``)."""
     extra = dict(extra or {})
     notes = extra.pop("notes", None)
-    return write_result("watchlog", experiment, rows, paper=PAPER, notes=notes, command=command, extra=extra or None,
-                        **kw)
+    return write_result(
+        "watchlog", experiment, rows, paper=PAPER, notes=notes, command=command, extra=extra or None, **kw
+    )

@@ -17,6 +17,7 @@ rendering is not public. Ours (labelled *ours* in the method card):
   A tiny ViT trained from scratch on CPU cannot learn OCR in minutes; a pretrained video-LLM ViT at paper scale
   could read glyphs instead (see recipes/paper/).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,18 +33,40 @@ import numpy as np
 
 #: Sysmon layout: 16 slots on a 4 x 4 grid (ours). Order = row-major slot index.
 SYSMON_LAYOUT: tuple[str, ...] = (
-    "event_id", "image|source_image", "command_line", "parent_image",
-    "parent_command_line", "user", "integrity_level", "target_image",
-    "granted_access", "call_trace", "target_object", "details|event_type",
-    "image_loaded|signed", "target_filename", "destination_hostname|destination_ip|destination_port",
+    "event_id",
+    "image|source_image",
+    "command_line",
+    "parent_image",
+    "parent_command_line",
+    "user",
+    "integrity_level",
+    "target_image",
+    "granted_access",
+    "call_trace",
+    "target_object",
+    "details|event_type",
+    "image_loaded|signed",
+    "target_filename",
+    "destination_hostname|destination_ip|destination_port",
     "query_name|pipe_name|start_function|*",
 )
 
 #: Keys never drawn by ``*`` (identifiers and labels: they would leak the answer or make every frame unique).
-RESERVED_KEYS: frozenset[str] = frozenset({
-    "label", "technique", "dataset", "utc_time", "host", "actor_guid", "process_guid", "process_id",
-    "parent_process_guid", "source_process_guid", "target_process_guid",
-})
+RESERVED_KEYS: frozenset[str] = frozenset(
+    {
+        "label",
+        "technique",
+        "dataset",
+        "utc_time",
+        "host",
+        "actor_guid",
+        "process_guid",
+        "process_id",
+        "parent_process_guid",
+        "source_process_guid",
+        "target_process_guid",
+    }
+)
 
 _DIGITS = re.compile(r"\d+")
 _SPLIT = re.compile(r"[\\/\s|,;=]+")
@@ -80,11 +103,11 @@ def value_bins(text: str, n_bins: int) -> tuple[tuple[int, ...], tuple[int, ...]
         ``(bins, counts)``: sorted distinct pixel indices in ``[0, n_bins)`` and their hit counts.
     """
     padded = f"^{text}$"
-    feats = [f"c:{padded[i:i + 3]}" for i in range(max(1, len(padded) - 2))]
+    feats = [f"c:{padded[i : i + 3]}" for i in range(max(1, len(padded) - 2))]
     parts = [p for p in _SPLIT.split(text) if p]
     feats += [f"p:{p}" for p in parts]
     if parts:
-        feats += [f"b:{parts[-1]}"] * 2   # the basename counts double: it names the program / file
+        feats += [f"b:{parts[-1]}"] * 2  # the basename counts double: it names the program / file
     hits: dict[int, int] = {}
     for f in feats:
         b = zlib.crc32(f.encode("utf-8")) % n_bins
@@ -116,8 +139,10 @@ class EventRenderer:
     def __post_init__(self):
         object.__setattr__(self, "layout", tuple(self.layout))
         if len(self.layout) != self.rows * self.cols:
-            raise ValueError(f"layout has {len(self.layout)} entries, the {self.rows}x{self.cols} grid has "
-                             f"{self.rows * self.cols} slots")
+            raise ValueError(
+                f"layout has {len(self.layout)} entries, the {self.rows}x{self.cols} grid has "
+                f"{self.rows * self.cols} slots"
+            )
         if self.height % self.rows or self.width % self.cols:
             raise ValueError(f"canvas {self.height}x{self.width} is not divisible by the {self.rows}x{self.cols} grid")
         seen: dict[str, int] = {}
@@ -155,14 +180,18 @@ class EventRenderer:
             text = None
             for key in entry.split("|"):
                 if key == "*":
-                    rest = [f"{k}={normalise_value(v)}" for k, v in sorted(event.items())
-                            if k not in named and k not in RESERVED_KEYS and v is not None]
+                    rest = [
+                        f"{k}={normalise_value(v)}"
+                        for k, v in sorted(event.items())
+                        if k not in named and k not in RESERVED_KEYS and v is not None
+                    ]
                     if rest:
                         text = " ".join(rest)
                         break
                 elif event.get(key) is not None:
-                    text = f"{normalise_value(event[key])}" if "|" not in entry else \
-                        f"{key}={normalise_value(event[key])}"
+                    text = (
+                        f"{normalise_value(event[key])}" if "|" not in entry else f"{key}={normalise_value(event[key])}"
+                    )
                     break
             out.append(text)
         return out
@@ -198,8 +227,9 @@ class EventRenderer:
         return self.image_from_hits(*self.pixel_hits(event))
 
 
-def save_frames_png(frames: np.ndarray, renderer: EventRenderer, path: str, titles: Sequence[str] | None = None,
-                    cols: int = 4) -> None:
+def save_frames_png(
+    frames: np.ndarray, renderer: EventRenderer, path: str, titles: Sequence[str] | None = None, cols: int = 4
+) -> None:
     """Save frames ``(T, H, W)`` as one PNG: a grid of frames with the slot grid and key names drawn over the first.
 
     Args:
@@ -218,8 +248,9 @@ def save_frames_png(frames: np.ndarray, renderer: EventRenderer, path: str, titl
 
     n = len(frames)
     grid_rows = max(1, math.ceil(n / cols))
-    fig, axes = plt.subplots(grid_rows, min(cols, n), figsize=(3.2 * min(cols, n), 1.3 * grid_rows + 0.3),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        grid_rows, min(cols, n), figsize=(3.2 * min(cols, n), 1.3 * grid_rows + 0.3), squeeze=False
+    )
     for k, ax in enumerate(axes.flat):
         ax.axis("off")
         if k >= n:

@@ -9,6 +9,7 @@ named after the prototype of highest cosine similarity when that similarity is a
 prototypes of the *other* recordings, its target being its technique when another recording shares it and
 ``unknown`` otherwise, and ``tau`` maximises the mean of the two accuracies (seen and unseen).
 """
+
 from __future__ import annotations
 
 import re

@@ -2,6 +2,7 @@
 
 Everything in this file is ours (the paper's data pipeline is not public); see the method card.
 """
+
 from __future__ import annotations
 
 import json
@@ -58,12 +59,16 @@ class Window:
 def _jsonl_line_numbers(path: Path) -> list[int]:
     import gzip
 
-    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
+    with gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8") as f:
         return [i for i, line in enumerate(f, 1) if line.strip()]
 
 
-def load_event_log(path: str | os.PathLike, labels_path: str | os.PathLike | None = None,
-                   metadata_path: str | os.PathLike | None = None, recording_key: str = "dataset") -> EventLog:
+def load_event_log(
+    path: str | os.PathLike,
+    labels_path: str | os.PathLike | None = None,
+    metadata_path: str | os.PathLike | None = None,
+    recording_key: str = "dataset",
+) -> EventLog:
     """Read an events JSONL (one flat JSON object per line, any keys) and its labels.
 
     Labels come from, in order: ``labels_path`` (a CSV with columns ``line`` = 1-based line number in the events
@@ -112,8 +117,9 @@ def load_event_log(path: str | os.PathLike, labels_path: str | os.PathLike | Non
             try:
                 ln, lab = int(r["line"]), int(r["label"])
             except ValueError:
-                raise DataError(f"{where}: 'line' and 'label' must be integers, got {r['line']!r}, {r['label']!r}") \
-                    from None
+                raise DataError(
+                    f"{where}: 'line' and 'label' must be integers, got {r['line']!r}, {r['label']!r}"
+                ) from None
             if ln not in line_to_idx:
                 raise DataError(f"{where}: line {ln} is not an event line of {path}")
             if lab not in (0, 1):
@@ -133,8 +139,14 @@ def load_event_log(path: str | os.PathLike, labels_path: str | os.PathLike | Non
     return EventLog(events, lines, labels if has_labels else None, recs, techniques)
 
 
-def make_windows(log: EventLog, window: int, stride: int | None = None, group_by: str = "host",
-                 min_attack_events: int = 1, min_len: int = 1) -> list[Window]:
+def make_windows(
+    log: EventLog,
+    window: int,
+    stride: int | None = None,
+    group_by: str = "host",
+    min_attack_events: int = 1,
+    min_len: int = 1,
+) -> list[Window]:
     """Cut each (recording, group) event stream into windows of ``window`` consecutive events (ours).
 
     Args:
@@ -165,7 +177,7 @@ def make_windows(log: EventLog, window: int, stride: int | None = None, group_by
     out = []
     for (rec, g), idx in groups.items():
         for start in range(0, len(idx), stride):
-            chunk = tuple(idx[start:start + window])
+            chunk = tuple(idx[start : start + window])
             if len(chunk) < min_len:
                 continue
             if log.labels is None:
@@ -179,8 +191,9 @@ def make_windows(log: EventLog, window: int, stride: int | None = None, group_by
     return out
 
 
-def split_recordings(recordings: Sequence[str], fractions: Sequence[float], seed: int,
-                     test_recordings: Sequence[str] | None = None) -> dict[str, list[str]]:
+def split_recordings(
+    recordings: Sequence[str], fractions: Sequence[float], seed: int, test_recordings: Sequence[str] | None = None
+) -> dict[str, list[str]]:
     """Assign whole recordings to train / val / test so no recording is in two splits.
 
     Args:
@@ -205,9 +218,11 @@ def split_recordings(recordings: Sequence[str], fractions: Sequence[float], seed
         tr, va = seeded_split(len(rest), [p, 1.0 - p], seed)
         return {"train": [rest[i] for i in tr], "val": [rest[i] for i in va], "test": sorted(test_recordings)}
     if len(names) < 3:
-        raise DataError(f"data: need >= 3 recordings to split by recording, got {len(names)} ({names}); give every "
-                        "event a recording key (data.recording_key, default 'dataset') or list the held-out "
-                        "recordings in data.test_recordings")
+        raise DataError(
+            f"data: need >= 3 recordings to split by recording, got {len(names)} ({names}); give every "
+            "event a recording key (data.recording_key, default 'dataset') or list the held-out "
+            "recordings in data.test_recordings"
+        )
     tr, va, te = seeded_split(len(names), [fractions[0], fractions[1], 1.0 - fractions[0] - fractions[1]], seed)
     return {"train": [names[i] for i in tr], "val": [names[i] for i in va], "test": [names[i] for i in te]}
 
@@ -217,12 +232,15 @@ def window_key(log: EventLog, w: Window) -> tuple:
     pairs of the rendered keys (:data:`render.RESERVED_KEYS` such as recording, host, time and GUIDs left out;
     values lower-cased with digit runs replaced by ``0``, :func:`render.normalise_value`). Two windows with equal
     keys are drawn as the same clip."""
-    return tuple(tuple(sorted((k, normalise_value(v)) for k, v in log.events[e].items() if k not in RESERVED_KEYS))
-                 for e in w.event_idx)
+    return tuple(
+        tuple(sorted((k, normalise_value(v)) for k, v in log.events[e].items() if k not in RESERVED_KEYS))
+        for e in w.event_idx
+    )
 
 
-def deduplicate_splits(log: EventLog, splits: dict[str, list[Window]],
-                       order: Sequence[str] = ("train", "val", "test")) -> dict[str, int]:
+def deduplicate_splits(
+    log: EventLog, splits: dict[str, list[Window]], order: Sequence[str] = ("train", "val", "test")
+) -> dict[str, int]:
     """Drop, in place, every window whose :func:`window_key` already occurs in an earlier split of ``order``.
 
     Training keeps all its windows; validation loses those equal to a training window; test loses those equal to
@@ -246,12 +264,21 @@ def deduplicate_splits(log: EventLog, splits: dict[str, list[Window]],
 
 def describe_event(event: dict[str, Any]) -> str:
     """One-line human summary of an event (for explanations): ``EID <id> <actor> -> <object>``."""
+
     def base(v):
         return str(v).replace("/", "\\").split("\\")[-1] if v is not None else None
 
     actor = base(event.get("image") or event.get("source_image")) or "?"
-    obj = (base(event.get("target_image")) or event.get("target_object") or base(event.get("target_filename"))
-           or base(event.get("image_loaded")) or event.get("destination_hostname") or event.get("destination_ip")
-           or event.get("query_name") or event.get("pipe_name") or event.get("command_line"))
+    obj = (
+        base(event.get("target_image"))
+        or event.get("target_object")
+        or base(event.get("target_filename"))
+        or base(event.get("image_loaded"))
+        or event.get("destination_hostname")
+        or event.get("destination_ip")
+        or event.get("query_name")
+        or event.get("pipe_name")
+        or event.get("command_line")
+    )
     head = f"EID {event['event_id']} " if "event_id" in event else ""
     return f"{head}{actor}" + (f" -> {str(obj)[:60]}" if obj else "")

@@ -12,8 +12,9 @@ EXAMPLE = {"recipe": "zoo-lm", "predict": ["How do I bake bread?"]}
 BAD_ROW = {
     "recipe": "zoo-lm.yaml",
     "files": {
-        "chats.jsonl": ('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}\n'
-                        "{not json\n"),
+        "chats.jsonl": (
+            '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}\n{not json\n'
+        ),
     },
     "overrides": ["data.mode=chat", "data.path=[chats.jsonl]"],
     "error": "chats.jsonl:2",

@@ -15,6 +15,7 @@ Writes, relative to the repository root:
   validation; *ours*), so chat validation text was never a pre-training target. HH-RLHF ``sft`` pairs become the
   prompt's turns plus the ``chosen`` reply; a seeded 10% of them (seed 0) go to ``val``.
 """
+
 from __future__ import annotations
 
 import json
@@ -84,8 +85,11 @@ def alpaca_user_text(example: dict) -> str:
 def alpaca_text(example: dict) -> str:
     """An Alpaca example as plain pre-training text: ``Instruction: ...`` / ``Input: ...`` / ``Response: ...`` (*ours*)."""
     inp = example["input"].strip()
-    return (f"Instruction: {example['instruction'].strip()}\n" + (f"Input: {inp}\n" if inp else "")
-            + f"Response: {example['output'].strip()}\n")
+    return (
+        f"Instruction: {example['instruction'].strip()}\n"
+        + (f"Input: {inp}\n" if inp else "")
+        + f"Response: {example['output'].strip()}\n"
+    )
 
 
 def read_alpaca(path: Path) -> list[dict]:
@@ -105,8 +109,11 @@ def read_alpaca(path: Path) -> list[dict]:
 def build(root: Path | None = None) -> dict[str, int]:
     """Write every derived file (see the module docstring); returns row counts per output."""
     root = Path(root or repo_root())
-    pairs = read_jsonl(root / HH_PAIRS, required=("prompt", "chosen", "rejected"),
-                       types={"prompt": str, "chosen": str, "rejected": str})
+    pairs = read_jsonl(
+        root / HH_PAIRS,
+        required=("prompt", "chosen", "rejected"),
+        types={"prompt": str, "chosen": str, "rejected": str},
+    )
     split = make_split(len(pairs))
     (root / HH_SPLIT).write_text(json.dumps(split) + "\n", encoding="utf-8")
 
@@ -122,15 +129,22 @@ def build(root: Path | None = None) -> dict[str, int]:
 
     train, val = [], []
     for i, ex in enumerate(alpaca):
-        row = {"messages": [{"role": "user", "content": alpaca_user_text(ex)},
-                            {"role": "assistant", "content": ex["output"].strip()}], "source": f"alpaca:{i}"}
+        row = {
+            "messages": [
+                {"role": "user", "content": alpaca_user_text(ex)},
+                {"role": "assistant", "content": ex["output"].strip()},
+            ],
+            "source": f"alpaca:{i}",
+        }
         (val if starts[i] >= cut else train).append(row)
     sft = split["sft"]
     hh_val = set(seeded_split(len(sft), [VAL_FRACTION, 1 - VAL_FRACTION], SPLIT_SEED)[0])
     for j, idx in enumerate(sft):
         p = pairs[idx]
-        row = {"messages": hh_messages(p["prompt"], p["chosen"], f"{root / HH_PAIRS}:{idx + 1}"),
-               "source": f"hh-rlhf-harmless:{idx}"}
+        row = {
+            "messages": hh_messages(p["prompt"], p["chosen"], f"{root / HH_PAIRS}:{idx + 1}"),
+            "source": f"hh-rlhf-harmless:{idx}",
+        }
         (val if j in hh_val else train).append(row)
     out = root / CHAT_DIR
     out.mkdir(parents=True, exist_ok=True)
@@ -138,8 +152,13 @@ def build(root: Path | None = None) -> dict[str, int]:
         with open(out / f"{name}.jsonl", "w", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return {"hh_pairs": len(pairs), **{k: len(split[k]) for k in SPLIT_NAMES},
-            "alpaca_text_lines": n_lines, "chat_train": len(train), "chat_val": len(val)}
+    return {
+        "hh_pairs": len(pairs),
+        **{k: len(split[k]) for k in SPLIT_NAMES},
+        "alpaca_text_lines": n_lines,
+        "chat_train": len(train),
+        "chat_val": len(val),
+    }
 
 
 if __name__ == "__main__":

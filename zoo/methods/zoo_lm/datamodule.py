@@ -16,6 +16,7 @@ the pad token (``attention_mask`` 0, label -100).
 
 A bad line raises :class:`zoo.core.data.DataError` naming ``file:line`` and the key.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -103,8 +104,10 @@ def _paths(value: str | Sequence[str] | None) -> list[Path]:
     if value is None:
         return []
     root = repo_root()
-    return [p if p.is_absolute() or p.exists() else root / p for p in map(Path, [value] if isinstance(value, str)
-                                                                           else value)]
+    return [
+        p if p.is_absolute() or p.exists() else root / p
+        for p in map(Path, [value] if isinstance(value, str) else value)
+    ]
 
 
 class LMDataModule(L.LightningDataModule):
@@ -127,12 +130,18 @@ class LMDataModule(L.LightningDataModule):
         DataError: a missing file or bad line (at ``setup``).
     """
 
-    def __init__(self, mode: Annotated[str, OneOf(MODES)] = "pretrain",
-                 path: str | list[str] = (
-            "data/tinyshakespeare/input.txt", "data/alpaca-subset/alpaca_5000.txt"),
-                 val_path: str | list[str] | None = None, val_fraction: Fraction = 0.1, max_length: PositiveInt = 256,
-                 batch_size: PositiveInt = 16, num_workers: NonNegativeInt = 0, tokenizer: str | None = None,
-                 seed: NonNegativeInt = 0):
+    def __init__(
+        self,
+        mode: Annotated[str, OneOf(MODES)] = "pretrain",
+        path: str | list[str] = ("data/tinyshakespeare/input.txt", "data/alpaca-subset/alpaca_5000.txt"),
+        val_path: str | list[str] | None = None,
+        val_fraction: Fraction = 0.1,
+        max_length: PositiveInt = 256,
+        batch_size: PositiveInt = 16,
+        num_workers: NonNegativeInt = 0,
+        tokenizer: str | None = None,
+        seed: NonNegativeInt = 0,
+    ):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"data.mode: {mode!r} is not one of {MODES}")
@@ -159,8 +168,12 @@ class LMDataModule(L.LightningDataModule):
             return model_tok if model_tok is not None else load_tokenizer(None)
         tok = load_tokenizer(self.tokenizer_path)
         if model_tok is not None:
-            check_same_tokenizer(tok, model_tok, f"data.tokenizer {self.tokenizer_path!r}",
-                                 f"the model's tokenizer ({type(module).__name__})")
+            check_same_tokenizer(
+                tok,
+                model_tok,
+                f"data.tokenizer {self.tokenizer_path!r}",
+                f"the model's tokenizer ({type(module).__name__})",
+            )
         return tok
 
     def setup(self, stage: str | None = None) -> None:
@@ -175,8 +188,10 @@ class LMDataModule(L.LightningDataModule):
         train, val = build()
         self.train_set, self.val_set = TokenDataset(train), TokenDataset(val)
         if not len(self.train_set):
-            raise DataError(f"{', '.join(map(str, self.paths))}: no training {'blocks' if self.mode == 'pretrain' else 'conversations'} "
-                            f"of max_length={self.max_length}")
+            raise DataError(
+                f"{', '.join(map(str, self.paths))}: no training {'blocks' if self.mode == 'pretrain' else 'conversations'} "
+                f"of max_length={self.max_length}"
+            )
 
     def _document(self, text: str) -> list[int]:
         tok = self.tokenizer
@@ -217,8 +232,14 @@ class LMDataModule(L.LightningDataModule):
         return self._encode(train), self._encode(val)
 
     def _loader(self, data: TokenDataset, shuffle: bool) -> DataLoader:
-        return DataLoader(data, batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
-                          collate_fn=PadCollate(self.tokenizer.pad_token_id), drop_last=False)
+        return DataLoader(
+            data,
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            num_workers=self.num_workers,
+            collate_fn=PadCollate(self.tokenizer.pad_token_id),
+            drop_last=False,
+        )
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled training batches ``{"input_ids", "labels", "attention_mask"}``, each ``LongTensor[B, T]``."""

@@ -1,5 +1,6 @@
 """The causal-LM objective of zoo-lm: summed next-token negative log-likelihood (training loss, perplexity and
 the reference NLL of ``zoo predict --json`` all come from it)."""
+
 from __future__ import annotations
 
 import torch

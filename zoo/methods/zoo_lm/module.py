@@ -1,4 +1,5 @@
 """The ``zoo-lm`` method: causal-LM pre-training and chat SFT of a transformers causal LM."""
+
 from __future__ import annotations
 
 import time
@@ -26,15 +27,27 @@ from zoo.models.causal_lm import (
 )
 
 PROMPT_FORMATS = ("chat", "text")
-GENERATION_DEFAULTS = {"max_new_tokens": 160, "do_sample": True, "temperature": 0.7, "top_k": 50, "top_p": 0.95,
-                       "repetition_penalty": 1.1, "seed": 0}
+GENERATION_DEFAULTS = {
+    "max_new_tokens": 160,
+    "do_sample": True,
+    "temperature": 0.7,
+    "top_k": 50,
+    "top_p": 0.95,
+    "repetition_penalty": 1.1,
+    "seed": 0,
+}
 #: ``model.generation`` keys, settable as overrides (``zoo predict zoo-lm.chat model.generation.greedy=true ...``);
 #: ``greedy: true`` or ``temperature: 0`` decode greedily (``do_sample`` off, the sampling filters dropped).
-GENERATION_SCHEMA = {"max_new_tokens": {"types": ["int"], "min": 1}, "do_sample": {"types": ["bool"]},
-                     "greedy": {"types": ["bool"]}, "temperature": {"types": ["float"], "min": 0.0},
-                     "top_k": {"types": ["int"], "min": 0}, "top_p": {"types": ["float"], "min": 0.0},
-                     "repetition_penalty": {"types": ["float"], "min": 0.0, "min_exclusive": True},
-                     "seed": {"types": ["int"]}}
+GENERATION_SCHEMA = {
+    "max_new_tokens": {"types": ["int"], "min": 1},
+    "do_sample": {"types": ["bool"]},
+    "greedy": {"types": ["bool"]},
+    "temperature": {"types": ["float"], "min": 0.0},
+    "top_k": {"types": ["int"], "min": 0},
+    "top_p": {"types": ["float"], "min": 0.0},
+    "repetition_penalty": {"types": ["float"], "min": 0.0, "min_exclusive": True},
+    "seed": {"types": ["int"]},
+}
 
 
 @register_method("zoo-lm", datamodule=LMDataModule)
@@ -65,9 +78,16 @@ class ZooLM(ZooModule):
     arg_schemas: ClassVar[dict[str, dict]] = {"generation": GENERATION_SCHEMA}
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
 
-    def __init__(self, arch: str = "zoo-lm-small", tokenizer: str | None = None, optimizer: dict | None = None,
-                 prompt_format: Annotated[str, OneOf(PROMPT_FORMATS)] = "chat", generation: dict | None = None,
-                 gradient_checkpointing: bool = False, lora: dict | None = None):
+    def __init__(
+        self,
+        arch: str = "zoo-lm-small",
+        tokenizer: str | None = None,
+        optimizer: dict | None = None,
+        prompt_format: Annotated[str, OneOf(PROMPT_FORMATS)] = "chat",
+        generation: dict | None = None,
+        gradient_checkpointing: bool = False,
+        lora: dict | None = None,
+    ):
         super().__init__()
         self.save_hyperparameters()
         if prompt_format not in PROMPT_FORMATS:
@@ -75,8 +95,10 @@ class ZooLM(ZooModule):
         self.lm = build_causal_lm(arch).train()  # from_pretrained returns eval mode; Lightning trains what it gets
         self.tokenizer = load_tokenizer(tokenizer_for(arch, tokenizer))
         if len(self.tokenizer) > self.lm.config.vocab_size:
-            raise ValueError(f"model.tokenizer has {len(self.tokenizer)} tokens but model.arch {arch!r} embeds only "
-                             f"{self.lm.config.vocab_size}")
+            raise ValueError(
+                f"model.tokenizer has {len(self.tokenizer)} tokens but model.arch {arch!r} embeds only "
+                f"{self.lm.config.vocab_size}"
+            )
         if gradient_checkpointing:
             enable_checkpointing(self.lm)
         if self.uses_lora:
@@ -192,10 +214,14 @@ class ZooLM(ZooModule):
             torch.manual_seed(seed)
             for prompt in prompts:
                 ids = torch.tensor([self.prompt_ids(prompt)], device=self.device)
-                gen = self.lm.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                       eos_token_id=self.tokenizer.eos_token_id,
-                                       pad_token_id=self.tokenizer.pad_token_id, **cfg)
-                outs.append(self.tokenizer.decode(gen[0, ids.shape[1]:], skip_special_tokens=True).strip())
+                gen = self.lm.generate(
+                    input_ids=ids,
+                    attention_mask=torch.ones_like(ids),
+                    eos_token_id=self.tokenizer.eos_token_id,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                    **cfg,
+                )
+                outs.append(self.tokenizer.decode(gen[0, ids.shape[1] :], skip_special_tokens=True).strip())
         self.lm.train(was_training)
         return outs
 
@@ -206,7 +232,7 @@ class ZooLM(ZooModule):
         ``model.generation`` says); a chat ``.jsonl`` file as the one input: one reply per conversation's first user
         turn. Each ``{"prompt", "reply"}``."""
         if not inputs:
-            raise ValueError("zoo predict zoo-lm: give a prompt, e.g. \"How do I bake bread?\"")
+            raise ValueError('zoo predict zoo-lm: give a prompt, e.g. "How do I bake bread?"')
         from zoo.methods.zoo_lm.predict import labelled_chats
 
         chats = labelled_chats(inputs)

@@ -7,6 +7,7 @@ over past and new), ``k_l, v_l (B, heads, P, head_dim)`` the cache; the outputs 
 cache grown to ``P + T``. A first step has no cache: pass one position of zeros with ``past_mask`` 0 (it is never
 attended to). Batch, ``T`` and ``P`` are free in the exported graph.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,8 +26,13 @@ class CachedStep(nn.Module):
 
         pairs = [(past[2 * i], past[2 * i + 1]) for i in range(len(past) // 2)]
         cache = DynamicCache(ddp_cache_data=pairs, config=self.lm.config)
-        out = self.lm(input_ids=input_ids, attention_mask=torch.cat([past_mask, attention_mask], 1),
-                      position_ids=position_ids, cache=cache, use_cache=True)
+        out = self.lm(
+            input_ids=input_ids,
+            attention_mask=torch.cat([past_mask, attention_mask], 1),
+            position_ids=position_ids,
+            cache=cache,
+            use_cache=True,
+        )
         grown = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
         return (out.logits, *[t for layer in grown.layers for t in (layer.keys, layer.values)])
 
@@ -45,11 +51,23 @@ def cached_step_graph(lm: nn.Module) -> tuple:
 
     c, g = lm.config, torch.Generator().manual_seed(0)
     B, T, P = 2, 3, 4
-    past = [torch.randn(B, c.num_key_value_heads, P, c.hidden_size // c.num_attention_heads, generator=g)
-            for _ in range(2 * c.num_hidden_layers)]
-    args = (torch.randint(3, c.vocab_size, (B, T), generator=g), torch.ones(B, P, dtype=torch.long),
-            torch.ones(B, T, dtype=torch.long), torch.arange(P, P + T).expand(B, T).clone(), *past)
+    past = [
+        torch.randn(B, c.num_key_value_heads, P, c.hidden_size // c.num_attention_heads, generator=g)
+        for _ in range(2 * c.num_hidden_layers)
+    ]
+    args = (
+        torch.randint(3, c.vocab_size, (B, T), generator=g),
+        torch.ones(B, P, dtype=torch.long),
+        torch.ones(B, T, dtype=torch.long),
+        torch.arange(P, P + T).expand(B, T).clone(),
+        *past,
+    )
     batch, new, old = Dim("batch", min=1, max=1024), Dim("seq", min=1, max=4096), Dim("past", min=1, max=4096)
-    dynamic = {"input_ids": {0: batch, 1: new}, "past_mask": {0: batch, 1: old}, "attention_mask": {0: batch, 1: new},
-               "position_ids": {0: batch, 1: new}, "past": tuple({0: batch, 2: old} for _ in past)}
+    dynamic = {
+        "input_ids": {0: batch, 1: new},
+        "past_mask": {0: batch, 1: old},
+        "attention_mask": {0: batch, 1: new},
+        "position_ids": {0: batch, 1: new},
+        "past": tuple({0: batch, 2: old} for _ in past),
+    }
     return CachedStep(lm).eval(), args, dynamic

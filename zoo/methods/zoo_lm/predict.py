@@ -1,4 +1,5 @@
 """``zoo predict --json`` on labelled input: a chat ``.jsonl`` file whose assistant replies are the references."""
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,7 @@ def labelled_chats(inputs: list[str]) -> list[tuple[str, str]] | None:
     pairs = []
     for conv in read_conversations(inputs[0], empty_content="keep")[0]:
         roles = [m["role"] for m in conv]
-        if "user" in roles and "assistant" in roles[roles.index("user"):]:
+        if "user" in roles and "assistant" in roles[roles.index("user") :]:
             u = roles.index("user")
             a = roles.index("assistant", u)
             pairs.append((conv[u]["content"], conv[a]["content"]))
@@ -52,5 +53,9 @@ def reference_metrics(module, chats: list[tuple[str, str]], replies: list[str]) 
         nll, count = nll + float(s), count + int(n)
     exact = sum(r.strip() == ref.strip() for r, (_, ref) in zip(replies, chats))
     mean = nll / max(count, 1)
-    return {"reference_nll": mean, "reference_ppl": math.exp(mean), "exact_match": exact / len(chats),
-            "n": float(len(chats))}
+    return {
+        "reference_nll": mean,
+        "reference_ppl": math.exp(mean),
+        "exact_match": exact / len(chats),
+        "n": float(len(chats)),
+    }
