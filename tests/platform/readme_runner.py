@@ -33,7 +33,13 @@ from zoo.cli import main
 from zoo.core.data import repo_root
 
 ROOT = repo_root()
-CHECKED_ONLY = (("pip", "install"), ("python", "-m", "pytest"), ("wandb", "sync"))
+CHECKED_ONLY = (
+    ("pip", "install"),
+    ("python", "-m", "pytest"),
+    ("wandb", "sync"),
+    ("ruff", "check"),
+    ("ruff", "format"),
+)
 
 
 @dataclass

@@ -9,8 +9,10 @@ no module of zoo/ (core, models, data, methods) is in an import cycle, and none 
 from __future__ import annotations
 
 import ast
+import io
 import itertools
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -137,13 +139,36 @@ def test_card_has_equation_table_and_ends_with_a_verdict(name):
     assert len(last) > len(verdict) + 20, f"{name}: the verdict needs its reason: {last!r}"
 
 
+def source_lines(text: str) -> int:
+    """Lines of a module as if every bracketed expression were written on one line: a line counts when a token or a
+    comment starts on it outside brackets (every line of a docstring or other multi-line string counts). So the
+    formatter exploding a call or a list one item per line does not move a file across the guide."""
+    counted: set[int] = set()
+    depth = 0
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
+            continue
+        if depth == 0:
+            counted.update(range(tok.start[0], tok.end[0] + 1) if tok.type == tokenize.STRING else [tok.start[0]])
+        if tok.type == tokenize.OP and tok.string in "([{":
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            depth -= 1
+    return len(counted)
+
+
+def test_source_lines_by_hand():
+    text = 'x = f(\n    1,\n    2,\n)\n# note\n"""a\nb"""\ny = [1,\n     2]\n'
+    assert source_lines(text) == 5  # x = f(...), the comment, the docstring's two lines, y = [...]
+
+
 def test_no_file_over_the_line_limit_without_a_reason():
     too_long = []
     for path in sorted((ROOT / "zoo").rglob("*.py")):
-        n = len(path.read_text().splitlines())
+        n = source_lines(path.read_text())
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         if n > MAX_LINES and not re.search(rf"over {MAX_LINES} lines", doc):
-            too_long.append(f"{path.relative_to(ROOT)} ({n} lines)")
+            too_long.append(f"{path.relative_to(ROOT)} ({n} lines, brackets joined: ``source_lines``)")
     assert not too_long, (
         f"over {MAX_LINES} lines without 'over {MAX_LINES} lines because ...' in the module docstring: {too_long}"
     )

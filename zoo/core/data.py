@@ -7,8 +7,9 @@ import gzip
 import json
 import os
 import random
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from zoo.core.errors import UserError
 

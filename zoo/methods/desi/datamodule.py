@@ -169,7 +169,7 @@ def read_user_file(path: str, space: str, support=None) -> dict:
             X, Y = np.asarray(f["X"], dtype=np.float64), np.asarray(f["Y"], dtype=np.float64)
         Y = Y.reshape(len(Y), -1)
         xcols, ycols = [f"X[:, {j}]" for j in range(X.shape[1])], [f"Y[:, {j}]" for j in range(Y.shape[1])]
-        for name, A, cols in (("X", X, xcols), ("Y", Y, ycols)):
+        for _name, A, cols in (("X", X, xcols), ("Y", Y, ycols)):
             if not np.isfinite(A).all():
                 i, j = np.argwhere(~np.isfinite(A))[0]
                 raise DataError(f"{path}:{i + 2}: column {cols[j]}: not a finite number ({A[i, j]})")

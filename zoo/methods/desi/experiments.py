@@ -94,7 +94,7 @@ def _no_direction(f):
 
 
 def _fsi_with_direction(X, Z, Xq, sp, seed, groups):
-    from zoo.methods.desi.baselines import local_predict, fsi_direction
+    from zoo.methods.desi.baselines import fsi_direction, local_predict
 
     beta, h = fsi_direction(X, Z, sp, seed, groups=groups)
     return local_predict(X @ beta, Z, Xq @ beta, h, sp), beta

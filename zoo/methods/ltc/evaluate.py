@@ -98,7 +98,7 @@ def run_pipeline(
             "wg_sd_draws": float(torch.tensor([s["wg"] for s in scores]).std()),
         }
     )
-    for name, S, Y, lc in (
+    for name, S, Y, _lc in (
         ("ltc", loc.spurious, loc.salient, loc),
         ("ltc-ablate", loc.spurious, [], loc),
         ("ltc-inject", [], loc.salient, loc),

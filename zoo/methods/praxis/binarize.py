@@ -161,7 +161,9 @@ def transform(spec: list[dict], columns: dict[str, list[str]], where: str, first
             try:
                 x = float(v)
             except ValueError:
-                raise DataError(f"{where}:{first_line + i}: column {s['column']!r} holds {v!r}, expected a number")
+                raise DataError(
+                    f"{where}:{first_line + i}: column {s['column']!r} holds {v!r}, expected a number"
+                ) from None
             if s["kind"] == "keep":
                 if x not in (0.0, 1.0):
                     raise DataError(f"{where}:{first_line + i}: column {s['column']!r} holds {v!r}, not 0/1")

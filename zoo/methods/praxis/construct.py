@@ -220,7 +220,7 @@ def _depth1_splits(
     those within ``B - min(left)``.
     """
     budget = node.budget
-    for f, lc, rc, pl, pr in zip(feats.tolist(), left_counts, right_counts, p_left, p_right):
+    for f, lc, rc, _pl, pr in zip(feats.tolist(), left_counts, right_counts, p_left, p_right):
         lnode = leaf_node(p.gamma, tuple(lc), budget - pr, cache, majority_leaf_only)
         if lnode.min_objective >= INF:
             continue

@@ -34,8 +34,8 @@ def cascading_randomisation(model: nn.Module, fresh: nn.Module, n_top: int) -> n
     with torch.no_grad():
         for name in chosen:
             dst, src = out.get_submodule(name), fresh.get_submodule(name)
-            for (k, p), (_, q) in zip(dst.named_parameters(recurse=False), src.named_parameters(recurse=False)):
+            for (_k, p), (_, q) in zip(dst.named_parameters(recurse=False), src.named_parameters(recurse=False)):
                 p.copy_(q)
-            for (k, b), (_, c) in zip(dst.named_buffers(recurse=False), src.named_buffers(recurse=False)):
+            for (_k, b), (_, c) in zip(dst.named_buffers(recurse=False), src.named_buffers(recurse=False)):
                 b.copy_(c)
     return out

@@ -238,7 +238,7 @@ def predict(module, inputs: list[str], out_dir: str | None) -> dict:
         with torch.no_grad():
             z_hat = G.invert(x, cfg["steps"])
         code = codes(masker, enc, x)
-        for k, name in enumerate(cfg["schemes"]):
+        for _k, name in enumerate(cfg["schemes"]):
             scheme = build_scheme(name, shape, keys[name], cfg["watermark"])
             s = float(scheme.score(mod(z_hat, code)))
             tau = float(module.thresholds[list(SCHEMES).index(name)])
