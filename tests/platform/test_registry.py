@@ -212,3 +212,23 @@ def test_zoo_list_stays_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ""
+
+
+def test_a_method_registered_in_process_lists_and_reads_its_facts(capsys):
+    """A method registered by a script or a test (not under zoo/methods, not a plug-in) does not break `zoo list`:
+    its facts default like a plug-in module's (found when the full suite ran `zoo list` after test_steps had
+    registered `two-optimiser-digits`)."""
+    from zoo.cli import main
+    from zoo.core import registry
+    from zoo.core.registry import method_extra
+
+    @register_method("in-process-digits")
+    class InProcess:
+        pass
+
+    try:
+        assert method_extra("in-process-digits") is None
+        assert main(["list"]) == 0
+        assert "in-process-digits" in capsys.readouterr().out
+    finally:
+        registry._METHODS.pop("in-process-digits")

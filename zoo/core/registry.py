@@ -84,13 +84,16 @@ def list_methods(pattern: str = "*") -> list[str]:
 
 def method_fact(name: str, fact: str, default: Any = FactError) -> Any:
     """Fact ``fact`` of method ``name`` (:data:`zoo.core.facts.FACTS`), read from its package's ``__init__.py``
-    without importing the method.
+    without importing the method (a method registered in this process by ``register_method``, outside zoo/methods
+    and ``$ZOO_PLUGINS``: from the package of the module that registered it).
 
     Raises:
         RegistryError: unknown method.
         FactError: not declared and no ``default``; the message names the file and what to add.
     """
     known = known_methods()
+    if name not in known and name in _METHODS:  # registered in this process (a script, a notebook, a test)
+        known[name] = _METHODS[name].module_cls.__module__
     if name not in known:
         raise RegistryError(f"unknown method {name!r}{suggest(name, known)}; known methods: {', '.join(sorted(known))}")
     return read_fact(name, known[name], fact, default)
