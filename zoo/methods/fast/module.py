@@ -28,10 +28,14 @@ from zoo.methods.fast.sae import build_sae, coefficient_warmup, geometric_median
 @functools.lru_cache(maxsize=1)
 def shared_lm(ref: str):
     """``load_causal_lm(ref)``, kept for the next module of the same LM: a grid of SAEs on SmolLM2 loads it once
-    (538 MB), not once per SAE. The LM is used in eval mode under ``no_grad`` only, never changed."""
+    (538 MB), not once per SAE. The LM is used in eval mode under ``no_grad`` only, never changed. The load runs
+    under a forked torch RNG: building the model draws random initial weights, and without the fork an SAE trained
+    after a cache hit would start from other random numbers than one trained after a load (a run resumed in the
+    process that trained another would then differ from the same run made in one go)."""
     from zoo.models.causal_lm import load_causal_lm
 
-    return load_causal_lm(ref)
+    with torch.random.fork_rng(devices=[]):
+        return load_causal_lm(ref)
 
 
 @register_method("fast", datamodule=FastSAEDataModule)
