@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from zoo.core.data import repo_root
+from zoo.core.provenance import git_at_start
 
 VARIANTS = {  # name -> (critic, consolidation)
     "sf-multi": ("sf", "multi"),
@@ -66,7 +67,31 @@ def run_one(env: str, variant: str, seed: int, steps: int, overrides: list[str] 
     fit_direct(module, dm)
     s = module.run_summary()
     s.update(env=env, variant=variant, seed=seed, seconds=time.time() - t0, overrides=list(overrides))
+    s["git"] = git_at_start()  # the commit this run's code came from (drift.json's own SHA is the aggregator's)
     return s
+
+
+def runs_provenance(runs: list[dict]) -> tuple[dict, str]:
+    """The commits the cached ``runs`` were made at, and a sentence for the table's notes.
+
+    ``drift.json``'s provenance is that of the ``--write`` process, which only aggregates; this records what code
+    trained each run. A run without a ``git`` record (cached before it was kept) or from a dirty tree is counted
+    as such, so a table mixing them says so.
+    """
+    commits: dict[str, int] = {}
+    unpinned = 0
+    for r in runs:
+        g = r.get("git") or {}
+        if not g.get("git_sha") or g.get("dirty") is not False:
+            unpinned += 1
+        else:
+            commits[g["git_sha"]] = commits.get(g["git_sha"], 0) + 1
+    note = "Runs made at clean commit(s) " + ", ".join(f"{c[:10]} ({n})" for c, n in sorted(commits.items()))
+    if not commits:
+        note = "No run made at a clean commit"
+    if unpinned:
+        note += f"; {unpinned} of {len(runs)} runs from a dirty tree or with no commit recorded (not pinned)"
+    return {"commits": commits, "unpinned": unpinned, "runs": len(runs)}, note + "."
 
 
 def fit_direct(module, dm) -> None:
@@ -154,6 +179,9 @@ def write(results_dir: Path | None = None) -> Path:
         for env, rk in ranks.items()
     )
     protocol = sorted({(r["env"], r["steps"], " ".join(r["overrides"])) for r in runs})
+    run_git, run_note = runs_provenance(runs)
+    if run_git["unpinned"]:
+        print(f"warning: {run_note}", flush=True)
     notes = (
         "Drift experiment (ours): each env's recipe (`sf-consolidation.yaml`: compact 11x11 Four Rooms, slip "
         "noisy sine in [0, 0.45], two goals alternating; `sf-consolidation-halfcheetah.yaml`: mass and inertia "
@@ -163,7 +191,7 @@ def write(results_dir: Path | None = None) -> Path:
         "plain = DQN/TD3 with a Q critic, ewc / reset / injection = SF net with online EWC, resets of the last "
         "two layers, plasticity injection. auc_return = mean over env steps of the last finished episode's "
         "return; eval under the current dynamics every model.eval_every steps (final and mean over evals). "
-        "Ranking by AUC with 95% bootstrap CIs over seeds: " + order_text
+        "Ranking by AUC with 95% bootstrap CIs over seeds: " + order_text + ". " + run_note
     )
     return write_result(
         "sf-consolidation",
@@ -185,7 +213,7 @@ def write(results_dir: Path | None = None) -> Path:
         paper=PAPER,
         notes=notes,
         packages=["gymnasium", "mujoco", "minigrid"],
-        extra={"ranking": ranks},
+        extra={"ranking": ranks, "run_commits": run_git},
         results_dir=results_dir,
     )
 
