@@ -23,3 +23,17 @@ def test_dirty_and_unrecorded_runs_are_counted_as_unpinned():
 def test_no_clean_run_says_so():
     info, note = runs_provenance([{"git": {"git_sha": None, "dirty": None}}])
     assert info["unpinned"] == 1 and note.startswith("No run made at a clean commit; 1 of 1")
+
+
+def test_paper_miniworld_recipe_follows_the_authors_config():
+    """Issue 39: the paper recipe had feature_dim 32 (authors' Miniworld config: 128), one task (the paper: two,
+    alternating) and a "20k-step smoke" description."""
+    from zoo.core.recipe import load_recipe
+
+    cfg = load_recipe("paper/sf-consolidation-miniworld.yaml")
+    m, d = cfg["model"], cfg["data"]
+    assert m["env"] == "miniworld-fourrooms" and m["feature_dim"] == 128
+    assert m["consolidation"] == "multi" and m["num_beakers"] == 5
+    assert d["steps"] == 5_000_000 and d["task_period"] > 0
+    assert d["steps"] // d["task_period"] == 4  # A, B, A, B: each task seen twice
+    assert "smoke" not in cfg["card"]["description"].lower()
