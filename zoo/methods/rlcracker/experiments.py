@@ -49,6 +49,28 @@ def _rewrite(module, texts, length, reference):
     return rewrite_with_kl(module, texts, 1, reference=reference)[0]
 
 
+def reusable_rows(path: Path) -> tuple[list[dict], dict]:
+    """The rows of an earlier results file that ``removal --reuse`` keeps, and where they came from.
+
+    The rewritten file records the SHA of the process that writes it, so rows carried over from a dirty tree would
+    be laundered into a table that looks clean: those are refused (rerun without ``--reuse``). The origin's
+    ``git_sha`` and date are recorded in the new file (``reused_rows_from``).
+
+    Raises:
+        SystemExit: ``path`` was written from a dirty tree or records no commit.
+    """
+    import json
+
+    doc = json.loads(path.read_text())
+    prov = doc.get("provenance") or {}
+    if prov.get("dirty") is not False or not prov.get("git_sha"):
+        raise SystemExit(
+            f"{path}: written from a dirty tree (or no commit recorded); its rows cannot be reused in a clean table: "
+            "rerun without --reuse"
+        )
+    return list(doc["rows"]), {"file": str(path), "git_sha": prov["git_sha"], "date": prov.get("date")}
+
+
 def removal(args) -> None:
     torch.set_num_threads(1)
     copier = _load(args.copier)
@@ -61,15 +83,10 @@ def removal(args) -> None:
     attackers = {k: _load(v) for k, v in attackers.items() if v}
     tok = copier.tokenizer
     rows, sweep, hist = [], [], {}
-    old = Path("results/rlcracker/removal.json")
+    old, reused = Path("results/rlcracker/removal.json"), None
     if args.reuse and old.is_file():  # keep finished (watermark, length, seed, attack) rows; run only the rest
-        import json
-
-        doc = json.loads(old.read_text())
-        rows, sweep = (
-            list(doc["rows"]),
-            list(json.loads(Path("results/rlcracker/substitution-sweep.json").read_text())["rows"]),
-        )
+        rows, reused = reusable_rows(old)
+        sweep, _ = reusable_rows(Path("results/rlcracker/substitution-sweep.json"))
     done = {(r["watermark"], r["length"], r["seed"], r["attack"]) for r in rows}
     for wname in ("unigram", "kgw"):
         wm = build_watermark(wname, len(tok))
@@ -118,13 +135,15 @@ def removal(args) -> None:
                         )
     keys = ["removal", "success", "sim", "z"]
     summary = summarise(rows, keys, by=["watermark", "length", "attack"])
-    write_result("rlcracker", "removal", rows, summary=summary, paper=PAPER, notes=args.notes)
+    extra = {"reused_rows_from": reused} if reused else None
+    write_result("rlcracker", "removal", rows, summary=summary, paper=PAPER, notes=args.notes, extra=extra)
     write_result(
         "rlcracker",
         "substitution-sweep",
         sweep,
         summary=summarise(sweep, ["z", "sim", "removal"], by=["watermark", "rate"]),
         notes="random token substitution at rates 0.1-0.7 on the short test texts (seed 0)",
+        extra=extra,
     )
     _plots(hist, sweep)
 
