@@ -134,4 +134,34 @@ def provenance(command: str | None = None, packages: tuple[str, ...] | list[str]
     }
 
 
+def cached_runs_provenance(records: list[dict | None], what: str = "runs") -> tuple[dict, str]:
+    """Which commits made the cached pieces of a table, and a sentence for its notes.
+
+    An experiment that caches finished runs (or seeds) and aggregates them later writes the table with the SHA of
+    the aggregating process, which does not pin the code that made the cached pieces. Each piece stores its
+    :func:`git_at_start` when made; ``records`` are those (``None`` for a piece cached before it was kept). A piece
+    without a commit or from a dirty tree counts as unpinned.
+
+    Returns:
+        ``({"commits": {sha: count}, "unpinned": int, "<what>": int}, note)``.
+    """
+    commits: dict[str, int] = {}
+    unpinned = 0
+    for g in records:
+        g = g or {}
+        if not g.get("git_sha") or g.get("dirty") is not False:
+            unpinned += 1
+        else:
+            commits[g["git_sha"]] = commits.get(g["git_sha"], 0) + 1
+    if commits:
+        note = f"{what.capitalize()} made at clean commit(s) " + ", ".join(
+            f"{c[:10]} ({n})" for c, n in sorted(commits.items())
+        )
+    else:
+        note = f"No {what.rstrip('s')} made at a clean commit"
+    if unpinned:
+        note += f"; {unpinned} of {len(records)} {what} from a dirty tree or with no commit recorded (not pinned)"
+    return {"commits": commits, "unpinned": unpinned, what: len(records)}, note + "."
+
+
 git_at_start()

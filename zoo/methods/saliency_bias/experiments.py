@@ -22,6 +22,7 @@ from pathlib import Path
 import lightning as L
 
 from zoo.core.data import repo_root, set_seed
+from zoo.core.provenance import cached_runs_provenance, git_at_start
 from zoo.core.results import summarise, write_result
 from zoo.methods.saliency_bias.datamodule import CornerShiftDataModule
 from zoo.methods.saliency_bias.module import SaliencyBiasModule
@@ -138,9 +139,11 @@ def tables(
     seconds: list[float],
     results_dir: Path | None = None,
     val_accuracy: list[dict] | None = None,
+    seeds_note: str = "",
 ) -> list[Path]:
     """Write the four result tables (under ``results_dir``, default ``results/``); returns the paths.
-    ``val_accuracy``: per seed ``{member: accuracy on every test object at the five positions}``, quoted in the notes."""
+    ``val_accuracy``: per seed ``{member: accuracy on every test object at the five positions}``, quoted in the notes.
+    ``seeds_note``: which commits made the cached seeds (:func:`zoo.core.provenance.cached_runs_provenance`)."""
     val = [v for v in val_accuracy or [] if v]
     val_note = (
         (
@@ -162,7 +165,7 @@ def tables(
         "corner placements; pointing_centre = centre placements. States: trained, cascade_half (top half of "
         "layers re-initialised), random (all re-initialised), and both on random-noise inputs."
     )
-    note = OUR_METRIC + note
+    note = OUR_METRIC + note + (" " + seeds_note if seeds_note else "")
     out = []
     grad = [r for r in rows if r["method"] == "gradient"]
     out.append(
@@ -261,21 +264,27 @@ def main(argv: list[str] | None = None) -> None:
     grid = GRIDS[args.grid]
     keep = repo_root() / "runs" / "saliency-bias-experiments" / args.grid
     keep.mkdir(parents=True, exist_ok=True)
-    rows, path_rows, seconds, val = [], [], [], []
+    rows, path_rows, seconds, val, gits = [], [], [], [], []
     for dataset in grid["datasets"]:
         for background in grid["backgrounds"]:
             for seed in args.seeds:
                 f = keep / f"{dataset}_{background}_seed_{seed}.json"
                 if not f.is_file():
                     grids_dir = keep / "grids" if seed == args.seeds[0] else None
-                    f.write_text(json.dumps(run_seed(grid, dataset, background, seed, grids_dir)))
+                    made = run_seed(grid, dataset, background, seed, grids_dir)
+                    made["git"] = git_at_start()  # the code that made this seed (the tables' SHA is this process's)
+                    f.write_text(json.dumps(made))
                 done = json.loads(f.read_text())
+                gits.append(done.get("git"))
                 rows += done["rows"]
                 path_rows += done["path_rows"]
                 seconds.append(done["seconds"])
                 val.append(done.get("val_accuracy"))
                 print(f"{dataset}/{background} seed {seed}: {done['seconds'] / 60:.1f} min", flush=True)
-    for p in tables(rows, path_rows, args.grid, seconds, val_accuracy=val):
+    seed_git, seed_note = cached_runs_provenance(gits, "seeds")
+    if seed_git["unpinned"]:
+        print(f"warning: {seed_note}", flush=True)
+    for p in tables(rows, path_rows, args.grid, seconds, val_accuracy=val, seeds_note=seed_note):
         print(p)
 
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from zoo.core.data import repo_root
-from zoo.core.provenance import git_at_start
+from zoo.core.provenance import cached_runs_provenance, git_at_start
 
 VARIANTS = {  # name -> (critic, consolidation)
     "sf-multi": ("sf", "multi"),
@@ -72,26 +72,10 @@ def run_one(env: str, variant: str, seed: int, steps: int, overrides: list[str] 
 
 
 def runs_provenance(runs: list[dict]) -> tuple[dict, str]:
-    """The commits the cached ``runs`` were made at, and a sentence for the table's notes.
-
-    ``drift.json``'s provenance is that of the ``--write`` process, which only aggregates; this records what code
-    trained each run. A run without a ``git`` record (cached before it was kept) or from a dirty tree is counted
-    as such, so a table mixing them says so.
-    """
-    commits: dict[str, int] = {}
-    unpinned = 0
-    for r in runs:
-        g = r.get("git") or {}
-        if not g.get("git_sha") or g.get("dirty") is not False:
-            unpinned += 1
-        else:
-            commits[g["git_sha"]] = commits.get(g["git_sha"], 0) + 1
-    note = "Runs made at clean commit(s) " + ", ".join(f"{c[:10]} ({n})" for c, n in sorted(commits.items()))
-    if not commits:
-        note = "No run made at a clean commit"
-    if unpinned:
-        note += f"; {unpinned} of {len(runs)} runs from a dirty tree or with no commit recorded (not pinned)"
-    return {"commits": commits, "unpinned": unpinned, "runs": len(runs)}, note + "."
+    """The commits the cached ``runs`` were made at, and a sentence for the table's notes
+    (:func:`zoo.core.provenance.cached_runs_provenance`): ``drift.json``'s own provenance is that of the ``--write``
+    process, which only aggregates."""
+    return cached_runs_provenance([r.get("git") for r in runs])
 
 
 def fit_direct(module, dm) -> None:
