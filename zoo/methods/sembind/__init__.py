@@ -15,7 +15,7 @@ STATUS = (
     "not at this scale: at a measured FPR of 0.005–0.013 (threshold from 1,000 held-out unmarked images), "
     "reprompt forgery is accepted on three plain watermarks (FAR 0.56–0.83 with the provider's model); "
     "SemBind r=1 stops it (FAR ≤ 0.08) but clean TPR falls to 0.02–0.27 because the masker's codes are "
-    "unstable on held-out prompts; verification speed ratio 1.10 of plain Tree-Ring"
+    "unstable on held-out prompts; verification speed ratio 0.97 of plain Tree-Ring"
 )
 EXAMPLE = {"recipe": "sembind", "predict": ["a red truck"]}
 BAD_ROW = {
