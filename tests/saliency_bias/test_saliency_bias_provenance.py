@@ -8,7 +8,7 @@ A = {"git_sha": "a" * 40, "dirty": False}
 
 
 def test_saliency_bias_tables_name_the_seeds_commits(tmp_path):
-    from zoo.methods.saliency_bias.experiments import tables
+    from zoo.methods.saliency_bias.experiments import OUR_METRIC, tables
 
     row = {
         "dataset": "digits",
@@ -39,3 +39,4 @@ def test_saliency_bias_tables_name_the_seeds_commits(tmp_path):
     for p in out:
         notes = json.loads(p.read_text())["notes"]
         assert notes.endswith("Seeds made at clean commit(s) aaaaaaaaaa (1).")
+        assert notes.startswith(OUR_METRIC), p  # what the code writes, not only the committed files

@@ -165,7 +165,7 @@ def tables(
         "corner placements; pointing_centre = centre placements. States: trained, cascade_half (top half of "
         "layers re-initialised), random (all re-initialised), and both on random-noise inputs."
     )
-    note = OUR_METRIC + note + (" " + seeds_note if seeds_note else "")
+    note = note + (" " + seeds_note if seeds_note else "")
     out = []
     grad = [r for r in rows if r["method"] == "gradient"]
     out.append(
@@ -174,7 +174,7 @@ def tables(
             "csi-by-architecture",
             grad,
             summary=summarise(grad, METRICS, by=["dataset", "background", "model", "state"]),
-            notes="Gradient maps. " + note,
+            notes=OUR_METRIC + "Gradient maps. " + note,
             paper="not public (claims only: CNN maps are centre-biased already at random init and for random inputs; "
             "ViTs and MLPs are not)",
             packages=["captum"],
@@ -188,7 +188,7 @@ def tables(
             "csi-by-saliency-method",
             two,
             summary=summarise(two, METRICS, by=["dataset", "model", "method", "state"]),
-            notes="Every saliency method. " + note,
+            notes=OUR_METRIC + "Every saliency method. " + note,
             paper="not public",
             packages=["captum"],
             results_dir=results_dir,
@@ -203,7 +203,8 @@ def tables(
             summary=summarise(
                 sim, ["spearman_vs_trained", "ssim_vs_trained"], by=["dataset", "model", "method", "state"]
             ),
-            notes="Adebayo et al. (2018) similarity between the trained model's maps and its randomised version's "
+            notes=OUR_METRIC
+            + "Adebayo et al. (2018) similarity between the trained model's maps and its randomised version's "
             "(Spearman of |S|, SSIM of max-normalised |S|) on the real canvases. " + note,
             paper="not public; Adebayo et al. 2018: Guided Backprop stays similar after randomisation, Gradient does not",
             packages=["captum"],
@@ -216,7 +217,8 @@ def tables(
             "path-counts",
             path_rows,
             summary=summarise(path_rows, ["pearson", "ratio_theory", "ratio_measured"], by=["dataset", "model"]),
-            notes="Theoretical path-count map of each VGG (ours, notes §2) vs the mean squared Gradient map of the "
+            notes=OUR_METRIC
+            + "Theoretical path-count map of each VGG (ours, notes §2) vs the mean squared Gradient map of the "
             "randomly initialised model on random inputs: Pearson correlation of the two maps, and the mean of "
             "the four 8x8 corners over the central 8x8 (1 = flat). " + note,
             paper="not public (mechanism claim: zero padding and receptive-field growth make the centre bias; circular "
