@@ -15,7 +15,7 @@ STATUS = (
     "absent with circular padding / ViT / MLP, matched by path counts; training pulls Grad-CAM onto the "
     "object for every VGG (3-seed MNIST grid, BatchNorm VGGs) but the unpadded VGG keeps its centre pull "
     "under Gradient, and only there is trained-vs-random similarity high (Spearman 0.75); saliency loop "
-    "0.96-1.05x captum"
+    "0.98-1.02x captum"
 )
 EXAMPLE = {"recipe": "saliency-bias", "predict": ["data/cifar10-subset/example_test_0.png"]}
 BAD_ROW = (
