@@ -27,9 +27,9 @@ from zoo.core.results import write_result
 from zoo.methods.watchlog import detection as E
 from zoo.methods.watchlog import protocol as P
 from zoo.methods.watchlog.datamodule import WindowDataset
+from zoo.methods.watchlog.event_images import value_bins
 from zoo.methods.watchlog.metrics import classification_metrics
 from zoo.methods.watchlog.module import WatchLogModule
-from zoo.methods.watchlog.render import value_bins
 
 MODELS = {
     "WatchLog (ViT + pixel-wise temporal adapter, patch 8x16)": "watchlog",

@@ -8,8 +8,8 @@ from zoo.core.data import repo_root
 from zoo.methods.desi.baselines import gfr
 from zoo.methods.desi.datamodule import HMD, load_hmd2013
 from zoo.methods.desi.index import SingleIndex, angle_degrees, fit_index
-from zoo.methods.desi.sim import simulate
 from zoo.methods.desi.spaces import Space
+from zoo.methods.desi.synthetic import simulate
 
 
 def gfr_fold_errors() -> np.ndarray:

@@ -8,7 +8,7 @@ import pytest
 
 from zoo.core.data import DataError
 from zoo.data.waterbirds import read_metadata, read_waterbirds
-from zoo.methods.ltc.build_data import build, composite, feathered_disc, write
+from zoo.methods.ltc.waterbirds_cifar import build, composite, feathered_disc, write
 
 X_SHA256 = "dfcf8e29387eb964a838a0b28b33418edf5c51a760751d3702f5bf059ecce8cc"
 ALL_SHA256 = "855dd61b9462b3636122877af35a1aaa546dae0c9134cb558142051998cf63aa"

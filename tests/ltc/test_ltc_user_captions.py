@@ -17,7 +17,7 @@ TINY = ["recipe=ltc.yaml", "overlay=tiny/ltc.yaml", "export.formats=[package]"]
 def folders(tmp_path_factory):
     """``mine/``: 120 images of the built split, each training caption prefixed with words outside the shipped
     vocabulary; ``nocap/``: the same images, metadata.csv without the caption column."""
-    from zoo.methods.ltc.build_data import build, write
+    from zoo.methods.ltc.waterbirds_cifar import build, write
 
     d = build()
     root = tmp_path_factory.mktemp("ltc-user")

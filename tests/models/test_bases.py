@@ -198,8 +198,8 @@ def test_predict_eval_lora_train_export_and_release_over_a_base(stand_in, monkey
         main(
             [
                 "train",
-                "recipe=smollm2-chat.yaml",
-                "overlay=tiny/smollm2-chat.yaml",
+                "recipe=zoo-lm-smollm2-chat.yaml",
+                "overlay=tiny/zoo-lm-smollm2-chat.yaml",
                 f"model.arch={SMOL}",
                 "data.max_length=48",
                 "export.formats=[package,hf]",
@@ -208,7 +208,7 @@ def test_predict_eval_lora_train_export_and_release_over_a_base(stand_in, monkey
         )
         == 0
     )
-    run = tmp_path / "smollm2-chat-tiny" / "version_0"  # a tiny overlay names its run <name>-tiny
+    run = tmp_path / "zoo-lm-smollm2-chat-tiny" / "version_0"  # a tiny overlay names its run <name>-tiny
     module, _ = load_module(str(run))
     package = run / "export" / "package"
     stored = load_file(str(package / "model.safetensors"))
@@ -233,7 +233,7 @@ def test_predict_eval_lora_train_export_and_release_over_a_base(stand_in, monkey
 #: LLM recipes and the key naming their causal LM; each trains its tiny overlay with the base id put there.
 LLM_RECIPES = [
     ("shapo.yaml", "model.arch"),
-    ("dpo.yaml", "model.arch"),
+    ("shapo-dpo.yaml", "model.arch"),
     ("shapo-cost-model.yaml", "model.arch"),
     ("rlcracker.yaml", "model.arch"),
     ("pooled-reps.yaml", "model.arch"),

@@ -89,6 +89,37 @@ def test_method_package_declares_its_facts(name):
     )
 
 
+# one file vocabulary (issue 43): the name a file of a method must not have -> the name it has instead
+OLD_NAMES = {
+    "render.py": "plots.py (figures)",
+    "artifacts.py": "plots.py (figures)",
+    "evaluate.py": "evaluation.py",
+    "nets.py": "networks.py",
+    "model.py": "networks.py",
+    "sim.py": "synthetic.py (generated data)",
+    "simulation.py": "synthetic.py (generated data)",
+    "world.py": "synthetic.py (generated data)",
+    "build_data.py": "a name for the data it builds, or synthetic.py where it is generated",
+}
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_method_files_use_the_one_vocabulary(name):
+    pkg = package_dir(name)
+    wrong = {f.name: OLD_NAMES[f.name] for f in pkg.glob("*.py") if f.name in OLD_NAMES}
+    assert not wrong, f"{name}: rename in {pkg.relative_to(ROOT)}: " + "; ".join(
+        f"{a} -> {b}" for a, b in wrong.items()
+    )
+
+
+def test_the_vocabulary_check_refuses_an_old_name(tmp_path, monkeypatch):
+    (tmp_path / "render.py").write_text("")
+    monkeypatch.setattr(f"{__name__}.package_dir", lambda name: tmp_path)
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path.parent)
+    with pytest.raises(AssertionError, match=r"render.py -> plots.py"):
+        test_method_files_use_the_one_vocabulary("any")
+
+
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_registered_datamodule_is_reached_from_datamodule_py(name):
     """``datamodule.py`` defines the method's datamodule or re-exports the shared one it registers."""

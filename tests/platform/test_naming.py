@@ -71,3 +71,14 @@ def test_user_data_reaches_config_card_and_manifest(tmp_path, zoo_home):
 
     data = read_manifest()["st-tgexplainer.mine"]["data"]
     assert data[0]["file"] == "my-graph.csv" and data[0]["rows"] == 300
+
+
+def test_every_recipe_is_named_for_its_method():
+    """A recipe's file name (and so its run name) starts with the registered method it trains (issue 43): a user
+    browsing recipes/ or runs/ sees whose it is; ``dpo.yaml`` is ``shapo-dpo.yaml``. Iterates the registry."""
+    from zoo.methods import METHODS
+
+    recipes = [p for p in sorted(Path("recipes").rglob("*.yaml")) if not p.name.startswith("_")]
+    assert len(recipes) > len(METHODS)
+    unprefixed = [str(p) for p in recipes if not any(p.stem == m or p.stem.startswith(f"{m}-") for m in METHODS)]
+    assert not unprefixed, f"name these for their method ({', '.join(sorted(METHODS))}): {unprefixed}"

@@ -31,7 +31,7 @@ EXPECTED = {
         and 0 <= m["val/kl_ref"] < 1e-3
         and _near(m["train/eps_norm"], 0.05, 1e-5)
     ),
-    "dpo.yaml": lambda m: (
+    "shapo-dpo.yaml": lambda m: (
         abs(m["val/margin"]) < 0.01 and _near(m["val/loss"], LN2, 0.01) and 0 <= m["val/kl_ref"] < 1e-3
     ),
     "shapo-cost-model.yaml": lambda m: _near(m["val/loss"], LN2, 0.01) and abs(m["val/cost_gap"]) < 0.01,

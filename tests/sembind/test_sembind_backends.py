@@ -9,7 +9,7 @@ from transformers import Dinov2Config, Dinov2Model
 
 from zoo.methods.sembind.backends import Dinov2Encoder, LatentCaptionDiffusion
 from zoo.methods.sembind.datamodule import CaptionDataModule
-from zoo.methods.sembind.evaluate import evaluate_seed
+from zoo.methods.sembind.evaluation import evaluate_seed
 from zoo.methods.sembind.masker import SemanticMasker
 from zoo.methods.sembind.module import load_stage
 from zoo.methods.sembind.pipeline import DEMO_KEYS

@@ -81,7 +81,7 @@ def test_cost_model_lora_over_the_base_trains_and_packages_only_adapters_and_hea
         assert torch.equal(again.score(ids, torch.ones_like(ids)), module.score(ids, torch.ones_like(ids)))
 
 
-@pytest.mark.parametrize("recipe", ["shapo-smollm2.yaml", "dpo-smollm2.yaml"])
+@pytest.mark.parametrize("recipe", ["shapo-smollm2.yaml", "shapo-dpo-smollm2.yaml"])
 def test_shapo_and_dpo_over_the_base_reference_is_the_adapter_disabled_policy(recipe, base, cost_run, tmp_path, caplog):
     from zoo.core.build import load_module
 

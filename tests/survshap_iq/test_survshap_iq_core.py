@@ -8,8 +8,8 @@ from zoo.methods.survshap_iq.decomposition import all_coalitions, classify_compo
 from zoo.methods.survshap_iq.experiments import disjoint_split
 from zoo.methods.survshap_iq.explain import survshap_iq, survshap_iq_separate
 from zoo.methods.survshap_iq.metrics import centring_gap, local_accuracy
-from zoo.methods.survshap_iq.simulation import asymmetry_scenario, scenario, symmetric_background
 from zoo.methods.survshap_iq.survival_models import ClosedFormModel, SksurvModel
+from zoo.methods.survshap_iq.synthetic import asymmetry_scenario, scenario, symmetric_background
 
 TIMES = np.linspace(1.0, 69.0, 11)
 BG = symmetric_background(64, seed=0)

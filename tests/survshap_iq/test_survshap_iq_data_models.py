@@ -7,9 +7,9 @@ import torch
 from zoo.core.data import DataError
 from zoo.methods.survshap_iq.datamodule import SurvivalDataModule, read_survival_csv
 from zoo.methods.survshap_iq.metrics import c_index
-from zoo.methods.survshap_iq.nets import breslow, cox_loss, cox_survival, deephit_loss, deephit_survival
-from zoo.methods.survshap_iq.simulation import scenario
+from zoo.methods.survshap_iq.networks import breslow, cox_loss, cox_survival, deephit_loss, deephit_survival
 from zoo.methods.survshap_iq.survival_models import SksurvModel, grid_hazard, step_at
+from zoo.methods.survshap_iq.synthetic import scenario
 
 
 @pytest.mark.parametrize(

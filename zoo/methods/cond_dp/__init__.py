@@ -9,8 +9,8 @@ WHAT = (
     "DP-SGD, RR-on-Bins, Laplace and sufficient-statistics baselines"
 )
 RECIPES = (
-    "`cond-dp.yaml` (SF commuting flows), `cond-dp-linear.yaml`, `cond-dp-diabetes.yaml`, `dp-sgd.yaml`, "
-    "`rr-bins.yaml`, `paper/cond-dp-criteo.yaml`"
+    "`cond-dp.yaml` (SF commuting flows), `cond-dp-linear.yaml`, `cond-dp-diabetes.yaml`, `cond-dp-dp-sgd.yaml`, "
+    "`cond-dp-rr-bins.yaml`, `paper/cond-dp-criteo.yaml`"
 )
 WEIGHTS = "`cond-dp.commuting-sf-eps1`"
 STATUS = (

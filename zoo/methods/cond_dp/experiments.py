@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.part:
         return
     path = write(done, chosen, a.grid)
-    from zoo.methods.cond_dp.render import render_all
+    from zoo.methods.cond_dp.plots import render_all
 
     print(f"wrote {path} and {', '.join(str(f) for f in render_all(path))}")
 

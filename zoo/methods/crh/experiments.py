@@ -311,7 +311,7 @@ def sweep(args) -> None:
 
 
 def _plots(lines: list[dict], pts: list[dict], out: Path, prefix: str = "correlation") -> None:
-    from zoo.methods.crh.render import label_fractions, steerability_scatter
+    from zoo.methods.crh.plots import label_fractions, steerability_scatter
 
     for m in ("steerability", "soft_steerability"):
         kept = [p for p in pts if not p["excluded"] and p[m] is not None]
@@ -335,7 +335,7 @@ def _plots(lines: list[dict], pts: list[dict], out: Path, prefix: str = "correla
 def figures(args) -> None:
     """PNGs into ``results/crh/figures`` from the jsonl lines: steerability scatters, label fractions, and the
     cylinder view of one concept (its difference vectors recomputed; test questions coloured by outcome)."""
-    from zoo.methods.crh.render import cylinder_view
+    from zoo.methods.crh.plots import cylinder_view
     from zoo.models.causal_lm import load_causal_lm
 
     out = Path("results/crh/figures")

@@ -22,8 +22,8 @@ from zoo.methods.crh.analysis import implication_tests, sin_cos
 from zoo.methods.crh.datamodule import CRHPairsDataModule
 from zoo.methods.crh.geometry import DIRECTIONS
 from zoo.methods.crh.pipeline import Settings, run_all
+from zoo.methods.crh.plots import cylinder_view, label_fractions, steerability_scatter
 from zoo.methods.crh.predict import predict_record, predict_text
-from zoo.methods.crh.render import cylinder_view, label_fractions, steerability_scatter
 
 _BUFFERS = ("directions", "concept_ids", "meta_json")
 MEASURES = ("steerability", "soft_steerability", "judge_steerability")  # the paper's label slope; ours: keyword-

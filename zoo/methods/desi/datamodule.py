@@ -9,7 +9,7 @@ Datasets (``data.dataset``):
   20–110) on 5 standardised covariates; ``fold`` (0–29) picks the FSI paper's held-out 10 countries.
 * ``GDPsatis`` / ``lifeExpGdp`` / ``election`` (real, robCompositions): 6-part compositions on 1–2 covariates
   (counts normalised to shares); ``holdout`` picks one row to leave out (leave-one-out), or a seeded split.
-* ``sim`` (GENERATED, ``zoo.methods.desi.sim``): ``space``, ``n``, ``p``, ``seed``.
+* ``sim`` (GENERATED, ``zoo.methods.desi.synthetic``): ``space``, ``n``, ``p``, ``seed``.
 * a user's file via ``path=`` (``dataset`` ignored), CSV or ``.npz``:
 
   - CSV with a header. Columns starting ``y_`` are the response (in column order), every other column except
@@ -40,8 +40,8 @@ from torch.utils.data import DataLoader
 
 from zoo.core.constraints import NonNegativeInt, OneOf, OpenUnit, PositiveInt, Range
 from zoo.core.data import DataError, read_csv_rows, repo_root, seeded_split
-from zoo.methods.desi.sim import simulate
 from zoo.methods.desi.spaces import SPACES, Space, quantiles_from_pmf
+from zoo.methods.desi.synthetic import simulate
 
 HMD = "data/mortality-distributions"
 COMPOSITIONS = {

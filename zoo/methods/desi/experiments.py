@@ -25,8 +25,8 @@ from zoo.core.results import summarise, write_result
 from zoo.methods.desi.baselines import BASELINES
 from zoo.methods.desi.datamodule import COMPOSITIONS, HMD, FrechetDataModule, load_composition, load_hmd2013
 from zoo.methods.desi.index import SingleIndex, direction_error, fit_index
-from zoo.methods.desi.sim import simulate
 from zoo.methods.desi.spaces import Space
+from zoo.methods.desi.synthetic import simulate
 
 FSI_PAPER = {
     "FSI mean MSPE": "6.42 (Ghosal, Meiring & Petersen 2023, Table 3)",
@@ -238,7 +238,7 @@ def run_sim(
         summary=summarise(rows, ["mspe", "direction_error"], by=["space", "n", "p", "method"], seed_key="rep"),
         paper="abstract only (arXiv 2606.06957): no numbers readable; designs are ours after E2M's",
         notes=(
-            f"GENERATED data (zoo.methods.desi.sim): X ~ N(0, I_p), beta with 3 non-zeros, non-linear "
+            f"GENERATED data (zoo.methods.desi.synthetic): X ~ N(0, I_p), beta with 3 non-zeros, non-linear "
             f"link. MSPE = mean d² between the prediction and the TRUE conditional Fréchet mean on "
             f"{n_test} fresh inputs; direction_error = min(|b̂ − b|, |b̂ + b|). {reps} replications "
             f"(the issue asks 10; reduced to fit the shared 2-core machine). DeSI epochs {epochs}. "

@@ -22,7 +22,7 @@ from zoo.core.prediction import tsv
 from zoo.core.registry import register_method
 from zoo.methods.desi.datamodule import FrechetDataModule
 from zoo.methods.desi.index import SingleIndex, fit_index
-from zoo.methods.desi.render import plot_along_index, plot_heldout, plot_importance
+from zoo.methods.desi.plots import plot_along_index, plot_heldout, plot_importance
 from zoo.methods.desi.spaces import Space
 
 _SIZED = ("X_ref", "Z_ref", "x_mean", "x_sd", "meta_json", "g_ref")

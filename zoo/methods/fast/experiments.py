@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> None:
 
         return (studies.peer if args.peer else studies.gap if args.gap else studies.compare)(args)
     from zoo.cli import compose_and_validate
-    from zoo.methods.fast.render import plot_all
+    from zoo.methods.fast.plots import plot_all
 
     recipe = compose_and_validate(recipe_overrides(args) + list(args.set))
     layer = args.layer if args.layer is not None else int(recipe["model"]["layer"])

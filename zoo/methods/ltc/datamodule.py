@@ -5,7 +5,7 @@ Input schema (``data.path``, a folder): ``metadata.csv`` with columns ``img_file
 ``caption``), images at ``<folder>/<img_filename>``; ``split`` 0 = train/pretrain, 1 = val, 2 = test;
 ``y``, ``place`` in {0, 1}; group ``g = 2 y + place`` (see :mod:`zoo.data.waterbirds`). Real Waterbirds
 (``waterbird_complete95_forest2water2``) reads as is. ``path: null`` (default) reads our ``waterbirds-cifar`` split,
-first written by :mod:`zoo.methods.ltc.build_data` into ``runs/data/waterbirds-cifar-r<rate>-s<data_seed>`` when
+first written by :mod:`zoo.methods.ltc.waterbirds_cifar` into ``runs/data/waterbirds-cifar-r<rate>-s<data_seed>`` when
 that folder has no ``metadata.csv``. Bad rows, missing images and a
 group absent from val fail in ``setup()`` (``DataError`` naming file, line and column), before any training.
 
@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Dataset
 from zoo.core.constraints import NonNegativeInt, PositiveInt, Probability
 from zoo.core.data import DataError, repo_root
 from zoo.data.waterbirds import GroupImageSet, read_waterbirds
-from zoo.methods.ltc.build_data import ensure
+from zoo.methods.ltc.waterbirds_cifar import ensure
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)  # open_clip.constants.OPENAI_DATASET_MEAN
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)

@@ -22,9 +22,9 @@ from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
-from zoo.methods.ltc import render
+from zoo.methods.ltc import plots
 from zoo.methods.ltc.datamodule import WaterbirdsDataModule, normalise
-from zoo.methods.ltc.evaluate import decompose_set, located_summary, run_pipeline, text_state
+from zoo.methods.ltc.evaluation import decompose_set, located_summary, run_pipeline, text_state
 from zoo.methods.ltc.locate import correct, logits
 from zoo.methods.ltc.metrics import wg_avg_gap
 from zoo.methods.ltc.prompts import PROMPT_SETS, caption_texts
@@ -244,8 +244,8 @@ class LTCModule(ZooModule):
         out.mkdir(parents=True, exist_ok=True)
         (out / "rows.json").write_text(json.dumps(rows, indent=1))
         (out / "table.md").write_text(render_table(rows))
-        render.group_grid(out / "groups.png", dm.test_set.x, dm.test_set.group)
-        render.head_map(out / "head_map.png", loc.f_wrong, loc.f_right, loc.spurious, loc.salient)
+        plots.group_grid(out / "groups.png", dm.test_set.x, dm.test_set.group)
+        plots.head_map(out / "head_map.png", loc.f_wrong, loc.f_right, loc.spurious, loc.salient)
         lens = torch.einsum("nlhd,dc->nlhc", val.heads, self.class_emb.cpu())
         gap = lens[..., 1] - lens[..., 0]  # head's vote for vehicle over animal
         scores = {
@@ -254,7 +254,7 @@ class LTCModule(ZooModule):
             for (l, h) in heads
             for s in (1, -1)
         }
-        render.top_images(out / "top_images.png", dm.val_set.x, scores)
+        plots.top_images(out / "top_images.png", dm.val_set.x, scores)
 
     @torch.no_grad()
     def evaluate(self, dm: WaterbirdsDataModule) -> dict[str, float]:
@@ -338,7 +338,7 @@ class LTCModule(ZooModule):
                 }
             )
             if out_dir:
-                png = render.predict_panel(
+                png = plots.predict_panel(
                     Path(out_dir) / f"ltc_{Path(path).stem}.png",
                     raw[0],
                     shares,

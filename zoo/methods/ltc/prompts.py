@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zoo.methods.ltc.build_data import ANIMALS, PLACE_WORDS, TEMPLATES, VEHICLES
+from zoo.methods.ltc.waterbirds_cifar import ANIMALS, PLACE_WORDS, TEMPLATES, VEHICLES
 
 
 @dataclass(frozen=True)

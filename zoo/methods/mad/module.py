@@ -38,7 +38,7 @@ from zoo.core.registry import register_method
 from zoo.core.results import render_table
 from zoo.methods.mad.datamodule import BackdoorDataModule, convert_images
 from zoo.methods.mad.detect import BASELINES, run_detection
-from zoo.methods.mad.render import plot_extremes
+from zoo.methods.mad.plots import plot_extremes
 from zoo.methods.mad.scores import SCORES
 from zoo.models.vision import build_vision_model
 

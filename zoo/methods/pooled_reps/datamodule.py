@@ -6,7 +6,7 @@ Domains (``sources``):
     ``alpaca-seen``     Alpaca records 0-999 (zoo-lm.chat's SFT targets: the "seen" contrast).
     ``hh-eval``         HH-RLHF harmless ``preference_eval`` of ``data/hh-rlhf-harmless/split.json`` (301 pairs; the one
                         pair whose chosen reply is empty is dropped: 300): prompt turns -> chosen.
-    ``world``           the generated scene world (:mod:`zoo.methods.pooled_reps.world`), labelled generated.
+    ``world``           the generated scene world (:mod:`zoo.methods.pooled_reps.synthetic`), labelled generated.
     ``user``            ``path``: the user's JSON lines.
 
 User schema (one object per line, other keys ignored):
@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader
 from zoo.core.constraints import NonEmpty, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, read_jsonl, repo_root
 from zoo.data.preference import DEFAULT_PAIRS, DEFAULT_SPLIT, hh_to_messages, read_pairs
-from zoo.methods.pooled_reps.world import world_items
+from zoo.methods.pooled_reps.synthetic import world_items
 
 ALPACA = "data/alpaca-subset/alpaca_5000.json"
 HELDOUT = range(4517, 5000)

@@ -33,7 +33,7 @@ from zoo.methods.pooled_reps.datamodule import PromptReferenceDataModule
 from zoo.methods.pooled_reps.measure import measure_domain
 from zoo.methods.pooled_reps.pipeline import concat, generate_batch, reference_spaces
 from zoo.methods.pooled_reps.plots import write_plots
-from zoo.methods.pooled_reps.world import answer_accuracy
+from zoo.methods.pooled_reps.synthetic import answer_accuracy
 
 DOMAINS = ("alpaca-heldout", "hh-eval", "alpaca-seen", "world")
 KEY_READOUTS = (
@@ -62,7 +62,7 @@ def _world_model(model, tokenizer, cache: Path, steps: int, tag: str):
     """The LM + the world LoRA (r 16), merged; fitted once and cached as ``<tag>world-merged-<steps>``."""
     from safetensors.torch import load_file, save_file
 
-    from zoo.methods.pooled_reps.world import fit_lora, world_chats
+    from zoo.methods.pooled_reps.synthetic import fit_lora, world_chats
 
     path = cache / f"{tag}world-merged-{steps}.safetensors"
     if path.is_file():

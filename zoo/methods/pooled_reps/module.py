@@ -141,7 +141,7 @@ class PooledRepsModule(ZooModule):
             return
         from safetensors.torch import save_file
 
-        from zoo.methods.pooled_reps.world import fit_lora, world_chats
+        from zoo.methods.pooled_reps.synthetic import fit_lora, world_chats
 
         def log(step, loss):
             print(f"pooled-reps world LoRA step {step}: loss {loss:.3f}", flush=True)

@@ -121,7 +121,7 @@ def reference_spaces(
     items: list[dict], spaces: list[str], tfidf_dim: int = 128, encoder: str | None = None
 ) -> dict[str, torch.Tensor]:
     """The reference spaces of one domain's items: ``{name: [n, d]}`` (the world gets ``onehot`` only)."""
-    from zoo.methods.pooled_reps.world import one_hot
+    from zoo.methods.pooled_reps.synthetic import one_hot
 
     if "latent" in items[0]:
         return {"onehot": one_hot([it["latent"] for it in items])}

@@ -24,8 +24,8 @@ from zoo.methods.praxis.enumerate import count_trees, count_within_mult, feature
 from zoo.methods.praxis.kernel import available as kernel_available
 from zoo.methods.praxis.kernel import warm_up
 from zoo.methods.praxis.measure import measure
+from zoo.methods.praxis.plots import plot_importance, plot_size_vs_eps, plot_tree, size_vs_eps, tree_text
 from zoo.methods.praxis.rashomon import fit_rashomon
-from zoo.methods.praxis.render import plot_importance, plot_size_vs_eps, plot_tree, size_vs_eps, tree_text
 from zoo.methods.praxis.rid import rashomon_importance, variable_groups
 
 RECIPES = [

@@ -22,9 +22,9 @@ from zoo.methods.praxis.datamodule import BinaryCSVDataModule
 from zoo.methods.praxis.encoding import decode_tree, encode_trees, predict_encoded
 from zoo.methods.praxis.enumerate import count_trees, feature_usage, histogram, iter_trees
 from zoo.methods.praxis.measure import measure
+from zoo.methods.praxis.plots import plot_importance, plot_size_vs_eps, plot_tree, size_vs_eps, tree_text
 from zoo.methods.praxis.predict import as_json, predict_files, report
 from zoo.methods.praxis.rashomon import fit_rashomon
-from zoo.methods.praxis.render import plot_importance, plot_size_vs_eps, plot_tree, size_vs_eps, tree_text
 from zoo.methods.praxis.rid import rashomon_importance, variable_groups
 
 _BUFFERS = ("tree_feature", "tree_value", "tree_objective", "hist_objective", "hist_count", "meta_json")

@@ -22,7 +22,7 @@ from zoo.core.data import repo_root
 from zoo.core.results import summarise, write_result
 from zoo.methods.pulse.baselines import calibrate_cusum, cusum, peeking_z_test
 from zoo.methods.pulse.monitor import feature_test
-from zoo.methods.pulse.render import plot_trends, plot_wealth
+from zoo.methods.pulse.plots import plot_trends, plot_wealth
 from zoo.methods.pulse.replay import EMOTIONAL, alarm_rows, trend_rows
 from zoo.methods.pulse.sequential import run_tests
 from zoo.methods.pulse.series import PAPER_WINDOW, RELEASES, read_series

@@ -32,7 +32,7 @@ from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
 from zoo.methods.pulse.datamodule import STAGES, PulseDataModule
 from zoo.methods.pulse.naming import daily_series, name_features
-from zoo.methods.pulse.render import plot_trends, plot_wealth
+from zoo.methods.pulse.plots import plot_trends, plot_wealth
 from zoo.methods.pulse.replay import EMOTIONAL, alarm_rows, trend_rows
 from zoo.methods.pulse.sae import TopKSAE
 

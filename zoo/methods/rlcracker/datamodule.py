@@ -5,7 +5,7 @@ Inputs (UTF-8):
 - ``path`` / ``val_path`` / ``test_path`` (stage ``grpo``; the user's own data goes here): JSON lines, one object
   per line with ``question`` (the instruction the text answers; non-empty string) and ``watermarked`` (the text to
   rewrite; non-empty string of at most ``max_text_tokens`` tokens). Other keys are ignored. The shipped files are
-  ``data/rlcracker/<watermark>_{train,val,test_short}.jsonl`` (made by ``python -m zoo.methods.rlcracker.build_data``).
+  ``data/rlcracker/<watermark>_{train,val,test_short}.jsonl`` (made by ``python -m zoo.methods.rlcracker.watermarked_answers``).
   ``test_path`` may be ``null`` (no held-out report at the end of training).
 - ``alpaca_path`` (stage ``copy``): the Alpaca JSON list ``[{"instruction", "input", "output"}]``; records
   ``< copy_records`` with an output of 1..``max_text_tokens`` tokens become conversations "rewrite prompt around

@@ -28,9 +28,9 @@ from zoo.core.registry import register_method
 from zoo.core.results import render_table
 from zoo.methods.saliency_bias.canvas import CORNERS, POSITIONS, corner_shift_set
 from zoo.methods.saliency_bias.datamodule import CornerShiftDataModule
-from zoo.methods.saliency_bias.evaluate import benchmark_model, path_count_comparison
+from zoo.methods.saliency_bias.evaluation import benchmark_model, path_count_comparison
 from zoo.methods.saliency_bias.metrics import csi_centroid, csi_distance_corrected, object_mass, pointing_game
-from zoo.methods.saliency_bias.render import plot_grid
+from zoo.methods.saliency_bias.plots import plot_grid
 from zoo.methods.saliency_bias.saliency import METHODS, saliency_maps
 from zoo.models.vision import build_vision_model
 

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     import zoo
     from zoo.core.hub import load_package
     from zoo.methods.sembind.datamodule import CaptionDataModule
-    from zoo.methods.sembind.evaluate import evaluate_seed
+    from zoo.methods.sembind.evaluation import evaluate_seed
     from zoo.methods.sembind.pipeline import load_keys
 
     module = zoo.load(args.masker).eval()
@@ -88,7 +88,7 @@ def _write(rows: list[dict], masker: str) -> None:
         notes=_notes(rows, seeds),
         extra={"seeds": seeds, "grid": GRID, "masker": masker},
     )
-    from zoo.methods.sembind.render import r_curve
+    from zoo.methods.sembind.plots import r_curve
 
     figures = repo_root() / "results" / "sembind" / "figures"
     figures.mkdir(parents=True, exist_ok=True)

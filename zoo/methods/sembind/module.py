@@ -140,7 +140,7 @@ def build_network(stage: str, generator_kwargs: dict | None, encoder_width: int)
 
 def eval_metrics(result: dict) -> dict[str, float]:
     """``eval/<scheme>/<defense>[r]/<attack>[/<attacker>]/{tpr,far}`` of the first seed of an evaluation result
-    (:func:`zoo.methods.sembind.evaluate.evaluate`), the keys the masker fit logs and ``zoo eval`` re-measures."""
+    (:func:`zoo.methods.sembind.evaluation.evaluate`), the keys the masker fit logs and ``zoo eval`` re-measures."""
     out = {}
     for row in result["rows"]:
         if row["seed"] == result["seeds"][0]:
@@ -254,7 +254,7 @@ class SemBindModule(ZooModule):
         return self._networks
 
     def _run_masker(self, dm: CaptionDataModule, out: Path) -> None:
-        from zoo.methods.sembind.evaluate import evaluate
+        from zoo.methods.sembind.evaluation import evaluate
         from zoo.methods.sembind.pipeline import load_keys, train_masker_on_generations
 
         nets = self.networks()
@@ -280,7 +280,7 @@ class SemBindModule(ZooModule):
         ``val/loss`` comes from ``trainer.validate``)."""
         if self.hparams.stage != "masker":
             return None
-        from zoo.methods.sembind.evaluate import evaluate
+        from zoo.methods.sembind.evaluation import evaluate
         from zoo.methods.sembind.pipeline import load_keys
 
         self.masker.eval()

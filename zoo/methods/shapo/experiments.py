@@ -21,7 +21,7 @@ from pathlib import Path
 
 from zoo.core.results import summarise, write_result
 
-RECIPES = {"dpo": "dpo.yaml", "shapo-token": "shapo.yaml", "shapo-reward": "shapo-reward.yaml"}
+RECIPES = {"dpo": "shapo-dpo.yaml", "shapo-token": "shapo.yaml", "shapo-reward": "shapo-reward.yaml"}
 METRICS = (
     "val/accuracy",
     "val/margin",
@@ -73,7 +73,7 @@ def evaluate_start(overrides: list[str]) -> dict:
     from zoo.cli import compose_and_validate
     from zoo.core.build import build_datamodule, build_module
 
-    cfg = compose_and_validate(["recipe=dpo.yaml", *overrides])
+    cfg = compose_and_validate(["recipe=shapo-dpo.yaml", *overrides])
     t0 = time.time()
     trainer = L.Trainer(
         accelerator="cpu",

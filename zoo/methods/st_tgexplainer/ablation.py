@@ -36,7 +36,7 @@ from zoo.core.results import summarise, write_result
 from zoo.methods.st_tgexplainer.experiments import OUT, fidelity_curves, fit
 from zoo.methods.st_tgexplainer.explain import gradient_importance
 from zoo.methods.st_tgexplainer.metrics import acc_auc
-from zoo.methods.st_tgexplainer.model import pos_neg_inputs
+from zoo.methods.st_tgexplainer.networks import pos_neg_inputs
 
 CMD = "python -m zoo.methods.st_tgexplainer.ablation"
 RAW = OUT / "ablation-raw"

@@ -35,7 +35,7 @@ from zoo.core.results import summarise, write_result
 from zoo.methods.st_tgexplainer import tgn
 from zoo.methods.st_tgexplainer.explain import fidelity_agreement, gradient_importance, random_importance
 from zoo.methods.st_tgexplainer.metrics import acc_auc
-from zoo.methods.st_tgexplainer.model import pos_neg_inputs
+from zoo.methods.st_tgexplainer.networks import pos_neg_inputs
 
 OUT = repo_root() / "results" / "st-tgexplainer"
 CMD = "python -m zoo.methods.st_tgexplainer.experiments"

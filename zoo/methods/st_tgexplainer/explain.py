@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from .metrics import top_fraction_keep
-from .model import STTGExplainerNet
+from .networks import STTGExplainerNet
 
 
 @torch.no_grad()

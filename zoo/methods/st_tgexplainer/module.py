@@ -22,7 +22,7 @@ from .datamodule import TemporalLinkDataModule, resolve_path
 from .explain import explanation_records, fidelity_agreement, plot_explanation
 from .losses import bernoulli_kl, discriminator_loss, permute_within_groups, r_schedule, redundancy_loss
 from .metrics import acc_auc, link_metrics, reciprocal_ranks, stability_agreement
-from .model import STTGExplainerNet, negative_logits, pos_neg_inputs
+from .networks import STTGExplainerNet, negative_logits, pos_neg_inputs
 
 _log = logging.getLogger("zoo")
 FIDELITY_LEVELS = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3]

@@ -8,7 +8,7 @@ Sources (``dataset=``), all read without a download:
   days; the ``chapter`` column is the cause of death, recorded after the outcome, so it is dropped, and rows without
   ``creatinine`` are dropped), ``aids`` (ACTG 320, 1 151, 11, days, endpoint AIDS diagnosis or death) and
   ``breast-cancer`` (GSE7390, 198 patients, 76 genes + 4 clinical, days to distant metastasis).
-- ``simulation-<k>`` (k = 1..10): GENERATED data from the paper's scenario k (``simulation.py``), n rows.
+- ``simulation-<k>`` (k = 1..10): GENERATED data from the paper's scenario k (``synthetic.py``), n rows.
 - a user's CSV via ``path=`` (then ``dataset`` is ignored).
 
 Preprocessing: a categorical column becomes one feature holding its category code (binary ``no``/``yes`` -> 0/1,
@@ -160,7 +160,7 @@ class SurvivalDataModule(L.LightningDataModule):
             X, t, e, names = read_survival_csv(path, time, event, features)
             self.source = str(path)
         elif dataset.startswith("simulation-"):
-            from zoo.methods.survshap_iq.simulation import scenario
+            from zoo.methods.survshap_iq.synthetic import scenario
 
             self.scenario = int(dataset.split("-", 1)[1])
             X, t, e = scenario(self.scenario).sample(int(n), seed)

@@ -26,8 +26,8 @@ from zoo.methods.survshap_iq.metrics import (
     integrated_brier_score,
     local_accuracy,
 )
-from zoo.methods.survshap_iq.simulation import asymmetry_scenario, scenario, symmetric_background
 from zoo.methods.survshap_iq.survival_models import ClosedFormModel, SksurvModel
+from zoo.methods.survshap_iq.synthetic import asymmetry_scenario, scenario, symmetric_background
 
 METHOD = "survshap-iq"
 TIMES = np.linspace(1.0, 69.0, 41)  # the authors explain 41 evenly spaced times
@@ -339,7 +339,7 @@ def main(argv=None) -> None:
                 "Theorem 3.2": "exact partition recovery for linear / purely additive G",
                 "Theorem 3.3": "downward propagation to subsets of Z, none upward",
             },
-            notes="GENERATED data (simulation.py): n = 1000 per scenario and seed (models fitted on all of "
+            notes="GENERATED data (synthetic.py): n = 1000 per scenario and seed (models fitted on all of "
             "them), 25 explained rows, a background of 50 other rows, 41 times in [1, 69], exact "
             "k-SII order 2 on S(t|x). la_{max,mean}_* = max / mean over t of the authors' LA(t); "
             "marginal: imputation over the 50 rows; baseline: their mean row. la_minus_gap: largest "

@@ -20,11 +20,11 @@ from zoo.core.constraints import Fraction, Keys, NonEmpty, NonNegativeInt, Posit
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
-from zoo.methods.survshap_iq import artifacts as art
+from zoo.methods.survshap_iq import plots as art
 from zoo.methods.survshap_iq.datamodule import SurvivalDataModule
 from zoo.methods.survshap_iq.decomposition import survfd
 from zoo.methods.survshap_iq.metrics import c_index, evaluation_times, integrated_brier_score
-from zoo.methods.survshap_iq.nets import breslow, cox_loss, cox_survival, deephit_loss, deephit_survival, mlp
+from zoo.methods.survshap_iq.networks import breslow, cox_loss, cox_survival, deephit_loss, deephit_survival, mlp
 from zoo.methods.survshap_iq.survival_models import SurvivalInterface
 
 _SIZED = ("x_mean", "x_scale", "background", "explain_times", "bh_times", "bh_cumhaz", "cuts")

@@ -92,7 +92,7 @@ def jr_round(
             }
         )
         if figures and algorithm in ("eca", "gc"):
-            from zoo.methods.trsp.render import plot_map
+            from zoo.methods.trsp.plots import plot_map
 
             plot_map(
                 inst,
@@ -102,7 +102,7 @@ def jr_round(
                 f"JR {rows[-1]['jr_factor']:.3f}, mean {rows[-1]['mean_cost']:.0f} min",
             )
     if figures:
-        from zoo.methods.trsp.render import plot_cost_cdfs
+        from zoo.methods.trsp.plots import plot_cost_cdfs
 
         plot_cost_cdfs(
             costs,
@@ -192,7 +192,7 @@ def finish() -> None:
     """Write results/trsp/jr.json and core.json (and the JR-vs-lambda figure) from the stored rows (each only when
     it has rows)."""
     from zoo.core.results import summarise, write_result
-    from zoo.methods.trsp.render import plot_jr_vs_lambda
+    from zoo.methods.trsp.plots import plot_jr_vs_lambda
 
     jr, core = _read(JR_STORE), _read("core")
 

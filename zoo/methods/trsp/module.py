@@ -24,7 +24,7 @@ from zoo.methods.trsp.costs import Instance, best_routes, from_points, pair_cost
 from zoo.methods.trsp.datamodule import TrSPDataModule
 from zoo.methods.trsp.instances import read_lonlat_csv
 from zoo.methods.trsp.placement import ALGORITHMS, place
-from zoo.methods.trsp.render import plot_map
+from zoo.methods.trsp.plots import plot_map
 
 _BUFFERS = ("stops", "stop_lonlat", "meta_json")
 

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Dataset, WeightedRandomSampler
 
 from zoo.core.constraints import Fraction, NonNegativeInt, PositiveInt, Probability
 from zoo.core.data import DataError, repo_root
-from zoo.methods.watchlog.render import RESERVED_KEYS, SYSMON_LAYOUT, EventRenderer, normalise_value
+from zoo.methods.watchlog.event_images import RESERVED_KEYS, SYSMON_LAYOUT, EventRenderer, normalise_value
 from zoo.methods.watchlog.windows import (
     BENIGN,
     EventLog,

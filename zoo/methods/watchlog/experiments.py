@@ -27,7 +27,7 @@ from zoo.methods.watchlog.protocol import TOKEN_LEN, data_overrides, datamodule
 
 def run_figures(overrides: dict | None = None) -> None:
     """Save example frames (one event of each of six types) and a malicious 16-event clip under docs/img/watchlog/."""
-    from zoo.methods.watchlog.render import save_frames_png
+    from zoo.methods.watchlog.event_images import save_frames_png
     from zoo.methods.watchlog.windows import describe_event
 
     dm = datamodule(**(overrides or {}))

@@ -21,7 +21,7 @@ from zoo.core.data import DataError
 from zoo.methods.watchlog import techniques as tq
 from zoo.methods.watchlog.datamodule import WindowDataset
 from zoo.methods.watchlog.decoder import greedy_generate, parse_explanation
-from zoo.methods.watchlog.render import save_frames_png
+from zoo.methods.watchlog.event_images import save_frames_png
 from zoo.methods.watchlog.windows import describe_event, load_event_log, make_windows
 
 TECHNIQUE_BUFFERS = ("technique_prototypes", "technique_names", "technique_tau")

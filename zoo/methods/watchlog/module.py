@@ -23,9 +23,9 @@ from zoo.methods.watchlog.baselines import TokenEncoder
 from zoo.methods.watchlog.datamodule import WatchLogDataModule, WindowDataset
 from zoo.methods.watchlog.decoder import Projector, PromptBuilder, teacher_forced_loss
 from zoo.methods.watchlog.encoders import DetectionHead, FrameEncoder
+from zoo.methods.watchlog.event_images import SYSMON_LAYOUT, EventRenderer
 from zoo.methods.watchlog.inference import TECHNIQUE_BUFFERS, Inference
 from zoo.methods.watchlog.metrics import best_f1_threshold, classification_metrics
-from zoo.methods.watchlog.render import SYSMON_LAYOUT, EventRenderer
 
 _log = logging.getLogger("zoo")
 STAGES = ("pretrain", "align", "sft", "detect")

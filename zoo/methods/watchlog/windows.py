@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.core.data import DataError, read_csv_rows, read_jsonl, seeded_split
-from zoo.methods.watchlog.render import RESERVED_KEYS, normalise_value
+from zoo.methods.watchlog.event_images import RESERVED_KEYS, normalise_value
 
 BENIGN = "none"
 

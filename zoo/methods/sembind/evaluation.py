@@ -188,7 +188,7 @@ def evaluate(masker, nets: dict, dm, keys: dict, settings: dict | None, out=None
         rows += res["rows"]
         first = first or res
     if out is not None:
-        from zoo.methods.sembind.render import write_pngs
+        from zoo.methods.sembind.plots import write_pngs
 
         write_pngs(out, first, rows, nets["generator"], keys, cfg)
     thresholds = {}

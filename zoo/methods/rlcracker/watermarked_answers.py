@@ -1,6 +1,6 @@
 """Make data/rlcracker/: zoo-lm.chat answers to real instructions under each watermark (generated; seeded).
 
-    python -m zoo.methods.rlcracker.build_data [--out data/rlcracker] [--test-short 200 --test-long 100]
+    python -m zoo.methods.rlcracker.watermarked_answers [--out data/rlcracker] [--test-short 200 --test-long 100]
 
 * train (100) and val (20) questions: Alpaca records 4,517-4,999 (zoo-lm never trained on them), a seeded draw;
   answers ≤ 96 new tokens. Each row also carries the Alpaca ``reference`` output (a human-written negative).
@@ -135,7 +135,7 @@ def source_md(files: dict[str, str], n_train, n_val, n_short, n_long, seed) -> s
     table = "\n".join(f"| {name} | `{sha}` |" for name, sha in sorted(files.items()))
     return f"""# rlcracker — watermarked and unmarked zoo-lm.chat answers (GENERATED, not human text)
 
-Made by `python -m zoo.methods.rlcracker.build_data --train {n_train} --val {n_val} --test-short {n_short} \
+Made by `python -m zoo.methods.rlcracker.watermarked_answers --train {n_train} --val {n_val} --test-short {n_short} \
 --test-long {n_long} --seed {seed}` (one CPU thread; a rerun reproduces the sha256 below).
 
 - Questions: train/val from Alpaca records 4,517-4,999 of `data/alpaca-subset/alpaca_5000.json` (never a zoo-lm

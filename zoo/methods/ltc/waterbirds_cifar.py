@@ -15,7 +15,7 @@ Recipe (issue 19, built exactly):
   which ones is seeded); in ``val`` and ``test`` exactly half of each class is on each place;
 - captions (pretrain): one of 8 class templates, 30 % (seeded) ending "in front of a temple" / "in front of flowers".
 
-``python -m zoo.methods.ltc.build_data --out DIR`` writes ``DIR/images/<split>/<index>_<class>.png`` and
+``python -m zoo.methods.ltc.waterbirds_cifar --out DIR`` writes ``DIR/images/<split>/<index>_<class>.png`` and
 ``DIR/metadata.csv`` (``img_filename,y,place,split,caption``), readable by :func:`zoo.data.waterbirds.read_waterbirds`.
 """
 

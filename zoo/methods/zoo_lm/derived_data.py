@@ -1,4 +1,4 @@
-"""Build zoo-lm's derived data files from the shipped copies (deterministic; ``python -m zoo.methods.zoo_lm.build_data``).
+"""Build zoo-lm's derived data files from the shipped copies (deterministic; ``python -m zoo.methods.zoo_lm.derived_data``).
 
 Writes, relative to the repository root:
 

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from zoo.methods.st_tgexplainer.model import (
+from zoo.methods.st_tgexplainer.networks import (
     MixerBlock,
     STTGExplainerNet,
     TimeEncoder,

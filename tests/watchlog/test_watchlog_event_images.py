@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from zoo.methods.watchlog.render import SYSMON_LAYOUT, EventRenderer, normalise_value, value_bins
+from zoo.methods.watchlog.event_images import SYSMON_LAYOUT, EventRenderer, normalise_value, value_bins
 
 EVENT = {
     "event_id": 10,

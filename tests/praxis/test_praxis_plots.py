@@ -5,9 +5,9 @@ from praxis_brute import random_data
 
 from zoo.methods.praxis.enumerate import count_trees, objective
 from zoo.methods.praxis.peers import praxis_paths_to_canonical, recall, treefarms_source_to_tree, within_bound
+from zoo.methods.praxis.plots import plot_size_vs_eps, plot_tree, size_vs_eps, tree_text
 from zoo.methods.praxis.problem import make_problem
 from zoo.methods.praxis.rashomon import fit_rashomon
-from zoo.methods.praxis.render import plot_size_vs_eps, plot_tree, size_vs_eps, tree_text
 
 
 def test_tree_text_by_hand():
