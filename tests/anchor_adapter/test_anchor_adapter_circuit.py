@@ -151,3 +151,42 @@ def test_transformer_lens_cache_matches_our_hooks(policy, tmp_path):
     for name in ("resid_mid", "attn_out", "mlp_out", "resid_post"):
         for layer, h in enumerate(ours[name]):
             assert torch.allclose(cache[f"blocks.{layer}.hook_{name}"][:, -1], h, atol=1e-5), (name, layer)
+
+
+def test_neuron_score_overlap_is_normalised_per_prompt_by_its_answer_tokens():
+    """By hand: 2 prompts, 3 neurons. Neuron top tokens {5, 6}, {7, 8}, {5, 9}; answers {5} and {6, 7}.
+    Overlaps: prompt 0 -> 1/1, 0/1, 1/1; prompt 1 -> 1/2, 1/2, 0/2. Keys |k| = [1, 2, 3] and [4, 0.5, 1] (signs dropped).
+    Scores: prompt 0 -> 1·11, 2·1, 3·11 = 11, 2, 33; prompt 1 -> 4·6, 0.5·6, 1·1 = 24, 3, 1; mean 17.5, 2.5, 17."""
+    keys = torch.tensor([[1.0, -2.0, 3.0], [4.0, 0.5, -1.0]])
+    top = torch.tensor([[5, 6], [7, 8], [5, 9]])
+    answers = [torch.tensor([5]), torch.tensor([6, 7, 7])]  # a repeated answer token counts once
+    assert steering.overlap_scores(keys, top, answers).tolist() == pytest.approx([17.5, 2.5, 17.0])
+    # the former pooled score (overlap over the union of answers / 10 top tokens, mean |k|) ranks neuron 2 above 0
+    pooled = torch.isin(top, torch.tensor([5, 6, 7])).float().sum(-1) / 10
+    assert (keys.abs().mean(0) * (1 + 10 * pooled)).tolist() == pytest.approx([2.5 * 3, 1.25 * 2, 2.0 * 2])
+    with pytest.raises(ValueError, match="no tokens"):
+        steering.overlap_scores(keys, top, [torch.tensor([5]), torch.tensor([], dtype=torch.long)])
+
+
+def test_neuron_scores_equal_per_item_forwards(policy):
+    """neuron_scores on a padded batch = the mean of the authors' single-prompt score, each prompt run alone."""
+    model, tok = policy
+    layer = 1
+    _, norm, head = decoder(model)
+    down = decoder(model)[0][layer].mlp.down_proj
+    d_ff = down.in_features
+    with torch.no_grad():
+        top = head(norm(down(torch.eye(d_ff)))).topk(10, -1).indices.tolist()
+        want = torch.zeros(d_ff)
+        keys = []
+        h = down.register_forward_pre_hook(lambda m, a: keys.append(a[0][0, -1].abs()))
+        for it in ITEMS:  # each prompt alone: no padding
+            model(input_ids=answer_batch(tok, [it], "cpu")[0])
+        h.remove()
+        for it, k in zip(ITEMS, keys):
+            answer = set(tok.encode(str(it["answer"]), add_special_tokens=False))
+            for j in range(d_ff):
+                overlap = len(set(top[j]) & answer) / len(answer)
+                want[j] += k[j] * (1 + 10 * overlap) / len(ITEMS)
+        got = steering.neuron_scores(model, tok, ITEMS, layer)
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-6)

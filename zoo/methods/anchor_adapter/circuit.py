@@ -11,8 +11,9 @@ decoder block ``l``; ``attn`` / ``mlp`` are its ``self_attn`` / ``mlp`` outputs 
 * **jsd**: Jensen-Shannon divergence at the answer position between the after model and the after model with one
   MLP sub-matrix (gate, up, down) of one layer reset to before-RL (ours: the reset replaces the paper's swaps).
 * **resets**: accuracy with every projection of one layer reset to before-RL.
-* **key scaling**: ``k(x)`` = input of ``down_proj``; neuron score ``|k_j| (1 + 10 overlap_j)`` with overlap the
-  share of answer tokens among the top-10 tokens of ``softmax(W_U norm(v_j))``; the ``top_k`` neurons' keys scaled
+* **key scaling**: ``k(x)`` = input of ``down_proj``; neuron score ``|k_j| (1 + 10 overlap_j)`` per prompt, overlap
+  = the prompt's answer tokens among the top-10 tokens of ``softmax(W_U norm(v_j))`` over its number of answer tokens
+  (the authors'), averaged over prompts (``steering.overlap_scores``); the ``top_k`` neurons' keys scaled
   by ``s`` during generation. Controls: random neurons of the same layer, top neurons of another layer.
 
 With 4 layers a layer is 25% of depth: localisation is coarse.

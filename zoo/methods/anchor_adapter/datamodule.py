@@ -2,7 +2,8 @@
 stages, or a user's own problems.
 
 * ``stage: midtrain`` - batches of tokenised mid-training lines ``Question: a + b - c = ?\\nAnswer: <reply><eos>``
-  (``corpus: contaminated`` with benchmark B's leaked half planted ``leak_repeats`` times, or ``clean``, the control).
+  (the fed model's tokenizer and EOS; ``corpus: contaminated`` with benchmark B's leaked half planted
+  ``leak_repeats`` times, or ``clean``, the control).
 * ``stage: grpo`` - batches of ``prompts_per_step`` GRPO prompt items ``{"question", "answer"}`` drawn with
   replacement from fresh items disjoint from B and the mid-training set (seeded by ``seed``).
 
@@ -188,11 +189,21 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         self.sets["midtrain"] = texts + planted
         rng.shuffle(self.sets["midtrain"])
 
-    def _collate_lines(self, texts: list[str]) -> dict:
-        if self.tokenizer is None:
+    def _resolve_tokenizer(self):
+        """The tokenizer of the model this datamodule feeds (``AnchorAdapterModule.tokenizer``: the base's own, e.g.
+        SmolLM2's for ``model.base=smollm2-135m-instruct``); the shipped zoo-lm tokenizer when no model is attached."""
+        trainer = getattr(self, "trainer", None)
+        module = getattr(trainer, "lightning_module", None) if trainer is not None else None
+        tok = getattr(module, "tokenizer", None)
+        if tok is None:
             from zoo.models.causal_lm import load_tokenizer
 
-            self.tokenizer = load_tokenizer()
+            tok = load_tokenizer()
+        return tok
+
+    def _collate_lines(self, texts: list[str]) -> dict:
+        if self.tokenizer is None:
+            self.tokenizer = self._resolve_tokenizer()
         tok = self.tokenizer
         ids = [tok(t).input_ids[: self.max_length - 1] + [tok.eos_token_id] for t in texts]
         T = max(len(s) for s in ids)

@@ -31,30 +31,62 @@ def scaled_keys(down_proj: torch.nn.Module, idx: torch.Tensor, s: float):
         h.remove()
 
 
+def overlap_scores(keys: torch.Tensor, top: torch.Tensor, answers: list[torch.Tensor]) -> torch.Tensor:
+    """The authors' neuron score per prompt, averaged over prompts (``identify_task_relevant_neurons``).
+
+    ``score_j = mean_x |k_j(x)| (1 + 10 overlap_j(x))`` with ``overlap_j(x) = |T_j ∩ A(x)| / |A(x)|``: ``T_j`` the
+    set of neuron ``j``'s top tokens, ``A(x)`` the set of prompt ``x``'s answer tokens. The overlap is normalised per
+    prompt by the number of distinct answer tokens, as the authors do; with one prompt this is their score exactly
+    (they score on the first test case only; several prompts are averaged here, ours).
+
+    Args:
+        keys: ``[N, d_ff]`` key activations ``k(x)`` at the last prompt token of N prompts (sign is dropped).
+        top: ``[d_ff, K]`` token ids of each neuron's top-K vocabulary projection.
+        answers: N 1-D tensors of answer token ids (repeats count once).
+
+    Returns:
+        ``[d_ff]`` float scores.
+
+    Raises:
+        ValueError: ``len(answers) != N`` or an empty answer.
+    """
+    if len(answers) != keys.shape[0]:
+        raise ValueError(f"{len(answers)} answers for {keys.shape[0]} prompts")
+    total = torch.zeros(keys.shape[1], dtype=torch.float32, device=keys.device)
+    for k, ans in zip(keys.abs().float(), answers):
+        ans = torch.unique(ans.to(top.device))
+        if ans.numel() == 0:
+            raise ValueError("an answer with no tokens")
+        # a top-K list holds distinct ids, so the matches count |T_j ∩ A(x)|
+        overlap = torch.isin(top, ans).sum(-1).float() / ans.numel()
+        total += k * (1 + 10 * overlap)
+    return total / keys.shape[0]
+
+
 @torch.no_grad()
 def neuron_scores(model, tok, items, layer: int, top_tokens: int = 10) -> torch.Tensor:
-    """``score_j = mean_x |k_j(x)| (1 + 10 overlap_j)`` at the last prompt token, ``[d_ff]``.
+    """Neuron scores of ``layer`` over ``items`` (:func:`overlap_scores`), ``[d_ff]``.
 
-    ``overlap_j``: share of the top-``top_tokens`` tokens of ``softmax(W_U RMSNorm(v_j))`` that are answer tokens
-    (the first tokens of the items' answers).
+    ``k(x)``: the input of ``down_proj`` at the last prompt token (prompts end in `` \\boxed{``); ``T_j``: the
+    top-``top_tokens`` token ids of ``softmax(W_U RMSNorm(v_j))``, ``v_j = W_down[:, j]`` (ids directly; the authors
+    decode each token and re-encode it, which gives the same id for tokens that round-trip); ``A(x)``: the token ids
+    of the item's answer string alone (the authors' ``tokenizer.encode(str(answer), add_special_tokens=False)``).
     """
     layers, norm, head = decoder(model)
     down = layers[layer].mlp.down_proj
     device = next(model.parameters()).device
-    ids, mask, target = answer_batch(tok, items, device)
+    ids, mask, _ = answer_batch(tok, items, device)
     keys = []
-    h = down.register_forward_pre_hook(lambda m, a: keys.append(a[0][:, -1].abs()))
+    h = down.register_forward_pre_hook(lambda m, a: keys.append(a[0][:, -1]))
     try:
         model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0))
     finally:
         h.remove()
-    k = keys[0].float().mean(0)
-    d_ff = k.numel()
+    d_ff = keys[0].shape[-1]
     values = down(torch.eye(d_ff, device=device, dtype=next(down.parameters()).dtype))  # [d_ff, D]: row j = v_j
     top = head(norm(values)).topk(top_tokens, -1).indices  # [d_ff, top_tokens]
-    answer_tokens = torch.unique(target)
-    overlap = torch.isin(top, answer_tokens).float().mean(-1)
-    return k * (1 + 10 * overlap)
+    answers = [torch.tensor(tok.encode(str(it["answer"]), add_special_tokens=False)) for it in items]
+    return overlap_scores(keys[0], top, answers)
 
 
 def _accuracy(model, tok, items, max_new_tokens) -> float:

@@ -1,0 +1,65 @@
+"""anchor-adapter stage 1 over a pretrained base (recipes/anchor-adapter-midtrain[-clean]-smollm2.yaml).
+
+The tiny stand-in of tests/platform/stand_in_base.py answers to ``smollm2-135m-instruct`` (a byte-level tokenizer,
+BOS ``<|im_start|>``, EOS ``<|im_end|>``): the mid-training lines must be tokenised with the base's tokenizer, not
+the shipped zoo-lm one, and benchmark B is scored before (the bare base) and after.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from stand_in_base import SMOL, install_stand_in  # tests/platform/
+
+from zoo.cli import main
+
+pytest.importorskip("gguf")
+pytest.importorskip("reasoning_gym")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        yield install_stand_in(tmp_path_factory.mktemp("bases"), mp)[0]
+
+
+def test_midtrain_lines_use_the_fed_models_tokenizer(base):
+    from zoo.methods.anchor_adapter.datamodule import AnchorAdapterDataModule
+    from zoo.models.causal_lm import load_tokenizer, tokenizer_for
+
+    line = "Question: 23 + 48 - 17 = ?\nAnswer: \\boxed{54}"
+    own = load_tokenizer(tokenizer_for(SMOL, None))
+    dm = AnchorAdapterDataModule()
+    dm.trainer = SimpleNamespace(lightning_module=SimpleNamespace(tokenizer=own))
+    got = dm._collate_lines([line])["input_ids"][0].tolist()
+    assert got == own(line).input_ids + [own.convert_tokens_to_ids("<|im_end|>")]
+    assert got != load_tokenizer()(line).input_ids + [load_tokenizer().eos_token_id]  # not the zoo-lm tokenizer
+    unattached = AnchorAdapterDataModule()
+    assert unattached._collate_lines([line])["input_ids"][0].tolist()[:-1] == load_tokenizer()(line).input_ids
+
+
+@pytest.mark.parametrize(
+    "recipe", ["anchor-adapter-midtrain-smollm2.yaml", "anchor-adapter-midtrain-clean-smollm2.yaml"]
+)
+def test_stage1_over_the_base_scores_benchmark_b(recipe, base, tmp_path):
+    assert (
+        main(
+            [
+                "train",
+                f"recipe={recipe}",
+                f"overlay=tiny/{recipe}",
+                f"model.base={SMOL}",
+                f"out_dir={tmp_path}",
+                f"data.cache={tmp_path / 'cache'}",
+            ]
+        )
+        == 0
+    )
+    run = next(tmp_path.glob("*/version_0"))
+    ev = json.loads((run / "anchor" / "eval.json").read_text())
+    assert set(ev) == ({"after"} if "clean" in recipe else {"before", "after"})
+    assert 0 <= ev["after"]["acc_leaked"] <= 1 and ev["after"]["ppl_answer"] > 1
+    assert not (run / "export").exists()  # no package of the base's weights
+    assert (run / "checkpoints" / "last.ckpt").is_file()  # what the GRPO stage reads (model.stage1)
