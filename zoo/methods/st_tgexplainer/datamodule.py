@@ -37,9 +37,14 @@ from torch.utils.data import DataLoader
 
 from zoo.core.constraints import Fraction, NonNegativeInt, OpenUnit, PositiveInt, Probability
 from zoo.core.data import repo_root
-
-from .data import RecentNeighborSampler, TemporalGraph, chronological_split, pair_seen_before, read_events
-from .negatives import CollisionCheckedNegatives, HistoricalRandomNegatives, unseen_nodes
+from zoo.methods.st_tgexplainer.data import (
+    RecentNeighborSampler,
+    TemporalGraph,
+    chronological_split,
+    pair_seen_before,
+    read_events,
+)
+from zoo.methods.st_tgexplainer.negatives import CollisionCheckedNegatives, HistoricalRandomNegatives, unseen_nodes
 
 DEFAULT_PATH = "data/temporal-graphs/collegemsg.csv"
 _log = logging.getLogger("zoo")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from .metrics import top_fraction_keep
-from .networks import STTGExplainerNet
+from zoo.methods.st_tgexplainer.metrics import top_fraction_keep
+from zoo.methods.st_tgexplainer.networks import STTGExplainerNet
 
 
 @torch.no_grad()

@@ -16,13 +16,18 @@ from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
 from zoo.core.schema import RecipeError
-
-from .data import RecentNeighborSampler, max_inter_event_gap, read_events
-from .datamodule import TemporalLinkDataModule, resolve_path
-from .explain import explanation_records, fidelity_agreement, plot_explanation
-from .losses import bernoulli_kl, discriminator_loss, permute_within_groups, r_schedule, redundancy_loss
-from .metrics import acc_auc, link_metrics, reciprocal_ranks, stability_agreement
-from .networks import STTGExplainerNet, negative_logits, pos_neg_inputs
+from zoo.methods.st_tgexplainer.data import RecentNeighborSampler, max_inter_event_gap, read_events
+from zoo.methods.st_tgexplainer.datamodule import TemporalLinkDataModule, resolve_path
+from zoo.methods.st_tgexplainer.explain import explanation_records, fidelity_agreement, plot_explanation
+from zoo.methods.st_tgexplainer.losses import (
+    bernoulli_kl,
+    discriminator_loss,
+    permute_within_groups,
+    r_schedule,
+    redundancy_loss,
+)
+from zoo.methods.st_tgexplainer.metrics import acc_auc, link_metrics, reciprocal_ranks, stability_agreement
+from zoo.methods.st_tgexplainer.networks import STTGExplainerNet, negative_logits, pos_neg_inputs
 
 _log = logging.getLogger("zoo")
 FIDELITY_LEVELS = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3]

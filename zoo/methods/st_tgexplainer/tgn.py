@@ -17,8 +17,8 @@ from torch import nn
 from torch_geometric.nn import TransformerConv
 from torch_geometric.nn.models.tgn import IdentityMessage, LastAggregator, LastNeighborLoader, TGNMemory
 
-from .datamodule import TemporalLinkDataModule
-from .metrics import link_metrics, reciprocal_ranks
+from zoo.methods.st_tgexplainer.datamodule import TemporalLinkDataModule
+from zoo.methods.st_tgexplainer.metrics import link_metrics, reciprocal_ranks
 
 
 class GraphAttentionEmbedding(nn.Module):
