@@ -3,7 +3,7 @@ the cached directory, and the greedy answer to the README's question; writes res
 
 One thread (``torch.set_num_threads(1)``); the machine's load before and after is in the provenance. The first use
 runs in a temporary ``$ZOO_CACHE`` so an existing cache is neither used nor touched; the later load is the one
-``zoo predict NAME`` makes (``zoo.core.build.load_module``: the base's recipe, LoRA wrappers included), in a new
+``zoo predict NAME`` makes (``zoo.core.loading.load_module``: the base's recipe, LoRA wrappers included), in a new
 process (imports timed apart).
 
     python benchmarks/bases.py [--bases smollm2-135m-instruct gemma3-270m]
@@ -28,7 +28,7 @@ import json, sys, time
 import torch
 torch.set_num_threads(1)
 t0 = time.perf_counter()
-from zoo.core.build import load_module
+from zoo.core.loading import load_module
 t1 = time.perf_counter()
 module, _ = load_module(sys.argv[1])
 t2 = time.perf_counter()

@@ -1,7 +1,7 @@
 """Platform overhead: the same model on the same batches through ``train.py``'s path and a bare PyTorch loop.
 
 The zoo side composes and validates ``recipes/zoo-lm.yaml`` exactly as ``python train.py`` does and runs
-``zoo.core.build.train`` (run directory, CSV logger, best/last checkpoint callbacks, Lightning loop) with one
+``zoo.core.training.train`` (run directory, CSV logger, best/last checkpoint callbacks, Lightning loop) with one
 extra callback that stamps the time at the start of every training batch. The bare side builds the same
 model, datamodule batches and AdamW, and stamps the time at the start of every step of a plain loop. The
 per-step time is the median interval between consecutive stamps (data loading, forward, backward, optimiser
@@ -59,7 +59,7 @@ def _overrides(arch: str, batch_size: int, max_length: int) -> list[str]:
 def zoo_steps(steps: int, arch: str, batch_size: int, max_length: int, out_dir: str) -> list[float]:
     """Step start times of ``python train.py recipe=zoo-lm.yaml ...`` (validation and exports off)."""
     from zoo.cli import compose_and_validate
-    from zoo.core.build import train
+    from zoo.core.training import train
 
     cfg = compose_and_validate(
         [

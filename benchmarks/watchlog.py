@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ds = dm.splits["test"]
     models = {name: load(setting, args.train_steps) for name, setting in MODELS.items()}
     if args.zoo_weights:  # the shipped SFT model: same encoder, its own detection head
-        from zoo.core.build import load_module
+        from zoo.core.loading import load_module
 
         models[f"zoo weights {args.zoo_weights} (detection head)"] = load_module(args.zoo_weights)[0].eval()
     batches = list(DataLoader(ds, batch_size=args.batch_size))

@@ -45,6 +45,6 @@ def list_pretrained(pattern: str = "*") -> list[str]:
 def load(ref: str):
     """The trained LightningModule behind a zoo id, package folder or run directory (sha256-verified, eval mode), or a
     pretrained base id's module (``zoo.load("smollm2-135m-instruct")``: the base as released, see ``zoo list``)."""
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     return load_module(ref)[0]

@@ -70,7 +70,7 @@ def cmd_train(argv: list[str]) -> Path:
         file=sys.stderr,
         flush=True,
     )
-    from zoo.core.build import train
+    from zoo.core.training import train
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     run_dir = train(cfg)

@@ -31,7 +31,7 @@ def test_predict_pair_and_errors(sf_run, capsys):
 
 
 def test_commuting_model_keeps_no_feature_names(sf_run):
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     assert load_module(str(sf_run), "last")[0].hparams.feature_names is None  # it predicts tract pairs
 
@@ -72,7 +72,7 @@ def test_predict_rows_of_a_csv_model(csv_run, tmp_path, capsys):
     refused before ("this model was trained on 'csv'; predict needs a commuting-od model")."""
     import torch
 
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     rows = tmp_path / "rows.csv"
     rows.write_text("c,note,a,b\n0.5,x,1.0,-2.0\n-1.0,y,0.0,3.0\n")

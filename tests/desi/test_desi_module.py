@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.cli import main
-from zoo.core.build import load_module
+from zoo.core.loading import load_module
 
 
 def test_train_reload_and_predict(tmp_path):

@@ -181,8 +181,8 @@ def test_predict_eval_lora_train_export_and_release_over_a_base(stand_in, monkey
 
     import zoo
     from zoo.core import hub
-    from zoo.core.build import load_module
     from zoo.core.delta import read_base
+    from zoo.core.loading import load_module
 
     val = "data/zoo-lm-chat/val.jsonl"
     small = ["data.max_length=48", "model.generation.max_new_tokens=4"]
@@ -244,7 +244,7 @@ LLM_RECIPES = [
 
 @pytest.mark.parametrize(("recipe", "key"), LLM_RECIPES, ids=[r for r, _ in LLM_RECIPES])
 def test_every_llm_recipe_runs_on_a_base_id(recipe, key, stand_in, tmp_path):
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     layer = {
         "crh.yaml": ["model.layers=[1]", "data.n_questions=40"],  # a random model leaves some replies blank

@@ -35,7 +35,7 @@ def test_release_then_load_verified(trained_run, zoo_home):
     assert entry["license"].startswith("CC-BY-4.0") and entry["method"] == "digits-mlp"
     assert zoo.list_pretrained() == ["digits-mlp.test"]
     model = zoo.load("digits-mlp.test")
-    ref, _ = __import__("zoo.core.build", fromlist=["load_module"]).load_module(str(trained_run))
+    ref, _ = __import__("zoo.core.loading", fromlist=["load_module"]).load_module(str(trained_run))
     x = torch.rand(3, 64)
     assert torch.equal(model(x), ref(x))
     card = (zoo_home / "digits-mlp.test" / "README.md").read_text()
@@ -112,7 +112,7 @@ def test_init_from_adapts_declared_head_only(trained_run, tmp_path, caplog):
 
 
 def test_export_round_trips(trained_run, tmp_path):
-    module, cfg = __import__("zoo.core.build", fromlist=["load_module"]).load_module(str(trained_run))
+    module, cfg = __import__("zoo.core.loading", fromlist=["load_module"]).load_module(str(trained_run))
     written = export_module(module, cfg, ["package", "onnx", "torch_export"], tmp_path)
     _, state = hub.load_package(written["package"])
     assert all(torch.equal(state[k], v) for k, v in module.state_dict().items())

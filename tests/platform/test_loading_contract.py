@@ -103,7 +103,7 @@ def test_resume_refuses_a_checkpoint_that_does_not_fit(tmp_path):
     doc["state_dict"]["body.0.weight_renamed"] = doc["state_dict"].pop("body.0.weight")
     torch.save(doc, str(ckpt))
     with pytest.raises(hub.HubError, match="2 missing, 1 unexpected") as e:
-        from zoo.core.build import train
+        from zoo.core.training import train
 
         train(compose_and_validate([*args, f"resume={ckpt}", "trainer.max_steps=4"]))
     assert "head.bias" in str(e.value) and "body.0.weight_renamed" in str(e.value)
@@ -132,7 +132,7 @@ def test_case2_own_weights_load_into_their_recipe(tmp_path, caplog):
     assert cfg["model"]["num_nodes"] == 1899 and "adopted model.num_nodes = 1899" in caplog.text
     own = module.state_dict()
     assert all(torch.equal(own[k], v) for k, v in zoo.load("st-tgexplainer.collegemsg").state_dict().items())
-    from zoo.core.build import train
+    from zoo.core.training import train
 
     run_dir = train(cfg)
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
@@ -178,7 +178,7 @@ def test_transfer_to_another_graph_reinitialises_node_embeddings_only(tmp_path, 
 
 def test_transfer_without_init_from_still_refuses_a_wrong_node_count(tmp_path):
     """A recipe that states ``model.num_nodes`` for another graph is a mistake, not a transfer."""
-    from zoo.core.build import train
+    from zoo.core.training import train
 
     cfg = compose_and_validate(
         [

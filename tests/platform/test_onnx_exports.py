@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from zoo.cli import main
-from zoo.core.build import load_module
+from zoo.core.loading import load_module
 
 
 def _lm_batch(module):

@@ -14,7 +14,7 @@ REF = "zoo-lm.chat"
 
 @pytest.fixture(scope="module")
 def lm():
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     return load_module(REF)[0]
 

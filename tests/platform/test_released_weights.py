@@ -41,7 +41,8 @@ def test_comparable_skips_training_keys():
 @pytest.mark.slow
 @pytest.mark.parametrize("zoo_id", sorted(MANIFEST))
 def test_zoo_eval_reproduces_the_manifest_metrics(zoo_id):
-    from zoo.core.build import evaluate, load_module
+    from zoo.core.evaluation import evaluate
+    from zoo.core.loading import load_module
 
     module, cfg = load_module(zoo_id)
     pairs = comparable(MANIFEST[zoo_id].get("metrics") or {}, evaluate(module, cfg))

@@ -20,7 +20,7 @@ from test_method_lifecycle import example
 from test_resume_exact import _same
 
 from zoo.cli import compose_and_validate, main
-from zoo.core import build
+from zoo.core import training
 from zoo.methods import METHODS
 
 
@@ -71,9 +71,9 @@ def test_killed_and_resumed_equals_straight(name, tmp_path, monkeypatch):
     if _last(tmp_path / "straight")["global_step"] == 0:
         pytest.skip("its fit takes no optimiser step: nothing to resume")
     with monkeypatch.context() as m:
-        trainer_of = build.build_trainer
+        trainer_of = training.build_trainer
         m.setattr(
-            build,
+            training,
             "build_trainer",
             lambda cfg, run_dir, callbacks=(), resume_step=None: trainer_of(
                 cfg, run_dir, [*callbacks, kill], resume_step

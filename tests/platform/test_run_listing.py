@@ -11,7 +11,7 @@ from PIL import Image
 
 from zoo.cli import compose_and_validate, main
 from zoo.core import runs
-from zoo.core.build import train
+from zoo.core.training import train
 
 DIGITS = [
     "recipe=tests/platform/recipes/digits.yaml",

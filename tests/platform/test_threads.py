@@ -20,10 +20,10 @@ def test_threads_defaults_to_one_and_bad_values_fail_named():
 
 def test_train_sets_torch_threads_before_building(tmp_path, monkeypatch):
     seen = []
-    import zoo.core.build as build
+    import zoo.core.training as training
 
-    real = build.build_module
-    monkeypatch.setattr(build, "build_module", lambda cfg: seen.append(torch.get_num_threads()) or real(cfg))
+    real = training.build_module
+    monkeypatch.setattr(training, "build_module", lambda cfg: seen.append(torch.get_num_threads()) or real(cfg))
     before = torch.get_num_threads()
     try:
         assert (

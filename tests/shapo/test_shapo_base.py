@@ -63,8 +63,8 @@ def test_cost_model_lora_over_the_base_trains_and_packages_only_adapters_and_hea
     from safetensors.torch import load_file
 
     import zoo
-    from zoo.core.build import load_module
     from zoo.core.delta import read_base
+    from zoo.core.loading import load_module
 
     module, cfg = load_module(str(cost_run))
     assert cfg["model"]["arch"] == SMOL and module.uses_lora and module.tokenizer.bos_token == "<|im_start|>"
@@ -83,7 +83,7 @@ def test_cost_model_lora_over_the_base_trains_and_packages_only_adapters_and_hea
 
 @pytest.mark.parametrize("recipe", ["shapo-smollm2.yaml", "shapo-dpo-smollm2.yaml"])
 def test_shapo_and_dpo_over_the_base_reference_is_the_adapter_disabled_policy(recipe, base, cost_run, tmp_path, caplog):
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     with caplog.at_level(logging.INFO, logger="zoo"):
         assert (

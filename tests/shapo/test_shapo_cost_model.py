@@ -51,7 +51,7 @@ def test_bootstrap_ci_brackets_the_mean_and_collapses_on_constant_scores():
 def test_seed_protocol_trains_selects_and_scores_each_seed_then_reuses_the_cache(tmp_path, monkeypatch):
     import json
 
-    from zoo.core import build
+    from zoo.core import training
     from zoo.methods.shapo_cost_model import experiments
 
     argv = [
@@ -75,5 +75,5 @@ def test_seed_protocol_trains_selects_and_scores_each_seed_then_reuses_the_cache
         assert r["test_pairs"] == 8 and r["test_ci_lo"] <= r["test_accuracy"] <= r["test_ci_hi"]
         assert 0.0 <= r["val_accuracy"] <= 1.0
     assert doc["summary"][0]["test_accuracy"]["n"] == 1
-    monkeypatch.setattr(build, "train", lambda *a, **k: pytest.fail("a finished seed was trained again"))
+    monkeypatch.setattr(training, "train", lambda *a, **k: pytest.fail("a finished seed was trained again"))
     experiments.main(argv)

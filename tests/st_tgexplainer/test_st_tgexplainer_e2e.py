@@ -64,7 +64,7 @@ def test_manual_optimisation_updates_model_and_discriminator_separately(tmp_path
 
 def test_cli_tiny_train_then_predict(tmp_path):
     from zoo.cli import main
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     assert (
         main(
@@ -89,7 +89,7 @@ def test_cli_tiny_train_then_predict(tmp_path):
 
 
 def test_released_weights_predict_with_stability_split(tmp_path):
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     module, cfg = load_module("st-tgexplainer.collegemsg")  # verifies sha256 against the manifest
     assert cfg["data"]["path"] == "data/temporal-graphs/collegemsg.csv"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from zoo.cli import main
-from zoo.core.build import load_module
+from zoo.core.loading import load_module
 
 
 def test_simulation_recipe_writes_curves_and_predicts(tmp_path, capsys):

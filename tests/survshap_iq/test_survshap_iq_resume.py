@@ -31,7 +31,7 @@ KILL = (
     "import os, signal, sys\n"
     "import lightning as L\n"
     "from zoo.cli import compose_and_validate\n"
-    "from zoo.core.build import train\n"
+    "from zoo.core.training import train\n"
     "def kill(self, trainer, *args):\n"
     "    if trainer.global_step == int(sys.argv[2]):\n"
     "        os.kill(os.getpid(), signal.SIGKILL)\n"

@@ -118,7 +118,7 @@ def test_train_then_predict_routes(tmp_path, capsys):
     walk, best = (float(v) for v in lines[0].split("\t")[1:3])
     assert best <= walk and ("stop" in lines[0]) == (best < walk)
     # a fit that opened no stop (the tiny Autauga run does) routes every trip on foot instead of failing
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     module, _ = load_module(str(run))
     module.stops, module.stop_lonlat = module.stops[:0], module.stop_lonlat[:0]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 
 def cmd_eval(args) -> dict:
-    from zoo.core.build import evaluate, load_module
+    from zoo.core.evaluation import evaluate
+    from zoo.core.loading import load_module
 
     module, cfg = load_module(args.ref, args.which, args.overrides)
     print(
@@ -65,8 +66,8 @@ def _eval_source(ref: str, which: str) -> str:
 
 
 def cmd_export(args) -> None:
-    from zoo.core.build import load_module
     from zoo.core.export import ExportError, export_module, format_not_ready
+    from zoo.core.loading import load_module
 
     supported = _export_formats(args.ref)
     for fmt in (args.formats or "").split(","):  # an unsupported format or a missing extra fails before loading
@@ -106,8 +107,8 @@ def _export_formats(ref: str) -> tuple[str, ...] | None:
 
 
 def cmd_predict(args) -> None:
-    from zoo.core.build import load_module
     from zoo.core.data import DataError
+    from zoo.core.loading import load_module
 
     module, cfg = load_module(args.ref, args.which, args.overrides)
     args.inputs = [_shipped_or_given(x) for x in args.inputs]

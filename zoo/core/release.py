@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from zoo.core import delta, hub
-from zoo.core.build import load_module
+from zoo.core.loading import load_module
 
 
 def release(run_dir: Path, zoo_id: str, which: str = "best", base: str | None = None) -> Path:

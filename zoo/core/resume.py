@@ -1,6 +1,6 @@
 """What a resumed run says: where it continues, that ``init_from`` yields to the checkpoint, or that a finished run
 has nothing to train and how to extend it (:func:`finished`, :func:`nothing_trained`); the checkpoint itself is
-checked by ``zoo.core.build._check_resume``."""
+checked by ``zoo.core.training._check_resume``."""
 
 from __future__ import annotations
 

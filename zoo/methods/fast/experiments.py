@@ -2,7 +2,7 @@
 
 ``python -m zoo.methods.fast.experiments [--recipe R]`` trains, for each pipeline (``fast``, ``bt_pretrain`` = BT(P),
 ``bt_chat`` = BT(F)), SAE (Standard, JumpReLU) and seed, the recipe (``fast-sae.yaml``: zoo-lm.chat;
-``fast-smollm2.yaml``: SmolLM2) through ``zoo.core.build.train`` (equal token budgets, the same LM layer), then
+``fast-smollm2.yaml``: SmolLM2) through ``zoo.core.training.train`` (equal token budgets, the same LM layer), then
 measures on the validation conversations (each alone): log₂ MSE and log₂ MSE_st (eq. 7), L0 (and its fraction of
 the dictionary), explained variance, dead/dense features, Delta loss (*ours*), GSNR at the start and end of training
 (*ours*); ``--quality`` adds the high-quality feature fraction (*ours*, MiniLM). ``--sweep`` first runs a short

@@ -98,7 +98,7 @@ def train_one(
     """Train one SAE through the recipe (plus ``args.set`` and ``extra`` overrides) and measure it; returns its row
     and the probe (module, curves)."""
     from zoo.cli import compose_and_validate
-    from zoo.core.build import train
+    from zoo.core.training import train
 
     sizes = [
         f"data.{k}={v}"

@@ -19,10 +19,10 @@ import statistics
 import time
 from pathlib import Path
 
-from zoo.core.build import train
 from zoo.core.data import repo_root
 from zoo.core.recipe import load_recipe, validate
 from zoo.core.results import summarise, write_result
+from zoo.core.training import train
 
 METHOD = "ltc"
 POST_HOC = ("zero-shot", "roboshot", "ortho-cali", "textspan")  # non-training post-hoc baselines

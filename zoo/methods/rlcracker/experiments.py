@@ -37,7 +37,7 @@ MAX_NEW = {"short": 96, "long": 224}
 
 
 def _load(ref: str):
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     module, _ = load_module(ref)
     module.eval()
@@ -232,7 +232,7 @@ def radius(args) -> None:
 
 
 def _load_ckpt(run: str, ckpt: Path):
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     module, _ = load_module(run, which="last")
     state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]

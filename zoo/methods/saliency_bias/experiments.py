@@ -233,7 +233,7 @@ def tables(
 def card_figure(ref: str, out: Path, obj: int = 3) -> Path:
     """Gradient maps of every member of the zoo weights ``ref`` and of its freshly initialised twin for one test
     object at the five positions (the card's figure); the benchmark set of the recipe the weights were trained with."""
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
     from zoo.methods.saliency_bias.module import build_member
     from zoo.methods.saliency_bias.plots import plot_grid
     from zoo.methods.saliency_bias.saliency import saliency_maps

@@ -218,7 +218,8 @@ def test_prompts(n: int) -> dict[str, list[str]]:
 def run_arm(arm: str, seed: int, flip: float, work: Path, scale: list[str], n_test: int) -> dict:
     """Train one arm (``train.py recipe=shapo-controlled.yaml`` + the arm's and the scale's overrides) and score it."""
     from zoo.cli import compose_and_validate
-    from zoo.core.build import load_module, train
+    from zoo.core.loading import load_module
+    from zoo.core.training import train
     from zoo.models.causal_lm import load_causal_lm
 
     extra = list(ARMS[arm]) + ([f"+model.rdpo_epsilon={flip}"] if arm == "rdpo" and flip > 0 else [])
@@ -267,7 +268,7 @@ def train_cost_model(flip: float, work: Path, scale: list[str]) -> str:
     """A shapo-cost-model trained on the same flipped training pairs (one epoch of 30 batches of 32, lr 3e-4; one
     validation at the end, so no selection on clean pairs); reward-level ShaPO's soft labels come from it, never from the oracle. Cached per flip rate."""
     from zoo.cli import compose_and_validate
-    from zoo.core.build import train
+    from zoo.core.training import train
 
     done = work / f"cost-f{flip}.txt"
     if not done.is_file() and not _claim(done.with_suffix(".lock")):

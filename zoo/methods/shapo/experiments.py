@@ -90,7 +90,7 @@ def evaluate_start(overrides: list[str]) -> dict:
 def run_one(recipe: str, seed: int, flip_rate: float, overrides: list[str], out_dir: Path) -> dict:
     """Train and evaluate one arm in-process; returns the final validation metrics."""
     from zoo.cli import compose_and_validate
-    from zoo.core.build import train
+    from zoo.core.training import train
 
     cfg = compose_and_validate(
         [f"recipe={recipe}", f"seed={seed}", f"data.flip_rate={flip_rate}", f"out_dir={out_dir}", *overrides]
@@ -178,7 +178,8 @@ def sweep_notes(
 def release_table(out: Path) -> Path:
     """results/shapo/release.json: zoo-lm.chat (untrained) and the released shapo.zoo-lm-hh under recipes/shapo.yaml's
     full evaluation (277 preference_eval pairs, 83 red-team + 64 held-out prompts, 48 tokens sampled and greedy)."""
-    from zoo.core.build import evaluate, load_module
+    from zoo.core.evaluation import evaluate
+    from zoo.core.loading import load_module
 
     start = evaluate_start([])
     module, cfg = load_module("shapo.zoo-lm-hh")

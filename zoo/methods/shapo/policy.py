@@ -190,7 +190,7 @@ class PolicyLifecycle:
             for p in ref.parameters():
                 p.requires_grad_(False)
         if self.hparams.cost_model and "cost" not in self._frozen:
-            from zoo.core.build import load_module
+            from zoo.core.loading import load_module
 
             with phase(f"loading model.cost_model {self.hparams.cost_model} (the judge)"):
                 cost, _ = load_module(self.hparams.cost_model)

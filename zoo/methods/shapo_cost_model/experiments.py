@@ -73,8 +73,9 @@ def seed_row(recipe: str, seed: int, work: Path, overrides: list[str]) -> dict:
     if cache.is_file():
         return json.loads(cache.read_text())
     from zoo.cli import compose_and_validate
-    from zoo.core.build import load_module, train
+    from zoo.core.loading import load_module
     from zoo.core.run import find_checkpoint
+    from zoo.core.training import train
 
     t0 = time.time()
     cfg = compose_and_validate(
@@ -132,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
             )
         )
         return
-    from zoo.core.build import evaluate, load_module
+    from zoo.core.evaluation import evaluate
+    from zoo.core.loading import load_module
 
     module, cfg = load_module(args.weights)
     metrics = evaluate(module, cfg)

@@ -323,7 +323,8 @@ def protocol_check(args) -> None:
     Only the evaluation negatives change (``data.mrr_negatives``, ``data.mrr_hist_ratio``, ``data.neg_seed``); the
     inductive metrics use the separate inductive sampler in both rows. Writes ``protocol-<dataset>.json``.
     """
-    from zoo.core.build import evaluate, load_module
+    from zoo.core.evaluation import evaluate
+    from zoo.core.loading import load_module
 
     torch.set_num_threads(args.threads)
     rows, cfg = [], None

@@ -250,7 +250,7 @@ def additive_baseline(seeds=(0, 1, 2), n_points: int = 20) -> list[dict]:
 
 def _net_metrics(recipe: str, dataset: str, seed: int) -> dict:
     from zoo.cli import main
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     with tempfile.TemporaryDirectory() as tmp:
         code = main(

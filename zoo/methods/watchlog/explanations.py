@@ -95,7 +95,7 @@ def run_explanations(ref: str, command: str, data: dict | None = None) -> None:
     Writes ``results/watchlog/explanations.json`` (one row per source, :func:`explanation_scores`) and
     ``explanation-examples.json``.
     """
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
 
     torch.set_num_threads(2)
     module, cfg = load_module(ref)
@@ -192,7 +192,7 @@ def run_recording(ref: str, recording: str, command: str, data: dict | None = No
     Raises:
         ValueError: ``recording`` is not a test recording of the model's data split.
     """
-    from zoo.core.build import load_module
+    from zoo.core.loading import load_module
     from zoo.methods.watchlog.datamodule import WindowDataset
 
     torch.set_num_threads(2)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from zoo.core.build import evaluate, load_module
+from zoo.core.evaluation import evaluate
+from zoo.core.loading import load_module
 from zoo.core.recipe import load_recipe
 from zoo.core.results import write_result
 
