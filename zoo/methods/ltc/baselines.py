@@ -60,7 +60,7 @@ def textspan_heads(heads: torch.Tensor, texts: torch.Tensor, is_place: list[bool
     ]
 
 
-def random_heads(n_heads: int, layers: list[int], H: int, count: int, draws: int, seed: int) -> list[list[Head]]:
+def random_heads(layers: list[int], H: int, count: int, draws: int, seed: int) -> list[list[Head]]:
     """``draws`` sets of ``count`` distinct heads drawn uniformly from ``layers`` (the random-head control)."""
     pool = [(l, h) for l in layers for h in range(H)]
     rng = np.random.default_rng(seed)

@@ -88,7 +88,7 @@ def run_pipeline(
     span_heads = B.textspan_heads(val.heads, ts.span, ts.span_place, late)
     rows.append(_row("textspan", B.ablate_logits(hd, ot, T, span_heads), y_test, g_test, n_heads=len(span_heads)))
     count = max(1, len(loc.spurious))
-    draws = B.random_heads(L * H, late, H, count, random_draws, seed)
+    draws = B.random_heads(late, H, count, random_draws, seed)
     scores = [wg_avg_gap(B.ablate_logits(hd, ot, T, d).argmax(1), y_test, g_test) for d in draws]
     rows.append(
         {

@@ -22,6 +22,7 @@ from zoo.core.data import DataError
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
+from zoo.core.results import render_table
 from zoo.methods.ltc import plots
 from zoo.methods.ltc.datamodule import WaterbirdsDataModule, normalise
 from zoo.methods.ltc.evaluation import decompose_set, located_summary, run_pipeline, text_state
@@ -189,7 +190,7 @@ class LTCModule(ZooModule):
             self._ran = True
             out = self.artifact_dir("ltc")
             rows = self.run_ltc(dm, out)
-            print(render_table(rows))
+            print(table_text(rows))
 
     @torch.no_grad()
     def run_ltc(self, dm: WaterbirdsDataModule, out: Path | None = None, seed: int = 0) -> list[dict]:
@@ -243,7 +244,7 @@ class LTCModule(ZooModule):
     def _artifacts(self, out: Path, rows: list[dict], dm, val, loc) -> None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "rows.json").write_text(json.dumps(rows, indent=1))
-        (out / "table.md").write_text(render_table(rows))
+        (out / "table.md").write_text(table_text(rows))
         plots.group_grid(out / "groups.png", dm.test_set.x, dm.test_set.group)
         plots.head_map(out / "head_map.png", loc.f_wrong, loc.f_right, loc.spurious, loc.salient)
         lens = torch.einsum("nlhd,dc->nlhc", val.heads, self.class_emb.cpu())
@@ -363,11 +364,16 @@ class LTCModule(ZooModule):
         return "\n".join(lines)
 
 
-def render_table(rows: list[dict]) -> str:
-    """A markdown table of the method rows (WG, Avg, Gap in %) and the located heads."""
-    lines = ["| method | WG | Avg | Gap |", "|---|---|---|---|"]
-    lines += [f"| {r['method']} | {r['wg']:.1f} | {r['avg']:.1f} | {r['gap']:.1f} |" for r in rows if "wg" in r]
+def table_text(rows: list[dict]) -> str:
+    """A markdown table of the method rows (WG, Avg, Gap in %, :func:`zoo.core.results.render_table`) and the located
+    heads."""
+    cells = [
+        {"method": r["method"], "WG": f"{r['wg']:.1f}", "Avg": f"{r['avg']:.1f}", "Gap": f"{r['gap']:.1f}"}
+        for r in rows
+        if "wg" in r
+    ]
+    text = render_table(cells, ["method", "WG", "Avg", "Gap"])
     loc = [r for r in rows if r["method"] == "located"]
     if loc:
-        lines.append(f"\nlocated: S = {loc[0]['spurious']}, Y = {loc[0]['salient']}")
-    return "\n".join(lines) + "\n"
+        text += f"\n\nlocated: S = {loc[0]['spurious']}, Y = {loc[0]['salient']}"
+    return text + "\n"

@@ -131,8 +131,8 @@ def construct(
         return node
     lc_rows = left_counts[feats[keep]].tolist()
     rc_rows = right_counts[keep].tolist()
-    for f, pl, pr, lc, rc in zip(feats[keep].tolist(), p_left[keep].tolist(), p_right[keep].tolist(), lc_rows, rc_rows):
-        lnode, rnode = solve_siblings(p, left[f], right[f], pl, pr, depth, budget, cache, majority_leaf_only, (lc, rc))
+    for f, pr, lc, rc in zip(feats[keep].tolist(), p_right[keep].tolist(), lc_rows, rc_rows):
+        lnode, rnode = solve_siblings(p, left[f], right[f], pr, depth, budget, cache, majority_leaf_only, (lc, rc))
         if lnode is None or rnode is None or lnode.min_objective >= INF or rnode.min_objective >= INF:
             continue
         node.splits.append((f, lnode, rnode))
@@ -258,7 +258,6 @@ def solve_siblings(
     p: Problem,
     lmask: np.ndarray,
     rmask: np.ndarray,
-    proxy_left: int,
     proxy_right: int,
     depth: int,
     budget: int,

@@ -17,7 +17,6 @@ import numpy as np
 
 from zoo.methods.praxis.construct import OrNode, rashomon_bound
 
-Tree = "int | tuple[int, Tree, Tree]"
 _SAFE = 1 << 62
 
 

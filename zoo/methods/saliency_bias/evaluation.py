@@ -33,7 +33,6 @@ from zoo.methods.saliency_bias.path_count import corner_centre_ratio, map_correl
 from zoo.methods.saliency_bias.randomise import cascading_randomisation, parameter_layers
 from zoo.methods.saliency_bias.saliency import saliency_maps, supports
 
-STATES = ("trained", "cascade_half", "random", "trained_random_input", "random_random_input")
 CENTRE = POSITIONS.index("centre")
 
 

@@ -75,6 +75,3 @@ def _check(period: float, low: float, high: float) -> None:
         raise ValueError(f"period must be > 0, got {period}")
     if low > high:
         raise ValueError(f"low {low} > high {high}")
-
-
-MODULATORS = {"sine": noisy_sine, "aperiodic": aperiodic_sine, "ou": ou_drift}

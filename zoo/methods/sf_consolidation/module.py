@@ -126,7 +126,6 @@ class SFConsolidationModule(ReportingMixin, ZooModule):
         self.register_buffer("learn_steps", torch.zeros((), dtype=torch.long))
         self.register_buffer("resets_done", torch.zeros((), dtype=torch.long))
         self.history: list[dict] = []
-        self._eval_every = None
 
     # ---- acting -----------------------------------------------------------------------------------------------
     def q_values(self, obs: torch.Tensor, net: nn.Module | None = None) -> torch.Tensor:
