@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from zoo.methods.crh import pretrained
+from zoo.methods.crh import pretrained, pretrained_tables
 from zoo.methods.crh.datamodule import CRHPairsDataModule
 from zoo.methods.crh.instructed import SHORT_DIRECTIVE, directive_text, instructed_pairs, question_pools
 from zoo.methods.crh.judge import answer_ids, judge_scores
@@ -149,7 +149,7 @@ def test_line_points_use_each_judges_own_exclusions():
             [2, 2, 2.0, 2, "a square root", 0.3, 0.7],
         ],
     }
-    pts = pretrained.line_points(line, ["square root"])
+    pts = pretrained_tables.line_points(line, ["square root"])
     assert [p["excluded"] for p in pts["steerability"]] == [True, False]  # LM judge: question 1 positive at step 1
     assert [p["excluded"] for p in pts["keyword_steerability"]] == [True, False]
     assert pts["steerability"][0]["steerability"] == pytest.approx(1.0)  # question 2: 0 -> 1 over steps 1, 2
@@ -169,7 +169,7 @@ def test_driver_end_to_end_on_the_tiny_overlay(tmp_path):
     lines = (tmp_path / "run" / "lines.jsonl").read_text().splitlines()
     assert len(lines) == 3 * 2  # concepts x seeds, layer 1 only
     table = json.loads((tmp_path / "res" / "crh" / "crh-smollm2-tiny-correlation.json").read_text())
-    assert {r["measure"] for r in table["rows"]} <= set(pretrained.MEASURES)
+    assert {r["measure"] for r in table["rows"]} <= set(pretrained_tables.MEASURES)
     assert table["label_counts"]["lm"]["outputs"] == 3 * 2 * 2 * 3  # lines x test questions x lengths
     geo = json.loads((tmp_path / "res" / "crh" / "crh-smollm2-tiny-geometry.json").read_text())
     assert {r["layer"] for r in geo["rows"]} == {0, 1}
