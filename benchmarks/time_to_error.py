@@ -1,10 +1,14 @@
 """Time from start to the error message for a bad recipe, as a ratio to starting Python and importing the two YAML
 libraries a recipe needs (``python -c "import yaml, omegaconf"``, the floor any YAML-reading tool pays).
 
-Cases (each a fresh ``python train.py`` process, as a user runs it): a YAML syntax error in a recipe file, a nested
-typo (``+model.optimizer.lrr=1`` on ``zoo-lm.yaml``) and an out-of-range trainer value (``trainer.devices=0``). Each
-must exit 2; the time is wall-clock to process exit. Repeats are interleaved (peer, then each case) so background
-load hits every side alike; the ratio is of medians. Target: <= 2x.
+Cases (each a fresh process, as a user runs it): for ``python train.py``, a YAML syntax error in a recipe file, a
+nested typo (``+model.optimizer.lrr=1`` on ``zoo-lm.yaml``), an out-of-range trainer value (``trainer.devices=0``),
+the method arguments of issue #42 (``model.epsilon=-1``, ``model.conditioning=reparm`` on ``cond-dp.yaml``) and
+a user's data file (#42): a CSV with a ragged row for praxis, one without cond-dp's label column, a binary CSV for
+survshap-iq; each must exit 2. ``zoo info cond-dp`` must exit 0 (the method's arguments from its table). For ``zoo
+eval zoo-lm.chat`` the time is to its first line on stderr ("loading ..."), after which it is stopped. The time is
+wall-clock to process exit (or that line). Repeats are interleaved (peer, then each case) so background load hits
+every side alike; the ratio is of medians. Target: <= 2x.
 
     nice -n 10 python benchmarks/time_to_error.py [--repeats 5]
 
@@ -36,6 +40,20 @@ def _time(cmd: list[str], want_rc: int) -> float:
     return dt
 
 
+def _time_first_line(cmd: list[str], want: str) -> float:
+    """Seconds until ``cmd`` writes its first stderr line (which must start with ``want``); the process is then
+    stopped."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    dt = time.perf_counter() - t
+    proc.kill()
+    proc.wait()
+    if not line.startswith(want):
+        raise SystemExit(f"{cmd}: first stderr line {line!r}, expected {want!r}...")
+    return dt
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repeats", type=int, default=5)
@@ -43,25 +61,42 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         bad = Path(tmp) / "typo.yaml"
         bad.write_text("base: zoo-lm.yaml\nmodel:\n  optimizer: {lr: 1e-3\n")  # unclosed flow mapping
+        ragged, unlabelled, binary = Path(tmp) / "ragged.csv", Path(tmp) / "unlabelled.csv", Path(tmp) / "binary.csv"
+        ragged.write_text("a,b,y\n1,0,1\n0,1\n")
+        unlabelled.write_text("x1,x2\n1,2\n")
+        binary.write_bytes(b"time,event,x\n" + bytes(range(128, 256)))
         out = f"out_dir={tmp}/runs"
+        train = [sys.executable, "train.py"]
+        zoo = [sys.executable, "-m", "zoo.cli"]
         cases = {
-            "yaml syntax error": [sys.executable, "train.py", f"recipe={bad}", out],
-            "nested typo (+model.optimizer.lrr=1)": [
-                sys.executable,
-                "train.py",
-                "recipe=zoo-lm.yaml",
-                "+model.optimizer.lrr=1",
+            "yaml syntax error": [*train, f"recipe={bad}", out],
+            "nested typo (+model.optimizer.lrr=1)": [*train, "recipe=zoo-lm.yaml", "+model.optimizer.lrr=1", out],
+            "trainer.devices=0": [*train, "recipe=zoo-lm.yaml", "trainer.devices=0", out],
+            "cond-dp model.epsilon=-1": [*train, "recipe=cond-dp.yaml", "model.epsilon=-1", out],
+            "cond-dp model.conditioning=reparm": [*train, "recipe=cond-dp.yaml", "model.conditioning=reparm", out],
+            "praxis data file: ragged row": [*train, "recipe=praxis.yaml", f"data.path={ragged}", "data.label=y", out],
+            "cond-dp data file: no label column": [
+                *train,
+                "recipe=cond-dp.yaml",
+                f"data.path={unlabelled}",
+                "data.label=y",
+                "data.y_min=0",
+                "data.y_max=1",
                 out,
             ],
-            "trainer.devices=0": [sys.executable, "train.py", "recipe=zoo-lm.yaml", "trainer.devices=0", out],
+            "survshap-iq data file: binary CSV": [*train, "recipe=survshap-iq.yaml", f"data.path={binary}", out],
+            "zoo info cond-dp (exit 0)": [*zoo, "info", "cond-dp"],
         }
+        first_line = {"zoo eval zoo-lm.chat: first line": ([*zoo, "eval", "zoo-lm.chat"], "zoo eval: loading")}
         peer = [sys.executable, "-c", "import yaml, omegaconf"]
-        times: dict[str, list[float]] = {"peer": [], **{c: [] for c in cases}}
+        times: dict[str, list[float]] = {"peer": [], **{c: [] for c in [*cases, *first_line]}}
         loads = []
         for _ in range(a.repeats):
             times["peer"].append(_time(peer, 0))
             for case, cmd in cases.items():
-                times[case].append(_time(cmd, 2))
+                times[case].append(_time(cmd, 0 if case.startswith("zoo info") else 2))
+            for case, (cmd, want) in first_line.items():
+                times[case].append(_time_first_line(cmd, want))
             loads.append(os.getloadavg()[0])
     base = statistics.median(times["peer"])
     rows = [
@@ -85,11 +120,13 @@ def main(argv: list[str] | None = None) -> None:
             rows,
             kind="benchmark",
             paper='n/a (zoo target: ratio <= 2x `python -c "import yaml, omegaconf"`)',
-            notes=f"Wall time from process start to exit with code 2 for each bad recipe, {a.repeats} "
-            'interleaved repeats, ratio of medians against `python -c "import yaml, omegaconf"`. '
-            "Validation reads only the recipe, the generated tables in zoo/core/schemas/ and the "
-            "registry names: torch, Lightning and method code are never imported. 'max load' is "
-            "the machine's 1-minute load average (2 cores shared).",
+            notes=f"Wall time from process start to exit with code 2 for each bad recipe or data file (exit 0 "
+            "for zoo info; to the first stderr line for zoo eval), "
+            f"{a.repeats} interleaved repeats, ratio of medians against "
+            '`python -c "import yaml, omegaconf"`. Validation reads only the recipe, the generated tables in '
+            "zoo/core/schemas/, the registry names and the user's data files that a datamodule declares "
+            "(zoo.core.datafiles, through the shared line-numbered readers): torch, Lightning and method code "
+            "are never imported. 'max load' is the machine's 1-minute load average (2 cores shared).",
         )
     )
 

@@ -9,8 +9,9 @@ A constraint is ``typing.Annotated`` metadata on the annotation, so the signatur
                  explain: Annotated[dict | None, Keys(EXPLAIN, index=Literal["k-SII", "STII"])] = None): ...
 
 ``Literal`` gives the allowed values (a typo gets a "did you mean"), :class:`Range` a numeric range, :data:`NonEmpty`
-a list with at least one item, ``list[X]`` checks each item against ``X``, and :class:`Keys` a dict argument's keys
-(taken from its defaults dict; a key's type from its default value unless given). This module imports nothing heavy:
+a list with at least one item, ``list[X]`` checks each item against ``X``, :class:`Keys` a dict argument's keys
+(taken from its defaults dict; a key's type from its default value unless given), and :class:`DataFile` what a data
+file argument's file must hold (read by the shared line-numbered readers before torch, :mod:`zoo.core.datafiles`). This module imports nothing heavy:
 method modules import it at the top.
 """
 
@@ -84,6 +85,42 @@ class Keys:
             else:
                 keys[k] = {} if v is None else describe(list if isinstance(v, tuple) else type(v))
         return {"keys": keys}
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data-file argument whose file is read by the shared line-numbered readers (:mod:`zoo.core.data`) before torch
+    is imported, so a malformed user file fails as ``file:line: ...`` in the time the recipe check takes
+    (:func:`zoo.core.datafiles.check_data_files`). Only a file whose name ends in the kind's suffixes is checked (a
+    folder, an ``.npz`` or a shipped file under ``data/`` is left to the datamodule, which checks everything again).
+
+    Args:
+        kind: ``"csv"`` (``.csv``/``.csv.gz``: a header naming each column once, every row as long as the header,
+            UTF-8 text) or ``"jsonl"`` (``.jsonl``/``.jsonl.gz``: one JSON object per non-blank line, UTF-8 text).
+        columns: the columns (CSV) or keys (JSONL) every row needs.
+        column_args: arguments of the same block whose values name further needed columns (``data.label``; a list
+            value names one column per item; ``None`` names none).
+        text: JSONL keys whose values must be strings.
+    """
+
+    kind: str
+    columns: tuple[str, ...] = ()
+    column_args: tuple[str, ...] = ()
+    text: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in ("csv", "jsonl"):
+            raise TypeError(f"DataFile: kind must be 'csv' or 'jsonl', got {self.kind!r}")
+
+    def spec(self, describe=None) -> dict:
+        return {
+            "file": {
+                "kind": self.kind,
+                "columns": list(self.columns),
+                "column_args": list(self.column_args),
+                "text": list(self.text),
+            }
+        }
 
 
 NonEmpty = Length(1)

@@ -357,10 +357,12 @@ def validate(cfg: dict, check_files: bool = True) -> None:
     LightningModule / LightningDataModule constructors; ``trainer`` keys against ``lightning.Trainer``;
     the ``checkpoint``, ``logger``, ``export`` and ``card`` blocks against their schemas; the extra each of
     ``export.formats`` needs is installed; ``seed`` is a non-negative int; and, with ``check_files``, that data
-    paths (keys ending in ``path``, ``_file``, ``_dir``), ``init_from`` and ``resume`` exist.
+    paths (keys ending in ``path``, ``_file``, ``_dir``), ``init_from`` and ``resume`` exist, and the user's data files
+    that the datamodule declares with ``DataFile`` read as it declares (:mod:`zoo.core.datafiles`).
 
     Raises:
         RecipeError: the first problem found, naming its full key path.
+        DataError: a user data file's first bad line, as ``file:line: ...``.
     """
     from zoo.core import schema
     from zoo.core.export import format_not_ready
@@ -432,6 +434,9 @@ def validate(cfg: dict, check_files: bool = True) -> None:
             raise RecipeError(f"export.formats: {missing}")
     if check_files:
         _check_paths(cfg.get("data") or {}, "data")
+        from zoo.core.datafiles import check_data_files
+
+        check_data_files(table, cfg.get("data") or {})  # a user's CSV/JSONL rows, before torch
         _check_paths({k: v for k, v in (cfg.get("model") or {}).items()}, "model")
         res = cfg.get("resume")
         if res not in (None, "auto") and not Path(str(res)).is_file():

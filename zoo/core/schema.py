@@ -118,7 +118,21 @@ def allowed(spec: dict) -> str:
         parts.append(t)
     if spec.get("choices"):
         parts.append("one of " + ", ".join(repr(c) for c in spec["choices"]))
-    return " or ".join(parts) or "anything"
+    return (" or ".join(parts) or "anything") + (f" ({_file_text(spec['file'])})" if spec.get("file") else "")
+
+
+def _file_text(file: dict) -> str:
+    """What a ``DataFile`` argument's file must hold when its name ends in the kind's suffix, in words:
+    ``.csv: a header with columns 'date', 'n_posts'``, ``.csv: a header with the columns data.label, data.features
+    name``, ``.jsonl: objects with keys 'title', 'created_utc' (strings: 'title')``."""
+    csv = file["kind"] == "csv"
+    what = [f"{'columns' if csv else 'keys'} {', '.join(map(repr, file['columns']))}"] if file.get("columns") else []
+    if file.get("column_args"):
+        names = ", ".join(f"data.{a}" for a in file["column_args"])
+        what.append(f"the {'columns' if csv else 'keys'} {names} name{'s' * (len(file['column_args']) == 1)}")
+    text = f" (strings: {', '.join(map(repr, file['text']))})" if file.get("text") else ""
+    head = ".csv: a header" if csv else ".jsonl: one JSON object per line"
+    return head + (" with " + " and ".join(what) if what else "") + text
 
 
 def _type_of(value: Any) -> str:

@@ -18,7 +18,8 @@ from zoo.core.data import repo_root
 _FILE_KEY = re.compile(r"(path|_file|_files|_paths)$")
 
 
-def _is_shipped(p: Path) -> bool:
+def is_shipped(p: Path) -> bool:
+    """Whether ``p`` lies under the project's shipped ``data/`` folder."""
     try:
         p.resolve().relative_to((repo_root() / "data").resolve())
         return True
@@ -39,7 +40,7 @@ def user_files(cfg: dict) -> list[tuple[str, Path]]:
             continue
         for item in v if isinstance(v, list) else [v]:
             p = Path(str(item))
-            if p.is_file() and not _is_shipped(p):
+            if p.is_file() and not is_shipped(p):
                 out.append((f"data.{k}", p))
     return out
 
@@ -89,7 +90,7 @@ def record_user_data(cfg: dict) -> list[dict]:
     shipped = [
         {"key": f"data.{k}", "file": _project_relative(Path(v)), "shipped": True}
         for k, v in (cfg.get("data") or {}).items()
-        if _FILE_KEY.search(k) and isinstance(v, str) and f"data.{k}" not in user_keys and _is_shipped(Path(v))
+        if _FILE_KEY.search(k) and isinstance(v, str) and f"data.{k}" not in user_keys and is_shipped(Path(v))
     ]
     card = dict(cfg.get("card") or {})
     card["data"] = entries + shipped

@@ -26,13 +26,13 @@ import json
 import random
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.core.constraints import NonNegativeInt, PositiveInt, Probability
+from zoo.core.constraints import DataFile, NonNegativeInt, PositiveInt, Probability
 from zoo.core.data import DataError, read_jsonl, repo_root, seeded_split
 
 DEFAULT_PAIRS = "data/hh-rlhf-harmless/harmless_base_test_pairs.jsonl"
@@ -40,6 +40,8 @@ DEFAULT_SPLIT = "data/hh-rlhf-harmless/split.json"  # zoo-lm's line-index split 
 PREFERENCE_SPLIT = "data/hh-rlhf-harmless/preference_split.json"  # by conversation: what this datamodule reads
 PARTS = ("preference_train", "preference_val", "preference_eval")
 DEFAULT_REDTEAM = "data/redteam-prompts/problem.json"
+#: What a pairs JSONL holds (checked before torch too: :mod:`zoo.core.datafiles`).
+PAIRS = DataFile("jsonl", ("prompt", "chosen", "rejected"), text=("prompt", "chosen", "rejected"))
 _TURN = re.compile(r"\n\n(Human|Assistant):[ ]?")
 
 
@@ -158,9 +160,7 @@ def read_pairs(path: str | Path) -> list[dict]:
             empty prompt.
     """
     path = Path(path)
-    rows = read_jsonl(
-        path, required=("prompt", "chosen", "rejected"), types={"prompt": str, "chosen": str, "rejected": str}
-    )
+    rows = read_jsonl(path, required=PAIRS.columns, types=dict.fromkeys(PAIRS.text, str))
     if any(not row["prompt"].strip() for row in rows):
         with open(path, encoding="utf-8") as f:  # read_jsonl skips blank lines: recover the line numbers
             linenos = [n for n, line in enumerate(f, 1) if line.strip()]
@@ -186,8 +186,8 @@ class PreferenceDataModule(L.LightningDataModule):
 
     def __init__(
         self,
-        path: str | None = None,
-        val_path: str | None = None,
+        path: Annotated[str | None, PAIRS] = None,
+        val_path: Annotated[str | None, PAIRS] = None,
         split_file: str | None = None,
         tokenizer: str | None = None,
         batch_size: PositiveInt = 8,

@@ -27,13 +27,13 @@ import logging
 import random
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.core.constraints import NonNegativeInt, PositiveInt, Probability
+from zoo.core.constraints import DataFile, NonNegativeInt, PositiveInt, Probability
 from zoo.core.data import DataError, read_jsonl
 from zoo.methods.anchor_adapter import chain_sum
 
@@ -107,7 +107,7 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         self,
         stage: Literal["midtrain", "grpo"] = "midtrain",
         corpus: Literal["contaminated", "clean"] = "contaminated",
-        path: str | None = None,
+        path: Annotated[str | None, DataFile("jsonl", columns=("question", "answer"))] = None,
         n_bench: PositiveInt = 500,
         n_midtrain: PositiveInt = 40000,
         n_grpo: PositiveInt = 4000,

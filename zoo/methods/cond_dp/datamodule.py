@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from zoo.core.constraints import NonEmpty, NonNegativeInt, OneOf, Positive, PositiveInt
+from zoo.core.constraints import DataFile, NonEmpty, NonNegativeInt, OneOf, Positive, PositiveInt
 from zoo.core.data import DataError, read_csv_rows, seeded_split
 
 log = logging.getLogger("zoo")
@@ -110,7 +110,7 @@ class LabelDPDataModule(L.LightningDataModule):
     def __init__(
         self,
         dataset: Annotated[str, OneOf(DATASETS)] = "commuting-sf",
-        path: str | None = None,
+        path: Annotated[str | None, DataFile("csv", column_args=("label", "features"))] = None,
         label: str | None = None,
         features: Annotated[list[str], NonEmpty] | None = None,
         y_min: float | None = None,

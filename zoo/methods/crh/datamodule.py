@@ -25,9 +25,11 @@ from typing import Annotated, Literal
 import lightning as L
 from torch.utils.data import DataLoader
 
-from zoo.core.constraints import NonEmpty, NonNegativeInt, PositiveInt
+from zoo.core.constraints import DataFile, NonEmpty, NonNegativeInt, PositiveInt
 from zoo.core.data import DataError, read_csv_rows
-from zoo.methods.crh.pairs import read_pairs_csv
+from zoo.methods.crh.pairs import PAIR_COLUMNS, read_pairs_csv
+
+CONCEPT_COLUMNS = ("concept_id", "output_concept")
 
 
 class CRHPairsDataModule(L.LightningDataModule):
@@ -41,9 +43,9 @@ class CRHPairsDataModule(L.LightningDataModule):
     def __init__(
         self,
         prompts_path: str = "data/crh-prompts/alpaca_805_prompts.json",
-        concepts_path: str = "data/crh-prompts/concepts_100.csv",
+        concepts_path: Annotated[str, DataFile("csv", CONCEPT_COLUMNS)] = "data/crh-prompts/concepts_100.csv",
         keywords_path: str = "data/crh-prompts/concept_keywords.json",
-        path: str | None = None,
+        path: Annotated[str | None, DataFile("csv", PAIR_COLUMNS)] = None,
         concepts: PositiveInt | Annotated[list[NonNegativeInt], NonEmpty] | None = None,
         n_questions: PositiveInt | None = None,
         insert: Literal["append", "after_first_sentence"] = "append",
@@ -67,7 +69,7 @@ class CRHPairsDataModule(L.LightningDataModule):
         if self.n_questions is not None:
             questions = {q: t for q, t in questions.items() if q < self.n_questions}
         keywords = _read_keywords(self.keywords_path)
-        _, rows = read_csv_rows(self.concepts_path, required=("concept_id", "output_concept"))
+        _, rows = read_csv_rows(self.concepts_path, required=CONCEPT_COLUMNS)
         concepts = []
         for line, row in enumerate(rows, 2):
             try:

@@ -27,7 +27,7 @@ from typing import Annotated
 import lightning as L
 from torch.utils.data import DataLoader
 
-from zoo.core.constraints import NonEmpty, NonNegativeInt, OneOf, PositiveInt
+from zoo.core.constraints import DataFile, NonEmpty, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, read_jsonl, repo_root
 from zoo.data.preference import DEFAULT_PAIRS, DEFAULT_SPLIT, hh_to_messages, read_pairs
 from zoo.methods.pooled_reps.synthetic import world_items
@@ -93,7 +93,7 @@ class PromptReferenceDataModule(L.LightningDataModule):
     def __init__(
         self,
         sources: Annotated[list[Annotated[str, OneOf(SOURCES)]], NonEmpty] | None = None,
-        path: str | None = None,
+        path: Annotated[str | None, DataFile("jsonl", ("prompt", "reference"), text=("prompt", "reference"))] = None,
         max_items: PositiveInt | None = None,
         world_items: PositiveInt = 300,
         world_seed: NonNegativeInt = 1,

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from zoo.core.constraints import Fraction, NonEmpty, NonNegativeInt, Positive, PositiveInt
+from zoo.core.constraints import DataFile, Fraction, NonEmpty, NonNegativeInt, Positive, PositiveInt
 from zoo.core.data import DataError, read_csv_rows, seeded_split
 from zoo.methods.praxis.binarize import binary_spec, feature_names, fit_spec, transform
 
@@ -50,7 +50,7 @@ class BinaryCSVDataModule(L.LightningDataModule):
 
     def __init__(
         self,
-        path: str,
+        path: Annotated[str, DataFile("csv", column_args=("label", "features"))],
         label: str,
         binarize: bool = False,
         features: Annotated[list[str], NonEmpty] | None = None,

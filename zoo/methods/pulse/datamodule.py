@@ -33,12 +33,14 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from zoo.core.constraints import Fraction, NonNegativeInt, OneOf, PositiveInt
+from zoo.core.constraints import DataFile, Fraction, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, read_csv_rows, seeded_split
 from zoo.methods.pulse.monitor import ARCHIVES
 from zoo.methods.pulse.series import read_posts, read_series
 
 STAGES = ("sae", "replay")
+#: The columns a comments CSV needs (``comments_path``).
+COMMENT_COLUMNS = ("comment_id", "created_time_str", "body", "reply_to")
 
 
 def load_texts(posts_path: str, comments_path: str | None = None, min_words: int = 10, limit: int = 0) -> list[dict]:
@@ -60,7 +62,7 @@ def load_texts(posts_path: str, comments_path: str | None = None, min_words: int
             }
         )
     if comments_path:
-        _, rows = read_csv_rows(comments_path, required=("comment_id", "created_time_str", "body", "reply_to"))
+        _, rows = read_csv_rows(comments_path, required=COMMENT_COLUMNS)
         replies: dict[str, int] = {}
         for r in rows:
             replies[r["reply_to"]] = replies.get(r["reply_to"], 0) + 1
@@ -107,11 +109,13 @@ class PulseDataModule(L.LightningDataModule):
     def __init__(
         self,
         stage: Annotated[str, OneOf(STAGES)] = "replay",
-        series_path: str | None = SHIPPED_SERIES,
+        series_path: Annotated[str | None, DataFile("csv", ("date", "n_posts"))] = SHIPPED_SERIES,
         archive_dir: str | None = SHIPPED_ARCHIVES,
         window: list[str] | None = None,
-        posts_path: str | None = "data/reddit-chatgpt/posts.jsonl",
-        comments_path: str | None = "data/reddit-chatgpt/comments.csv",
+        posts_path: Annotated[str | None, DataFile("jsonl", ("title", "created_utc"), text=("title",))] = (
+            "data/reddit-chatgpt/posts.jsonl"
+        ),
+        comments_path: Annotated[str | None, DataFile("csv", COMMENT_COLUMNS)] = "data/reddit-chatgpt/comments.csv",
         min_words: NonNegativeInt = 10,
         limit_texts: NonNegativeInt = 0,
         embeddings_path: str | None = None,

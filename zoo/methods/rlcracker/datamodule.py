@@ -25,11 +25,13 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from zoo.core.constraints import NonNegativeInt, OneOf, PositiveInt
+from zoo.core.constraints import DataFile, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, read_jsonl
 from zoo.methods.rlcracker.prompts import REWRITE, encode_plain
 
 STAGES = ("copy", "grpo")
+#: What a texts JSONL holds (checked before torch too: :mod:`zoo.core.datafiles`).
+TEXTS = DataFile("jsonl", ("question", "watermarked"), text=("question", "watermarked"))
 
 
 def read_texts(path: str, tokenizer, max_text_tokens: int) -> list[dict]:
@@ -39,7 +41,7 @@ def read_texts(path: str, tokenizer, max_text_tokens: int) -> list[dict]:
         DataError: ``file:line: key ...`` for a missing, non-string or empty ``question``/``watermarked``, or a
             ``watermarked`` text longer than ``max_text_tokens`` tokens.
     """
-    rows = read_jsonl(path, required=("question", "watermarked"), types={"question": str, "watermarked": str})
+    rows = read_jsonl(path, required=TEXTS.columns, types=dict.fromkeys(TEXTS.text, str))
     lines = [i for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1) if line.strip()]
     for line, row in zip(lines, rows):
         for key in ("question", "watermarked"):
@@ -90,9 +92,9 @@ class RLCrackerDataModule(L.LightningDataModule):
     def __init__(
         self,
         stage: Annotated[str, OneOf(STAGES)] = "grpo",
-        path: str | None = "data/rlcracker/unigram_train.jsonl",
-        val_path: str | None = "data/rlcracker/unigram_val.jsonl",
-        test_path: str | None = "data/rlcracker/unigram_test_short.jsonl",
+        path: Annotated[str | None, TEXTS] = "data/rlcracker/unigram_train.jsonl",
+        val_path: Annotated[str | None, TEXTS] = "data/rlcracker/unigram_val.jsonl",
+        test_path: Annotated[str | None, TEXTS] = "data/rlcracker/unigram_test_short.jsonl",
         alpaca_path: str = "data/alpaca-subset/alpaca_5000.json",
         tokenizer: str | None = None,
         max_text_tokens: PositiveInt = 224,

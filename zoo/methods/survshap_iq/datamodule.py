@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from zoo.core.constraints import Fraction, NonEmpty, NonNegativeInt, PositiveInt
+from zoo.core.constraints import DataFile, Fraction, NonEmpty, NonNegativeInt, PositiveInt
 from zoo.core.data import DataError, read_csv_rows, seeded_split
 
 SHIPPED = {
@@ -144,7 +144,7 @@ class SurvivalDataModule(L.LightningDataModule):
     def __init__(
         self,
         dataset: str = "gbsg2",
-        path: str | None = None,
+        path: Annotated[str | None, DataFile("csv", column_args=("time", "event", "features"))] = None,
         time: str = "time",
         event: str = "event",
         features: Annotated[list[str], NonEmpty] | None = None,

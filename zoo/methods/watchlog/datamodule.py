@@ -14,14 +14,14 @@ import re
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, WeightedRandomSampler
 
-from zoo.core.constraints import Fraction, NonNegativeInt, PositiveInt, Probability
+from zoo.core.constraints import DataFile, Fraction, NonNegativeInt, PositiveInt, Probability
 from zoo.core.data import DataError, repo_root
 from zoo.methods.watchlog.event_images import RESERVED_KEYS, SYSMON_LAYOUT, EventRenderer, normalise_value
 from zoo.methods.watchlog.windows import (
@@ -214,8 +214,8 @@ class WatchLogDataModule(L.LightningDataModule):
 
     def __init__(
         self,
-        path: str = "data/mordor-sysmon/events.jsonl.gz",
-        labels_path: str | None = None,
+        path: Annotated[str, DataFile("jsonl")] = "data/mordor-sysmon/events.jsonl.gz",
+        labels_path: Annotated[str | None, DataFile("csv", ("line", "label"))] = None,
         metadata_path: str | None = "data/mordor-sysmon/datasets.json",
         recording_key: str = "dataset",
         window: PositiveInt = 16,
