@@ -59,3 +59,15 @@ def uninstall(monkeypatch):
         monkeypatch.setattr(metadata, "version", version)
 
     return absent
+
+
+@pytest.fixture(scope="module")
+def stand_in_base(tmp_path_factory):
+    """The tiny stand-in for the base ``smollm2-135m-instruct`` (tests/platform/stand_in_base.py), fetched through the
+    real pipeline into a private ``$ZOO_CACHE`` for one test module; yields the converted base directory. Tests that
+    use it skip without the ``gguf`` package (``.[bases]``)."""
+    pytest.importorskip("gguf")
+    from stand_in_base import install_stand_in
+
+    with pytest.MonkeyPatch.context() as mp:
+        yield install_stand_in(tmp_path_factory.mktemp("bases"), mp)[0]

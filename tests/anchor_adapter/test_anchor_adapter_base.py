@@ -11,7 +11,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from stand_in_base import SMOL, install_stand_in  # tests/platform/
+from stand_in_base import SMOL  # tests/platform/
 
 from zoo.cli import main
 
@@ -19,13 +19,7 @@ pytest.importorskip("gguf")
 pytest.importorskip("reasoning_gym")
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        yield install_stand_in(tmp_path_factory.mktemp("bases"), mp)[0]
-
-
-def test_midtrain_lines_use_the_fed_models_tokenizer(base):
+def test_midtrain_lines_use_the_fed_models_tokenizer(stand_in_base):
     from zoo.methods.anchor_adapter.datamodule import AnchorAdapterDataModule
     from zoo.models.causal_lm import load_tokenizer, tokenizer_for
 
@@ -43,7 +37,7 @@ def test_midtrain_lines_use_the_fed_models_tokenizer(base):
 @pytest.mark.parametrize(
     "recipe", ["anchor-adapter-midtrain-smollm2.yaml", "anchor-adapter-midtrain-clean-smollm2.yaml"]
 )
-def test_stage1_over_the_base_scores_benchmark_b(recipe, base, tmp_path):
+def test_stage1_over_the_base_scores_benchmark_b(recipe, stand_in_base, tmp_path):
     assert (
         main(
             [

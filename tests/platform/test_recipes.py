@@ -55,10 +55,25 @@ EXPECTED = {
 }
 
 
+#: CPU recipes whose data a command generates with a pretrained base (the heavy slot's job, minutes to hours): until
+#: that folder exists their files are not checked (the tiny overlay still runs them on fixtures); once it does, they are.
+GENERATED_FIRST = {
+    "rlcracker-smollm2.yaml": (
+        "data/rlcracker-smollm2",
+        "python -m zoo.methods.rlcracker.watermarked_answers --model smollm2-135m-instruct --out data/rlcracker-smollm2",
+    ),
+}
+
+
 @pytest.mark.parametrize("recipe", CPU + PAPER, ids=rel)
 def test_recipe_composes_and_validates(recipe):
     # paper recipes point at local model directories that exist only on a GPU machine, so files are not checked
-    cfg = compose_and_validate([f"recipe={rel(recipe)}"], check_files=recipe.parent == RECIPES)
+    check = recipe.parent == RECIPES
+    if recipe.name in GENERATED_FIRST:
+        folder, command = GENERATED_FIRST[recipe.name]
+        assert folder in recipe.read_text() and command.split(" --")[0] in recipe.read_text(), command
+        check = (repo_root() / folder).is_dir()
+    cfg = compose_and_validate([f"recipe={rel(recipe)}"], check_files=check)
     assert cfg["method"] and cfg["name"]
     for key in ("devices", "strategy", "num_nodes", "precision", "accumulate_grad_batches"):
         assert key in cfg["trainer"], f"{rel(recipe)}: trainer.{key} missing (scale keys come from _defaults.yaml)"

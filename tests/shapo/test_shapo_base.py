@@ -14,7 +14,7 @@ import logging
 
 import pytest
 import torch
-from stand_in_base import SMOL, install_stand_in  # tests/platform/
+from stand_in_base import SMOL  # tests/platform/
 
 from zoo.cli import main
 
@@ -22,14 +22,7 @@ pytest.importorskip("gguf")
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    """The stand-in base fetched into a private ``$ZOO_CACHE`` for this module's tests."""
-    with pytest.MonkeyPatch.context() as mp:
-        yield install_stand_in(tmp_path_factory.mktemp("bases"), mp)[0]
-
-
-@pytest.fixture(scope="module")
-def cost_run(base, tmp_path_factory):
+def cost_run(stand_in_base, tmp_path_factory):
     """A 2-step LoRA cost model over the base (the judge of the ShaPO tests)."""
     out = tmp_path_factory.mktemp("cost")
     assert (
@@ -47,7 +40,7 @@ def cost_run(base, tmp_path_factory):
     return next(out.glob("*/version_0"))
 
 
-def test_pairs_use_the_base_template_bos_and_eos(base):
+def test_pairs_use_the_base_template_bos_and_eos(stand_in_base):
     from zoo.data.preference import PreferenceDataModule, encode_pair
     from zoo.models.causal_lm import load_tokenizer, tokenizer_for
 
@@ -59,7 +52,7 @@ def test_pairs_use_the_base_template_bos_and_eos(base):
     assert PreferenceDataModule.encode_reply(tok, "hi", "no")[-1] == tok.eos_token_id
 
 
-def test_cost_model_lora_over_the_base_trains_and_packages_only_adapters_and_head(base, cost_run):
+def test_cost_model_lora_over_the_base_trains_and_packages_only_adapters_and_head(stand_in_base, cost_run):
     from safetensors.torch import load_file
 
     import zoo
@@ -82,7 +75,9 @@ def test_cost_model_lora_over_the_base_trains_and_packages_only_adapters_and_hea
 
 
 @pytest.mark.parametrize("recipe", ["shapo-smollm2.yaml", "shapo-dpo-smollm2.yaml"])
-def test_shapo_and_dpo_over_the_base_reference_is_the_adapter_disabled_policy(recipe, base, cost_run, tmp_path, caplog):
+def test_shapo_and_dpo_over_the_base_reference_is_the_adapter_disabled_policy(
+    recipe, stand_in_base, cost_run, tmp_path, caplog
+):
     from zoo.core.loading import load_module
 
     with caplog.at_level(logging.INFO, logger="zoo"):

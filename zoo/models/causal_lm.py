@@ -174,6 +174,27 @@ def wrap_lora(model, cfg: dict):
         return get_peft_model(model, conf)
 
 
+@contextlib.contextmanager
+def frozen_reference(model, copy=None):
+    """The frozen reference policy to score with, as a context: ``copy`` when given (a separate frozen model), else
+    ``model`` itself with its peft adapters disabled, i.e. the base under LoRA (no copy of the weights is made).
+
+    Only valid as a reference when the adapters started as the identity (peft's ``B = 0``): then the disabled model
+    is exactly the policy at the start of training. Use it under ``torch.no_grad()``; the adapters are enabled again
+    on leaving the block, also on an error.
+
+    Raises:
+        ValueError: no ``copy`` and ``model`` is not a peft model (nothing to disable).
+    """
+    if copy is not None:
+        yield copy
+        return
+    if not hasattr(model, "disable_adapter"):
+        raise ValueError("frozen_reference: the model has no peft adapters to disable; pass a frozen copy")
+    with model.disable_adapter():
+        yield model
+
+
 def enable_checkpointing(model, use_reentrant: bool | None = None) -> None:
     """Recompute activations in the backward pass of an HF model: ``activation_checkpointing_enable`` where
     transformers has it (5.x renamed ``gradient_checkpointing_enable``, now a deprecated alias), else the old name.

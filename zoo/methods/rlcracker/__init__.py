@@ -9,7 +9,10 @@ WHAT = (
     "KGW and Unigram watermarks (LogitsProcessors + z detectors), with random-substitution, MiniLM-swap, "
     "plain-paraphrase and regeneration baselines and the robustness-radius curve"
 )
-RECIPES = "`rlcracker-copy.yaml` → `rlcracker.yaml` (`model.watermark=unigram|kgw`), `paper/rlcracker-qwen2.5-3b.yaml`"
+RECIPES = (
+    "`rlcracker-copy.yaml` → `rlcracker.yaml` (`model.watermark=unigram|kgw`), `rlcracker-smollm2.yaml` "
+    "(SmolLM2-135M-Instruct as provider and attacker, not yet run), `paper/rlcracker-qwen2.5-3b.yaml`"
+)
 WEIGHTS = "`rlcracker.copy`, `rlcracker.unigram`, `rlcracker.kgw`"
 STATUS = (
     "not at this scale: the Unigram and KGW attackers remove 100 % of marks but with 0 % success (MiniLM "

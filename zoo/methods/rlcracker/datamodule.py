@@ -81,7 +81,9 @@ class RLCrackerDataModule(L.LightningDataModule):
     """Args:
     stage: ``copy`` (stage 0, SFT) or ``grpo`` (stage 1, RL).
     path, val_path, test_path, alpaca_path: see the module docstring.
-    tokenizer: tokenizer directory (``null``: the shipped zoo-lm tokenizer).
+    tokenizer: the tokenizer that counts ``max_text_tokens`` and encodes stage 0: a base id (its own tokenizer), a
+        tokenizer or model directory, a Hub name, or ``null`` / a preset name (the shipped zoo-lm tokenizer). Recipes
+        over a base set it to ``${model.arch}``.
     max_text_tokens: longest text to rewrite (224: twice fits in the 512-token rewrite).
     max_length: longest stage-0 conversation in tokens (cut on the right).
     copy_records, copy_val: Alpaca records used by stage 0 and how many of them validate.
@@ -109,11 +111,11 @@ class RLCrackerDataModule(L.LightningDataModule):
         super().__init__()
         if stage not in STAGES:
             raise ValueError(f"data.stage must be one of {STAGES}, got {stage!r}")
-        from zoo.models.causal_lm import load_tokenizer
+        from zoo.models.causal_lm import load_tokenizer, tokenizer_for
 
         self.stage, self.batch_size, self.num_workers, self.seed = stage, batch_size, num_workers, seed
         self.max_length, self.test_path = max_length, test_path
-        self.tokenizer = load_tokenizer(tokenizer)
+        self.tokenizer = load_tokenizer(tokenizer_for(tokenizer, None) if tokenizer else None)
         if stage == "grpo":
             if path is None or val_path is None:
                 raise ValueError("data.path and data.val_path are required for stage grpo")

@@ -4,6 +4,7 @@
         [--unigram-no-token RUN_OR_ID] [--copier rlcracker.copy] [--n-short 40 --n-long 20] [--seeds 0 1 2]
     python -m zoo.methods.rlcracker.experiments radius --run RUN_DIR --watermark unigram [--copier rlcracker.copy]
     python -m zoo.methods.rlcracker.experiments calibration
+    ... --data data/rlcracker-smollm2 --suffix=-smollm2 --copier smollm2-135m-instruct   (on a pretrained base)
 
 ``removal``: {KGW, Unigram} × {short, long} × attacks × seeds on the first n test texts of data/rlcracker
 (rows ``seed, watermark, length, attack, removal, success, sim``), the substitution sweep (z vs similarity) and z
@@ -11,6 +12,11 @@ histograms before/after. ``radius``: every checkpoint of a stage-1 run on the va
 KL(π_θ‖π_0) against success and z; r̂ = the KL where success first reaches 50% (ours, notes §3.1).
 ``calibration``: MiniLM similarity of same-question and unrelated answer pairs (to judge the 0.7 cut) and the
 detectors' AUC on marked vs unmarked answers.
+
+``--data`` names the texts (made by ``watermarked_answers``), ``--suffix`` the results and PNG files
+(``removal-smollm2.json``), ``--copier`` the plain paraphraser: a zoo id or run (``rlcracker.copy``, the stage-0
+copier) or a base id, whose plain paraphrase is the base itself asked with the rewrite prompt, no RL
+(:func:`plain_paraphraser`); its tokenizer is the one the detector re-tokenises with.
 """
 
 from __future__ import annotations
@@ -36,7 +42,18 @@ PAPER = {"success": "98.5% (3B attacker, Unigram, 1,500-token texts); GPT-4o par
 MAX_NEW = {"short": 96, "long": 224}
 
 
+def plain_paraphraser(base: str):
+    """An ``RLCrackerModule`` over the pretrained ``base`` with fresh adapters (``B = 0``: it computes exactly the
+    base) and the recipe's sampling settings: the plain-paraphrase baseline, the base asked to rewrite with the
+    attacker's prompt and no RL; also π_0 of a run over that base."""
+    from zoo.methods.rlcracker.module import RLCrackerModule
+
+    return RLCrackerModule(arch=base, reference="base").eval()
+
+
 def _load(ref: str):
+    if ref in _bases():
+        return plain_paraphraser(ref)
     from zoo.core.loading import load_module
 
     module, _ = load_module(ref)
@@ -83,15 +100,15 @@ def removal(args) -> None:
     attackers = {k: _load(v) for k, v in attackers.items() if v}
     tok = copier.tokenizer
     rows, sweep, hist = [], [], {}
-    old, reused = Path("results/rlcracker/removal.json"), None
+    old, reused = Path(f"results/rlcracker/removal{args.suffix}.json"), None
     if args.reuse and old.is_file():  # keep finished (watermark, length, seed, attack) rows; run only the rest
         rows, reused = reusable_rows(old)
-        sweep, _ = reusable_rows(Path("results/rlcracker/substitution-sweep.json"))
+        sweep, _ = reusable_rows(Path(f"results/rlcracker/substitution-sweep{args.suffix}.json"))
     done = {(r["watermark"], r["length"], r["seed"], r["attack"]) for r in rows}
     for wname in ("unigram", "kgw"):
         wm = build_watermark(wname, len(tok))
         for length, n in (("short", args.n_short), ("long", args.n_long)):
-            data = read_jsonl(DATA / f"{wname}_test_{length}.jsonl")[:n]
+            data = read_jsonl(Path(args.data) / f"{wname}_test_{length}.jsonl")[:n]
             marked = [r["watermarked"] for r in data]
             for seed in args.seeds:
                 g = torch.Generator().manual_seed(seed)
@@ -136,16 +153,17 @@ def removal(args) -> None:
     keys = ["removal", "success", "sim", "z"]
     summary = summarise(rows, keys, by=["watermark", "length", "attack"])
     extra = {"reused_rows_from": reused} if reused else None
-    write_result("rlcracker", "removal", rows, summary=summary, paper=PAPER, notes=args.notes, extra=extra)
+    notes = f"{args.notes} (texts: {args.data}; plain paraphrase: {args.copier})".strip()
+    write_result("rlcracker", f"removal{args.suffix}", rows, summary=summary, paper=PAPER, notes=notes, extra=extra)
     write_result(
         "rlcracker",
-        "substitution-sweep",
+        f"substitution-sweep{args.suffix}",
         sweep,
         summary=summarise(sweep, ["z", "sim", "removal"], by=["watermark", "rate"]),
-        notes="random token substitution at rates 0.1-0.7 on the short test texts (seed 0)",
+        notes=f"random token substitution at rates 0.1-0.7 on the short test texts of {args.data} (seed 0)",
         extra=extra,
     )
-    _plots(hist, sweep)
+    _plots(hist, sweep, args.suffix)
 
 
 def _attack(name: str, data: list[dict], length: str, tok, g: torch.Generator, models: dict) -> list[str]:
@@ -162,7 +180,7 @@ def _attack(name: str, data: list[dict], length: str, tok, g: torch.Generator, m
     return _rewrite(models[name], marked, length, models[name].lm)
 
 
-def _plots(hist: dict, sweep: list[dict]) -> None:
+def _plots(hist: dict, sweep: list[dict], suffix: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -178,7 +196,7 @@ def _plots(hist: dict, sweep: list[dict]) -> None:
         ax.set(title=f"{w}: z before / after (short texts)", xlabel="z", ylabel="texts")
         ax.legend()
     fig.tight_layout()
-    fig.savefig(PNG / "z_histograms.png", dpi=100)
+    fig.savefig(PNG / f"z_histograms{suffix}.png", dpi=100)
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for w in ("unigram", "kgw"):
         pts = [r for r in sweep if r["watermark"] == w]
@@ -187,19 +205,20 @@ def _plots(hist: dict, sweep: list[dict]) -> None:
     ax.set(xlabel="MiniLM similarity to the marked text", ylabel="mean z", title="random substitution 0.1-0.7")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(PNG / "z_vs_similarity.png", dpi=100)
+    fig.savefig(PNG / f"z_vs_similarity{suffix}.png", dpi=100)
 
 
 def radius(args) -> None:
     torch.set_num_threads(1)
-    reference = _load(args.copier).lm
-    wm = build_watermark(args.watermark, 8192)
-    val = read_jsonl(DATA / f"{args.watermark}_val.jsonl")
+    copier = _load(args.copier)
+    reference = copier.lm
+    wm = build_watermark(args.watermark, len(copier.tokenizer))
+    val = read_jsonl(Path(args.data) / f"{args.watermark}_val.jsonl")
     marked = [r["watermarked"] for r in val]
     ckpts = sorted(Path(args.run, "checkpoints").glob("best-*.ckpt"), key=lambda p: int(p.stem.split("-")[-1]))
     rows = []
     for ck in [None, *ckpts]:
-        module = _load(args.copier) if ck is None else _load_ckpt(args.run, ck)
+        module = copier if ck is None else _load_ckpt(args.run, ck)
         step = 0 if ck is None else int(ck.stem.split("-")[-1])
         for seed in args.seeds:
             torch.manual_seed(seed)
@@ -222,13 +241,13 @@ def radius(args) -> None:
     r_hat = crossed[0]["kl"]["mean"] if crossed else None
     write_result(
         "rlcracker",
-        f"radius-{args.watermark}",
+        f"radius-{args.watermark}{args.suffix}",
         rows,
         summary=summary,
         notes=f"r_hat (KL where success first reaches 50%): {r_hat if r_hat is not None else 'not reached'}; "
-        f"checkpoints of {args.run} on the {len(marked)} val texts; KL per token to rlcracker.copy",
+        f"checkpoints of {args.run} on the {len(marked)} val texts; KL per token to {args.copier}",
     )
-    _radius_plot(summary, args.watermark)
+    _radius_plot(summary, args.watermark, args.suffix)
 
 
 def _load_ckpt(run: str, ckpt: Path):
@@ -240,7 +259,7 @@ def _load_ckpt(run: str, ckpt: Path):
     return module.eval()
 
 
-def _radius_plot(summary, w) -> None:
+def _radius_plot(summary, w, suffix: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -256,16 +275,19 @@ def _radius_plot(summary, w) -> None:
     ax.set(xlabel="per-token KL(π_θ ‖ π_0), nats", ylabel="success", title=f"{w}: success and z vs KL")
     ax2.set_ylabel("mean z")
     fig.tight_layout()
-    fig.savefig(PNG / f"radius_{w}.png", dpi=100)
+    fig.savefig(PNG / f"radius_{w}{suffix}.png", dpi=100)
 
 
 def calibration(args) -> None:
+    from zoo.models.causal_lm import load_tokenizer, tokenizer_for
+
+    # the provider's tokenizer (a base id's own; the zoo-lm tokenizer for zoo-lm.chat's texts)
+    tok = load_tokenizer(tokenizer_for(args.copier, None)) if args.copier in _bases() else load_tokenizer()
     rows = []
     for w in ("unigram", "kgw"):
-        data = read_jsonl(DATA / f"{w}_test_short.jsonl") + read_jsonl(DATA / f"{w}_test_long.jsonl")
-        from zoo.models.causal_lm import load_tokenizer
-
-        tok = load_tokenizer()
+        data = read_jsonl(Path(args.data) / f"{w}_test_short.jsonl") + read_jsonl(
+            Path(args.data) / f"{w}_test_long.jsonl"
+        )
         wm = build_watermark(w, len(tok))
         zm = torch.tensor([wm.z_score(encode_plain(tok, r["watermarked"])) for r in data])
         zu = torch.tensor([wm.z_score(encode_plain(tok, r["unmarked"])) for r in data])
@@ -289,11 +311,17 @@ def calibration(args) -> None:
     keys = [k for k in rows[0] if k not in ("seed", "watermark")]
     write_result(
         "rlcracker",
-        "calibration",
+        f"calibration{args.suffix}",
         rows,
         summary=summarise(rows, keys, by=["watermark"]),
-        notes="all shipped test texts; unrelated = a seeded permutation of the unmarked answers",
+        notes=f"all test texts of {args.data}; unrelated = a seeded permutation of the unmarked answers",
     )
+
+
+def _bases():
+    from zoo.core.bases import BASES
+
+    return BASES
 
 
 def main(argv=None) -> None:
@@ -312,8 +340,11 @@ def main(argv=None) -> None:
     q.add_argument("--watermark", default="unigram")
     q.add_argument("--copier", default="rlcracker.copy")
     c = sub.add_parser("calibration")
+    c.add_argument("--copier", default="rlcracker.copy", help="a base id: score with its tokenizer")
     for s in (r, q, c):
         s.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+        s.add_argument("--data", default=str(DATA), help="folder of <watermark>_{val,test_short,test_long}.jsonl")
+        s.add_argument("--suffix", default="", help="appended to the results and PNG names (--suffix=-smollm2)")
     a = p.parse_args(argv)
     {"removal": removal, "radius": radius, "calibration": calibration}[a.cmd](a)
 

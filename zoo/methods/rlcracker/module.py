@@ -9,8 +9,11 @@ authors' ``_get_loss_perplexity``: every token of the bare-question prompt and o
 alone). Training never calls a detector nor knows the key; only the held-out report at the end (``evaluation.py``)
 does.
 
-The policy is a LoRA adapter over ``init_from`` (zoo-lm.chat for stage 0, ``rlcracker.copy`` for stage 1), so a
-package stores only the adapters (``zoo release --base``).
+The policy is a LoRA adapter over ``init_from`` (zoo-lm.chat for stage 0, ``rlcracker.copy`` for stage 1) or over a
+pretrained base (``arch: smollm2-135m-instruct``, no stage 0), so a package stores only the adapters (``zoo release
+--base``). π_0 is a frozen copy of the policy at the start of stage 1 (``reference: start``, needed when the stage
+starts from trained adapters) or, over a base with fresh adapters, the base itself with the adapters disabled
+(``reference: base``, peft ``disable_adapter()``: no copy; :func:`zoo.models.causal_lm.frozen_reference`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from zoo.models.causal_lm import (
     build_causal_lm,
     drop_tied_aliases,
     fill_tied_aliases,
+    frozen_reference,
     load_tokenizer,
     tied_aliases,
     tokenizer_for,
@@ -70,6 +74,9 @@ class RLCrackerModule(ZooModule):
     tau, y: the semantic reward's threshold and ``r_sem(1) = 2y − 1``.
     w, w_kl, w_ppl, beta: the dynamic weight's scale, the token reward's and the NLL term's weights, the KL
         penalty (notes §3.3). ``token_reward=false`` is the ``rlcracker-no-token-reward`` ablation.
+    reference: π_0 of the token reward, β and the radius: ``start`` (a frozen copy of the policy when stage 1
+        starts) or ``base`` (the model with its adapters disabled: no copy; only right when the adapters start fresh,
+        as over a pretrained base with ``init_from: null``).
     updates, epsilon: μ optimiser steps per batch and the clip range.
     max_grad_norm: gradient-norm clip.
     report_samples: rewrites per held-out text in the end-of-training report (``0``: no report).
@@ -97,6 +104,7 @@ class RLCrackerModule(ZooModule):
         w_ppl: NonNegative = 0.1,
         beta: NonNegative = 0.04,
         token_reward: bool = True,
+        reference: Literal["start", "base"] = "start",
         updates: PositiveInt = 1,
         epsilon: Positive = 0.2,
         max_grad_norm: Positive = 1.0,
@@ -108,6 +116,8 @@ class RLCrackerModule(ZooModule):
             raise ValueError(f"model.stage must be 'copy' or 'grpo', got {stage!r}")
         if watermark not in ("unigram", "kgw"):
             raise ValueError(f"model.watermark must be 'unigram' or 'kgw', got {watermark!r}")
+        if reference not in ("start", "base"):
+            raise ValueError(f"model.reference must be 'start' or 'base', got {reference!r}")
         if group_size < 2:
             raise ValueError(f"model.group_size must be >= 2, got {group_size}")
         self.save_hyperparameters()
@@ -141,13 +151,18 @@ class RLCrackerModule(ZooModule):
         return {own[k]: v for k, v in state.items() if k in own}
 
     def reference(self):
-        """The frozen policy π_0 of stage 1 (a copy made at the first use)."""
+        """The frozen copy of the policy π_0 of stage 1 (made at the first use; ``reference: start`` only)."""
         if not self._reference:
             ref = copy.deepcopy(self.lm).eval()
             for p in ref.parameters():
                 p.requires_grad_(False)
             self._reference.append(ref)
         return self._reference[0]
+
+    def reference_model(self):
+        """π_0 as a context (:func:`zoo.models.causal_lm.frozen_reference`): the copy (``reference: start``) or the
+        policy with its adapters disabled (``reference: base``). Use under ``torch.no_grad()``."""
+        return frozen_reference(self.lm, self.reference() if self.hparams.reference == "start" else None)
 
     def configure_optimizers(self):
         params = [p for p in self.lm.parameters() if p.requires_grad]
@@ -207,13 +222,15 @@ class RLCrackerModule(ZooModule):
         r_sem = semantic_reward(s, hp.tau, hp.y)
         adv = grpo.group_advantages(r_sem, hp.group_size)
         alpha = semantic_weight(r_sem, hp.w)
-        n, ref = ro.completion_ids.shape[1], self.reference()
+        n = ro.completion_ids.shape[1]
         q_ids, q_mask = self._question_inputs(rows, ro)
         with torch.no_grad():
-            logp_wm = grpo.completion_logprobs(ref, ro.input_ids, ro.attention_mask, n, hp.temperature)
+            with self.reference_model() as ref:
+                logp_wm = grpo.completion_logprobs(ref, ro.input_ids, ro.attention_mask, n, hp.temperature)
+                if hp.token_reward:
+                    logp_h = grpo.completion_logprobs(ref, q_ids, q_mask, n, hp.temperature)
             k = None
             if hp.token_reward:
-                logp_h = grpo.completion_logprobs(ref, q_ids, q_mask, n, hp.temperature)
                 logp = grpo.completion_logprobs(self.lm, ro.input_ids, ro.attention_mask, n, hp.temperature)
                 k = token_reward(logp_wm, logp_h, logp) * ro.completion_mask
         rewards = total_reward(adv, k, alpha, hp.w_kl)

@@ -6,6 +6,7 @@ rewrite's positions (exact, not k3): the x-axis of the adaptive robustness radiu
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import torch
@@ -22,10 +23,10 @@ def rewrite_with_kl(
 
     Args:
         module: an ``RLCrackerModule`` (its ``lm``, tokenizer and sampling settings).
-        reference: π_0 (a causal LM); ``None``: the module's own frozen copy from the start of stage 1.
+        reference: π_0 (a causal LM); ``None``: the module's own (``module.reference_model()``: the frozen copy from
+            the start of stage 1, or the base with the adapters disabled).
     """
     hp, tok = module.hparams, module.tokenizer
-    ref = module.reference() if reference is None else reference
     out, kl_sum, kl_n = [], 0.0, 0.0
     for i in range(0, len(texts), batch_size):
         ids, mask = left_pad([rewrite_prompt(tok, t) for t in texts[i : i + batch_size]], tok.pad_token_id)
@@ -41,12 +42,13 @@ def rewrite_with_kl(
             .float(),
             -1,
         )
-        lq = torch.log_softmax(
-            ref(input_ids=ro.input_ids, attention_mask=ro.attention_mask, position_ids=pos)
-            .logits[:, -n - 1 : -1]
-            .float(),
-            -1,
-        )
+        with module.reference_model() if reference is None else contextlib.nullcontext(reference) as ref:
+            lq = torch.log_softmax(
+                ref(input_ids=ro.input_ids, attention_mask=ro.attention_mask, position_ids=pos)
+                .logits[:, -n - 1 : -1]
+                .float(),
+                -1,
+            )
         kl = (lp.exp() * (lp - lq)).sum(-1)
         kl_sum += float((kl * ro.completion_mask).sum())
         kl_n += float(ro.completion_mask.sum())

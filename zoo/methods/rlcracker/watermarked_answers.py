@@ -1,6 +1,11 @@
-"""Make data/rlcracker/: zoo-lm.chat answers to real instructions under each watermark (generated; seeded).
+"""Make data/rlcracker/: a chat model's answers to real instructions under each watermark (generated; seeded).
 
     python -m zoo.methods.rlcracker.watermarked_answers [--out data/rlcracker] [--test-short 200 --test-long 100]
+    python -m zoo.methods.rlcracker.watermarked_answers --model smollm2-135m-instruct --out data/rlcracker-smollm2
+
+The provider (``--model``, default the zoo weights ``zoo-lm.chat``; a base id, a zoo id, a local HF directory) writes
+every answer itself, as the paper watermarks an LLM's own outputs; the attacker that trains on these files must use
+the same tokenizer (the detector re-tokenises with it).
 
 * train (100) and val (20) questions: Alpaca records 4,517-4,999 (zoo-lm never trained on them), a seeded draw;
   answers ≤ 96 new tokens. Each row also carries the Alpaca ``reference`` output (a human-written negative).
@@ -33,6 +38,11 @@ ALPACA = Path("data/alpaca-subset/alpaca_5000.json")
 ALPACA_EVAL = Path("data/crh-prompts/alpaca_805_prompts.json")
 HELD_OUT = range(4517, 5000)  # the Alpaca records zoo-lm validates on (data/zoo-lm-chat/SOURCE.md)
 WATERMARKS = ("unigram", "kgw")
+PROVIDER_TERMS = {
+    "zoo-lm.chat": "zoo-lm.chat, CC-BY-NC-4.0 training data",
+    "smollm2-135m-instruct": "SmolLM2-135M-Instruct, Apache-2.0",
+    "gemma3-270m": "Gemma-3-270M, Gemma Terms of Use",
+}
 LENGTHS = {"short": (48, 96), "long": (160, 224)}  # (min, max) new tokens
 
 
@@ -56,13 +66,23 @@ def _answers(model, tok, questions, length, seed, processors) -> list[list[int]]
 
 
 def build(
-    out: Path, n_train: int = 100, n_val: int = 20, n_short: int = 200, n_long: int = 100, seed: int = 0
+    out: Path,
+    n_train: int = 100,
+    n_val: int = 20,
+    n_short: int = 200,
+    n_long: int = 100,
+    seed: int = 0,
+    model_ref: str = "zoo-lm.chat",
 ) -> dict[str, str]:
-    """Write the files into ``out`` (replaced atomically) and return ``{file: sha256}``."""
+    """Write the files into ``out`` (replaced atomically) and return ``{file: sha256}``.
+
+    Args:
+        model_ref: the provider: anything ``zoo.models.causal_lm.load_causal_lm`` loads (zoo id, base id, directory).
+    """
     from zoo.models.causal_lm import load_causal_lm
 
     torch.set_num_threads(1)
-    model, tok = load_causal_lm("zoo-lm.chat")
+    model, tok = load_causal_lm(model_ref)
     rng = random.Random(seed)
     alpaca = json.loads(ALPACA.read_text())
     picked = rng.sample(list(HELD_OUT), n_train + n_val)
@@ -123,24 +143,29 @@ def build(
                     f"{name}: {len(rows)} rows, mean z {sum(r['z_watermarked'] for r in rows) / len(rows):.2f}",
                     flush=True,
                 )
-        (tmp / "SOURCE.md").write_text(source_md(files, n_train, n_val, n_short, n_long, seed))
+        (tmp / "SOURCE.md").write_text(source_md(files, n_train, n_val, n_short, n_long, seed, model_ref, out))
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(tmp, out)
     return files
 
 
-def source_md(files: dict[str, str], n_train, n_val, n_short, n_long, seed) -> str:
-    """SOURCE.md of the generated set (origin, fields, counts, sha256)."""
+def source_md(
+    files: dict[str, str], n_train, n_val, n_short, n_long, seed, model_ref="zoo-lm.chat", out=Path("data/rlcracker")
+) -> str:
+    """SOURCE.md of the generated set (origin, provider model, fields, counts, sha256)."""
     table = "\n".join(f"| {name} | `{sha}` |" for name, sha in sorted(files.items()))
-    return f"""# rlcracker — watermarked and unmarked zoo-lm.chat answers (GENERATED, not human text)
+    flags = "" if model_ref == "zoo-lm.chat" else f" --model {model_ref}"
+    where = "" if Path(out) == Path("data/rlcracker") else f" --out {out}"
+    return f"""# rlcracker — watermarked and unmarked {model_ref} answers (GENERATED, not human text)
 
-Made by `python -m zoo.methods.rlcracker.watermarked_answers --train {n_train} --val {n_val} --test-short {n_short} \
---test-long {n_long} --seed {seed}` (one CPU thread; a rerun reproduces the sha256 below).
+Made by `python -m zoo.methods.rlcracker.watermarked_answers{flags}{where} --train {n_train} --val {n_val} \
+--test-short {n_short} --test-long {n_long} --seed {seed}` (one CPU thread; a rerun on the same software reproduces
+the sha256 below).
 
 - Questions: train/val from Alpaca records 4,517-4,999 of `data/alpaca-subset/alpaca_5000.json` (never a zoo-lm
   training target); test from the 805 AlpacaEval instructions `data/crh-prompts/alpaca_805_prompts.json`.
-- Answers: sampled from the zoo weights `zoo-lm.chat` (temperature 0.7, seeded) through its chat template; short
+- Answers: sampled from `{model_ref}` (the provider; temperature 0.7, seeded) through its chat template; short
   48-96 new tokens, long 160-224. `watermarked`: with the watermark's green bias (γ 0.5, δ 2, key 15485863; KGW
   prefix 4, "time" scheme; `zoo/methods/rlcracker/watermark.py`); `unmarked`: the same sampler without it.
   `z_*`: the detector's z on the re-tokenised text. `reference` (train/val): the Alpaca output (human negative).
@@ -148,8 +173,8 @@ Made by `python -m zoo.methods.rlcracker.watermarked_answers --train {n_train} -
   files `<watermark>_<split>.jsonl`, split ∈ train ({n_train}), val ({n_val}), test_short ({n_short}),
   test_long ({n_long}).
 
-Licences: Alpaca and AlpacaEval instructions CC BY-NC 4.0 (research use); generated text from zoo-lm.chat
-(CC-BY-NC-4.0 training data).
+Licences: Alpaca and AlpacaEval instructions CC BY-NC 4.0 (research use); the generated text follows the
+provider's terms ({PROVIDER_TERMS.get(model_ref, "see the provider model's licence")}).
 
 | file | sha256 |
 |---|---|
@@ -165,8 +190,9 @@ def main(argv=None) -> None:
     p.add_argument("--test-short", type=int, default=200)
     p.add_argument("--test-long", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", default="zoo-lm.chat", help="the provider: zoo id, base id or model directory")
     a = p.parse_args(argv)
-    files = build(a.out, a.train, a.val, a.test_short, a.test_long, a.seed)
+    files = build(a.out, a.train, a.val, a.test_short, a.test_long, a.seed, a.model)
     for name, sha in sorted(files.items()):
         print(sha, name)
 
