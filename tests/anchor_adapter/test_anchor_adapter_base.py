@@ -57,3 +57,38 @@ def test_stage1_over_the_base_scores_benchmark_b(recipe, stand_in_base, tmp_path
     assert 0 <= ev["after"]["acc_leaked"] <= 1 and ev["after"]["ppl_answer"] > 1
     assert not (run / "export").exists()  # no package of the base's weights
     assert (run / "checkpoints" / "last.ckpt").is_file()  # what the GRPO stage reads (model.stage1)
+
+
+def test_grpo_stage_over_the_base_starts_from_the_stage1_checkpoint(stand_in_base, tmp_path):
+    """What the recipes' comment promises: GRPO reads the stage-1 run's ``checkpoints/last.ckpt`` (model.stage1)."""
+    common = [f"model.base={SMOL}", f"data.cache={tmp_path / 'cache'}"]
+    stage1 = tmp_path / "stage1"
+    assert (
+        main(
+            [
+                "train",
+                "recipe=anchor-adapter-midtrain-smollm2.yaml",
+                "overlay=tiny/anchor-adapter-midtrain-smollm2.yaml",
+            ]
+            + common
+            + [f"out_dir={stage1}"]
+        )
+        == 0
+    )
+    ckpt = next(stage1.glob("*/version_0/checkpoints/last.ckpt"))
+    stage2 = tmp_path / "stage2"
+    assert (
+        main(
+            ["train", "recipe=anchor-adapter.yaml", "overlay=tiny/anchor-adapter.yaml", f"model.stage1={ckpt}"]
+            + common
+            + ["model.analyses=[logit_lens,key_scaling]", "export.formats=[]", f"out_dir={stage2}"]
+        )
+        == 0
+    )
+    root = next(stage2.glob("*/version_0")) / "anchor"
+    ev = json.loads((root / "eval.json").read_text())
+    before = json.loads(next(stage1.glob("*/version_0/anchor/eval.json")).read_text())["after"]
+    # GRPO's "before" is exactly the stage-1 model it loaded (perplexities do not depend on the reply cap)
+    ppl = [k for k in before if k.startswith("ppl_")]
+    assert ppl and all(ev["before"][k] == pytest.approx(before[k], rel=1e-5) for k in ppl)
+    assert (root / "key_scaling.json").is_file() and (root / "logit_lens.json").is_file()
