@@ -4,7 +4,7 @@ directory is not called an unknown zoo id, and a fast_dev_run leaves a run folde
 import pytest
 
 from zoo.cli import main
-from zoo.core.errors import DataError
+from zoo.core.data import DataError
 from zoo.data.chat import read_conversations
 
 

@@ -1,11 +1,10 @@
 """The error types that mean "the user's input is wrong": the CLI prints them without a traceback.
 
 Every such type subclasses :class:`UserError` (and the builtin it always was, ``ValueError`` or ``KeyError``), so the
-CLI catches them without importing the modules that define them (``zoo list`` stays fast). The concrete types are
-importable from here too, loaded on first use.
+CLI catches them without importing the modules that define them (``zoo list`` stays fast). Each concrete type is
+imported from the module that defines it (``zoo.core.data.DataError``, ``zoo.core.recipe.RecipeError``, ...); this
+module imports nothing of the zoo, so it sits below all of them.
 """
-
-import importlib
 
 
 class UserError(Exception):
@@ -13,19 +12,3 @@ class UserError(Exception):
 
 
 USER_ERRORS = (UserError,)
-
-_HOMES = {
-    "BaseError": "zoo.core.bases",
-    "DataError": "zoo.core.data",
-    "ExportError": "zoo.core.export",
-    "HubError": "zoo.core.hub",
-    "RecipeError": "zoo.core.recipe",
-    "RegistryError": "zoo.core.registry",
-    "RunError": "zoo.core.run",
-}
-
-
-def __getattr__(name: str):
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

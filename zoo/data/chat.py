@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zoo.core.data import parse_json_line, text_lines
-from zoo.core.errors import DataError
+from zoo.core.data import DataError, parse_json_line, text_lines
 
 ROLES = ("system", "user", "assistant")
 EMPTY_CONTENT = ("keep", "error", "drop")
