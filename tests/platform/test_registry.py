@@ -232,3 +232,21 @@ def test_a_method_registered_in_process_lists_and_reads_its_facts(capsys):
         assert "in-process-digits" in capsys.readouterr().out
     finally:
         registry._METHODS.pop("in-process-digits")
+
+
+def test_every_argument_in_every_table_has_a_meaning():
+    """``zoo info METHOD`` prints each argument's one-line meaning (#42): every model and data argument of every
+    stored table has one, read off its class's ``Args:`` docstring (``a, b: text`` documents both)."""
+    import json
+
+    from zoo.core.schema import SCHEMA_DIR
+
+    missing = []
+    for path in sorted(SCHEMA_DIR.glob("*.json")):
+        if path.name.startswith("_"):
+            continue
+        table = json.loads(path.read_text())
+        for block, part in (("model", table["module"]), ("data", table["datamodule"])):
+            docs = (part or {}).get("docs") or {}
+            missing += [f"{path.stem}: {block}.{k}" for k in (part or {}).get("args", {}) if not docs.get(k)]
+    assert not missing, f"arguments without a meaning in their class's Args: docstring: {missing}"

@@ -98,7 +98,9 @@ class LabelDPDataModule(L.LightningDataModule):
         poisson: Poisson ``DPDataLoader`` for training (False: shuffled fixed-size batches).
         label_mechanism: ``none``, or randomise the training labels once with ``rr-bins`` (RR-on-Bins) or
             ``laplace`` at ``label_epsilon`` (pure ε-label-DP; train with ``model.private=false`` afterwards, which
-            is post-processing). ``label_seed`` seeds the randomisation.
+            is post-processing).
+        label_epsilon: ε of the label randomisation (``rr-bins``, ``laplace``).
+        label_seed: seed of the label randomisation.
 
     Attributes (numpy, standardised): ``X_train``, ``y_train``, ``X_val``, ``y_val``, ``X_test``, ``y_test``;
     ``mean``, ``scale`` (d,), ``feature_names``, ``clipped_labels`` (count), ``sample_rate`` (q).

@@ -50,10 +50,12 @@ class CRHModule(ZooModule):
         judge: ``keyword`` (ours) or ``lm`` (ours: the steered LM asked yes/no, :mod:`.judge`; label 2 when
             P(yes) / (P(yes) + P(no)) >= ``judge_threshold``); the authors' Llama-3.3-70B judge needs an API.
         pairs: ``template`` (greedy reply + keyword sentence, for LMs that cannot follow an instruction) or
-            ``instructed`` (the authors': the LM's own answers without / with the concept instruction);
-            ``pair_questions`` questions per concept (``null``: all), ``directive`` ``short`` or ``authors``;
-            ``reply_temperature``: 0 (greedy answers, the default) or sampling (random test LMs, whose greedy
+            ``instructed`` (the authors': the LM's own answers without / with the concept instruction).
+        pair_questions: questions per concept of ``instructed`` pairs (``null``: all).
+        directive: the concept instruction of ``instructed`` pairs, ``short`` (ours) or ``authors``.
+        reply_temperature: 0 (greedy answers, the default) or a sampling temperature (random test LMs, whose greedy
             answer only repeats the prompt's last token).
+        judge_threshold: the ``lm`` judge labels 2 when P(yes) / (P(yes) + P(no)) is at least this.
         length_unit: ``mu`` (lengths up to ``c |mu_c|``, the paper) or ``residual`` (up to ``c rho_l``, the layer's
             mean last-token residual norm: for LMs whose |mu_c| is far from the norm at which steering acts).
         exponents: ``{a, p, t}`` of the Implication-2 test (2, 2, -1). n_perm: permutations for the grid maximum.

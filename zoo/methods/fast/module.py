@@ -48,7 +48,8 @@ class FastSAEModule(ZooModule):
         layer: decoder block whose output is read (0-based; zoo-lm has 0-3, SmolLM2-135M 0-29).
         sae: ``standard`` (ReLU, L1) or ``jumprelu`` (L0, STE).
         expansion: ``d_sae = expansion * D``.
-        l1_coefficient / l0_coefficient: λ of the Standard / JumpReLU loss (paper 5 / 0.01).
+        l1_coefficient: λ of the Standard SAE's L1 penalty (paper 5).
+        l0_coefficient: λ of the JumpReLU SAE's L0 penalty (paper 0.01).
         jumprelu_bandwidth, jumprelu_init_threshold: STE bandwidth and initial θ (paper 0.001 / 0.001).
         lr, lr_end: Adam learning rate and the end of its cosine decay (paper 7e-5 -> 7e-6).
         warmup_frac, decay_frac, sparsity_warmup_frac: LR warm-up, LR decay and λ warm-up as fractions of the steps

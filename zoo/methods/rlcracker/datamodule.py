@@ -89,6 +89,8 @@ class RLCrackerDataModule(L.LightningDataModule):
     copy_records, copy_val: Alpaca records used by stage 0 and how many of them validate.
     batch_size: prompts (stage 1) or conversations (stage 0) per step.
     n_val: validate on the first n val rows (``null``: all).
+    num_workers: DataLoader worker processes.
+    seed: seed of the training order.
     """
 
     def __init__(

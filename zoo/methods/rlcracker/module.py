@@ -73,7 +73,8 @@ class RLCrackerModule(ZooModule):
     group_size: G rewrites per text; max_new_tokens: rewrite length; temperature: sampling temperature.
     tau, y: the semantic reward's threshold and ``r_sem(1) = 2y − 1``.
     w, w_kl, w_ppl, beta: the dynamic weight's scale, the token reward's and the NLL term's weights, the KL
-        penalty (notes §3.3). ``token_reward=false`` is the ``rlcracker-no-token-reward`` ablation.
+        penalty (notes §3.3).
+    token_reward: add the token-level KL reward (``false``: the ``rlcracker-no-token-reward`` ablation).
     reference: π_0 of the token reward, β and the radius: ``start`` (a frozen copy of the policy when stage 1
         starts) or ``base`` (the model with its adapters disabled: no copy; only right when the adapters start fresh,
         as over a pretrained base with ``init_from: null``).

@@ -47,7 +47,8 @@ class SFConsolidationModule(ReportingMixin, ZooModule):
     feature_dim, hidden: SF dimension ``d`` and body widths.
     lr: Adam learning rate (value net and ``w``; TD3 actor too).
     gamma: discount.  target_every: learning steps between hard target copies (DQN).
-    eps_start, eps_end, eps_decay: epsilon-greedy schedule over env steps (eval: ``eps_eval``).
+    eps_start, eps_end, eps_decay: epsilon-greedy schedule over env steps.
+    eps_eval: epsilon of the greedy policy at evaluation.
     ewc_lambda, ewc_gamma, ewc_period: online EWC.  reset_every: env steps between resets.
     inject_at: env step of plasticity injection.
     tau, policy_delay, expl_noise, target_noise, noise_clip: TD3.

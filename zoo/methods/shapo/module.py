@@ -51,10 +51,13 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
         variant: ``dpo`` | ``token`` | ``reward``.
         loss: ``dpo`` | ``ipo`` | ``rdpo`` | ``simpo`` (ignored by ``reward``, which uses the soft label).
         beta: DPO beta. label_smoothing: cDPO eps. rdpo_epsilon: rDPO eps. simpo_gamma_beta_ratio: SimPO gamma/beta.
-        aggregation: ``mean`` | ``drdpo`` (Dr.DPO log-sum-exp with ``drdpo_beta`` = beta').
+        aggregation: ``mean`` | ``drdpo`` (Dr.DPO log-sum-exp over the batch).
+        drdpo_beta: Dr.DPO's beta' (temperature of the log-sum-exp).
         shapo_every: k; optimiser steps s with (s + 1) % k == 0 are ShaPO steps (k = 1: all).
         perturbation: ``gamma`` (authors: eps = gamma g_masked, gamma ~ U[gamma_min, gamma_max] per step) or
             ``rho`` (ours: eps = rho g_masked / ||g_masked||).
+        gamma_min, gamma_max: the range gamma is drawn from per step (``gamma``).
+        rho: the perturbation's norm (``rho``).
         probe_percentage: p, percent of all down-projection neurons selected.
         neuron_sign: ``negative`` (authors' ascending sort) | ``positive`` | ``abs``; see README.
         probe_pairs: training pairs the probe reads (each gives a safe and an unsafe example).

@@ -136,6 +136,7 @@ class SurvivalDataModule(L.LightningDataModule):
         n: rows to generate for ``simulation-<k>``.
         val_fraction, test_fraction: shares of rows held out (seeded split by ``seed``).
         batch_size: training batch size (validation and test are one batch each: the C-index needs all pairs).
+        seed: seed of the split and of a simulation's draw.
 
     Attributes: ``X_train, time_train, event_train`` (and ``_val``, ``_test``) numpy arrays, ``feature_names``,
     ``generated`` (True for the simulations), ``scenario`` (the simulation's number or None).
