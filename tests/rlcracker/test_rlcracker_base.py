@@ -98,6 +98,11 @@ def test_recipe_trains_over_the_base_with_its_tokenizer(stand_in_base, tmp_path,
     assert cfg["model"]["arch"] == SMOL and cfg["model"]["reference"] == "base" and cfg["model"]["w_kl"] == 0.9
     assert cfg["data"]["tokenizer"] == SMOL  # ${model.arch}: the data's token counts use the base's tokenizer
     assert module._reference == [] and module.tokenizer.eos_token == "<|im_end|>"
+    # zoo predict on the attacker over the base: the rewrite and z before / after, on the base's tokenizer
+    capsys.readouterr()
+    assert main(["predict", str(run), "The capital of France is Paris, a large city."]) == 0
+    out = capsys.readouterr().out
+    assert "rewrite:" in out and "unigram z before" in out and "similarity" in out
 
 
 def test_provider_command_writes_the_base_answers_labelled_generated(stand_in_base, provided):
