@@ -111,20 +111,33 @@ def test_markllm_z_equal(name):  # runs in the venv of constraints-markllm.txt (
 
 
 @pytest.mark.parametrize("name", ["kgw", "unigram"])
-def test_shipped_rows_carry_the_detectors_z(name):
-    """data/rlcracker was written by this detector: a row's recorded z is the z of its re-tokenised text, and the
-    watermarked answers are flagged while the unmarked are not (a seeding change without a data rebuild fails)."""
+@pytest.mark.parametrize(
+    "folder,provider",
+    [
+        ("rlcracker", None),
+        # the base's own answers (recipes/rlcracker-smollm2.yaml): its tokenizer needs the fetched base
+        pytest.param("rlcracker-smollm2", "smollm2-135m-instruct", marks=pytest.mark.slow),
+    ],
+)
+def test_shipped_rows_carry_the_detectors_z(name, folder, provider):
+    """data/<folder> was written by this detector: a row's recorded z is the z of its re-tokenised text (with the
+    provider's tokenizer), and for zoo-lm.chat's answers the watermarked are flagged while the unmarked are not (a
+    seeding change without a data rebuild fails). The SmolLM2 set is checked once it exists."""
     import json
 
     from zoo.core.data import repo_root
     from zoo.methods.rlcracker.prompts import encode_plain
-    from zoo.models.causal_lm import load_tokenizer
+    from zoo.models.causal_lm import load_tokenizer, tokenizer_for
 
-    tok = load_tokenizer()
+    path = repo_root() / "data" / folder / f"{name}_val.jsonl"
+    if not path.is_file():
+        pytest.skip(f"data/{folder} is not generated yet")
+    tok = load_tokenizer(tokenizer_for(provider, None) if provider else None)
     mark = build_watermark(name, len(tok))
-    rows = [json.loads(line) for line in (repo_root() / "data" / "rlcracker" / f"{name}_val.jsonl").open()]
+    rows = [json.loads(line) for line in path.open()]
     for row in rows[:4]:
         assert mark.z_score(encode_plain(tok, row["watermarked"])) == pytest.approx(row["z_watermarked"], abs=1e-3)
         assert mark.z_score(encode_plain(tok, row["unmarked"])) == pytest.approx(row["z_unmarked"], abs=1e-3)
-    assert sum(r["z_watermarked"] > mark.threshold for r in rows) >= 0.9 * len(rows)
-    assert sum(r["z_unmarked"] > mark.threshold for r in rows) <= 0.1 * len(rows)
+    if provider is None:
+        assert sum(r["z_watermarked"] > mark.threshold for r in rows) >= 0.9 * len(rows)
+        assert sum(r["z_unmarked"] > mark.threshold for r in rows) <= 0.1 * len(rows)
