@@ -3,6 +3,7 @@ package keeps it), a caption the CLIP cannot take fails as ``metadata.csv:LINE``
 column serves a post-hoc run (``trainer.max_epochs=0``)."""
 
 import csv
+import re
 
 import pytest
 
@@ -63,8 +64,6 @@ def test_user_captions_grow_the_vocabulary_and_the_package_keeps_it(folders, tmp
 
 
 def test_a_caption_too_long_names_its_line(folders, tmp_path, capsys):
-    import re
-
     root, rows = folders
     assert main(["train", *TINY, f"data.path={root / 'mine'}", "model.context_length=8", f"out_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err
@@ -83,4 +82,22 @@ def test_a_metadata_csv_without_captions_serves_a_post_hoc_run(folders, tmp_path
     assert (run / "ltc" / "rows.json").is_file() and "| ltc |" in capsys.readouterr().out
     # training the CLIP does need captions: refused naming the file and the column
     assert main(["train", *TINY, f"data.path={nocap}", f"out_dir={tmp_path / 'fit'}"]) == 2
-    assert "has no caption (column 'caption')" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    line = re.search(r"metadata\.csv:(\d+): train image (\S+) has no caption \(column 'caption'\)", err)
+    assert line, err
+    with open(nocap / "metadata.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[int(line.group(1)) - 1][0] == line.group(2), err  # the line it names holds that image
+
+
+def test_the_waterbirds_prompts_over_the_tiny_clip(tmp_path, capsys):
+    """``model.prompts=waterbirds`` on the tiny CLIP: the prompts' words ("landbird", "webbed", ...) are in its
+    vocabulary, so the pipeline runs (it ended in a raw ``not in the caption vocabulary`` traceback after training)."""
+    from zoo.methods.ltc.prompts import PROMPT_SETS, caption_texts
+    from zoo.models.clip import CaptionVocab
+
+    assert main(["train", *TINY, "model.prompts=waterbirds", "export.formats=[]", f"out_dir={tmp_path}"]) == 0
+    (run,) = tmp_path.glob("*/version_0")
+    assert (run / "ltc" / "rows.json").is_file() and "| ltc |" in capsys.readouterr().out
+    vocab = CaptionVocab.from_texts(caption_texts() + PROMPT_SETS["waterbirds"].all_prompts())
+    assert len(vocab) > len(CaptionVocab.from_texts(caption_texts()))

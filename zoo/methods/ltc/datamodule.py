@@ -106,10 +106,11 @@ class WaterbirdsDataModule(L.LightningDataModule):
         if not all(caps):
             if self.trainer is not None and self.trainer.max_epochs == 0:  # post hoc only (a pretrained CLIP)
                 return DataLoader(_Pairs(self.train_set.x[:0], torch.zeros(0, 1, dtype=torch.long)), batch_size=1)
-            line = caps.index("")
+            file = self.train_set.files[caps.index("")]
             raise DataError(
-                f"{self.folder() / 'metadata.csv'}: train image {self.train_set.files[line]} has no "
-                "caption (column 'caption'); pretraining needs one per train image"
+                f"{self.folder() / 'metadata.csv'}:{self._lines().get(file, '?')}: train image {file} has no "
+                "caption (column 'caption'); pretraining needs one per train image (or set trainer.max_epochs=0 "
+                "for a post-hoc run on a given CLIP)"
             )
         try:
             tokens = self.tokenize(caps)
@@ -122,12 +123,15 @@ class WaterbirdsDataModule(L.LightningDataModule):
             drop_last=len(caps) > self.batch_size,
         )
 
-    def _caption_error(self, caps: list[str]) -> DataError:
-        """``metadata.csv:LINE: column 'caption': why`` for the first training caption ``tokenize`` refuses."""
+    def _lines(self) -> dict[str, int]:
+        """``{image file: its line in metadata.csv}``."""
         from zoo.data.waterbirds import read_metadata
 
-        meta = self.folder() / "metadata.csv"
-        lines = {r["img_filename"]: r["line"] for r in read_metadata(self.folder())}
+        return {r["img_filename"]: r["line"] for r in read_metadata(self.folder())}
+
+    def _caption_error(self, caps: list[str]) -> DataError:
+        """``metadata.csv:LINE: column 'caption': why`` for the first training caption ``tokenize`` refuses."""
+        meta, lines = self.folder() / "metadata.csv", self._lines()
         for file, caption in zip(self.train_set.files, caps):
             try:
                 self.tokenize([caption])

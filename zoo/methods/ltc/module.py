@@ -54,9 +54,10 @@ class LTCModule(ZooModule):
         pretrained: local weights file for a named backbone (no downloads here).
         clip: overrides of :data:`TINY` (tiny only).
         context_length: text tokens (tiny only; named backbones use their own).
-        vocab_ids: the open_clip BPE ids of the caption vocabulary (tiny only). None: the shipped captions' and
-            prompts' words; a fit then adds the words of the training captions (``data.path``'s) in ``setup`` and
-            stores the ids here, so the run's checkpoint and package rebuild the same vocabulary.
+        vocab_ids: the open_clip BPE ids of the caption vocabulary (tiny only). None: the shipped captions' words
+            and those of ``prompts``; a fit then adds the words of the training captions (``data.path``'s) and of
+            ``prompts`` in ``setup`` and stores the ids here, so the run's checkpoint and package rebuild the same
+            vocabulary.
         prompts: key of :data:`~zoo.methods.ltc.prompts.PROMPT_SETS`.
         random_draws: draws of the random-head control.
         evaluate: run the pipeline at the end of training.
@@ -92,7 +93,7 @@ class LTCModule(ZooModule):
             self.vocab = (
                 CaptionVocab(vocab_ids, context_length)
                 if vocab_ids
-                else CaptionVocab.from_texts(caption_texts(), context_length)
+                else CaptionVocab.from_texts(caption_texts() + PROMPT_SETS[prompts].all_prompts(), context_length)
             )
             self.clip = build_clip(len(self.vocab), context_length, **{**TINY, **(clip or {})})
         else:
@@ -124,13 +125,14 @@ class LTCModule(ZooModule):
         if dm is not None:
             dm.tokenize = self.tokenize
             if stage == "fit" and self.hparams.backbone == "tiny" and dm.train_set is not None:
-                self._grow_vocabulary([c for c in dm.train_set.captions if c])
+                self._grow_vocabulary([c for c in dm.train_set.captions if c], "the training captions")
+                self._grow_vocabulary(PROMPT_SETS[self.hparams.prompts].all_prompts(), "model.prompts")
 
-    def _grow_vocabulary(self, captions: list[str]) -> None:
-        """Add the BPE tokens of ``captions`` the vocabulary lacks: the token embedding gains a row per new token
-        (normal, std 0.02, as open_clip initialises it), the known tokens keep theirs (``init_from`` weights
-        included), and the ids go into ``hparams.vocab_ids``."""
-        grown = self.vocab.with_texts(captions)
+    def _grow_vocabulary(self, texts: list[str], what: str) -> None:
+        """Add the BPE tokens of ``texts`` (``what``: where they come from, for the log line) the vocabulary lacks:
+        the token embedding gains a row per new token (normal, std 0.02, as open_clip initialises it), the known
+        tokens keep theirs (``init_from`` weights included), and the ids go into ``hparams.vocab_ids``."""
+        grown = self.vocab.with_texts(texts)
         if grown is self.vocab:
             return
         old, emb = self.vocab, self.clip.token_embedding
@@ -141,7 +143,8 @@ class LTCModule(ZooModule):
         self.clip.vocab_size, self.vocab = len(grown), grown
         self.hparams["vocab_ids"] = list(grown.ids)
         log.info(
-            "ltc: the training captions add %d token(s) to the caption vocabulary (%d -> %d)",
+            "ltc: %s add %d token(s) to the caption vocabulary (%d -> %d)",
+            what,
             len(grown) - len(old),
             len(old),
             len(grown),
