@@ -23,8 +23,8 @@ def test_the_quickstarts_phases_each_say_what_they_do(tmp_path, caplog, capsys):
             main(
                 [
                     "train",
-                    "recipe=shapo.yaml",
-                    "overlay=tiny/shapo.yaml",
+                    "recipe=shapo-zoo-lm.yaml",
+                    "overlay=tiny/shapo-zoo-lm.yaml",
                     f"out_dir={tmp_path}",
                     "export.formats=[]",
                     f"init_from={ckpt}",
@@ -33,7 +33,7 @@ def test_the_quickstarts_phases_each_say_what_they_do(tmp_path, caplog, capsys):
             == 0
         )
     assert capsys.readouterr().err.startswith(
-        "zoo train: recipes/shapo.yaml checked; importing torch, Lightning and shapo ..."
+        "zoo train: recipes/shapo-zoo-lm.yaml checked; importing torch, Lightning and shapo ..."
     )  # printed before torch is imported
     said = [r.getMessage() for r in caplog.records if r.name == "zoo"]
     phases = [

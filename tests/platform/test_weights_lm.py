@@ -18,7 +18,7 @@ from zoo.core.export import write_package
 from zoo.core.recipe import RecipeError
 from zoo.methods.shapo.module import ShaPOModule
 
-TINY = ["recipe=shapo.yaml", "overlay=recipes/tiny/shapo.yaml"]
+TINY = ["recipe=shapo-zoo-lm.yaml", "overlay=recipes/tiny/shapo-zoo-lm.yaml"]
 LORA = {"r": 4, "alpha": 8, "dropout": 0.0}
 IDS = torch.tensor([[1, 5, 9, 40, 77, 2]])
 
@@ -40,13 +40,21 @@ def _package(module, tmp_path, name="pkg", drop=None):
 
 
 def test_case1_init_from_a_package_missing_a_tensor_is_refused(tmp_path, capsys):
-    """Case 1: ``train.py recipe=shapo.yaml init_from=<package without policy.model.norm.weight>`` used to train with
+    """Case 1: ``train.py recipe=shapo-zoo-lm.yaml init_from=<package without policy.model.norm.weight>`` used to train with
     the fresh value. The issue's command line now exits 2 naming the key, before any run directory exists."""
     torch.manual_seed(0)
     folder = _package(ShaPOModule(arch="zoo-lm-tiny"), tmp_path, drop="policy.model.norm.weight")
     out = tmp_path / "runs"
     assert (
-        main(["train", "recipe=shapo.yaml", f"init_from={folder}", "overlay=recipes/tiny/shapo.yaml", f"out_dir={out}"])
+        main(
+            [
+                "train",
+                "recipe=shapo-zoo-lm.yaml",
+                f"init_from={folder}",
+                "overlay=recipes/tiny/shapo-zoo-lm.yaml",
+                f"out_dir={out}",
+            ]
+        )
         == 2
     )
     err = capsys.readouterr().err
@@ -133,7 +141,7 @@ def test_case4_mismatches_fail_before_training_naming_both_sides(small_vocab_mod
     with pytest.raises(
         RecipeError, match=r"model.arch: recipe '.*hf2000.*', zoo-lm.chat \(model.arch\) 'zoo-lm-small'"
     ):
-        build_module(compose_and_validate(["recipe=shapo.yaml", f"model.arch={small_vocab_model}"]))
+        build_module(compose_and_validate(["recipe=shapo-zoo-lm.yaml", f"model.arch={small_vocab_model}"]))
     # a tokenizer with more ids than the model embeds
     with pytest.raises(RecipeError, match="has 8192 tokens but model.arch .* embeds only 2000 rows"):
         build_module(
@@ -187,10 +195,12 @@ def test_case1_and_case3_on_the_released_shapo_package(tmp_path, caplog):
     state.pop("policy.model.norm.weight")
     save_file(state, str(folder / "model.safetensors"))
     with pytest.raises(hub.HubError, match="1 missing") as e:
-        build_module(compose_and_validate(["recipe=shapo.yaml", f"init_from={folder}"]))
+        build_module(compose_and_validate(["recipe=shapo-zoo-lm.yaml", f"init_from={folder}"]))
     assert "policy.model.norm.weight" in str(e.value)
     caplog.set_level(logging.WARNING, logger="zoo")
-    lora = build_module(compose_and_validate(["recipe=shapo.yaml", "init_from=shapo.zoo-lm-hh", "model.lora.r=8"]))
+    lora = build_module(
+        compose_and_validate(["recipe=shapo-zoo-lm.yaml", "init_from=shapo.zoo-lm-hh", "model.lora.r=8"])
+    )
     import zoo
 
     full = zoo.load("shapo.zoo-lm-hh")

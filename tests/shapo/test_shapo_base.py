@@ -74,7 +74,7 @@ def test_cost_model_lora_over_the_base_trains_and_packages_only_adapters_and_hea
         assert torch.equal(again.score(ids, torch.ones_like(ids)), module.score(ids, torch.ones_like(ids)))
 
 
-@pytest.mark.parametrize("recipe", ["shapo-smollm2.yaml", "shapo-dpo-smollm2.yaml"])
+@pytest.mark.parametrize("recipe", ["shapo.yaml", "shapo-dpo-smollm2.yaml"])
 def test_shapo_and_dpo_over_the_base_reference_is_the_adapter_disabled_policy(
     recipe, stand_in_base, cost_run, tmp_path, caplog
 ):
@@ -105,7 +105,7 @@ def test_shapo_and_dpo_over_the_base_reference_is_the_adapter_disabled_policy(
         "val/kl_ref",
     ):
         assert key in metrics, key
-    assert ("train/eps_norm" in metrics) == (recipe == "shapo-smollm2.yaml")
+    assert ("train/eps_norm" in metrics) == (recipe == "shapo.yaml")
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("ShaPO before (reference)"))
     assert f"{metrics['val/harmful_rate_ref']:.3f} -> {metrics['val/harmful_rate']:.3f}" in line
     module, cfg = load_module(str(run))

@@ -1,4 +1,4 @@
-"""`train.py recipe=shapo.yaml` end to end with the tiny overlay; stage-A masks are saved and reload."""
+"""`train.py recipe=shapo-zoo-lm.yaml` end to end with the tiny overlay; stage-A masks are saved and reload."""
 
 import json
 import math
@@ -11,8 +11,11 @@ from zoo.core.registry import get_method
 
 
 def test_train_shapo_tiny_and_reload_masks(tmp_path):
-    assert main(["train", "recipe=shapo.yaml", "overlay=recipes/tiny/shapo.yaml", f"out_dir={tmp_path}"]) == 0
-    run = tmp_path / "shapo-tiny" / "version_0"
+    assert (
+        main(["train", "recipe=shapo-zoo-lm.yaml", "overlay=recipes/tiny/shapo-zoo-lm.yaml", f"out_dir={tmp_path}"])
+        == 0
+    )
+    run = tmp_path / "shapo-zoo-lm-tiny" / "version_0"
     metrics = json.loads((run / "metrics.json").read_text())["metrics"]
     for key in ("val/accuracy", "val/margin", "val/kl_ref", "train/eps_norm"):
         assert key in metrics

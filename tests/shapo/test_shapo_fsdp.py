@@ -215,7 +215,7 @@ def test_fsdp2_on_two_gloo_ranks(outcomes, case):
 
 @pytest.mark.slow  # ~60 s idle, 150 s under load: two train.py processes twice; the gloo-rank cases above stay default
 def test_train_py_fsdp2_two_cpu_processes_then_resume(tmp_path):
-    """`train.py recipe=shapo.yaml` (tiny overlay) under trainer.strategy=fsdp2 on 2 CPU processes (gloo), bf16-mixed
+    """`train.py recipe=shapo-zoo-lm.yaml` (tiny overlay) under trainer.strategy=fsdp2 on 2 CPU processes (gloo), bf16-mixed
     and gradient checkpointing as in recipes/paper/shapo-llama3.2-3b.yaml: stage A, a DPO step and a ShaPO step,
     single-file checkpoint, export from the gathered weights; then resume=auto loads that checkpoint."""
     import subprocess
@@ -228,8 +228,8 @@ def test_train_py_fsdp2_two_cpu_processes_then_resume(tmp_path):
     cmd = [
         sys.executable,
         "train.py",
-        "recipe=shapo.yaml",
-        "overlay=recipes/tiny/shapo.yaml",
+        "recipe=shapo-zoo-lm.yaml",
+        "overlay=recipes/tiny/shapo-zoo-lm.yaml",
         f"out_dir={tmp_path}",
         "trainer.strategy=fsdp2",
         "trainer.devices=2",
@@ -239,8 +239,8 @@ def test_train_py_fsdp2_two_cpu_processes_then_resume(tmp_path):
     out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-4000:]
     assert "distributed_backend=gloo" in out.stderr and "Starting with 2 processes" in out.stderr
-    assert [p.name for p in (tmp_path / "shapo-tiny").iterdir()] == ["version_0"]
-    run = tmp_path / "shapo-tiny" / "version_0"
+    assert [p.name for p in (tmp_path / "shapo-zoo-lm-tiny").iterdir()] == ["version_0"]
+    run = tmp_path / "shapo-zoo-lm-tiny" / "version_0"
     metrics = json.loads((run / "metrics.json").read_text())["metrics"]
     # ||eps|| == rho only shows that a ShaPO step ran under FSDP2 (eps normalised over the all-reduced masked
     # gradient); that the step itself equals one process on the whole batch is test_fsdp2_on_two_gloo_ranks's job
@@ -263,7 +263,7 @@ def test_train_py_fsdp2_two_cpu_processes_then_resume(tmp_path):
         cmd + ["resume=auto"], cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False
     )
     assert again.returncode == 0, again.stderr[-4000:]
-    assert [p.name for p in (tmp_path / "shapo-tiny").iterdir()] == ["version_0"]
+    assert [p.name for p in (tmp_path / "shapo-zoo-lm-tiny").iterdir()] == ["version_0"]
     assert json.loads((run / "metrics.json").read_text())["metrics"]["global_step"] == 2.0
     _, package = load_package(str(run / "export" / "package"))
     assert torch.equal(package[key], full["state_dict"][key]), "resume did not load the checkpoint's weights"

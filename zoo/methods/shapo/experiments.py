@@ -2,7 +2,7 @@
 
     python -m zoo.methods.shapo.experiments [--steps 32] [--jobs 2] [--seeds 0 1 2]
 
-Every run is ``train.py recipe=<dpo|shapo|shapo-reward>.yaml seed=S data.flip_rate=F`` shortened by the scale
+Every run is ``train.py recipe=shapo-<dpo|zoo-lm|reward>.yaml seed=S data.flip_rate=F`` shortened by the scale
 overrides below (same for all runs), trained in its own process (one torch thread) and evaluated on the clean
 held-out pairs and prompts. Per-run metrics are cached under ``--work`` so an interrupted sweep resumes.
 Rows are per run; the summary gives mean and sd over seeds and the paired (same seed, same flips) difference to
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from zoo.core.results import summarise, write_result
 
-RECIPES = {"dpo": "shapo-dpo.yaml", "shapo-token": "shapo.yaml", "shapo-reward": "shapo-reward.yaml"}
+RECIPES = {"dpo": "shapo-dpo.yaml", "shapo-token": "shapo-zoo-lm.yaml", "shapo-reward": "shapo-reward.yaml"}
 METRICS = (
     "val/accuracy",
     "val/margin",
@@ -168,7 +168,7 @@ def sweep_notes(
         "'start' is the untrained starting policy under the same evaluation (policy = reference, so every margin "
         "is 0 and its accuracy is the tie value 0.5). Replies are sampled with the same seed in every run. "
         "ShaPO uses the SAM-normalised rho = 0.05 step every 5th optimiser step on 1% of the down-projection "
-        "neurons (recipes/shapo.yaml). Two caveats by construction: shapo-reward takes its soft labels from the "
+        "neurons (recipes/shapo-zoo-lm.yaml). Two caveats by construction: shapo-reward takes its soft labels from the "
         "same cost model that judges harmful_rate (trained on clean pairs), so its harmful_rate is partly "
         "circular; and its loss is invariant to swapping a pair, so for a given seed its runs are identical at "
         "every flip rate."
@@ -176,7 +176,7 @@ def sweep_notes(
 
 
 def release_table(out: Path) -> Path:
-    """results/shapo/release.json: zoo-lm.chat (untrained) and the released shapo.zoo-lm-hh under recipes/shapo.yaml's
+    """results/shapo/release.json: zoo-lm.chat (untrained) and the released shapo.zoo-lm-hh under recipes/shapo-zoo-lm.yaml's
     full evaluation (277 preference_eval pairs, 83 red-team + 64 held-out prompts, 48 tokens sampled and greedy)."""
     from zoo.core.evaluation import evaluate
     from zoo.core.loading import load_module
@@ -189,7 +189,7 @@ def release_table(out: Path) -> Path:
         for name, res in (("zoo-lm.chat (start)", start), ("shapo.zoo-lm-hh", released))
     ]
     notes = (
-        "The zoo weights shapo.zoo-lm-hh (recipes/shapo.yaml: token-level ShaPO, one epoch of the 840 "
+        "The zoo weights shapo.zoo-lm-hh (recipes/shapo-zoo-lm.yaml: token-level ShaPO, one epoch of the 840 "
         "preference_train pairs of the conversation split, flip_rate 0, last weights) beside their starting point, "
         "evaluated identically on preference_eval (277 pairs from conversations seen nowhere in training or in "
         "zoo-lm.chat's SFT data; reference zoo-lm.chat; judge shapo-cost-model.zoo-lm-hh, test accuracy 0.574; "
