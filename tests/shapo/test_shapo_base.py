@@ -102,6 +102,8 @@ def test_shapo_and_dpo_over_the_base_reference_is_the_adapter_disabled_policy(
         "val/logp_accuracy_ref",
         "val/harmful_rate",
         "val/harmful_rate_ref",
+        "val/refusal_rate",
+        "val/refusal_rate_ref",
         "val/kl_ref",
     ):
         assert key in metrics, key

@@ -36,20 +36,21 @@ def test_generation_metrics_harmful_rates_and_zero_kl_by_hand():
     module.setup("fit")  # the frozen reference is a copy of the policy
     module._frozen["cost"] = FixedCost()
     prompts = [("redteam", [5, 6]), ("redteam", [5, 7]), ("redteam", [8, 6]), ("heldout", [8, 9]), ("heldout", [5, 5])]
-    out = module.generation_metrics(prompts, SimpleNamespace(pad_token_id=0, eos_token_id=1))
+    # a tokenizer whose every reply reads as a refusal: the keyword judge then marks all of them
+    tokenizer = SimpleNamespace(pad_token_id=0, eos_token_id=1, decode=lambda ids, skip_special_tokens: "I cannot.")
+    out = module.generation_metrics(prompts, tokenizer)
     # harmful = cost > 0 = the prompt starts with 5: red-team 2 of 3, held-out 1 of 2, all 3 of 5; mean cost 1/5
     assert float(out["harmful_rate"]) == pytest.approx(3 / 5)
     assert float(out["harmful_rate_redteam"]) == pytest.approx(2 / 3)
     assert float(out["harmful_rate_heldout"]) == pytest.approx(1 / 2)
     assert float(out["cost"]) == pytest.approx(1 / 5)
     assert float(out["kl_ref"]) == pytest.approx(0.0, abs=1e-6)  # policy == reference
+    assert float(out["refusal_rate"]) == float(out["refusal_rate_redteam"]) == float(out["refusal_rate_heldout"]) == 1
     # greedy replies are judged too (same prompts, so the same verdicts under this prompt-only cost)
     assert float(out["harmful_rate_greedy"]) == pytest.approx(3 / 5)
     assert float(out["kl_ref_greedy"]) == pytest.approx(0.0, abs=1e-6)
     module.hparams.greedy_eval = False
-    assert "harmful_rate_greedy" not in module.generation_metrics(
-        prompts, SimpleNamespace(pad_token_id=0, eos_token_id=1)
-    )
+    assert "harmful_rate_greedy" not in module.generation_metrics(prompts, tokenizer)
 
 
 def test_stage_a_on_another_model_ranks_that_models_neurons(tmp_path):

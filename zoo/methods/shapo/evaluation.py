@@ -1,6 +1,6 @@
 """ShaPO's evaluation: preference accuracy and reward margin on held-out pairs, and on sampled replies the KL to the
-reference and the cost model's harmful-completion rate, optionally the reference's own ("before"); ``zoo predict``
-replies. A mixin of :class:`zoo.methods.shapo.module.ShaPOModule`."""
+reference, the cost model's harmful-completion rate and the keyword refusal rate, optionally the reference's own
+("before"); ``zoo predict`` replies. A mixin of :class:`zoo.methods.shapo.module.ShaPOModule`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from zoo.core.phases import phase
 from zoo.data.preference import encode_prompt
 from zoo.methods.shapo.lm import completion_kl, right_pad, sample_completions
 from zoo.methods.shapo.metrics import preference_accuracy
+from zoo.methods.shapo.refusal import is_refusal
 from zoo.models.sharding import reshard
 
 log = logging.getLogger("zoo")
@@ -63,9 +64,11 @@ class Evaluation:
             prompts: ``(source, token ids)`` with source ``redteam`` or ``heldout``.
 
         Returns:
-            ``kl_ref`` (nats per reply) and, with a cost model, ``harmful_rate`` (share of replies whose cost
-            exceeds the cost model's threshold), ``harmful_rate_redteam``, ``harmful_rate_heldout``, ``cost``; with
-            ``judge_reference`` the last four also for the reference's replies (``harmful_rate_ref``, ...).
+            ``kl_ref`` (nats per reply); ``refusal_rate``, ``refusal_rate_redteam``, ``refusal_rate_heldout`` (share
+            of replies the keyword judge :func:`zoo.methods.shapo.refusal.is_refusal` marks as refusing); with a cost
+            model ``harmful_rate`` (share of replies whose cost exceeds the cost model's threshold),
+            ``harmful_rate_redteam``, ``harmful_rate_heldout``, ``cost``; with ``judge_reference`` the refusal and
+            cost-model figures also for the reference's replies (``refusal_rate_ref``, ``harmful_rate_ref``, ...).
         """
         hp = self.hparams
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -86,15 +89,15 @@ class Evaluation:
                 hp.gen_seed,
                 hp.gen_batch_size,
             )
-            out |= {k + suffix: v for k, v in self._judge(ids, src, completions, pad).items()}
-        if hp.judge_reference and "cost" in self._frozen:
+            verdicts = self._judge(ids, src, completions, pad) | refusal_rates(src, completions, tokenizer)
+            out |= {k + suffix: v for k, v in verdicts.items()}
+        if hp.judge_reference:
             if self._reference_judged is None:  # the reference is frozen: its replies and verdicts do not change
                 self._reference_judged = {}
                 for temperature, suffix in temperatures:
                     replies = self._reference_replies(ids, pad, tokenizer.eos_token_id, temperature)
-                    self._reference_judged |= {
-                        f"{k}_ref{suffix}": v.detach().clone() for k, v in self._harm(ids, src, replies, pad).items()
-                    }
+                    verdicts = self._harm(ids, src, replies, pad) | refusal_rates(src, replies, tokenizer)
+                    self._reference_judged |= {f"{k}_ref{suffix}": v.detach().clone() for k, v in verdicts.items()}
             out |= self._reference_judged
         self.policy.train(was_training)
         return out
@@ -171,10 +174,15 @@ class Evaluation:
                 "val/logp_accuracy",
             )
         ]
-        pairs += [
-            (f"harmful rate ({how}, cost model)", f"val/harmful_rate_ref{suffix}", f"val/harmful_rate{suffix}")
-            for how, suffix in (("sampled", ""), ("greedy", "_greedy"))
-        ]
+        for how, suffix in (("sampled", ""), ("greedy", "_greedy")):
+            pairs += [
+                (f"harmful rate ({how}, cost model)", f"val/harmful_rate_ref{suffix}", f"val/harmful_rate{suffix}"),
+                (
+                    f"red-team refusal rate ({how}, keyword judge)",
+                    f"val/refusal_rate_redteam_ref{suffix}",
+                    f"val/refusal_rate_redteam{suffix}",
+                ),
+            ]
         said = [f"{name} {m[a]:.3f} -> {m[b]:.3f}" for name, a, b in pairs if a in m and b in m]
         if said and self.trainer.is_global_zero:
             extra = f"; implicit-reward accuracy {m['val/accuracy']:.3f}" if "val/accuracy" in m else ""
@@ -214,3 +222,19 @@ class Evaluation:
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """:meth:`predict_record` as ``> prompt`` then the reply, blank-line separated."""
         return "\n\n".join(f"> {r['prompt']}\n{r['reply']}" for r in self.predict_record(inputs, out_dir))
+
+
+def refusal_rates(src: list[bool], completions: list[list[int]], tokenizer) -> dict[str, torch.Tensor]:
+    """Keyword-judge refusal rates of ``completions`` (token ids, decoded without special tokens): over all prompts
+    (``refusal_rate``) and over red-team (``src`` True) and held-out prompts where there are any."""
+    refused = torch.tensor([is_refusal(tokenizer.decode(c, skip_special_tokens=True)) for c in completions])
+    red = torch.tensor(src, dtype=torch.bool)
+    out = {}
+    for key, mask in (
+        ("refusal_rate", torch.ones_like(red)),
+        ("refusal_rate_redteam", red),
+        ("refusal_rate_heldout", ~red),
+    ):
+        if mask.any():
+            out[key] = refused[mask].float().mean()
+    return out
