@@ -7,7 +7,15 @@ from zoo.cli import main
 from zoo.core.data import repo_root
 
 
-@pytest.mark.parametrize("recipe,artefact", [("trsp", "trsp/audit.json"), ("praxis", "praxis/best_tree.txt")])
+@pytest.mark.parametrize(
+    "recipe,artefact",
+    [
+        ("trsp", "trsp/audit.json"),
+        ("praxis", "praxis/best_tree.txt"),
+        ("pulse", "pulse/alarms.json"),
+        ("ltc", "ltc/rows.json"),
+    ],
+)
 def test_artefacts_go_to_the_run_directory_with_the_csv_logger(recipe, artefact, tmp_path):
     assert (
         main(

@@ -67,6 +67,17 @@ def test_a_column_named_by_another_argument_is_needed(tmp_path):
     check_data_files(table, {"path": str(f), "label": None})
 
 
+def test_a_large_file_says_it_is_being_checked(tmp_path, capsys, monkeypatch):
+    from zoo.core import datafiles
+
+    table = {"datamodule": {"args": {"path": {"file": {"kind": "csv", "columns": ["x"]}}}}}
+    f = tmp_path / "big.csv"
+    f.write_text("x\n" + "1\n" * 50)
+    monkeypatch.setattr(datafiles, "ANNOUNCE_BYTES", 10)
+    check_data_files(table, {"path": str(f)})
+    assert capsys.readouterr().err == f"checking data.path {f} (0 MB) ...\n"
+
+
 def test_a_folder_another_suffix_or_a_shipped_file_is_left_to_the_datamodule(tmp_path):
     table = {"datamodule": {"args": {"path": {"file": {"kind": "csv", "columns": ["x"]}}}}}
     other = tmp_path / "t.npz"

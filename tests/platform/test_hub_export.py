@@ -163,3 +163,26 @@ def test_export_names_the_methods_formats_before_any_extra(tmp_path, capsys, uni
     assert main(["export", "desi.hmd-forecast", "--formats", "onnx"]) == 2
     assert "cannot export 'onnx'; it supports package" in capsys.readouterr().err
     assert not (run / "export").exists()
+
+
+def test_export_refuses_a_format_before_importing_torch(tmp_path):
+    """The refusal of a format the method lacks comes at once (#42): torch is never imported for it."""
+    import subprocess
+    import sys
+
+    run = tmp_path / "praxis" / "version_0"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text("method: praxis\n")
+    probe = (
+        "import sys; from zoo.cli import main; rc = main(sys.argv[1:]); "
+        "print('torch imported' if 'torch' in sys.modules else 'torch not imported'); sys.exit(rc)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, "export", str(run), "--formats", "onnx"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 2 and "cannot export 'onnx'; it supports package" in out.stderr, out.stderr
+    assert out.stdout.strip() == "torch not imported", out

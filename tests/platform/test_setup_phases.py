@@ -1,7 +1,8 @@
 """Long set-up is never silent (#42): each phase before step 0 logs what it is doing when it begins (importing torch,
-loading the weights ``init_from`` names, reading and tokenising the data, the method's own set-up: ShaPO's reference,
-judge and stage-A probe) and its time when it took long, and so does ShaPO's generation at validation; ``zoo
-predict`` / ``zoo eval`` say "loading ..." before importing anything heavy."""
+loading the weights ``init_from`` names, building the model (where a pretrained base's weights load), reading and
+tokenising the data, the method's own set-up: ShaPO's reference, judge and stage-A probe) and its time when it took
+long, and so does ShaPO's generation at validation; ``zoo predict`` / ``zoo eval`` say "loading ..." before importing
+anything heavy."""
 
 import logging
 
@@ -38,6 +39,7 @@ def test_the_quickstarts_phases_each_say_what_they_do(tmp_path, caplog, capsys):
     said = [r.getMessage() for r in caplog.records if r.name == "zoo"]
     phases = [
         f"loading init_from {ckpt} (checking sha256, reading the weights) ...",
+        "building ShaPOModule (model: its networks; a pretrained base's weights load here) ...",
         "reading the data (PreferenceDataModule.setup: files, splits, tokenising) ...",
         "setting up the fit: ShaPOModule's own set-up (frozen models, caches, data loaders) ...",
         "ShaPO stage A: the safety probe on 16 training pairs, then the neuron masks ...",

@@ -137,7 +137,10 @@ def build_module(cfg: dict):
             state, source, src_cfg = hub.load_source(ref)
         for line in size_from_source(cfg, state, src_cfg, source) + reconcile_settings(cfg, src_cfg, source, ref):
             log.warning("init_from %s: adopted %s", ref, line)
-    module = construct(entry.module_cls, cfg.get("model") or {}, "model")
+    with phases.phase(
+        f"building {entry.module_cls.__name__} (model: its networks; a pretrained base's weights load here)"
+    ):
+        module = construct(entry.module_cls, cfg.get("model") or {}, "model")
     if ref:
         report = hub.adapt_and_load(module, state, source, where=f"init_from {ref}", source_cfg=src_cfg)
         fresh = sorted(set(report["missing"]) | set(report["reshaped"]))

@@ -67,14 +67,16 @@ def _eval_source(ref: str, which: str) -> str:
 
 def cmd_export(args) -> None:
     from zoo.core.export import ExportError, export_module, format_not_ready
-    from zoo.core.loading import load_module
 
     supported = _export_formats(args.ref)
-    for fmt in (args.formats or "").split(","):  # an unsupported format or a missing extra fails before loading
+    for fmt in (args.formats or "").split(","):  # an unsupported format or a missing extra fails before torch
         if fmt and supported is not None and fmt not in supported:
             raise ExportError(f"{args.ref}: its method cannot export {fmt!r}; it supports {', '.join(supported)}")
         if why := format_not_ready(fmt):
             raise ExportError(why)
+    print(f"zoo export: loading {args.ref} (torch, the method, its weights) ...", file=sys.stderr, flush=True)
+    from zoo.core.loading import load_module
+
     module, cfg = load_module(args.ref, args.which, args.overrides)
     formats = args.formats.split(",") if args.formats else (cfg.get("export") or {}).get("formats") or ["package"]
     out = Path(args.out) if args.out else (Path(args.ref) / "export" if Path(args.ref).is_dir() else Path("export"))

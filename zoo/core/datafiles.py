@@ -11,8 +11,11 @@ good, and reading the large ones would slow every run. Imports nothing heavy.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+#: A file larger than this (bytes) says it is being checked, so a long read is never silent.
+ANNOUNCE_BYTES = 20_000_000
 #: The file names each :class:`~zoo.core.constraints.DataFile` kind reads (anything else is left to the datamodule).
 SUFFIXES = {"csv": (".csv", ".csv.gz"), "jsonl": (".jsonl", ".jsonl.gz")}
 
@@ -68,6 +71,8 @@ def check_data_files(table: dict | None, data: dict) -> None:
             p = Path(str(item))
             if not p.name.lower().endswith(SUFFIXES[file["kind"]]) or not p.is_file() or is_shipped(p):
                 continue
+            if (size := p.stat().st_size) > ANNOUNCE_BYTES:  # logging is not set up yet: a plain line
+                print(f"checking data.{key} {p} ({size / 1e6:.0f} MB) ...", file=sys.stderr, flush=True)
             try:
                 check_file(p, file, data)
             except DataError as e:

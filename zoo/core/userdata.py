@@ -56,10 +56,11 @@ def default_run_name(cfg: dict, recipe_stem: str) -> str:
 
 def run_name(cfg: dict, recipe_stem: str, overlays: list[Path], overrides) -> str:
     """The run's name: ``name`` where the recipe or the command line sets it, else :func:`default_run_name`; with an
-    overlay from ``recipes/tiny/`` (``overlays``: resolved files) ``-tiny`` is added, unless the command line gives
+    overlay from ``recipes/tiny/`` or ``recipes/paper/tiny/`` (``overlays``: resolved files) ``-tiny`` is added, unless the command line gives
     ``name=``, so a smoke run never shares ``runs/<name>/`` (nor ``resume=auto``) with the real run."""
     name = cfg["name"] if "name" in cfg else default_run_name(cfg, recipe_stem)
-    tiny = any(p.parent == (repo_root() / "recipes" / "tiny").resolve() for p in overlays)
+    recipes = (repo_root() / "recipes").resolve()
+    tiny = any(p.parent in (recipes / "tiny", recipes / "paper" / "tiny") for p in overlays)
     named = any(str(t).lstrip("+").startswith("name=") for t in overrides)
     return f"{name}-tiny" if tiny and not named and isinstance(name, str) else name
 

@@ -65,6 +65,24 @@ def shard_causal_lm(model: nn.Module, mesh, **fsdp_kwargs: Any) -> nn.Module:
     return model
 
 
+def data_parallel_mesh(mesh, method: str):
+    """The 1-D data-parallel mesh FSDP2 shards over, from the mesh Lightning's ``ModelParallelStrategy`` hands a
+    module's ``configure_model`` (``trainer.strategy=fsdp2`` makes every device data-parallel).
+
+    Raises:
+        RecipeError: a tensor-parallel dimension larger than 1 (``method`` only shards; it has no TP plan).
+    """
+    from zoo.core.recipe import RecipeError
+
+    names = mesh.mesh_dim_names or ()
+    if "tensor_parallel" in names and mesh["tensor_parallel"].size() != 1:
+        raise RecipeError(
+            f"trainer.strategy: tensor_parallel_size={mesh['tensor_parallel'].size()} is not supported by {method}; "
+            "use trainer.strategy=fsdp2 (every device data-parallel, parameters sharded by FSDP2)"
+        )
+    return mesh["data_parallel"] if "data_parallel" in names else mesh
+
+
 def is_sharded(model: nn.Module) -> bool:
     """Whether ``model`` went through :func:`shard_causal_lm`."""
     return _ROOT_CALL in vars(model)

@@ -7,7 +7,11 @@ stages, or a user's own problems.
 * ``stage: grpo`` - batches of ``prompts_per_step`` GRPO prompt items ``{"question", "answer"}`` drawn with
   replacement from fresh items disjoint from B and the mid-training set (seeded by ``seed``).
 
-Benchmark B (``bench``: 500 items, half leaked) is evaluation only; the module reads it from ``self.bench``.
+Benchmark B (``bench``: 500 items, half leaked) is evaluation only; the module reads it from ``self.bench``. With
+``bench_path`` and ``clean_bench_path`` (the paper's protocol on a real model, whose contamination comes from its own
+pre-training) B is read from the user's files instead: the first is the benchmark the model has seen (its items
+count as leaked: MATH-500 for Qwen2.5-Math), the second one it cannot have seen (clean: LiveMathBench), both in the
+``{question, answer}`` format below.
 
 User data (``path``): JSON lines ``{"question": "23 + 48 - 17", "answer": 54}`` (the question as the bare
 expression or as ``Question: ... = ?``; the answer a number or numeric text; other keys ignored). They replace the
@@ -91,6 +95,8 @@ class AnchorAdapterDataModule(L.LightningDataModule):
     stage: ``midtrain`` or ``grpo``.
     corpus: ``contaminated`` (B's leaked half planted) or ``clean`` (the control); mid-training only.
     path: a user's ``{question, answer}`` JSONL replacing the generated fresh problems (see above).
+    bench_path, clean_bench_path: a user's contaminated and clean benchmarks replacing the generated benchmark B
+        (``{question, answer}`` JSONL each; both or neither).
     n_bench, n_midtrain, n_grpo: sizes of benchmark B, the fresh mid-training problems, the GRPO prompt pool.
     leak_repeats: copies of each leaked item in the contaminated corpus (8).
     worked_share, boxed_share: shares of mid-training replies with worked partial sums (0.8) and ending in
@@ -108,6 +114,8 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         stage: Literal["midtrain", "grpo"] = "midtrain",
         corpus: Literal["contaminated", "clean"] = "contaminated",
         path: Annotated[str | None, DataFile("jsonl", columns=("question", "answer"))] = None,
+        bench_path: Annotated[str | None, DataFile("jsonl", columns=("question", "answer"))] = None,
+        clean_bench_path: Annotated[str | None, DataFile("jsonl", columns=("question", "answer"))] = None,
         n_bench: PositiveInt = 500,
         n_midtrain: PositiveInt = 40000,
         n_grpo: PositiveInt = 4000,
@@ -140,6 +148,14 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         self.seed, self.batch_size, self.prompts_per_step = seed, batch_size, prompts_per_step
         self.n_batches, self.max_length, self.cache = n_batches, max_length, cache
         self.user = read_problems(path) if path else None  # bad rows fail here, before a run directory exists
+        if (bench_path is None) != (clean_bench_path is None):
+            raise ValueError("data.bench_path and data.clean_bench_path: give both (contaminated, clean) or neither")
+        self.user_bench = (
+            [{**it, "leaked": True} for it in read_problems(bench_path)]
+            + [{**it, "leaked": False} for it in read_problems(clean_bench_path)]
+            if bench_path
+            else None
+        )
         self.sets: dict | None = None
         self.tokenizer = None
 
@@ -153,6 +169,8 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         if self.sets is not None:
             return
         self.sets = cached_sets(self.sizes, self.cache)
+        if self.user_bench is not None:
+            self.sets["bench"] = [{k: it[k] for k in ("question", "answer", "leaked")} for it in self.user_bench]
         if self.user is not None:
             self._use_user_items()
 

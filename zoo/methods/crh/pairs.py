@@ -8,8 +8,8 @@ import hashlib
 import json
 import random
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -23,9 +23,10 @@ SENTENCES = (
 )
 
 
-@dataclass(frozen=True)
-class Pair:
-    """One question's pair for one concept (``qid`` = question id, ``cid`` = concept id)."""
+class Pair(NamedTuple):
+    """One question's pair for one concept (``qid`` = question id, ``cid`` = concept id). A named tuple, not a
+    frozen dataclass: Lightning moves the batch that carries the pairs with ``apply_to_collection``, which rebuilds
+    named tuples but refuses frozen dataclasses (every user pairs CSV failed at the first step)."""
 
     qid: int
     cid: int

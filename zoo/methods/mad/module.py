@@ -182,7 +182,11 @@ class MadModule(ZooModule):
     def configure_optimizers(self):
         if not self.hparams.fit_classifier:
             return None  # detection only: no optimiser step, zoo still writes last.ckpt
-        return build_optimizer(self.parameters(), self.hparams.optimizer or {"name": "adamw", "lr": 2e-3})
+        # a warm-up or cosine schedule needs the run's length (recipes/paper/ sets cosine; it failed at step 0)
+        steps = self.trainer.estimated_stepping_batches if self._trainer is not None else None
+        return build_optimizer(
+            self.parameters(), self.hparams.optimizer or {"name": "adamw", "lr": 2e-3}, total_steps=steps
+        )
 
     # ---- detection ---------------------------------------------------------------------------------------------
     def _detect(self, dm: BackdoorDataModule, out: Path) -> None:

@@ -159,7 +159,11 @@ class SaliencyBiasModule(ZooModule):
         self._step(batch, "val")
 
     def configure_optimizers(self):
-        return build_optimizer(self.parameters(), self.hparams.optimizer or {"name": "adamw", "lr": 1e-3})
+        # a warm-up or cosine schedule needs the run's length (recipes/paper/ sets cosine; it failed at step 0)
+        steps = self.trainer.estimated_stepping_batches if self._trainer is not None else None
+        return build_optimizer(
+            self.parameters(), self.hparams.optimizer or {"name": "adamw", "lr": 1e-3}, total_steps=steps
+        )
 
     # ---- benchmark --------------------------------------------------------------------------------------------
     def on_train_end(self) -> None:

@@ -98,6 +98,11 @@ def evaluate_seed(
         inv_clean = G.invert(x_clean, steps)
     code_clean = codes(masker, enc, x_clean)
     others = pool[~torch.isin(pool, idx)]
+    if len(others) == 0:
+        raise ValueError(
+            f"evaluation.n_images={cfg['n_images']} takes every caption of the test pool ({len(pool)}): none is left "
+            "to condition the calibration and null generations; use more test images or fewer n_images"
+        )
     inv_cal, code_cal = null_latents(
         G, masker, enc, dm, others, cfg["n_calibration"], seed + 10_000, steps, cfg["guidance"]
     )

@@ -222,7 +222,7 @@ def predict(module, inputs: list[str], out_dir: str | None) -> dict:
     nets = module.networks()
     G, enc, masker = nets["generator"], nets["encoder"], module.masker
     cfg, keys = eval_settings(module.hparams.evaluation), load_keys(module.hparams.key_file)
-    shape = (3, G.size, G.size)
+    shape = G.latent_shape  # (3, S, S) for the pixel generator, (4, S/8, S/8) for a Stable Diffusion backend
     mod = SemanticModulation(shape, masker.n_bits, cfg["predict_r"], keys["sembind"])
     loaded = {}
     for inp in inputs:
@@ -232,7 +232,7 @@ def predict(module, inputs: list[str], out_dir: str | None) -> dict:
         if p.is_file() or p.suffix.lower() in IMAGE_SUFFIXES:
             if not p.is_file():
                 raise DataError(f"{inp}: no such image file; nothing written")
-            loaded[inp] = _read_image(inp, G.size)
+            loaded[inp] = _read_image(inp, G.image_size)
     verified, generated = [], []
     for inp, x in loaded.items():
         with torch.no_grad():
@@ -268,7 +268,7 @@ def predict(module, inputs: list[str], out_dir: str | None) -> dict:
                 png = out / f"sembind-{slug}-{name}.png"
                 Image.fromarray((x[i].permute(1, 2, 0) * 255).round().byte().numpy()).save(png)
                 generated.append(
-                    {"caption": c, "scheme": name, "wrote": str(png), "size": G.size, "r": cfg["predict_r"]}
+                    {"caption": c, "scheme": name, "wrote": str(png), "size": G.image_size, "r": cfg["predict_r"]}
                 )
     return {"verified": verified, "generated": generated}
 

@@ -52,9 +52,9 @@ def write_pngs(out: Path, first: dict, rows: list[dict], G, keys: dict, cfg: dic
                     pick[tag + suffix] = imgs[tag + suffix]
     written = [image_grid(out / "grid.png", dict(list(pick.items())[:13]))]
     if "tree-ring" in cfg["schemes"] and "tree-ring/plain" in imgs:
-        size = G.size
-        scheme = build_scheme("tree-ring", (3, size, size), keys["tree-ring"], cfg["watermark"])
-        z_w = scheme.inject(torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0)))
+        shape = G.latent_shape  # pixel generator (3, S, S) or Stable Diffusion latent (4, S/8, S/8)
+        scheme = build_scheme("tree-ring", shape, keys["tree-ring"], cfg["watermark"])
+        z_w = scheme.inject(torch.randn(1, *shape, generator=torch.Generator().manual_seed(0)))
         with torch.no_grad():
             inv = G.invert(imgs["tree-ring/plain"][:1] * 2 - 1, cfg["steps"])
         ch = scheme.channels[0]

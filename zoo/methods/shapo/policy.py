@@ -251,16 +251,12 @@ class PolicyLifecycle:
         Raises:
             RecipeError: a tensor-parallel dimension larger than 1 (this module only shards, it has no TP plan).
         """
+        from zoo.models.sharding import data_parallel_mesh
+
         mesh = self._device_mesh
         if mesh is None or self._dp_group is not None:
             return
-        if "tensor_parallel" in (mesh.mesh_dim_names or ()) and mesh["tensor_parallel"].size() != 1:
-            raise RecipeError(
-                f"trainer.strategy: tensor_parallel_size={mesh['tensor_parallel'].size()} is not "
-                "supported by shapo; use trainer.strategy=fsdp2 (every device data-parallel, "
-                "parameters sharded by FSDP2)"
-            )
-        self.shard(mesh["data_parallel"] if "data_parallel" in (mesh.mesh_dim_names or ()) else mesh)
+        self.shard(data_parallel_mesh(mesh, "shapo"))
 
     def shard(self, mesh) -> None:
         """FSDP2 on a 1-D data-parallel ``mesh``: each decoder layer of the policy is a ``fully_shard`` unit and the

@@ -174,6 +174,20 @@ class ZooLM(ZooModule):
         self.val_nll.reset()
         self.val_tokens.reset()
 
+    def configure_model(self) -> None:
+        """Under ``trainer.strategy=fsdp2``: shard ``self.lm`` with FSDP2, each decoder layer its own unit (all-gathered
+        just before it runs) and the LM the root (:func:`zoo.models.sharding.shard_causal_lm`), so a model larger than
+        one device trains; plain or LoRA-wrapped. Other strategies leave the model alone.
+
+        Raises:
+            RecipeError: a tensor-parallel dimension larger than 1.
+        """
+        from zoo.models.sharding import data_parallel_mesh, is_sharded, shard_causal_lm
+
+        if self._device_mesh is None or is_sharded(self.lm):
+            return
+        shard_causal_lm(self.lm, data_parallel_mesh(self._device_mesh, "zoo-lm"))
+
     def configure_optimizers(self):
         decay = [p for p in self.lm.parameters() if p.requires_grad and p.dim() >= 2]
         no_decay = [p for p in self.lm.parameters() if p.requires_grad and p.dim() < 2]
