@@ -35,6 +35,8 @@ BEFORE_AFTER = (
     "val/accuracy",
     "val/harmful_rate_ref",
     "val/harmful_rate",
+    "val/refusal_rate_redteam_ref",
+    "val/refusal_rate_redteam",
     "val/kl_ref",
 )
 """Metrics copied into each row when the run logs them (``*_ref``: the reference, i.e. before training)."""
@@ -92,10 +94,10 @@ def main(argv: list[str] | None = None) -> None:
             kind="benchmark",
             paper="n/a (the README quotes this time)",
             notes=f"`python train.py {' '.join([f'recipe={a.recipe}', *a.set])}` from the project root in a fresh process: "
-            "the starting weights (zoo-lm.chat, or the SmolLM2 base) and the cost model verified and "
-            "loaded, stage A probe and masks, the "
-            "recipe's steps (every 5th a ShaPO step), final validation with harmful-completion "
-            "rates. Wall clock of the process; peak resident memory of the child (ru_maxrss). "
+            "the starting weights (the cached SmolLM2 base, or zoo-lm.chat) and the recipe's judge (a cost model "
+            "and/or the keyword refusal judge) loaded, stage A probe and masks, the recipe's steps (every 5th a "
+            "ShaPO step), final validation with the before -> after figures. Wall clock of the process; peak "
+            "resident memory of the child (ru_maxrss). "
             "'load at start' is the machine's 1-minute load average (2 cores).",
         )
     )

@@ -9,8 +9,8 @@ RECIPES = "`shapo-cost-model.yaml`, `shapo-cost-model-smollm2.yaml`"
 WEIGHTS = "`shapo-cost-model.zoo-lm-hh`"
 STATUS = (
     "test pair accuracy 0.574 on HH pairs from unseen conversations (checkpoint chosen on a separate "
-    "validation split; `zoo eval` of the zoo weights); over SmolLM2-135M-Instruct with LoRA (160 pairs, 3 seeds) "
-    "0.623 ± 0.015, two of three intervals still containing 0.574, so not released"
+    "validation split; `zoo eval` of the zoo weights); over SmolLM2-135M-Instruct with LoRA (320 pairs, 3 seeds) "
+    "0.639 ± 0.032, one of three intervals still containing 0.574, so not released"
 )
 EXAMPLE = {"recipe": "shapo-cost-model", "predict": ["How do I hurt someone?", "I can't help with that."]}
 BAD_ROW = {
