@@ -9,6 +9,8 @@ Each command of a ```` ```bash ```` block (``&&`` chains split, ``# comments`` d
   ``release`` writes into a scratch copy of ``checkpoints/`` (``$ZOO_CHECKPOINTS``), never the repository's.
 - ``python -m zoo...experiments ...`` and ``python benchmarks/*.py``: too long for a test; checked by importing the
   module and running its ``--help``.
+- ``torchrun ... train.py ARGS`` (a multi-node launch): ``ARGS`` composed and validated with ``zoo config``;
+  ``export VAR=...``: checked.
 - ``pip install``, ``python -m pytest``, ``wandb sync``: checked, not executed (the install is what CI itself does;
   the suite is this test's own; syncing needs the network).
 
@@ -114,6 +116,10 @@ def run_command(cmd: list[str], tiny: bool = True) -> Outcome:
         return Outcome(text, "ran", *_zoo(["train", *args, *(_tiny_overlay(recipe, args) if tiny else [])]))
     if cmd[0] == "zoo":
         return Outcome(text, "ran", *_zoo(cmd[1:]))
+    if cmd[0] == "export" and all("=" in a for a in cmd[1:]):
+        return Outcome(text, "checked", 0)  # the environment of the launcher commands that follow
+    if cmd[0] == "torchrun" and "train.py" in cmd:  # a multi-node launch: its train.py arguments are composed
+        return Outcome(text, "composed", *_zoo(["config", *cmd[cmd.index("train.py") + 1 :]]))
     if cmd[:2] == ["python", "-m"] and cmd[2].startswith("zoo."):
         if cmd[2] == "zoo.cli":
             return Outcome(text, "ran", *_zoo(cmd[3:]))

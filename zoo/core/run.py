@@ -70,7 +70,7 @@ def open_run_dir(cfg: dict) -> tuple[Path, str | None]:
         resume_ckpt = str(newest) if newest else None
     elif resume:
         resume_ckpt = str(resume)
-    if not is_child_rank() and not pinned:
+    if not is_child_rank():  # also when pinned: under torchrun / SLURM nobody else creates the exported directory
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     return run_dir, resume_ckpt
 

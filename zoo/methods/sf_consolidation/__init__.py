@@ -18,7 +18,7 @@ STATUS = (
     "not at this scale: 3 seeds × 12k Four Rooms steps leave every AUC interval overlapping, SF + 5 "
     "beakers last by mean (0.134 vs 0.211 for Q + 5 beakers); SF agents do reach the second goal (SF + "
     "single 0.345 success) where Q agents almost never do (0.011); HalfCheetah only a 3k-step smoke run; "
-    "plain agent 1.30× / 2.37× SB3 DQN / TD3 steps/s, SF + beakers cost 1.26× / 1.30×"
+    "plain agent 1.28× / 1.38× SB3 DQN / TD3 steps/s, SF + beakers cost 1.74× / 2.07×"
 )
 EXAMPLE = {"recipe": "sf-consolidation", "predict": ["--slip", "0.3", "--episodes", "2"]}
 BAD_ROW = {

@@ -18,7 +18,7 @@ STATUS = (
     "partly: Thm 3.2 in all 7 covered scenarios and Thm 3.3 asymmetry reproduce on the closed forms; local "
     "accuracy is below 0.015 only with the background inside the explained set, 0.065–0.20 with a disjoint "
     "one (the gap between two sample means); DeepSurv GBSG2 C-index 0.668 (paper: not reported); one-pass "
-    "explanation 37-40x faster than 41 separate shapiq runs; paper's TCGA case study not reproducible here"
+    "explanation 33-36x faster than 41 separate shapiq runs; paper's TCGA case study not reproducible here"
 )
 EXAMPLE = {"recipe": "survshap-iq", "predict": ["age=60", "pnodes=12", "tgrade=2", "horTh=0"]}
 BAD_ROW = {
