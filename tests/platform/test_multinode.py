@@ -1,6 +1,6 @@
-"""Multi-node training as README documents it: two ``torchrun --nnodes 2 --nproc-per-node 1`` launchers on this
-machine (node ranks 0 and 1, gloo over loopback only) train one recipe with ``trainer.num_nodes=2``; Lightning's
-torchelastic environment takes the ranks from torchrun; the run directory (``ZOO_RUN_DIR``, as on a shared file
+"""Multi-node training as README documents it: two launchers on this machine (node ranks 0 and 1, gloo over loopback
+only), ``torchrun --nnodes 2 --nproc-per-node 1`` or Lightning's own (``python train.py`` with ``NODE_RANK``), train one
+recipe with ``trainer.num_nodes=2``; the run directory (``ZOO_RUN_DIR``, as on a shared file
 system), its config and checkpoints are written once, by global rank 0, and the run is named once."""
 
 import os
@@ -22,21 +22,31 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_two_nodes_one_process_each_on_localhost(tmp_path):
+@pytest.mark.parametrize("launcher", ["torchrun", "lightning"])
+def test_two_nodes_one_process_each_on_localhost(launcher, tmp_path):
+    """``torchrun``: the README's command; ``lightning``: ``python train.py`` started on each node with ``NODE_RANK``,
+    ``MASTER_ADDR`` and ``MASTER_PORT`` set (Lightning's own environment, which starts a node's devices itself)."""
     run_dir, port = tmp_path / "shared" / "zoo-lm-2nodes", _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("ZOO_RUN_DIR", "RANK", "LOCAL_RANK", "NODE_RANK")}
     env |= {"ZOO_RUN_DIR": str(run_dir), "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
 
     def node(rank: int) -> subprocess.Popen:
-        cmd = [
-            *(sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1"),
-            *("--node-rank", str(rank), "--master-addr", "127.0.0.1", "--master-port", str(port)),
+        train = [
             *("train.py", "recipe=zoo-lm.yaml", "overlay=tiny/zoo-lm.yaml", "trainer.accelerator=cpu"),
             *("trainer.devices=1", "trainer.num_nodes=2", "trainer.strategy=ddp", "export.formats=[]"),
             f"out_dir={tmp_path / 'runs'}",
         ]
+        node_env = dict(env)
+        if launcher == "torchrun":
+            cmd = [
+                *(sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1"),
+                *("--node-rank", str(rank), "--master-addr", "127.0.0.1", "--master-port", str(port), *train),
+            ]
+        else:
+            cmd = [sys.executable, *train]
+            node_env |= {"NODE_RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
         return subprocess.Popen(
-            cmd, cwd=repo_root(), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            cmd, cwd=repo_root(), env=node_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
 
     nodes = [node(0), node(1)]
