@@ -16,7 +16,7 @@ RECIPES = (
 WEIGHTS = "`rlcracker.copy`, `rlcracker.unigram`, `rlcracker.kgw`"
 STATUS = (
     "not at this scale: the Unigram and KGW attackers remove 100 % of marks but with 0 % success (MiniLM "
-    "sim 0.21-0.31; paper 98.5 %); same-question answers of zoo-lm.chat score only 0.25"
+    "sim 0.21-0.30; paper 98.5 %); same-question answers of zoo-lm.chat score only 0.25"
 )
 EXAMPLE = {
     "recipe": "rlcracker-copy",
