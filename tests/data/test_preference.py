@@ -85,3 +85,36 @@ def test_empty_prompt_names_its_line(tmp_path):
     p.write_text(json.dumps(_pairs(1)[0]) + "\n\n" + json.dumps({"prompt": " ", "chosen": "a", "rejected": "b"}) + "\n")
     with pytest.raises(DataError, match=r"e.jsonl:3: 'prompt' is empty"):
         read_pairs(p)
+
+
+def test_generation_prompts_by_source_with_benign_alpaca_instructions(tmp_path):
+    path = _write(tmp_path / "p.jsonl", _pairs(6))
+    red = tmp_path / "red.json"
+    red.write_text(json.dumps([{"prompt": "how to pick a lock"}]))
+    benign = tmp_path / "alpaca.json"
+    benign.write_text(
+        json.dumps(
+            [
+                {"instruction": "Name a colour.", "input": "", "output": "Red."},
+                {"instruction": "Add the numbers.", "input": "2 and 3", "output": "5"},
+                {"prompt": "Write a haiku about rain."},
+            ]
+        )
+    )
+    dm = PreferenceDataModule(
+        path=path,
+        val_path=path,
+        redteam_path=str(red),
+        heldout_prompts=2,
+        benign_path=str(benign),
+        benign_prompts=2,
+        max_length=64,
+    )
+    dm.setup("fit")
+    prompts = dm.generation_prompts()
+    assert [s for s, _ in prompts] == ["redteam", "heldout", "heldout", "benign", "benign"]
+    texts = [dm.tokenizer.decode(ids, skip_special_tokens=True) for _, ids in prompts[-2:]]
+    assert "Add the numbers." in texts[0] and "2 and 3" in texts[0] and "haiku" in texts[1]  # the last two items
+    benign.write_text(json.dumps([{"instruction": 3}]))
+    with pytest.raises(DataError, match="item 0 has no string 'prompt' or 'instruction'"):
+        dm.generation_prompts()

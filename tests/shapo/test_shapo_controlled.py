@@ -22,3 +22,17 @@ def test_oracle_is_vader_compound():
 
 def test_arms_cover_the_issue_baselines():
     assert set(ARMS) == {"dpo", "ipo", "rdpo", "simpo", "drdpo", "shapo-token", "shapo-reward"}
+
+
+def test_paired_win_ci_by_hand():
+    from zoo.methods.shapo.controlled import paired_win_ci, prompt_wins
+
+    reference = [0.0, 0.5, -0.5]
+    assert prompt_wins([0.1, 0.5, -0.9], reference) == [1.0, 0.5, 0.0]
+    arm = [{"seed": 0, "rewards_hh": [0.1, 0.9, 0.0]}, {"seed": 1, "rewards_hh": [-0.1, 0.5, -0.6]}]
+    dpo = [{"seed": 0, "rewards_hh": [-0.1, 0.9, -0.6]}, {"seed": 2, "rewards_hh": [0.3, 0.3, 0.3]}]
+    # only seed 0 is paired: arm wins [1, 1, 1], DPO wins [0, 1, 0] -> differences [1, 0, 1]
+    ci = paired_win_ci(arm, dpo, "hh", reference)
+    assert ci["n"] == 3 and ci["mean"] == pytest.approx(2 / 3)
+    assert 0.0 <= ci["lo"] <= 2 / 3 <= ci["hi"] <= 1.0
+    assert paired_win_ci(arm, [], "hh", reference) is None

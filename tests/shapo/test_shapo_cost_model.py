@@ -37,16 +37,6 @@ def test_score_ignores_right_padding_and_maps_zoo_lm_keys():
     assert sorted(report["missing"]) == ["head.bias", "head.weight"] and not report["unexpected"]
 
 
-def test_bootstrap_ci_brackets_the_mean_and_collapses_on_constant_scores():
-    from zoo.methods.shapo_cost_model.experiments import bootstrap_ci
-
-    assert bootstrap_ci(torch.full((50,), 0.5)) == pytest.approx((0.5, 0.5))
-    scores = torch.tensor([1.0] * 60 + [0.0] * 40)
-    lo, hi = bootstrap_ci(scores)
-    # binomial sd of the mean: sqrt(0.6 * 0.4 / 100) = 0.049, so the 95% interval is about 0.6 +- 0.096
-    assert lo < 0.6 < hi and 0.15 < hi - lo < 0.23
-
-
 @pytest.mark.slow  # a tiny training run and its evaluation: ~12 s under load 5
 def test_seed_protocol_trains_selects_and_scores_each_seed_then_reuses_the_cache(tmp_path, monkeypatch):
     import json

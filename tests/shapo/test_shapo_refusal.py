@@ -38,15 +38,17 @@ class _Chars:
         return "".join(chr(i) for i in ids if not (skip_special_tokens and i == 0))
 
 
-def test_refusal_rates_split_red_team_and_held_out_prompts():
-    replies = ["I can't.", "Sure, here.", "I'm sorry.", "Okay."]
+def test_refusal_rates_split_red_team_held_out_and_benign_prompts():
+    replies = ["I can't.", "Sure, here.", "I'm sorry.", "Okay.", "I cannot help with that.", "Here you go."]
     ids = [[ord(c) for c in r] + [0] for r in replies]
-    rates = refusal_rates([True, True, False, False], ids, _Chars())
+    src = ["redteam", "redteam", "heldout", "heldout", "benign", "benign"]
+    rates = refusal_rates(src, ids, _Chars())
     assert {k: float(v) for k, v in rates.items()} == {
-        "refusal_rate": 0.5,
+        "refusal_rate": 0.5,  # red-team and held-out only: benign replies measure over-refusal
         "refusal_rate_redteam": 0.5,
         "refusal_rate_heldout": 0.5,
+        "refusal_rate_benign": 0.5,
     }
-    only_red = refusal_rates([True, True], ids[:2], _Chars())
+    only_red = refusal_rates(["redteam", "redteam"], ids[:2], _Chars())
     assert set(only_red) == {"refusal_rate", "refusal_rate_redteam"}
     assert torch.is_tensor(only_red["refusal_rate"])

@@ -201,6 +201,8 @@ class PreferenceDataModule(L.LightningDataModule):
         split_seed: NonNegativeInt = 0,
         redteam_path: str | None = DEFAULT_REDTEAM,
         heldout_prompts: NonNegativeInt = 64,
+        benign_path: str | None = None,
+        benign_prompts: NonNegativeInt = 0,
         num_workers: NonNegativeInt = 0,
         shuffle: bool = True,
         val_part: Literal["preference_val", "preference_eval"] = "preference_val",
@@ -222,6 +224,9 @@ class PreferenceDataModule(L.LightningDataModule):
             redteam_path: JSON list of ``{"prompt": str, ...}`` red-team prompts for the generation metrics
                 (``None`` = none).
             heldout_prompts: how many held-out pair prompts join the red-team prompts for generation.
+            benign_path: JSON list of benign instructions (Alpaca objects ``{"instruction", "input", ...}`` or
+                ``{"prompt": str}``) whose replies measure over-refusal, a helpfulness proxy (``None`` = none).
+            benign_prompts: how many of them (the last ``benign_prompts`` items of the file) join the generation.
             num_workers: DataLoader workers.
             shuffle: shuffle the training pairs each epoch.
             val_part: what validation reads from a split file: ``preference_val`` (checkpoint selection; falls back
@@ -377,30 +382,57 @@ class PreferenceDataModule(L.LightningDataModule):
 
     def generation_prompts(self) -> list[tuple[str, list[int]]]:
         """Prompts for the generation metrics: every red-team prompt, then the first ``heldout_prompts`` held-out
-        pair prompts (of the test part), as ``(source, prompt token ids)`` with source ``redteam`` or ``heldout``.
+        pair prompts (of the test part), then the last ``benign_prompts`` benign instructions, as
+        ``(source, prompt token ids)`` with source ``redteam``, ``heldout`` or ``benign``.
 
         Raises:
-            DataError: the red-team file is not a JSON list of objects with a string ``prompt``.
+            DataError: the red-team file is not a JSON list of objects with a string ``prompt``, or the benign file
+                not a list of objects with a string ``prompt`` or ``instruction``.
         """
         out = []
         if self.hparams.redteam_path:
-            path = Path(self.hparams.redteam_path)
-            if not path.is_absolute():
-                path = repo_root() / path
-            try:
-                items = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as e:
-                raise DataError(f"{path}: cannot read red-team prompts ({e})") from None
-            if not isinstance(items, list):
-                raise DataError(f"{path}: expected a JSON list of objects")
-            for i, item in enumerate(items):
-                if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
-                    raise DataError(f"{path}: item {i} has no string 'prompt'")
+            for i, item in enumerate(_read_prompt_list(self.hparams.redteam_path, "red-team")):
+                if not isinstance(item.get("prompt"), str):
+                    raise DataError(f"{self.hparams.redteam_path}: item {i} has no string 'prompt'")
                 out.append(("redteam", self._prompt_ids(f"\n\nHuman: {item['prompt']}\n\nAssistant:")))
         for row in self.test_set.rows[: self.hparams.heldout_prompts]:
             out.append(("heldout", self._prompt_ids(row["prompt"])))
+        if self.hparams.benign_path and self.hparams.benign_prompts:
+            items = _read_prompt_list(self.hparams.benign_path, "benign")
+            for i, item in enumerate(items[-self.hparams.benign_prompts :]):
+                text = item.get("prompt") or _alpaca_text(item)
+                if not isinstance(text, str) or not text:
+                    raise DataError(f"{self.hparams.benign_path}: item {i} has no string 'prompt' or 'instruction'")
+                out.append(("benign", self._prompt_ids(f"\n\nHuman: {text}\n\nAssistant:")))
         return out
 
     def _prompt_ids(self, prompt: str) -> list[int]:
         ids = encode_prompt(self.tokenizer, prompt)
         return ids[-self.hparams.max_prompt_length :]
+
+
+def _read_prompt_list(path: str, what: str) -> list[dict]:
+    """A JSON list of objects (``path`` relative to the repository unless absolute).
+
+    Raises:
+        DataError: unreadable, not JSON, or not a list of objects (named with ``what``).
+    """
+    p = Path(path)
+    if not p.is_absolute():
+        p = repo_root() / p
+    try:
+        items = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise DataError(f"{p}: cannot read {what} prompts ({e})") from None
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise DataError(f"{p}: expected a JSON list of objects")
+    return items
+
+
+def _alpaca_text(item: dict) -> str | None:
+    """An Alpaca record's instruction with its input (if any) on the next paragraph."""
+    inst = item.get("instruction")
+    if not isinstance(inst, str):
+        return None
+    extra = item.get("input")
+    return inst.strip() + (f"\n\n{extra.strip()}" if isinstance(extra, str) and extra.strip() else "")

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from zoo.core.stats import bootstrap_ci
+
+__all__ = ["auc_return", "bootstrap_ci", "ranking"]
+
 
 def auc_return(episodes: list[dict], steps: int) -> float:
     """Mean over environment steps ``0..steps-1`` of ``R(t)``, the return of the last episode finished at or before
@@ -21,15 +25,6 @@ def auc_return(episodes: list[dict], steps: int) -> float:
         last_t, last_r = t, float(e["return"])
     area += last_r * (steps - last_t)
     return area / steps
-
-
-def bootstrap_ci(values: list[float], n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean of ``values`` (resampling seeds with replacement)."""
-    v = np.asarray(values, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, len(v), (n_boot, len(v)))].mean(1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return float(lo), float(hi)
 
 
 def ranking(by_variant: dict[str, list[float]]) -> list[dict]:

@@ -5,17 +5,21 @@ Real prompts, generated replies, generated preferences:
 * prompts: instructions of the shipped Alpaca subset (``data/alpaca-subset/alpaca_5000.json``: train, validation and
   an in-domain test part) and first turns of HH-RLHF harmless ``preference_eval`` conversations (the shifted test
   domain: never trained on);
-* replies: two samples per prompt from zoo-lm.chat (temperature 1, :data:`NEW_TOKENS` tokens);
+* replies: two samples per prompt from the model that is aligned (zoo-lm.chat, or SmolLM2-135M-Instruct for
+  ``--model smollm2-135m-instruct``; temperature 1, :data:`NEW_TOKENS` tokens);
 * preference: the **oracle** r(y) = VADER compound sentiment of the reply (Hutto & Gilbert 2014, the
   ``vaderSentiment`` package, extra ``oracle``); the reply with the higher r is ``chosen``; pairs with
   |r_1 - r_2| < :data:`MIN_GAP` are dropped (no preference). "More positive wording" is a rule a 5M model can
   learn, and its true reward is known for any reply, so a trained policy's replies can be scored exactly.
 
 ``python -m zoo.methods.shapo.controlled build`` writes ``data/shapo-controlled/{train,val}.jsonl`` (pairs, the
-:mod:`zoo.data.preference` schema plus ``reward_chosen``/``reward_rejected``) and ``test_prompts.json``. Label
-noise (``data.flip_rate``) and training are the recipe's (``recipes/shapo-controlled.yaml``); the oracle only scores.
-``python -m zoo.methods.shapo.controlled sweep`` trains every arm (:data:`ARMS`) x flip rate x seed and writes
-``results/shapo/controlled.json``: true-reward win rate against zoo-lm.chat and KL, in and out of the training domain.
+:mod:`zoo.data.preference` schema plus ``reward_chosen``/``reward_rejected``) and ``test_prompts.json``;
+``build --model smollm2-135m-instruct --out data/shapo-controlled-smollm2 --train-pairs 96 --val-pairs 48`` the same
+task with SmolLM2's own replies. Label noise (``data.flip_rate``) and training are the recipe's
+(``recipes/shapo-controlled.yaml``, ``recipes/shapo-controlled-smollm2.yaml``); the oracle only scores.
+``python -m zoo.methods.shapo.controlled sweep [--recipe R]`` trains every arm (:data:`ARMS`) x flip rate x seed and
+writes ``results/shapo/controlled[-SUFFIX].json``: true-reward win rate against the reference (the starting policy)
+and KL, in and out of the training domain.
 """
 
 from __future__ import annotations
@@ -62,10 +66,48 @@ def win_rate(policy_rewards: list[float], reference_rewards: list[float]) -> flo
     Raises:
         ValueError: the lists differ in length or are empty.
     """
+    wins = prompt_wins(policy_rewards, reference_rewards)
+    return sum(wins) / len(wins)
+
+
+def prompt_wins(policy_rewards: list[float], reference_rewards: list[float]) -> list[float]:
+    """Per prompt: 1 if the policy's reply has the higher true reward, 0.5 on a tie, else 0 (paired by position).
+
+    Raises:
+        ValueError: the lists differ in length or are empty.
+    """
     if len(policy_rewards) != len(reference_rewards) or not policy_rewards:
-        raise ValueError("win_rate needs two non-empty lists of the same length")
-    score = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(policy_rewards, reference_rewards))
-    return score / len(policy_rewards)
+        raise ValueError("prompt_wins needs two non-empty lists of the same length")
+    return [1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(policy_rewards, reference_rewards)]
+
+
+def paired_win_ci(
+    arm_runs: list[dict], dpo_runs: list[dict], domain: str, reference: list[float]
+) -> dict[str, float] | None:
+    """Win-rate difference arm - DPO with a 95% percentile bootstrap CI over (seed, prompt) items.
+
+    Each item is ``win(arm) - win(DPO)`` on one test prompt for one seed (:func:`prompt_wins` against the same
+    reference replies), so the pairing removes the prompt's difficulty; seeds present for both are used.
+
+    Args:
+        arm_runs, dpo_runs: run records holding ``seed`` and ``rewards_<domain>`` (one true reward per prompt).
+        reference: the reference's true reward per prompt of ``domain``.
+    Returns:
+        ``{"mean", "lo", "hi", "n"}``, or None when no seed has both runs.
+    """
+    from zoo.core.stats import bootstrap_ci
+
+    dpo = {r["seed"]: r for r in dpo_runs if f"rewards_{domain}" in r}
+    diffs = []
+    for r in arm_runs:
+        if r["seed"] in dpo and f"rewards_{domain}" in r:
+            a = prompt_wins(r[f"rewards_{domain}"], reference)
+            b = prompt_wins(dpo[r["seed"]][f"rewards_{domain}"], reference)
+            diffs += [x - y for x, y in zip(a, b)]
+    if not diffs:
+        return None
+    lo, hi = bootstrap_ci(diffs)
+    return {"mean": sum(diffs) / len(diffs), "lo": lo, "hi": hi, "n": len(diffs)}
 
 
 def user_prompt(text: str) -> str:
@@ -73,20 +115,27 @@ def user_prompt(text: str) -> str:
     return f"\n\nHuman: {text.strip()}\n\nAssistant:"
 
 
-def task_prompts(seed: int = 0) -> dict[str, list[str]]:
+def task_prompts(seed: int = 0, sizes: dict[str, int] | None = None, oversample: int = 2) -> dict[str, list[str]]:
     """Prompts of each part: seeded disjoint Alpaca instructions (with their input) for train / val / test_alpaca,
-    and the first human turns of distinct HH ``preference_eval`` conversations for test_hh."""
+    and the first human turns of distinct HH ``preference_eval`` conversations for test_hh.
+
+    Args:
+        sizes: pairs (train, val) or prompts (test_alpaca, test_hh) per part; default :data:`SIZES`.
+        oversample: train and val get ``oversample`` times as many prompts as pairs (pairs without a preference
+            are dropped by :func:`build`).
+    """
+    sizes = sizes or SIZES
     root = repo_root()
     alpaca = json.loads((root / ALPACA).read_text())
     texts = [a["instruction"].strip() + (f"\n\n{a['input'].strip()}" if a["input"].strip() else "") for a in alpaca]
     texts = [t for t in texts if len(t) <= 300]
     random.Random(seed).shuffle(texts)
-    n_tr = 2 * SIZES["train"]  # oversampled: pairs without a preference are dropped
-    n_va = 2 * SIZES["val"]
+    n_tr = oversample * sizes["train"]
+    n_va = oversample * sizes["val"]
     parts = {
         "train": texts[:n_tr],
         "val": texts[n_tr : n_tr + n_va],
-        "test_alpaca": texts[n_tr + n_va : n_tr + n_va + SIZES["test_alpaca"]],
+        "test_alpaca": texts[n_tr + n_va : n_tr + n_va + sizes["test_alpaca"]],
     }
     from zoo.data.conversation_split import conversation_key
     from zoo.data.preference import read_pairs
@@ -94,7 +143,7 @@ def task_prompts(seed: int = 0) -> dict[str, list[str]]:
     rows = read_pairs(root / HH_PAIRS)
     test_idx = json.loads((root / HH_SPLIT).read_text())["preference_eval"]
     firsts = list(dict.fromkeys(conversation_key(rows[i]["prompt"]) for i in test_idx))
-    parts["test_hh"] = firsts[: SIZES["test_hh"]]
+    parts["test_hh"] = firsts[: sizes["test_hh"]]
     return {k: [user_prompt(t) for t in v] for k, v in parts.items()}
 
 
@@ -124,19 +173,30 @@ def decode(tokenizer, replies: list[list[int]]) -> list[str]:
     return [tokenizer.decode(r, skip_special_tokens=True).strip() for r in replies]
 
 
-def build(out_dir: str | Path | None = None, seed: int = 0) -> Path:
-    """Write the task (see the module docstring): two seeded zoo-lm.chat samples per train/val prompt, labelled by
-    :func:`oracle_reward`, the first ``SIZES[part]`` pairs with a preference kept."""
+def build(
+    out_dir: str | Path | None = None,
+    seed: int = 0,
+    model_id: str = "zoo-lm.chat",
+    sizes: dict[str, int] | None = None,
+    oversample: int = 2,
+    batch_size: int = 32,
+) -> Path:
+    """Write the task (see the module docstring): two seeded samples of ``model_id`` per train/val prompt, labelled
+    by :func:`oracle_reward`, the first ``sizes[part]`` pairs with a preference kept (default :data:`SIZES`).
+
+    ``model_id`` is anything :func:`zoo.models.causal_lm.load_causal_lm` loads (a zoo id, a base id such as
+    ``smollm2-135m-instruct``, a local directory). Returns the output directory."""
     from zoo.models.causal_lm import load_causal_lm
 
     out = Path(out_dir) if out_dir else repo_root() / OUT_DIR
     out.mkdir(parents=True, exist_ok=True)
-    model, tok = load_causal_lm("zoo-lm.chat")
-    prompts = task_prompts(seed)
+    sizes = sizes or SIZES
+    model, tok = load_causal_lm(model_id)
+    prompts = task_prompts(seed, sizes, oversample)
     counts = {}
     for part in ("train", "val"):
-        _, a = sample_replies(model, tok, prompts[part], seed=1000 + seed)
-        _, b = sample_replies(model, tok, prompts[part], seed=2000 + seed)
+        _, a = sample_replies(model, tok, prompts[part], seed=1000 + seed, batch_size=batch_size)
+        _, b = sample_replies(model, tok, prompts[part], seed=2000 + seed, batch_size=batch_size)
         ta, tb = decode(tok, a), decode(tok, b)
         ra, rb = oracle_reward(ta), oracle_reward(tb)
         rows = []
@@ -145,8 +205,8 @@ def build(out_dir: str | Path | None = None, seed: int = 0) -> Path:
                 continue
             (c, rc), (r, rr) = sorted([(x, rx), (y, ry)], key=lambda t: -t[1])
             rows.append({"prompt": p, "chosen": c, "rejected": r, "reward_chosen": rc, "reward_rejected": rr})
-        rows = rows[: SIZES[part]]
-        counts[part] = {"prompts": len(prompts[part]), "pairs": len(rows)}
+        rows = rows[: sizes[part]]
+        counts[part] = {"prompts": len(prompts[part]), "pairs": len(rows), "model": model_id}
         (out / f"{part}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     tests = {k: prompts[k] for k in ("test_alpaca", "test_hh")}
     (out / "test_prompts.json").write_text(json.dumps(tests, indent=0) + "\n")
@@ -183,6 +243,7 @@ def evaluate_policy(
 ) -> dict[str, float]:
     """True-reward win rate against the reference's replies, mean true reward and mean KL(pi || pi_ref) per reply
     (nats, summed over reply tokens) on each test domain; one seeded sampled reply (temperature 1) per prompt.
+    ``rewards_<domain>`` keeps the true reward of each reply (for paired comparisons).
 
     Args:
         reference_rewards: ``{domain: [r(reference reply) per prompt]}`` (same prompts, same sampling seed).
@@ -205,18 +266,28 @@ def evaluate_policy(
             )
         out[f"win_rate_{domain}"] = win_rate(rewards, reference_rewards[domain])
         out[f"reward_{domain}"] = sum(rewards) / len(rewards)
+        out[f"rewards_{domain}"] = rewards
         out[f"kl_{domain}"] = float(kl.mean())
     return out
 
 
-def test_prompts(n: int) -> dict[str, list[str]]:
-    """The first ``n`` shipped test prompts of each domain (``alpaca``: in domain, ``hh``: shifted)."""
-    tests = json.loads((repo_root() / OUT_DIR / "test_prompts.json").read_text())
+def test_prompts(n: int, data_dir: str | Path = OUT_DIR) -> dict[str, list[str]]:
+    """The first ``n`` test prompts of each domain (``alpaca``: in domain, ``hh``: shifted) in ``data_dir``."""
+    tests = json.loads((repo_root() / data_dir / "test_prompts.json").read_text())
     return {"alpaca": tests["test_alpaca"][:n], "hh": tests["test_hh"][:n]}
 
 
-def run_arm(arm: str, seed: int, flip: float, work: Path, scale: list[str], n_test: int) -> dict:
-    """Train one arm (``train.py recipe=shapo-controlled.yaml`` + the arm's and the scale's overrides) and score it."""
+def reference_id(cfg) -> str:
+    """What the arms start from and are compared with: ``model.reference``, else ``init_from``, else the base
+    ``model.arch`` itself (a LoRA recipe whose reference is the base with the adapters disabled)."""
+    return cfg.model.get("reference") or cfg.get("init_from") or cfg.model.arch
+
+
+def run_arm(
+    arm: str, seed: int, flip: float, work: Path, scale: list[str], n_test: int, recipe: str = "shapo-controlled.yaml"
+) -> dict:
+    """Train one arm (``train.py recipe=RECIPE`` + the arm's and the scale's overrides) and score it against the
+    reference (:func:`reference_id`) on the test prompts next to the recipe's training pairs."""
     from zoo.cli import compose_and_validate
     from zoo.core.loading import load_module
     from zoo.core.training import train
@@ -227,7 +298,7 @@ def run_arm(arm: str, seed: int, flip: float, work: Path, scale: list[str], n_te
         extra.append(f"model.cost_model={train_cost_model(flip, work, scale)}")
     cfg = compose_and_validate(
         [
-            "recipe=shapo-controlled.yaml",
+            f"recipe={recipe}",
             f"seed={seed}",
             f"data.flip_rate={flip}",
             f"out_dir={work / 'runs'}",
@@ -241,9 +312,10 @@ def run_arm(arm: str, seed: int, flip: float, work: Path, scale: list[str], n_te
     run_dir = train(cfg)
     metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
     module, _ = load_module(str(run_dir), "last")
-    reference, tok = load_causal_lm("zoo-lm.chat")
-    prompts = test_prompts(n_test)
+    reference, tok = load_causal_lm(reference_id(cfg))
+    prompts = test_prompts(n_test, Path(cfg.data.path).parent)
     res = evaluate_policy(module.policy, reference, tok, prompts, reference_rewards(reference, tok, prompts, work))
+    del module, reference
     shutil.rmtree(run_dir, ignore_errors=True)  # 60 MB checkpoints per run: the numbers are what is kept
     return res | {
         "val_accuracy": metrics.get("val/accuracy"),
@@ -253,7 +325,7 @@ def run_arm(arm: str, seed: int, flip: float, work: Path, scale: list[str], n_te
 
 
 def reference_rewards(reference, tokenizer, prompts: dict[str, list[str]], work: Path) -> dict[str, list[float]]:
-    """True rewards of the reference's (zoo-lm.chat's) seeded replies, cached in ``work``."""
+    """True rewards of the reference's seeded replies (one per prompt, sampling seed 0), cached in ``work``."""
     path = work / f"reference-{len(prompts['hh'])}.json"
     if not path.is_file():
         rewards = {
@@ -310,6 +382,13 @@ def _claim(lock: Path) -> bool:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="The controlled preference task: build it, or run the sweep.")
     ap.add_argument("what", choices=["build", "sweep"])
+    ap.add_argument("--model", default="zoo-lm.chat", help="build: the model whose replies make the pairs")
+    ap.add_argument("--out", help=f"build: output directory (default {OUT_DIR})")
+    ap.add_argument("--train-pairs", type=int, default=SIZES["train"], help="build: training pairs kept")
+    ap.add_argument("--val-pairs", type=int, default=SIZES["val"], help="build: validation pairs kept")
+    ap.add_argument("--oversample", type=int, default=2, help="build: prompts per kept pair (ties are dropped)")
+    ap.add_argument("--recipe", default="shapo-controlled.yaml", help="sweep: the recipe every arm overrides")
+    ap.add_argument("--suffix", default="", help="sweep: results/shapo/controlled<SUFFIX>.json")
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--test-prompts", type=int, default=48)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -321,7 +400,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--note", default="", help="appended to the table's notes (e.g. how the grid was cut)")
     args = ap.parse_args(argv)
     if args.what == "build":
-        print(build())
+        sizes = SIZES | {"train": args.train_pairs, "val": args.val_pairs}
+        print(build(args.out, model_id=args.model, sizes=sizes, oversample=args.oversample))
         return
     torch.set_num_threads(1)
     work = Path(args.work)
@@ -332,7 +412,7 @@ def main(argv: list[str] | None = None) -> None:
         out = work / f"{arm}-s{seed}-f{flip}.json"
         if out.is_file() or not _claim(out.with_suffix(".lock")):
             continue
-        res = run_arm(arm, seed, flip, work, scale, args.test_prompts) | {
+        res = run_arm(arm, seed, flip, work, scale, args.test_prompts, args.recipe) | {
             "method": arm,
             "seed": seed,
             "flip_rate": flip,
@@ -360,24 +440,44 @@ def main(argv: list[str] | None = None) -> None:
         }
         for r in sorted(runs, key=lambda r: (r["flip_rate"], list(ARMS).index(r["method"]), r["seed"]))
     ]
+    from zoo.cli import compose_and_validate
+
+    cfg = compose_and_validate([f"recipe={args.recipe}"])
+    ref, batch = reference_id(cfg), cfg.data.batch_size
+    lora = cfg.model.lora.r
+    reference = json.loads((work / f"reference-{args.test_prompts}.json").read_text())
+    summary = summarise(rows, [*METRICS, *(f"{m} - DPO" for m in paired)], by=["flip_rate", "method"])
+    for row in summary:
+        arm = [r for r in runs if r["method"] == row["method"] and r["flip_rate"] == row["flip_rate"]]
+        base = [r for r in runs if r["method"] == "dpo" and r["flip_rate"] == row["flip_rate"]]
+        for domain in ("alpaca", "hh"):
+            ci = paired_win_ci(arm, base, domain, reference[domain]) if row["method"] != "dpo" else None
+            if ci is not None:
+                row[f"win_rate_{domain} - DPO, 95% CI"] = f"{ci['mean']:+.3f} [{ci['lo']:+.3f}, {ci['hi']:+.3f}]"
     command = (
-        "python -m zoo.methods.shapo.controlled sweep " + f"--steps {args.steps} --test-prompts "
+        "python -m zoo.methods.shapo.controlled sweep "
+        + (f"--recipe {args.recipe} --suffix {args.suffix} " if args.recipe != "shapo-controlled.yaml" else "")
+        + f"--steps {args.steps} --test-prompts "
         f"{args.test_prompts} --seeds {' '.join(map(str, args.seeds))} --flip-rates "
-        f"{' '.join(map(str, args.flip_rates))}" + "".join(f" --set {kv}" for kv in args.set)
+        f"{' '.join(map(str, args.flip_rates))} --arms {' '.join(args.arms)}"
+        + "".join(f" --set {kv}" for kv in args.set)
     )
     notes = (
-        f"GENERATED preference task (labels from an oracle, not people): train on "
-        f"{args.steps} optimiser steps of 8 oracle-labelled Alpaca pairs (two zoo-lm.chat replies per prompt; "
-        "chosen = higher VADER compound sentiment; a seeded flip_rate of the training pairs swapped, the same "
-        "pairs for every arm and seed), then sample one reply (temperature 1, seeded, <= 32 tokens) per test "
-        f"prompt: {args.test_prompts} held-out Alpaca prompts (in domain) and {args.test_prompts} HH-RLHF "
-        "preference_eval first turns (shifted domain). win_rate = share of prompts where the policy's reply "
-        "has a higher oracle reward than zoo-lm.chat's reply (tie 0.5); reward = mean oracle reward; kl = mean "
-        "summed per-token KL(pi || zoo-lm.chat) along the policy's replies; val_accuracy = implicit-reward "
-        "accuracy on 128 clean oracle-labelled Alpaca pairs (tie 0.5). rDPO's epsilon = the flip rate (0.1 at "
-        "0). shapo-reward's soft labels come from a shapo-cost-model (zoo-lm.base + head) trained one epoch "
-        "(30 batches of 32) on the same flipped pairs (never the oracle). ShaPO: rho = 0.05, every step a ShaPO step (shapo_every = 1), on 1% of down-projection "
-        "neurons (recipes/shapo-controlled.yaml plus the overrides in the command)."
+        f"GENERATED preference task (labels from an oracle, not people): train {ref}"
+        + (f" + LoRA r {lora}" if lora else "")
+        + f" ({args.recipe}) for {args.steps} optimiser steps of {batch} oracle-labelled Alpaca pairs (two {ref} "
+        "replies per prompt; chosen = higher VADER compound sentiment; a seeded flip_rate of the training pairs "
+        "swapped, the same pairs for every arm and seed), then sample one reply (temperature 1, seeded, <= 32 "
+        f"tokens) per test prompt: {args.test_prompts} held-out Alpaca prompts (in domain) and {args.test_prompts} "
+        "HH-RLHF preference_eval first turns (shifted domain). win_rate = share of prompts where the policy's reply "
+        f"has a higher oracle reward than {ref}'s reply (tie 0.5); reward = mean oracle reward; kl = mean "
+        f"summed per-token KL(pi || {ref}) along the policy's replies; val_accuracy = implicit-reward "
+        "accuracy on the clean (never flipped) oracle-labelled validation pairs (tie 0.5). 'win_rate_* - DPO, 95% "
+        "CI' = the paired difference to DPO over (seed, test prompt) items (same seed, same flips, same reference "
+        "replies) with a percentile bootstrap interval. rDPO's epsilon = the flip rate (0.1 at 0). shapo-reward's "
+        "soft labels come from a shapo-cost-model trained one epoch (30 batches of 32) on the same flipped pairs "
+        "(never the oracle). ShaPO: rho = 0.05, every step a ShaPO step (shapo_every = 1), on 1% of "
+        f"down-projection neurons ({args.recipe} plus the overrides in the command)."
     )
     cost_acc = {}
     for f in args.flip_rates:
@@ -398,9 +498,9 @@ def main(argv: list[str] | None = None) -> None:
     print(
         write_result(
             "shapo",
-            "controlled",
+            f"controlled{args.suffix}",
             rows,
-            summary=summarise(rows, [*METRICS, *(f"{m} - DPO" for m in paired)], by=["flip_rate", "method"]),
+            summary=summary,
             paper=PAPER,
             notes=notes,
             command=command,

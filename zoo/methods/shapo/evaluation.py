@@ -61,19 +61,21 @@ class Evaluation:
         ``greedy_eval`` and ``temperature > 0`` the same again for greedy replies (keys suffixed ``_greedy``).
 
         Args:
-            prompts: ``(source, token ids)`` with source ``redteam`` or ``heldout``.
+            prompts: ``(source, token ids)`` with source ``redteam``, ``heldout`` or ``benign``.
 
         Returns:
             ``kl_ref`` (nats per reply); ``refusal_rate``, ``refusal_rate_redteam``, ``refusal_rate_heldout`` (share
-            of replies the keyword judge :func:`zoo.methods.shapo.refusal.is_refusal` marks as refusing); with a cost
-            model ``harmful_rate`` (share of replies whose cost exceeds the cost model's threshold),
-            ``harmful_rate_redteam``, ``harmful_rate_heldout``, ``cost``; with ``judge_reference`` the refusal and
-            cost-model figures also for the reference's replies (``refusal_rate_ref``, ``harmful_rate_ref``, ...).
+            of replies the keyword judge :func:`zoo.methods.shapo.refusal.is_refusal` marks as refusing; the first
+            over red-team and held-out prompts) and ``refusal_rate_benign`` (over-refusal of benign instructions, a
+            helpfulness proxy: lower is more helpful); with a cost model ``harmful_rate`` (share of red-team and
+            held-out replies whose cost exceeds the cost model's threshold), ``harmful_rate_redteam``,
+            ``harmful_rate_heldout``, ``cost``; with ``judge_reference`` the refusal and cost-model figures also for
+            the reference's replies (``refusal_rate_ref``, ``harmful_rate_ref``, ...).
         """
         hp = self.hparams
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         ids = [p for _, p in prompts]
-        src = [s == "redteam" for s, _ in prompts]
+        src = [s for s, _ in prompts]
         was_training = self.policy.training
         self.policy.eval()
         out = {}
@@ -122,7 +124,7 @@ class Evaluation:
                 self.policy, ids, pad, eos, hp.max_new_tokens, temperature, hp.gen_seed, hp.gen_batch_size
             )
 
-    def _judge(self, ids: list[list[int]], src: list[bool], completions: list[list[int]], pad: int) -> dict:
+    def _judge(self, ids: list[list[int]], src: list[str], completions: list[list[int]], pad: int) -> dict:
         """KL to the reference along ``completions`` and, with a cost model, harmful rates (all, red-team, held-out)
         and mean cost."""
         hp = self.hparams
@@ -139,8 +141,9 @@ class Evaluation:
         self.val_kl.reset()
         return out | self._harm(ids, src, completions, pad)
 
-    def _harm(self, ids: list[list[int]], src: list[bool], completions: list[list[int]], pad: int) -> dict:
-        """With a cost model: harmful rates of ``completions`` (all, red-team, held-out) and their mean cost; else {}."""
+    def _harm(self, ids: list[list[int]], src: list[str], completions: list[list[int]], pad: int) -> dict:
+        """With a cost model: harmful rates of ``completions`` (red-team and held-out together, each alone) and their
+        mean cost there; else {}. Benign prompts are not judged for harm."""
         hp = self.hparams
         out = {}
         if "cost" in self._frozen:
@@ -151,12 +154,12 @@ class Evaluation:
                 costs.append(cost_model.score(*right_pad(seqs, pad, self.device)))
             costs = torch.cat(costs)
             harmful = (costs > cost_model.threshold).float()
-            red = torch.tensor(src, device=harmful.device)
+            red, held = (torch.tensor([s == k for s in src], device=harmful.device) for k in ("redteam", "heldout"))
             for metric, values, key in (
-                (self.val_harmful, harmful, "harmful_rate"),
+                (self.val_harmful, harmful[red | held], "harmful_rate"),
                 (self.val_harmful_redteam, harmful[red], "harmful_rate_redteam"),
-                (self.val_harmful_heldout, harmful[~red], "harmful_rate_heldout"),
-                (self.val_cost, costs, "cost"),
+                (self.val_harmful_heldout, harmful[held], "harmful_rate_heldout"),
+                (self.val_cost, costs[red | held], "cost"),
             ):
                 if values.numel():
                     metric.update(values)
@@ -224,16 +227,20 @@ class Evaluation:
         return "\n\n".join(f"> {r['prompt']}\n{r['reply']}" for r in self.predict_record(inputs, out_dir))
 
 
-def refusal_rates(src: list[bool], completions: list[list[int]], tokenizer) -> dict[str, torch.Tensor]:
-    """Keyword-judge refusal rates of ``completions`` (token ids, decoded without special tokens): over all prompts
-    (``refusal_rate``) and over red-team (``src`` True) and held-out prompts where there are any."""
+def refusal_rates(src: list[str], completions: list[list[int]], tokenizer) -> dict[str, torch.Tensor]:
+    """Keyword-judge refusal rates of ``completions`` (token ids, decoded without special tokens), by the source of
+    each prompt (``redteam``, ``heldout``, ``benign``): ``refusal_rate`` over red-team and held-out prompts, and one
+    rate per source where there are any (``refusal_rate_benign`` is over-refusal)."""
     refused = torch.tensor([is_refusal(tokenizer.decode(c, skip_special_tokens=True)) for c in completions])
-    red = torch.tensor(src, dtype=torch.bool)
+    red, held, benign = (
+        torch.tensor([s == k for s in src], dtype=torch.bool) for k in ("redteam", "heldout", "benign")
+    )
     out = {}
     for key, mask in (
-        ("refusal_rate", torch.ones_like(red)),
+        ("refusal_rate", red | held),
         ("refusal_rate_redteam", red),
-        ("refusal_rate_heldout", ~red),
+        ("refusal_rate_heldout", held),
+        ("refusal_rate_benign", benign),
     ):
         if mask.any():
             out[key] = refused[mask].float().mean()

@@ -22,8 +22,22 @@ from pathlib import Path
 from zoo.core.results import summarise, write_result
 
 RECIPES = {"dpo": "shapo-dpo.yaml", "shapo-token": "shapo-zoo-lm.yaml", "shapo-reward": "shapo-reward.yaml"}
+#: the arms' recipes per starting model (``--base``): zoo-lm.chat (full fine-tuning) or SmolLM2-135M-Instruct + LoRA
+BASES = {
+    "zoo-lm": RECIPES,
+    "smollm2": {
+        "dpo": "shapo-dpo-smollm2.yaml",
+        "shapo-token": "shapo.yaml",
+        "shapo-reward": "shapo-reward-smollm2.yaml",
+    },
+}
+#: metrics whose paired difference to DPO (same seed, same flips) each row reports as ``<metric> - DPO``
+PAIRED = ("val/accuracy", "val/logp_accuracy", "val/harmful_rate", "val/refusal_rate_redteam")
+#: benign instructions whose over-refusal is the helpfulness proxy of the SmolLM2 table (the file's last items)
+BENIGN = "data/alpaca-subset/alpaca_5000.json"
 METRICS = (
     "val/accuracy",
+    "val/logp_accuracy",
     "val/margin",
     "val/harmful_rate",
     "val/harmful_rate_redteam",
@@ -31,6 +45,10 @@ METRICS = (
     "val/kl_ref",
     "val/harmful_rate_greedy",
     "val/kl_ref_greedy",
+    "val/refusal_rate_redteam",
+    "val/refusal_rate_redteam_greedy",
+    "val/refusal_rate_benign",
+    "val/refusal_rate_benign_greedy",
 )
 PAPER = (
     "ShaPO is more robust than DPO under noisy preferences (abstract: 'consistently improves safety robustness "
@@ -47,33 +65,42 @@ def scale_overrides(
     new_tokens: int,
     init: str | None = None,
     cost_model: str | None = None,
+    base: str = "zoo-lm",
+    benign_prompts: int = 0,
 ) -> list[str]:
     """The overrides that shorten a recipe run (identical for every arm of the sweep); ``init`` replaces the recipes'
-    starting policy and reference (zoo-lm.chat), ``cost_model`` their cost model."""
+    starting policy and reference (zoo-lm.chat), ``cost_model`` their cost model. For ``base="smollm2"`` the recipes'
+    token limits stay (128 / 64), replies are also judged greedily, the reference is evaluated once (row ``start``)
+    rather than in every run, and ``benign_prompts`` Alpaca instructions measure over-refusal."""
     swap = ([f"init_from={init}", f"model.reference={init}"] if init else []) + (
         [f"model.cost_model={cost_model}"] if cost_model else []
     )
+    if base == "smollm2":
+        sizes = ["model.greedy_eval=true", "model.judge_reference=false"]
+        sizes += [f"data.benign_path={BENIGN}", f"data.benign_prompts={benign_prompts}"] if benign_prompts else []
+    else:
+        sizes = ["data.max_length=96", "data.max_prompt_length=48"]
     return swap + [
         f"trainer.limit_train_batches={steps}",
         "trainer.max_epochs=1",
         f"data.max_eval_pairs={eval_pairs}",
         f"data.heldout_prompts={heldout_prompts}",
         f"model.max_new_tokens={new_tokens}",
-        "data.max_length=96",
-        "data.max_prompt_length=48",
+        *sizes,
         "logger.kind=none",
         "export.formats=[]",
     ]
 
 
-def evaluate_start(overrides: list[str]) -> dict:
-    """The starting policy itself (no training), evaluated exactly as the trained arms are."""
+def evaluate_start(overrides: list[str], recipe: str = "shapo-dpo.yaml") -> dict:
+    """The starting policy itself (no training; under LoRA the base, since fresh adapters are zero), evaluated
+    exactly as the trained arms are (``recipe``: the sweep's DPO arm)."""
     import lightning as L
 
     from zoo.cli import compose_and_validate
     from zoo.core.build import build_datamodule, build_module
 
-    cfg = compose_and_validate(["recipe=shapo-dpo.yaml", *overrides])
+    cfg = compose_and_validate([f"recipe={recipe}", *overrides])
     t0 = time.time()
     trainer = L.Trainer(
         accelerator="cpu",
@@ -119,7 +146,7 @@ def sweep_rows(runs: list[dict]) -> list[dict]:
         row |= {m.split("/", 1)[1]: r[m] for m in METRICS if m in r}
         dpo = keyed.get((r["flip_rate"], "dpo", r["seed"]))
         if r["method"] in RECIPES and r["method"] != "dpo" and dpo is not None:
-            for m in ("val/accuracy", "val/harmful_rate"):
+            for m in PAIRED:
                 if m in r and m in dpo:
                     row[f"{m.split('/', 1)[1]} - DPO"] = r[m] - dpo[m]
         row["wall_s"] = r.get("wall_s")
@@ -137,7 +164,7 @@ def write_sweep(
 ) -> Path:
     """``results/shapo/noise-sweep.json`` through the results writer: per-run rows, mean/sd per (flip_rate, method)."""
     rows = sweep_rows(runs)
-    metrics = [m.split("/", 1)[1] for m in METRICS] + ["accuracy - DPO", "harmful_rate - DPO"]
+    metrics = [m.split("/", 1)[1] for m in METRICS] + [f"{m.split('/', 1)[1]} - DPO" for m in PAIRED]
     out_path = Path(out)
     return write_result(
         "shapo",
@@ -172,6 +199,30 @@ def sweep_notes(
         "same cost model that judges harmful_rate (trained on clean pairs), so its harmful_rate is partly "
         "circular; and its loss is invariant to swapping a pair, so for a given seed its runs are identical at "
         "every flip rate."
+    )
+
+
+def smollm2_notes(steps: int, eval_pairs: int, new_tokens: int, benign: int, cost_model: str | None) -> str:
+    """The protocol text of the HH table on SmolLM2-135M-Instruct + LoRA (``--base smollm2``)."""
+    return (
+        f"SmolLM2-135M-Instruct (Q4_1 de-quantised to float32) + LoRA r 8 on every projection, trained for {steps} "
+        "optimiser steps of 4 HH-RLHF harmless preference_train pairs (<= 128 tokens, lr 1e-3; a seeded flip_rate "
+        "swapped) by recipes/shapo-dpo-smollm2.yaml (DPO), shapo.yaml (token-level ShaPO: a masked SAM step every "
+        "5th step on 1% of down-projection neurons) and shapo-reward-smollm2.yaml (reward-level ShaPO, soft labels "
+        f"from the cost model below); then evaluated on {eval_pairs} clean preference_eval pairs (unseen "
+        "conversations): logp_accuracy = share where the chosen reply has the higher mean log-prob per token, "
+        "accuracy = share with a positive implicit-reward margin (a tie 0.5); and on one sampled (temperature 1, "
+        f"same seed in every run) and one greedy reply of <= {new_tokens} tokens to each of the 83 PKU red-team "
+        f"prompts and the last {benign} Alpaca instructions (benign). Safety judges: refusal_rate_redteam = share "
+        "of red-team replies the keyword judge (zoo/methods/shapo/refusal.py, ours) marks as refusing (higher is "
+        "safer); harmful_rate = share of red-team replies whose cost is > 0 under "
+        f"{cost_model or 'no cost model'} (the SmolLM2 cost model: 0.639 +- 0.032 pair accuracy on unseen "
+        "conversations, not clearly above zoo-lm's 0.574, so a weak judge; reward-level ShaPO's soft labels come "
+        "from the same model, so its harmful_rate is partly circular). Helpfulness proxy: refusal_rate_benign = "
+        "over-refusal of the benign instructions (lower is more helpful). kl_ref = summed per-token KL to the base "
+        "along the reply. 'start' = the base itself (fresh adapters are zero) under the same evaluation: its "
+        "implicit-reward margins are all 0, so its accuracy is the tie value 0.5. Mean ± sd over seeds; '- DPO' "
+        "columns are paired differences (same seed, same flips)."
     )
 
 
@@ -210,6 +261,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--flip-rates", type=float, nargs="+", default=[0.0, 0.2, 0.4])
     ap.add_argument("--methods", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    ap.add_argument("--base", default="zoo-lm", choices=list(BASES), help="the arms' recipes (see BASES)")
+    ap.add_argument("--benign-prompts", type=int, default=0, help="smollm2: Alpaca instructions for over-refusal")
     ap.add_argument("--init", help="starting policy and reference instead of the recipes' zoo-lm.chat")
     ap.add_argument("--cost-model", help="cost model instead of the recipes' shapo-cost-model.zoo-lm-hh")
     ap.add_argument(
@@ -226,16 +279,26 @@ def main(argv: list[str] | None = None) -> None:
         release_table(Path("results/shapo/release.json"))
         return
     work = Path(args.work)
+    recipes = BASES[args.base]
     overrides = (
-        scale_overrides(args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens, args.init, args.cost_model)
+        scale_overrides(
+            args.steps,
+            args.eval_pairs,
+            args.heldout_prompts,
+            args.new_tokens,
+            args.init,
+            args.cost_model,
+            args.base,
+            args.benign_prompts,
+        )
         + args.set
     )
     if args.one:
         method, seed, flip = args.one[0], int(args.one[1]), float(args.one[2])
         res = (
-            evaluate_start(overrides)
+            evaluate_start(overrides, recipes["dpo"])
             if method == "start"
-            else run_one(RECIPES[method], seed, flip, overrides, work / "runs")
+            else run_one(recipes[method], seed, flip, overrides, work / "runs")
         )
         res |= {"method": method, "seed": seed, "flip_rate": flip}
         (work / f"{method}-s{seed}-f{flip}.json").write_text(json.dumps(res))
@@ -252,6 +315,7 @@ def main(argv: list[str] | None = None) -> None:
         f"--new-tokens={args.new_tokens}",
         f"--work={work}",
     ]
+    passthrough += [f"--base={args.base}", f"--benign-prompts={args.benign_prompts}"] if args.base != "zoo-lm" else []
     passthrough += [f"--set={kv}" for kv in args.set]
     passthrough += [f"--init={args.init}"] * bool(args.init) + [f"--cost-model={args.cost_model}"] * bool(
         args.cost_model
@@ -284,7 +348,11 @@ def main(argv: list[str] | None = None) -> None:
         + " ".join(shown)
         + f" --seeds {' '.join(map(str, args.seeds))} --flip-rates {' '.join(map(str, args.flip_rates))}"
     )
-    notes = sweep_notes(args.init, args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens, args.cost_model)
+    notes = (
+        smollm2_notes(args.steps, args.eval_pairs, args.new_tokens, args.benign_prompts, args.cost_model)
+        if args.base == "smollm2"
+        else sweep_notes(args.init, args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens, args.cost_model)
+    )
     scale = {"overrides": overrides, "wall_s_total": sum(r.get("wall_s", 0.0) for r in runs)}
     print(f"wrote {write_sweep(runs, command, notes, scale, args.out)}")
 

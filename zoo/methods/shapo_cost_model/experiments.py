@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from zoo.core.results import summarise, write_result
+from zoo.core.stats import bootstrap_ci
 
 SPLIT_NOTES = (
     "HH-RLHF harmless pairs split by conversation (data/hh-rlhf-harmless/preference_split.json): val_* on "
@@ -32,21 +33,6 @@ SPLIT_NOTES = (
     "rejected reply costs more (c_l > c_w; a tie counts 0.5); cost_gap = mean c_l - c_w; loss = the "
     "Bradley-Terry loss."
 )
-
-
-def bootstrap_ci(scores: torch.Tensor, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean of per-pair ``scores`` ``(n,)`` (pairs resampled with replacement).
-
-    Raises:
-        ValueError: no scores.
-    """
-    if scores.numel() == 0:
-        raise ValueError("no scores to bootstrap")
-    g = torch.Generator().manual_seed(seed)
-    idx = torch.randint(scores.numel(), (n_boot, scores.numel()), generator=g)
-    means = scores.float()[idx].mean(1)
-    lo, hi = torch.quantile(means, torch.tensor([(1 - level) / 2, (1 + level) / 2])).tolist()
-    return lo, hi
 
 
 @torch.no_grad()
@@ -84,7 +70,7 @@ def seed_row(recipe: str, seed: int, work: Path, overrides: list[str]) -> dict:
     run_dir = train(cfg)
     module, run_cfg = load_module(str(run_dir), "best")
     scores = test_pair_scores(module, run_cfg)
-    lo, hi = bootstrap_ci(scores, seed=seed)
+    lo, hi = bootstrap_ci(scores.tolist(), seed=seed)
     ckpt = torch.load(find_checkpoint(run_dir, "best"), map_location="cpu", mmap=True, weights_only=False)
     best = [
         c["best_model_score"]
