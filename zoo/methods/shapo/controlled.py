@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> None:
                 row[f"win_rate_{domain} - DPO, 95% CI"] = f"{ci['mean']:+.3f} [{ci['lo']:+.3f}, {ci['hi']:+.3f}]"
     command = (
         "python -m zoo.methods.shapo.controlled sweep "
-        + (f"--recipe {args.recipe} --suffix {args.suffix} " if args.recipe != "shapo-controlled.yaml" else "")
+        + (f"--recipe {args.recipe} --suffix={args.suffix} " if args.recipe != "shapo-controlled.yaml" else "")
         + f"--steps {args.steps} --test-prompts "
         f"{args.test_prompts} --seeds {' '.join(map(str, args.seeds))} --flip-rates "
         f"{' '.join(map(str, args.flip_rates))} --arms {' '.join(args.arms)}"
