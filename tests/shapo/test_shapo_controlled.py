@@ -36,3 +36,11 @@ def test_paired_win_ci_by_hand():
     assert ci["n"] == 3 and ci["mean"] == pytest.approx(2 / 3)
     assert 0.0 <= ci["lo"] <= 2 / 3 <= ci["hi"] <= 1.0
     assert paired_win_ci(arm, [], "hh", reference) is None
+
+
+def test_reference_is_the_recipes_starting_policy():
+    from zoo.cli import compose_and_validate
+    from zoo.methods.shapo.controlled import reference_id
+
+    assert reference_id(compose_and_validate(["recipe=shapo-controlled.yaml"])) == "zoo-lm.chat"
+    assert reference_id(compose_and_validate(["recipe=shapo-controlled-smollm2.yaml"])) == "smollm2-135m-instruct"

@@ -277,10 +277,11 @@ def test_prompts(n: int, data_dir: str | Path = OUT_DIR) -> dict[str, list[str]]
     return {"alpaca": tests["test_alpaca"][:n], "hh": tests["test_hh"][:n]}
 
 
-def reference_id(cfg) -> str:
-    """What the arms start from and are compared with: ``model.reference``, else ``init_from``, else the base
-    ``model.arch`` itself (a LoRA recipe whose reference is the base with the adapters disabled)."""
-    return cfg.model.get("reference") or cfg.get("init_from") or cfg.model.arch
+def reference_id(cfg: dict) -> str:
+    """What the arms of a resolved recipe ``cfg`` start from and are compared with: ``model.reference``, else
+    ``init_from``, else the base ``model.arch`` itself (a LoRA recipe whose reference is the base with the adapters
+    disabled)."""
+    return cfg["model"].get("reference") or cfg.get("init_from") or cfg["model"]["arch"]
 
 
 def run_arm(
@@ -313,7 +314,7 @@ def run_arm(
     metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
     module, _ = load_module(str(run_dir), "last")
     reference, tok = load_causal_lm(reference_id(cfg))
-    prompts = test_prompts(n_test, Path(cfg.data.path).parent)
+    prompts = test_prompts(n_test, Path(cfg["data"]["path"]).parent)
     res = evaluate_policy(module.policy, reference, tok, prompts, reference_rewards(reference, tok, prompts, work))
     del module, reference
     shutil.rmtree(run_dir, ignore_errors=True)  # 60 MB checkpoints per run: the numbers are what is kept
@@ -443,8 +444,8 @@ def main(argv: list[str] | None = None) -> None:
     from zoo.cli import compose_and_validate
 
     cfg = compose_and_validate([f"recipe={args.recipe}"])
-    ref, batch = reference_id(cfg), cfg.data.batch_size
-    lora = cfg.model.lora.r
+    ref, batch = reference_id(cfg), cfg["data"]["batch_size"]
+    lora = cfg["model"]["lora"]["r"]
     reference = json.loads((work / f"reference-{args.test_prompts}.json").read_text())
     summary = summarise(rows, [*METRICS, *(f"{m} - DPO" for m in paired)], by=["flip_rate", "method"])
     for row in summary:
