@@ -2,7 +2,8 @@
 
 import pytest
 
-from zoo.methods.shapo.controlled import ARMS, oracle_reward, win_rate
+from zoo.methods.shapo.controlled import ARMS, win_rate
+from zoo.methods.shapo.controlled_data import oracle_reward
 
 
 def test_win_rate_by_hand():
