@@ -1,9 +1,9 @@
 """Training throughput of zoo-lm's Lightning step vs a bare transformers + PyTorch loop (same model and batches).
 
 Both sides start from the same initial weights, run AdamW (lr 1e-3, weight decay 0.1 on matrices) on the same
-packed tinyshakespeare batches, and are timed over the same steps after ``--warmup`` untimed steps. Runs alternate
-(ours, bare, ours, bare, ...) so both see the same machine load; the median of ``--repeats`` is reported. As a
-check that both do the same work, the per-step losses of the two sides must agree.
+packed tinyshakespeare batches, and are timed over the same steps after ``--warmup`` untimed steps. Runs are
+interleaved and the side going first alternates (ours, bare, bare, ours, ...) so both see the same machine load; the
+medians of ``--repeats`` are reported, in tokens per wall second and per CPU second (process time). As a check that both do the same work, the per-step losses of the two sides must agree.
 
     python benchmarks/zoo_lm.py [--arch zoo-lm-small] [--steps 8] [--warmup 2] [--repeats 3] [--batch 8]
     python benchmarks/zoo_lm.py --arch smollm2-135m-instruct --lora 16 --batch 4 --block 128 --steps 4 --warmup 1
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import statistics
 import time
 
@@ -34,20 +35,29 @@ OPT = {"name": "adamw", "lr": 1e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}
 
 
 class _Timer(L.Callback):
-    """Wall time from the start of batch ``warmup`` to the end of training, and every step's loss."""
+    """Wall and CPU time from the start of batch ``warmup`` to the end of training, and every step's loss."""
 
     def __init__(self, warmup: int):
         self.warmup, self.t0, self.t1, self.losses = warmup, None, None, []
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         if batch_idx == self.warmup:
-            self.t0 = time.perf_counter()
+            self.t0 = _clocks()
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         self.losses.append(float(outputs["loss"]))
 
     def on_train_end(self, trainer, module):
-        self.t1 = time.perf_counter()
+        self.t1 = _clocks()
+
+
+def _clocks() -> tuple[float, float]:
+    """``(wall, process CPU)`` seconds now; CPU time is the steadier figure on a shared machine."""
+    return time.perf_counter(), time.process_time()
+
+
+def _elapsed(t0: tuple[float, float], t1: tuple[float, float]) -> tuple[float, float]:
+    return t1[0] - t0[0], t1[1] - t0[1]
 
 
 def lora_config(r: int) -> dict | None:
@@ -60,8 +70,8 @@ LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_
 
 def run_lightning(
     init: dict, arch: str, batches: list[dict], warmup: int, lora: dict | None = None
-) -> tuple[float, list[float]]:
-    """Seconds for the timed steps of ``Trainer.fit`` on ``batches``, and the per-step losses."""
+) -> tuple[tuple[float, float], list[float]]:
+    """``(wall, CPU)`` seconds for the timed steps of ``Trainer.fit`` on ``batches``, and the per-step losses."""
     module = zoo.create("zoo-lm", arch=arch, optimizer=OPT, lora=lora)
     module.load_state_dict(init)
     timer = _Timer(warmup)
@@ -79,12 +89,12 @@ def run_lightning(
     )
     loader = DataLoader(batches, batch_size=None, shuffle=False)
     trainer.fit(module, train_dataloaders=loader)
-    return timer.t1 - timer.t0, timer.losses
+    return _elapsed(timer.t0, timer.t1), timer.losses
 
 
 def run_bare(
     init: dict, arch: str, batches: list[dict], warmup: int, lora: dict | None = None
-) -> tuple[float, list[float]]:
+) -> tuple[tuple[float, float], list[float]]:
     """The same steps with a plain loop: ``model(input_ids, labels).loss``, backward, AdamW step (on the trainable
     parameters: all of them, or the LoRA adapters of the same peft model)."""
     model = zoo.create("zoo-lm", arch=arch, lora=lora).lm  # the transformers model alone (peft-wrapped with LoRA)
@@ -103,13 +113,13 @@ def run_bare(
     losses, t0 = [], None
     for i, batch in enumerate(batches):
         if i == warmup:
-            t0 = time.perf_counter()
+            t0 = _clocks()
         loss = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(loss.item())
-    return time.perf_counter() - t0, losses
+    return _elapsed(t0, _clocks()), losses
 
 
 def main() -> None:
@@ -139,29 +149,49 @@ def main() -> None:
     torch.manual_seed(0)
     init = copy.deepcopy(zoo.create("zoo-lm", arch=a.arch, lora=lora).state_dict())
     tokens = a.steps * a.batch * a.block
-    ours, bare, max_diff = [], [], 0.0
+    ours, bare, ours_cpu, bare_cpu, max_diff = [], [], [], [], 0.0
     for r in range(a.repeats):
-        t_ours, l_ours = run_lightning(init, a.arch, batches, a.warmup, lora)
-        t_bare, l_bare = run_bare(init, a.arch, batches, a.warmup, lora)
-        ours.append(tokens / t_ours)
-        bare.append(tokens / t_bare)
+        sides = [("ours", run_lightning), ("bare", run_bare)]
+        got = {}
+        for side, run in sides if r % 2 == 0 else sides[::-1]:  # alternate which side runs first
+            got[side] = run(init, a.arch, batches, a.warmup, lora)
+        (t_ours, l_ours), (t_bare, l_bare) = got["ours"], got["bare"]
+        ours.append(tokens / t_ours[0])
+        bare.append(tokens / t_bare[0])
+        ours_cpu.append(tokens / t_ours[1])
+        bare_cpu.append(tokens / t_bare[1])
         max_diff = max(max_diff, max(abs(x - y) for x, y in zip(l_ours, l_bare)))
-        print(f"repeat {r}: ours {ours[-1]:.0f} tok/s, bare {bare[-1]:.0f} tok/s", flush=True)
+        print(
+            f"repeat {r}: ours {ours[-1]:.0f} tok/s ({ours_cpu[-1]:.0f} per CPU s), "
+            f"bare {bare[-1]:.0f} tok/s ({bare_cpu[-1]:.0f} per CPU s)",
+            flush=True,
+        )
     mo, mb = statistics.median(ours), statistics.median(bare)
+    mo_cpu, mb_cpu = statistics.median(ours_cpu), statistics.median(bare_cpu)
     what = f"{a.arch} ({f'LoRA r {a.lora} on every linear layer' if a.lora else 'all weights'})"
     print(
         f"arch {what}, batch {a.batch}x{a.block} tokens, {a.steps} timed steps after {a.warmup}, "
-        f"{a.repeats} alternating repeats, torch threads {torch.get_num_threads()}"
+        f"{a.repeats} interleaved repeats, torch threads {torch.get_num_threads()}"
     )
     print(f"max |loss(ours) - loss(bare)| over all steps: {max_diff:.2e}")
     print(
         f"median tokens/s: ours (Lightning) {mo:.0f}, bare transformers+PyTorch {mb:.0f}, ratio ours/bare {mo / mb:.3f}"
+        f" (per CPU second: {mo_cpu:.0f} vs {mb_cpu:.0f}, {mo_cpu / mb_cpu:.3f})"
     )
-    rows = [
-        {"repeat": r, "ours tokens/s": o, "bare tokens/s": b, "ours / bare": o / b}
-        for r, (o, b) in enumerate(zip(ours, bare))
-    ]
-    rows.append({"repeat": "median", "ours tokens/s": mo, "bare tokens/s": mb, "ours / bare": mo / mb})
+
+    def row(repeat, o, b, oc, bc) -> dict:
+        return {
+            "repeat": repeat,
+            "ours tokens/s": o,
+            "bare tokens/s": b,
+            "ours / bare": o / b,
+            "ours tokens/CPU s": oc,
+            "bare tokens/CPU s": bc,
+            "ours / bare (CPU)": oc / bc,
+        }
+
+    rows = [row(r, *v) for r, v in enumerate(zip(ours, bare, ours_cpu, bare_cpu))]
+    rows.append(row("median", mo, mb, mo_cpu, mb_cpu))
     name = (
         "train-throughput"
         if a.arch in ARCHS and not a.lora
@@ -175,10 +205,13 @@ def main() -> None:
             kind="benchmark",
             paper="n/a (zoo target: ours/bare >= 0.95)",
             notes=f"{what}, batch {a.batch} x {a.block} tokens of tinyshakespeare, {a.steps} timed steps "
-            f"after {a.warmup}, {a.repeats} alternating repeats (ours = lightning.Trainer.fit on "
+            f"after {a.warmup}, {a.repeats} interleaved repeats, the side going first alternating (ours = "
+            "lightning.Trainer.fit on "
             "ZooLM, bare = the same transformers model (input_ids, labels).loss + backward + "
             "AdamW on its trainable parameters), torch "
-            f"threads {torch.get_num_threads()}; max |loss(ours) - loss(bare)| over all steps "
+            f"threads {torch.get_num_threads()}, load {os.getloadavg()[0]:.1f} at the end; tokens per wall second and "
+            "per CPU second (process time, steadier on a shared machine); median row = medians of each column "
+            "(ratios from those medians); max |loss(ours) - loss(bare)| over all steps "
             f"{max_diff:.1e} (both sides do the same work).",
         )
     )

@@ -30,6 +30,30 @@ def test_nll_matches_a_hand_computation():
     assert n_masked.item() == 1 and nll_masked.item() == pytest.approx(-math.log(2 / 4), abs=1e-6)
 
 
+def test_nll_neither_copies_the_logits_nor_scatters_their_gradient():
+    # shifting the logits (logits[:, :-1]) would clone the whole [B, T - 1, V] tensor forward and fill + copy another
+    # backward: ~10 % of a SmolLM2 LoRA step on a CPU (benchmarks/zoo_lm.py)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class LargeOps(TorchDispatchMode):
+        def __init__(self, n):
+            super().__init__()
+            self.n, self.ops = n, []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor) and out.numel() >= self.n:
+                self.ops.append(func.overloadpacket.__name__)
+            return out
+
+    logits = torch.randn(2, 6, 50, requires_grad=True)
+    with LargeOps(2 * 5 * 50) as mode:
+        nll, _ = causal_lm_nll(logits, torch.randint(0, 50, (2, 6)))
+        nll.backward()
+    assert "_log_softmax" in mode.ops  # the mode sees the loss's ops
+    assert not {"clone", "copy_", "_to_copy", "slice_backward", "slice_scatter"} & set(mode.ops), mode.ops
+
+
 def test_nll_matches_transformers_loss(tiny):
     ids = torch.randint(6, 8192, (2, 12))
     labels = ids.clone()

@@ -133,13 +133,15 @@ def pooled_generate(
     n_layers, (b, s) = len(mods), input_ids.shape
     if token_layer is not None and not 0 <= token_layer < n_layers:
         raise ValueError(f"token_layer {token_layer} out of range 0..{n_layers - 1}")
-    d = model.config.hidden_size
-    eos = torch.tensor(list(eos_token_ids), dtype=torch.long, device=input_ids.device)
-    acc = {"step": 0, "w": attention_mask.float(), "ended": torch.zeros(b, dtype=torch.bool, device=input_ids.device)}
-    sums = torch.zeros(n_layers, b, d)
-    prompt_sums = torch.zeros(n_layers, b, d)
-    last = torch.zeros(n_layers, b, d)
-    states = torch.zeros(b, max_new_tokens, d) if token_layer is not None else None
+    d, dev = model.config.hidden_size, input_ids.device
+    eos = torch.tensor(list(eos_token_ids), dtype=torch.long, device=dev)
+    acc = {"step": 0, "w": attention_mask.float(), "ended": torch.zeros(b, dtype=torch.bool, device=dev)}
+    # accumulators live on the model's device (no per-layer host copy); moved to the CPU once, at the end
+    sums = torch.zeros(n_layers, b, d, device=dev)
+    prompt_sums = torch.zeros(n_layers, b, d, device=dev)
+    last = torch.zeros(n_layers, b, d, device=dev)
+    step_states = torch.zeros(n_layers, b, d, device=dev)  # this decoding step's state, every readout
+    states = torch.zeros(b, max_new_tokens, d, device=dev) if token_layer is not None else None
 
     def pre_hook(_module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
@@ -152,21 +154,23 @@ def pooled_generate(
             acc["ended"] = acc["ended"] | torch.isin(tok, eos)
 
     def post_hook(_module, _args, _output):
+        # one batched update over all readouts per decoding step (not one per block hook: with 30 blocks the
+        # per-layer small ops cost ~3 % of a SmolLM2 decoding step, results/pooled-reps/bench-pooling-smollm2.json)
+        step, w = acc["step"], acc["w"]
+        if 1 <= step <= max_new_tokens:
+            sums.add_(step_states * w)
+            last.copy_(torch.where(w[None] > 0, step_states, last))
+            if token_layer is not None:
+                states[:, step - 1] = step_states[token_layer] * w
         acc["step"] += 1
 
     def layer_hook(layer):
         def hook(_module, _args, output):
-            h = (output[0] if isinstance(output, tuple) else output).float().cpu()
-            step, w = acc["step"], acc["w"].cpu()
-            if step == 0:
-                prompt_sums[layer] += (h * w[..., None]).sum(1)
-            elif step <= max_new_tokens:
-                h = h[:, -1]
-                sums[layer] += h * w
-                alive = w[:, 0] > 0
-                last[layer][alive] = h[alive]
-                if layer == token_layer:
-                    states[:, step - 1] = h * w
+            h = output[0] if isinstance(output, tuple) else output
+            if acc["step"] == 0:
+                prompt_sums[layer] += (h.float() * acc["w"][..., None]).sum(1)
+            else:
+                step_states[layer].copy_(h[:, -1])
 
         return hook
 
@@ -189,10 +193,10 @@ def pooled_generate(
     return PooledGeneration(
         tokens=tokens,
         lengths=lengths,
-        mean=sums / lengths[None, :, None].float(),
-        prompt=prompt_sums / n_prompt[None, :, None],
-        last=last,
-        states=states,
+        mean=sums.cpu() / lengths[None, :, None].float(),
+        prompt=prompt_sums.cpu() / n_prompt[None, :, None],
+        last=last.cpu(),
+        states=None if states is None else states.cpu(),
         token_layer=token_layer,
     )
 
