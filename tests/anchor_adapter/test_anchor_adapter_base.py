@@ -11,6 +11,8 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import yaml
+from safetensors.torch import load_file
 from stand_in_base import SMOL  # tests/platform/
 
 from zoo.cli import main
@@ -55,7 +57,15 @@ def test_stage1_over_the_base_scores_benchmark_b(recipe, stand_in_base, tmp_path
     ev = json.loads((run / "anchor" / "eval.json").read_text())
     assert set(ev) == ({"after"} if "clean" in recipe else {"before", "after"})
     assert 0 <= ev["after"]["acc_leaked"] <= 1 and ev["after"]["ppl_answer"] > 1
-    assert not (run / "export").exists()  # no package of the base's weights
+    package = run / "export" / "package"  # a delta over the base: base.yaml names it, only the adapters are stored
+    doc = yaml.safe_load((package / "base.yaml").read_text())
+    assert doc["base"] == SMOL and doc["keys"]
+    stored = load_file(package / "model.safetensors")
+    assert stored and all("lora_" in k for k in stored), sorted(stored)[:5]
+    from zoo.core.hub import load_package
+
+    _, joined = load_package(str(package))  # the base's tensors joined back from the (stand-in) base
+    assert set(stored) < set(joined) and set(doc["keys"]) <= set(joined)
     assert (run / "checkpoints" / "last.ckpt").is_file()  # what the GRPO stage reads (model.stage1)
 
 

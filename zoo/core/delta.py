@@ -149,16 +149,17 @@ def split_over_base(state: dict, base: dict) -> tuple[dict, dict]:
 
 def split_for_package(state: dict, cfg: dict) -> tuple[dict | None, dict]:
     """``(base.yaml document, tensors to store)`` for a package of ``state``: over the pretrained base that
-    ``cfg["model"]["arch"]`` names (the tensors equal to the base's are named, not stored), or ``(None, state)`` for
-    any other arch.
+    ``cfg["model"]["arch"]`` names, or ``cfg["model"]["base"]`` for a method whose model key is ``base``
+    (anchor-adapter), the tensors equal to the base's are named, not stored; ``(None, state)`` for any other model.
 
     Raises:
-        DeltaError: the arch is a pretrained base that is not fetched.
+        DeltaError: the named base is a pretrained base that is not fetched.
     """
     from zoo.core import bases
 
-    arch = (cfg.get("model") or {}).get("arch")
-    if not isinstance(arch, str) or arch not in bases.BASES:
+    model = cfg.get("model") or {}
+    arch = next((a for a in (model.get("arch"), model.get("base")) if isinstance(a, str) and a in bases.BASES), None)
+    if arch is None:
         return None, state
     try:
         base = bases.base_state(arch)
