@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from zoo.methods.rlcracker.watermark import KEY, KGW, Unigram, build_watermark
+from zoo.methods.rlcracker.watermark import KEY, KGW, Unigram, Watermark, build_watermark
 
 V = 1000
 
@@ -141,3 +141,13 @@ def test_shipped_rows_carry_the_detectors_z(name, folder, provider):
     if provider is None:
         assert sum(r["z_watermarked"] > mark.threshold for r in rows) >= 0.9 * len(rows)
         assert sum(r["z_unmarked"] > mark.threshold for r in rows) <= 0.1 * len(rows)
+
+
+def test_a_scheme_without_green_mask_cannot_be_built():
+    class NoList(Watermark):
+        name = "none"
+
+    with pytest.raises(TypeError, match="green_mask"):
+        NoList(vocab_size=10)
+    with pytest.raises(TypeError, match="green_mask"):
+        Watermark(vocab_size=10)

@@ -4,8 +4,7 @@ evaluation grid run on them."""
 
 import pytest
 import torch
-from diffusers import AutoencoderKL, UNet2DConditionModel
-from transformers import Dinov2Config, Dinov2Model
+from diffusers import AutoencoderKL
 
 from zoo.methods.sembind.backends import Dinov2Encoder, LatentCaptionDiffusion
 from zoo.methods.sembind.datamodule import CaptionDataModule
@@ -13,43 +12,16 @@ from zoo.methods.sembind.evaluation import evaluate_seed
 from zoo.methods.sembind.masker import SemanticMasker
 from zoo.methods.sembind.module import load_stage
 from zoo.methods.sembind.pipeline import DEMO_KEYS
+from zoo.models import stand_ins
 
 
 def tiny_sd(seed: int) -> LatentCaptionDiffusion:
-    """4×8×8 latents, 16×16 images, cross-attention in the first down and last up block."""
-    torch.manual_seed(seed)
-    vae = AutoencoderKL(
-        in_channels=3,
-        out_channels=3,
-        down_block_types=("DownEncoderBlock2D",) * 2,
-        up_block_types=("UpDecoderBlock2D",) * 2,
-        block_out_channels=(8, 8),
-        layers_per_block=1,
-        latent_channels=4,
-        norm_num_groups=4,
-        sample_size=16,
-    )
-    unet = UNet2DConditionModel(
-        sample_size=8,
-        in_channels=4,
-        out_channels=4,
-        block_out_channels=(8, 16),
-        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
-        layers_per_block=1,
-        cross_attention_dim=16,
-        attention_head_dim=4,
-        norm_num_groups=4,
-    )
-    return LatentCaptionDiffusion(vae, unet, tokens=2).eval().requires_grad_(False)
+    """The ``sd`` stand-in (4×8×8 latents, 16×16 images) as a generator, torch seed ``seed``."""
+    return LatentCaptionDiffusion(*stand_ins.stable_diffusion_modules(seed), tokens=2).eval().requires_grad_(False)
 
 
 def tiny_dinov2() -> Dinov2Encoder:
-    torch.manual_seed(2)
-    cfg = Dinov2Config(
-        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, patch_size=4, image_size=16
-    )
-    return Dinov2Encoder(Dinov2Model(cfg), image_size=16).eval().requires_grad_(False)
+    return Dinov2Encoder(stand_ins.dinov2_model(2), image_size=16).eval().requires_grad_(False)
 
 
 def test_latent_diffusion_shapes_inversion_gradient_and_folder(tmp_path):

@@ -8,7 +8,7 @@ from zoo.core.data import DataError
 from zoo.methods.survshap_iq.datamodule import SurvivalDataModule, read_survival_csv
 from zoo.methods.survshap_iq.metrics import c_index
 from zoo.methods.survshap_iq.networks import breslow, cox_loss, cox_survival, deephit_loss, deephit_survival
-from zoo.methods.survshap_iq.survival_models import SksurvModel, grid_hazard, step_at
+from zoo.methods.survshap_iq.survival_models import SksurvModel, SurvivalInterface, grid_hazard, step_at
 from zoo.methods.survshap_iq.synthetic import scenario
 
 
@@ -116,3 +116,20 @@ def test_sksurv_models_share_the_interface(kind):
     assert S.shape == (7, 3) and np.all(np.diff(S, axis=1) <= 1e-12) and np.all((S >= 0) & (S <= 1))
     assert m.predict_hazard(X[:7], times).shape == (7, 3)
     assert c_index(t, e, m.predict_risk(X)) > 0.6
+
+
+def test_survival_interface_requires_predict_survival_also_on_a_lightning_module():
+    import lightning as L
+
+    class Hazardless(L.LightningModule, SurvivalInterface):  # the mix SurvShapIQModule uses: metaclasses agree
+        pass
+
+    with pytest.raises(TypeError, match="predict_survival"):
+        Hazardless()
+
+    class Flat(L.LightningModule, SurvivalInterface):
+        def predict_survival(self, X, times):
+            return np.full((len(X), len(times)), 0.5)
+
+    hazard = Flat().target("hazard", np.array([1.0, 2.0]))(np.zeros((3, 2)))
+    assert hazard.shape == (3, 2) and np.allclose(hazard[:, 0], -np.log(0.5)) and np.allclose(hazard[:, 1], 0.0)

@@ -160,14 +160,15 @@ def _lm(family: str) -> Callable[[Path], Path]:
     return lambda folder: causal_lm(folder, family)
 
 
-def stable_diffusion(folder: Path) -> Path:
-    """A diffusers Stable Diffusion-shaped folder (``unet/``, ``vae/``): 4x8x8 latents, 16x16 images, cross-attention
-    width 16 (SD 2.1's is 1,024), random weights."""
+def stable_diffusion_modules(seed: int = 0):
+    """The ``sd`` stand-in's ``(AutoencoderKL, UNet2DConditionModel)``, built in memory with torch seed ``seed``:
+    4x8x8 latents, 16x16 images, cross-attention (width 16; SD 2.1's is 1,024) in the first down and last up block,
+    random weights."""
     import torch
     from diffusers import AutoencoderKL, UNet2DConditionModel
 
-    torch.manual_seed(0)
-    AutoencoderKL(
+    torch.manual_seed(seed)
+    vae = AutoencoderKL(
         in_channels=3,
         out_channels=3,
         down_block_types=("DownEncoderBlock2D",) * 2,
@@ -177,8 +178,8 @@ def stable_diffusion(folder: Path) -> Path:
         latent_channels=4,
         norm_num_groups=4,
         sample_size=16,
-    ).save_pretrained(folder / "vae")
-    UNet2DConditionModel(
+    )
+    unet = UNet2DConditionModel(
         sample_size=8,
         in_channels=4,
         out_channels=4,
@@ -189,20 +190,34 @@ def stable_diffusion(folder: Path) -> Path:
         cross_attention_dim=16,
         attention_head_dim=4,
         norm_num_groups=4,
-    ).save_pretrained(folder / "unet")
+    )
+    return vae, unet
+
+
+def stable_diffusion(folder: Path) -> Path:
+    """A diffusers Stable Diffusion-shaped folder (``unet/``, ``vae/``) of :func:`stable_diffusion_modules` (seed 0)."""
+    vae, unet = stable_diffusion_modules(0)
+    vae.save_pretrained(folder / "vae")
+    unet.save_pretrained(folder / "unet")
     return folder
 
 
-def dinov2(folder: Path) -> Path:
-    """A transformers ``Dinov2Model`` folder (hidden 16, one layer, patch 4, 16x16 images), random weights."""
+def dinov2_model(seed: int = 0):
+    """The ``dinov2`` stand-in's transformers ``Dinov2Model`` (hidden 16, one layer, patch 4, 16x16 images), built
+    in memory with torch seed ``seed``, random weights."""
     import torch
     from transformers import Dinov2Config, Dinov2Model
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     cfg = Dinov2Config(
         hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, patch_size=4, image_size=16
     )
-    Dinov2Model(cfg).save_pretrained(folder)
+    return Dinov2Model(cfg)
+
+
+def dinov2(folder: Path) -> Path:
+    """A transformers ``Dinov2Model`` folder of :func:`dinov2_model` (seed 0)."""
+    dinov2_model(0).save_pretrained(folder)
     return folder
 
 

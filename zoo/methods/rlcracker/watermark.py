@@ -14,6 +14,7 @@ incomplete): ``z = (|s|_G − γT) / sqrt(T γ (1 − γ))``; the text is flagge
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import math
 from collections.abc import Sequence
@@ -26,8 +27,8 @@ KEY = 15485863
 """MarkLLM's default ``hash_key`` (the millionth prime)."""
 
 
-class Watermark:
-    """Shared parts of both schemes (γ, δ, key, threshold, vocabulary size V)."""
+class Watermark(abc.ABC):
+    """Shared parts of both schemes (γ, δ, key, threshold, vocabulary size V); a scheme defines :meth:`green_mask`."""
 
     name = ""
     skip = 0  # leading tokens that have no green list (KGW: the prefix length)
@@ -38,9 +39,9 @@ class Watermark:
         self.vocab_size, self.gamma, self.delta, self.key, self.threshold = vocab_size, gamma, delta, key, threshold
         self.green_size = int(gamma * vocab_size)
 
+    @abc.abstractmethod
     def green_mask(self, prefix: Sequence[int]) -> torch.Tensor:
         """``[V]`` bool: the green list for the token that follows ``prefix`` (token ids)."""
-        raise NotImplementedError
 
     def green_flags(self, ids: Sequence[int]) -> list[bool]:
         """Whether each scored token (``ids[skip:]``) is green under the list its prefix selects."""

@@ -15,6 +15,8 @@ non-additive.
 
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 TINY = 1e-12
@@ -38,12 +40,17 @@ def grid_hazard(cumulative_hazard: np.ndarray, times: np.ndarray) -> np.ndarray:
     return np.maximum(H - H0, 0.0) / np.where(width > 0, width, 1.0)
 
 
-class SurvivalInterface:
+class SurvivalInterface(abc.ABC):
     """Hazard scales from ``predict_survival`` (or ``predict_cumulative_hazard``); subclasses may override with
-    closed forms."""
+    closed forms.
 
-    def predict_survival(self, X: np.ndarray, times: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+    An ``abc.ABC`` mixed into the Lightning module as well (``SurvShapIQModule(ZooModule, SurvivalInterface)``):
+    ``LightningModule`` and ``torch.nn.Module`` use the plain ``type`` metaclass, so ``ABCMeta`` is the derived one
+    and a class without ``predict_survival`` cannot be instantiated."""
+
+    @abc.abstractmethod
+    def predict_survival(self, X: np.ndarray, times: np.ndarray) -> np.ndarray:
+        """Survival probabilities ``S(t | x)``: ``(n, T)`` for ``X (n, p)`` at ``times (T,)``."""
 
     def predict_cumulative_hazard(self, X: np.ndarray, times: np.ndarray) -> np.ndarray:
         return -np.log(np.clip(self.predict_survival(X, times), TINY, 1.0))
