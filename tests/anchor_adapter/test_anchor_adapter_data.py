@@ -67,7 +67,7 @@ def test_user_jsonl_errors_name_file_line_key(tmp_path):
     with pytest.raises(DataError, match=r"mine.jsonl:3: .*answer"):
         AnchorAdapterDataModule(path=str(p))
     p.write_text(json.dumps({"question": "1 + 2", "answer": "three"}) + "\n")
-    with pytest.raises(DataError, match=r"mine.jsonl:1: answer: expected a number"):
+    with pytest.raises(DataError, match=r"mine.jsonl:1: key 'answer': 'three' is not a number"):
         AnchorAdapterDataModule(path=str(p))
 
 

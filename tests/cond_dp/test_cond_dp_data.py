@@ -27,7 +27,7 @@ def test_user_csv_errors_name_file_line_column(tmp_path):
     with pytest.raises(DataError, match=r"mine.csv:3: column 'b': empty cell"):
         LabelDPDataModule(path=path, label="y", y_min=0, y_max=10)
     path = _csv(tmp_path, "a,b,y\n1,2,3\n4,x,5\n")
-    with pytest.raises(DataError, match=r"mine.csv:3: column 'b': 'x' is not a finite"):
+    with pytest.raises(DataError, match=r"mine.csv:3: column 'b': 'x' is not a number"):
         LabelDPDataModule(path=path, label="y", y_min=0, y_max=10)
     with pytest.raises(DataError, match=r"missing column"):
         LabelDPDataModule(path=path, label="target", y_min=0, y_max=10)

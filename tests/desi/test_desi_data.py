@@ -27,8 +27,13 @@ def test_quantile_csv_reads_and_trains_split(tmp_path):
     "space,header,bad_row,needle",
     [
         ("distribution", ["x", "y_0", "y_1", "y_2"], [1.0, 0.1, 0.5, 0.3], "column y_2: quantiles decrease"),
-        ("distribution", ["x", "y_0", "y_1", "y_2"], [1.0, 0.1, "nan", 0.3], "column y_1: not a finite number"),
-        ("distribution", ["x", "y_0", "y_1", "y_2"], ["abc", 0.1, 0.2, 0.3], "column x: not a number"),
+        (
+            "distribution",
+            ["x", "y_0", "y_1", "y_2"],
+            [1.0, 0.1, "nan", 0.3],
+            "column 'y_1': 'nan' is not a finite number",
+        ),
+        ("distribution", ["x", "y_0", "y_1", "y_2"], ["abc", 0.1, 0.2, 0.3], "column 'x': 'abc' is not a number"),
         ("composition", ["x", "y_a", "y_b"], [1.0, 0.7, 0.7], "parts sum to 1.4"),
         ("spd", ["x", "y_00", "y_01", "y_10", "y_11"], [1.0, 1.0, 2.0, 2.0, 1.0], "not positive definite"),
         (

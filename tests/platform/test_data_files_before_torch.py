@@ -34,27 +34,119 @@ def test_the_methods_reading_user_files_declare_them():
     assert {"praxis", "cond-dp", "survshap-iq", "rlcracker", "shapo", "pulse", "crh", "watchlog"} <= methods, methods
 
 
+def _valid(cell: dict | None) -> str:
+    """A value that the cell spec accepts (``x`` when untyped)."""
+    if cell is None or cell["type"] in ("text", "present"):
+        return "x"
+    if cell["type"] in ("choice", "file"):
+        return cell["choices"][0] if cell["type"] == "choice" else "a" + cell["choices"][0]
+    return str(cell.get("min", 0) + (1 if cell.get("min_exclusive") else 0))
+
+
 @pytest.mark.parametrize("method,key,spec", DECLARED, ids=[f"{m}:{k}" for m, k, _ in DECLARED])
 def test_each_declared_file_refuses_a_binary_file_and_a_missing_column(method, key, spec, tmp_path):
     table = {"datamodule": {"args": {key: {"file": spec}}}}
-    suffix = SUFFIXES[spec["kind"]][0]
-    binary = tmp_path / f"garbage{suffix}"
-    cols = [*spec["columns"], "a"]  # a first line that holds what the spec needs
-    head = (",".join(cols) if spec["kind"] == "csv" else json.dumps(dict.fromkeys(cols, "x"))).encode() + b"\n"
-    binary.write_bytes(head + bytes(range(128, 256)))
+    block = dict(spec.get("when") or {})
+    lay = spec["layouts"][0] if spec.get("layouts") else spec  # a first line that holds what the spec needs
+    folder = tmp_path / "folder" if spec.get("inside") else tmp_path
+    folder.mkdir(exist_ok=True)
+    name = spec.get("inside") or f"garbage{SUFFIXES[spec['kind']][0]}"
+    binary = folder / name
+    cols = [*lay["columns"], "a"]
+    if spec.get("reader"):  # the shared chat reader (the only one declared)
+        head = json.dumps({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]})
+    elif spec["kind"] == "csv":
+        head = ",".join(cols)
+    else:
+        head = json.dumps({c: _valid((lay.get("types") or {}).get(c)) for c in cols})
+    binary.write_bytes(head.encode() + b"\n" + bytes(range(128, 256)))
     with pytest.raises(DataError, match=rf"^{binary}:2: not UTF-8 text .*\(recipe key: data\.{key}\)$"):
-        check_data_files(table, {key: str(binary)})
-    if spec["columns"]:  # a row without the first needed column
-        lacking = tmp_path / f"lacking{suffix}"
-        rest = spec["columns"][1:] or ["other"]
+        check_data_files(table, {**block, key: str(folder if spec.get("inside") else binary)})
+    if lay["columns"] and not spec.get("layouts") and not spec.get("inside"):  # a row without the first column
+        lacking = tmp_path / f"lacking{SUFFIXES[spec['kind']][0]}"
+        rest = lay["columns"][1:] or ["other"]
+        types = lay.get("types") or {}
         if spec["kind"] == "csv":
-            lacking.write_text(",".join(rest) + "\n" + ",".join("1" for _ in rest) + "\n")
-            want = rf"^{lacking}:1: missing column\(s\) \['{spec['columns'][0]}'\]"
+            lacking.write_text(",".join(rest) + "\n" + ",".join(_valid(types.get(c)) for c in rest) + "\n")
+            want = rf"^{lacking}:1: missing column\(s\) \['{lay['columns'][0]}'\]"
         else:
-            lacking.write_text(json.dumps(dict.fromkeys(rest, "x")) + "\n")
-            want = rf"^{lacking}:1: missing key '{spec['columns'][0]}'"
+            lacking.write_text(json.dumps({c: _valid(types.get(c)) for c in rest}) + "\n")
+            want = rf"^{lacking}:1: missing key '{lay['columns'][0]}'"
         with pytest.raises(DataError, match=want):
-            check_data_files(table, {key: [str(lacking)]})
+            check_data_files(table, {**block, key: [str(lacking)]})
+
+
+BAD = {"number": "abc", "integer": "1.5", "text": "  ", "present": "NA", "choice": "zzz", "file": "missing.png"}
+TYPED = [
+    (m, k, lay, c)
+    for m, k, spec in DECLARED
+    for lay in ([{**x, "kind": spec["kind"]} for x in spec.get("layouts") or []] or [spec])
+    for c in (lay.get("types") or {})  # "*": any other column, here one called "extra"
+    for c in ["extra" if c == "*" else c]
+]
+
+
+@pytest.mark.parametrize("method,key,spec,col", TYPED, ids=[f"{m}:{k}:{c}" for m, k, _, c in TYPED])
+def test_each_typed_column_refuses_a_bad_value_naming_file_line_and_column(method, key, spec, col, tmp_path):
+    """From the method's table: a good row, then a row whose ``col`` holds a value of the wrong kind, fails as
+    ``file:3: column 'col': ...`` (``key`` for JSONL) before torch; a column argument names a column after itself."""
+    outer = next(s for m, k, s in DECLARED if (m, k) == (method, key))
+    block = {**(outer.get("when") or {}), **{a: a for a in spec.get("column_args") or []}}
+    types = {**spec["types"], **({"extra": spec["types"]["*"]} if col == "extra" else {})}
+    cols = list(dict.fromkeys([*spec["columns"], *(spec.get("column_args") or []), col]))
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for c in cols:  # a good row's files exist
+        if (types.get(c) or {}).get("type") == "file":
+            (folder / _valid(types[c])).write_bytes(b"x")
+    good = {c: _valid(types.get(c)) for c in cols}
+    bad = {**good, col: BAD[types[col]["type"]]}
+    if types[col].get("increasing"):
+        bad[col] = good[col]  # not above the row before
+    name = outer.get("inside") or f"t{SUFFIXES[spec['kind']][0]}"
+    f = folder / name
+    if spec["kind"] == "csv":
+        f.write_text("\n".join(",".join(r) for r in (cols, good.values(), bad.values())) + "\n")
+    else:
+        f.write_text("\n".join(json.dumps(r) for r in (good, bad)) + "\n")
+    line = 3 if spec["kind"] == "csv" else 2
+    label = "column" if spec["kind"] == "csv" else "key"
+    table = {"datamodule": {"args": {key: {"file": outer}}}}
+    with pytest.raises(DataError, match=rf"^{f}:{line}: {label} '{col}': "):
+        check_data_files(table, {**block, key: str(folder if outer.get("inside") else f)})
+
+
+def test_a_file_read_another_way_is_not_checked(tmp_path):
+    """``when``: trsp's ``data.path`` is a trips CSV only with ``format: csv``; zoo-lm's a chat file only in chat mode."""
+    table = {"datamodule": {"args": {"path": {"file": {"kind": "csv", "columns": ["a"], "when": {"format": "csv"}}}}}}
+    f = tmp_path / "t.csv"
+    f.write_text("b\n1\n")
+    check_data_files(table, {"path": str(f), "format": "authors"})
+    with pytest.raises(DataError, match="missing column"):
+        check_data_files(table, {"path": str(f), "format": "csv"})
+
+
+def test_typed_columns_others_and_the_unset_column_argument(tmp_path):
+    """``rest_of``: an unset ``features`` means every other column (typed like ``features``); set, only those."""
+    from zoo.core.constraints import NUMBER, DataFile
+
+    table = {
+        "datamodule": {
+            "args": {
+                "path": DataFile(
+                    "csv",
+                    column_args=("label", "features"),
+                    types={"label": NUMBER, "features": NUMBER},
+                    rest_of="features",
+                ).spec()
+            }
+        }
+    }
+    f = tmp_path / "t.csv"
+    f.write_text("y,a,note\n1,2,hello\n")
+    with pytest.raises(DataError, match=r"t\.csv:2: column 'note': 'hello' is not a number"):
+        check_data_files(table, {"path": str(f), "label": "y", "features": None})
+    check_data_files(table, {"path": str(f), "label": "y", "features": ["a"]})
 
 
 def test_a_column_named_by_another_argument_is_needed(tmp_path):

@@ -40,9 +40,9 @@ def test_user_folder_loads(tmp_path):
 @pytest.mark.parametrize(
     "rows, where",
     [
-        ("a.png,a red thing\nmissing.png,x\n", ":3: column file"),
-        ("a.png,a red thing\nb.png,  \n", ":3: column caption"),
-        ("a.png,a red thing\nnot-an-image.png,x\n", ":3: column file"),
+        ("a.png,a red thing\nmissing.png,x\n", ":3: column 'file'"),
+        ("a.png,a red thing\nb.png,  \n", ":3: column 'caption'"),
+        ("a.png,a red thing\nnot-an-image.png,x\n", ":3: column 'file'"),
     ],
 )
 def test_bad_rows_name_file_line_and_column(tmp_path, rows, where):

@@ -43,8 +43,8 @@ def test_snap_layout_rating_becomes_sign_label(tmp_path):
 @pytest.mark.parametrize(
     "text,needle",
     [
-        ("u,i,ts,label,idx\n1,2,3,0,1\n1,x,4,0,2\n", ":3: column 'i' = 'x' is not an integer"),
-        ("u,i,ts,label,idx\n1,2,3,0,1\n1,2,nan,0,2\n", ":3: column 'ts' = 'nan' is not finite"),
+        ("u,i,ts,label,idx\n1,2,3,0,1\n1,x,4,0,2\n", ":3: column 'i': 'x' is not an integer"),
+        ("u,i,ts,label,idx\n1,2,3,0,1\n1,2,nan,0,2\n", ":3: column 'ts': 'nan' is not a finite number"),
         ("u,i,ts,label,idx\n1,2,3,0,1\n\n1,2,4,0\n", ":4: 4 fields, header has 5"),
         ("a,b,c\n1,2,3\n", ":1: header"),
     ],

@@ -7,7 +7,7 @@ import gzip
 import json
 import os
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,13 @@ def read_jsonl(
         DataError: ``path:line: ...`` for a missing file, invalid JSON, a non-object line, a missing key or a
             wrongly typed value.
     """
+    return [row for _, row in read_jsonl_numbered(path, required, types)]
+
+
+def read_jsonl_numbered(
+    path: str | os.PathLike, required: Sequence[str] = (), types: dict[str, type | tuple] | None = None
+) -> list[tuple[int, dict[str, Any]]]:
+    """:func:`read_jsonl` with each row's line number: ``[(line, row), ...]`` (same errors)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
@@ -64,7 +71,7 @@ def read_jsonl(
         if not isinstance(row, dict):
             raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
         _check_row(row, required, types, f"{path}:{lineno}")
-        rows.append(row)
+        rows.append((lineno, row))
     return rows
 
 
@@ -93,6 +100,27 @@ def read_csv_rows(
         DataError: ``path:line: ...`` for a missing file or column, a header naming a column twice, a byte that is
             not UTF-8 or a NUL byte (a binary file), or a row with the wrong number of fields.
     """
+    header, numbered = read_csv_numbered(path, required, delimiter)
+    return header, [row for _, row in numbered]
+
+
+def read_csv_numbered(
+    path: str | os.PathLike,
+    required: Sequence[str] | Callable[[list[str]], Sequence[str]] = (),
+    delimiter: str = ",",
+) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """:func:`read_csv_rows` with each row's line number (blank lines are skipped but counted).
+
+    Args:
+        required: the columns every row needs, or a function of the header that returns them (it may raise
+            ``DataError`` itself: a header that fits no accepted layout).
+
+    Returns:
+        ``(header, [(line, row), ...])``.
+
+    Raises:
+        DataError: as :func:`read_csv_rows`.
+    """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
@@ -106,7 +134,8 @@ def read_csv_rows(
                 f"{header.index(twice) + 1} and {header.index(twice, header.index(twice) + 1) + 1}); "
                 "every column needs its own name"
             )
-        missing = [c for c in required if c not in header]
+        need = required(header) if callable(required) else required
+        missing = [c for c in need if c not in header]
         if missing:
             raise DataError(f"{path}:1: missing column(s) {missing}; header is {header}")
         rows = []
@@ -115,7 +144,7 @@ def read_csv_rows(
                 continue
             if len(rec) != len(header):
                 raise DataError(f"{path}:{lineno}: {len(rec)} fields, header has {len(header)}")
-            rows.append(dict(zip(header, rec)))
+            rows.append((lineno, dict(zip(header, rec))))
     except StopIteration:
         raise DataError(f"{path}:1: empty file, expected a header row") from None
     except csv.Error as e:  # a NUL byte: a binary file

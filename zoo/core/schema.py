@@ -108,7 +108,7 @@ def allowed(spec: dict) -> str:
     parts = []
     for t in spec.get("types", []):
         if t in ("int", "float") and ("min" in spec or "max" in spec):
-            t += " " + _range_text(spec)
+            t += " " + range_text(spec)
         elif t == "list":
             t += (
                 (f" of ({allowed(spec['items'])})" if "items" in spec else "")
@@ -124,15 +124,58 @@ def allowed(spec: dict) -> str:
 def _file_text(file: dict) -> str:
     """What a ``DataFile`` argument's file must hold when its name ends in the kind's suffix, in words:
     ``.csv: a header with columns 'date', 'n_posts'``, ``.csv: a header with the columns data.label, data.features
-    name``, ``.jsonl: objects with keys 'title', 'created_utc' (strings: 'title')``."""
-    csv = file["kind"] == "csv"
-    what = [f"{'columns' if csv else 'keys'} {', '.join(map(repr, file['columns']))}"] if file.get("columns") else []
-    if file.get("column_args"):
-        names = ", ".join(f"data.{a}" for a in file["column_args"])
-        what.append(f"the {'columns' if csv else 'keys'} {names} name{'s' * (len(file['column_args']) == 1)}")
-    text = f" (strings: {', '.join(map(repr, file['text']))})" if file.get("text") else ""
-    head = ".csv: a header" if csv else ".jsonl: one JSON object per line"
-    return head + (" with " + " and ".join(what) if what else "") + text
+    name; values: data.label number, ...``, ``.jsonl: objects with keys 'title', 'created_utc' (strings: 'title')``,
+    ``.jsonl: as zoo.data.chat.read_conversations reads it``; ``folder with captions.csv: ...``; ``when data.format is 'csv'``."""
+    if file.get("reader"):
+        head = f".jsonl: as {file['reader'].replace(':', '.')} reads it"
+    elif file.get("layouts"):
+        head = " or ".join(f"({_file_text({**lay, 'kind': file['kind']})})" for lay in file["layouts"])
+    else:
+        csv = file["kind"] == "csv"
+        what = (
+            [f"{'columns' if csv else 'keys'} {', '.join(map(repr, file['columns']))}"] if file.get("columns") else []
+        )
+        if file.get("column_args"):
+            names = ", ".join(f"data.{a}" for a in file["column_args"])
+            what.append(f"the {'columns' if csv else 'keys'} {names} name{'s' * (len(file['column_args']) == 1)}")
+        text = f" (strings: {', '.join(map(repr, file['text']))})" if file.get("text") else ""
+        head = (".csv: a header" if csv else ".jsonl: one JSON object per line") + (
+            " with " + " and ".join(what) if what else ""
+        )
+        head += text + _cells_text(file)
+    if file.get("inside"):
+        head = f"a folder with {file['inside']}: {head.split(': ', 1)[1]}"
+    when = ", ".join(f"data.{k} is {v!r}" for k, v in (file.get("when") or {}).items())
+    return head + (f", when {when}" if when else "")
+
+
+def _cells_text(file: dict) -> str:
+    """``; values: 'qid' integer, 'time' number >= 0, the others number``: what a file's typed columns hold."""
+    types = file.get("types") or {}
+    if not types:
+        return ""
+
+    def cell(c: dict) -> str:
+        if c["type"] == "choice":
+            return "one of " + ", ".join(map(repr, c["choices"]))
+        if c["type"] == "file":
+            return f"a file ({', '.join(c['choices'])})"
+        return (
+            c["type"]
+            + (f" {range_text(c)}" if "min" in c or "max" in c else "")
+            + " increasing" * bool(c.get("increasing"))
+        )
+
+    args = set(file.get("column_args") or [])
+    rest = " (unset: every other column)"
+    named = [
+        f"{f'data.{k}' if k in args else repr(k)} {cell(c)}{rest * (k == file.get('rest_of'))}"
+        for k, c in types.items()
+        if k != "*"
+    ]
+    if "*" in types:
+        named.append(f"the others {cell(types['*'])}")
+    return "; values: " + ", ".join(named)
 
 
 def _type_of(value: Any) -> str:
@@ -155,7 +198,16 @@ def fits(value: Any, spec: dict) -> bool:
     return t in spec.get("types", []) or (t == "int" and "float" in spec.get("types", []))
 
 
-def _range_text(spec: dict) -> str:
+def in_range(value: float, spec: dict) -> bool:
+    """Whether a number lies in the range a spec allows (``min``/``max``, ``min_exclusive``/``max_exclusive``; NaN
+    never does when a bound is set)."""
+    lo, hi = spec.get("min"), spec.get("max")
+    if lo is not None and not (value > lo if spec.get("min_exclusive") else value >= lo):
+        return False
+    return hi is None or (value < hi if spec.get("max_exclusive") else value <= hi)
+
+
+def range_text(spec: dict) -> str:
     """``> 0``, ``in [0, 1)``, ``<= 5``: the range a spec allows."""
     lo, hi = spec.get("min"), spec.get("max")
     if lo is not None and hi is not None:
@@ -176,11 +228,8 @@ def check_value(value: Any, spec: dict, where: str) -> None:
             hint = suggest(value, [c for c in spec["choices"] if isinstance(c, str)])
         raise RecipeError(f"{where}: expected {render(spec)}, got {value!r}{hint}")
     if isinstance(value, (int, float)) and not isinstance(value, bool) and ("min" in spec or "max" in spec):
-        lo, hi = spec.get("min"), spec.get("max")
-        if (lo is not None and (value < lo or (spec.get("min_exclusive") and value == lo))) or (
-            hi is not None and (value > hi or (spec.get("max_exclusive") and value == hi))
-        ):
-            raise RecipeError(f"{where}: must be {_range_text(spec)}, got {value!r}")
+        if not in_range(value, spec):
+            raise RecipeError(f"{where}: must be {range_text(spec)}, got {value!r}")
     if isinstance(value, list):
         if "length" in spec and len(value) != spec["length"]:
             raise RecipeError(f"{where}: expected {spec['length']} values, got {value!r}")

@@ -16,8 +16,9 @@ count as leaked: MATH-500 for Qwen2.5-Math), the second one it cannot have seen 
 User data (``path``): JSON lines ``{"question": "23 + 48 - 17", "answer": 54}`` (the question as the bare
 expression or as ``Question: ... = ?``; the answer a number or numeric text; other keys ignored). They replace the
 fresh problems of the chosen stage (mid-training replies are then written by :func:`chain_sum.reply`, which needs a
-``+``/``-`` chain for the worked form; other questions get the direct form). A missing key or a non-numeric answer
-fails as ``DataError("file:line: key ...")`` when the datamodule is built, before a run directory exists. Items
+``+``/``-`` chain for the worked form; other questions get the direct form). A missing key, an empty question or a
+non-numeric answer fails as ``DataError("file:line: key ...")`` in the recipe check, before torch is imported
+(``PROBLEMS``), and again when the datamodule is built. Items
 whose question is in benchmark B are reported (count and first lines) and kept.
 
 The generated sets take ~30 s to build at full size; they are cached as JSON under ``cache``.
@@ -37,32 +38,30 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.core.constraints import DataFile, NonNegativeInt, PositiveInt, Probability
-from zoo.core.data import DataError, read_jsonl
+from zoo.core.constraints import NUMBER, TEXT, DataFile, NonNegativeInt, PositiveInt, Probability
+from zoo.core.datafiles import read_declared
 from zoo.methods.anchor_adapter import chain_sum
 
 log = logging.getLogger(__name__)
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 
+#: A user's problems JSONL (``data.path``, ``bench_path``, ``clean_bench_path``): non-blank question text and a
+#: numeric answer (a number or numeric text), checked before torch too.
+PROBLEMS = DataFile("jsonl", ("question", "answer"), types={"question": TEXT, "answer": NUMBER})
+
+
 def read_problems(path: str) -> list[dict]:
-    """A user's ``{question, answer}`` JSONL as items ``{"question", "answer", "line"}``.
+    """A user's ``{question, answer}`` JSONL (``PROBLEMS``) as items ``{"question", "answer", "line"}``.
 
     Raises:
-        DataError: ``file:line: ...`` for a missing key or an answer that is not a number.
+        DataError: ``file:line: key ...`` for a missing key, an empty question or an answer that is not a number.
     """
-    rows = read_jsonl(path, required=("question", "answer"))
-    out = []
-    with open(path, encoding="utf-8") as f:
-        lines = [n for n, line in enumerate(f, 1) if line.strip()]
-    for lineno, row in zip(lines, rows):
-        ans = str(row["answer"]).strip()
-        if isinstance(row["answer"], bool) or not _NUMBER.match(ans):
-            raise DataError(f"{path}:{lineno}: answer: expected a number, got {row['answer']!r}")
-        if not isinstance(row["question"], str) or not row["question"].strip():
-            raise DataError(f"{path}:{lineno}: question: expected non-empty text")
-        out.append({"question": chain_sum.question_of(row["question"]), "answer": ans, "line": lineno})
-    return out
+    _, rows = read_declared(path, PROBLEMS)
+    return [
+        {"question": chain_sum.question_of(row["question"]), "answer": str(row["answer"]).strip(), "line": line}
+        for line, row in rows
+    ]
 
 
 class _Lines(Dataset):
@@ -113,9 +112,9 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         self,
         stage: Literal["midtrain", "grpo"] = "midtrain",
         corpus: Literal["contaminated", "clean"] = "contaminated",
-        path: Annotated[str | None, DataFile("jsonl", columns=("question", "answer"))] = None,
-        bench_path: Annotated[str | None, DataFile("jsonl", columns=("question", "answer"))] = None,
-        clean_bench_path: Annotated[str | None, DataFile("jsonl", columns=("question", "answer"))] = None,
+        path: Annotated[str | None, PROBLEMS] = None,
+        bench_path: Annotated[str | None, PROBLEMS] = None,
+        clean_bench_path: Annotated[str | None, PROBLEMS] = None,
         n_bench: PositiveInt = 500,
         n_midtrain: PositiveInt = 40000,
         n_grpo: PositiveInt = 4000,

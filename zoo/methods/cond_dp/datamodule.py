@@ -9,8 +9,8 @@ Datasets (``dataset=``):
   [0, 3.5].
 - ``csv`` (set by giving ``path``): a user's file. Schema: a header row; ``label`` names the label column (a number);
   ``features`` lists public feature columns (default: every other column); every used cell must be a number.
-  A missing or non-numeric cell raises ``DataError("file:line: column 'c': ...")`` when the datamodule is built
-  (before a run directory exists). ``y_min``/``y_max`` must be declared: the label-DP baselines' sensitivity
+  A missing or non-numeric cell raises ``DataError("file:line: column 'c': ...")`` in the recipe check, before
+  torch is imported (the file's declaration ``TABLE``, read again by the datamodule). ``y_min``/``y_max`` must be declared: the label-DP baselines' sensitivity
   depends on them; labels outside are clipped and counted (``clipped_labels``, and a warning).
 
 Features are standardised with the training split's mean and sd (public data). ``train_dataloader`` is opacus'
@@ -21,7 +21,6 @@ sampling the RDP accountant assumes (``poisson=False`` gives a shuffled loader f
 from __future__ import annotations
 
 import logging
-import math
 from typing import Annotated, Literal
 
 import lightning as L
@@ -29,14 +28,21 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from zoo.core.constraints import DataFile, NonEmpty, NonNegativeInt, OneOf, Positive, PositiveInt
-from zoo.core.data import DataError, read_csv_rows, seeded_split
+from zoo.core.constraints import NUMBER, DataFile, NonEmpty, NonNegativeInt, OneOf, Positive, PositiveInt
+from zoo.core.data import DataError, seeded_split
+from zoo.core.datafiles import read_declared
 
 log = logging.getLogger("zoo")
 
 #: Declared label ranges of the shipped datasets (public, chosen without looking at private labels' extremes).
 LABEL_RANGE = {"commuting": (0.0, 8.0), "diabetes": (0.0, 3.5)}
 DATASETS = ("commuting-sf", "commuting-travis", "commuting-manhattan", "diabetes")
+
+
+#: A user's CSV (``data.path``): the label column and the feature columns (default: every other column) hold numbers.
+TABLE = DataFile(
+    "csv", column_args=("label", "features"), types={"label": NUMBER, "features": NUMBER}, rest_of="features"
+)
 
 
 def read_table(
@@ -46,27 +52,16 @@ def read_table(
 
     Raises:
         DataError: missing file/column, a row with the wrong number of fields, an empty or non-numeric cell
-            (``file:line: column 'c': ...``), no data rows.
+            (``file:line: column 'c': ...``, as the recipe check says before torch: ``TABLE``), no data rows.
     """
-    header, rows = read_csv_rows(path, required=((label,) if label else ()) + tuple(features or ()))
+    header, rows = read_declared(path, TABLE, {"label": label, "features": features})
     if not rows:
         raise DataError(f"{path}:2: no data rows")
     names = list(features) if features else [h for h in header if h != label]
     if label in names:
         raise DataError(f"{path}:1: column {label!r} is both the label and a feature")
     cols = ([label] if label else []) + names
-    out = np.empty((len(rows), len(cols)))
-    for i, r in enumerate(rows):
-        for j, c in enumerate(cols):
-            raw = r[c].strip()
-            try:
-                v = float(raw)
-            except ValueError:
-                v = math.nan
-            if not math.isfinite(v):
-                what = "empty cell" if raw == "" else f"{raw!r} is not a finite number"
-                raise DataError(f"{path}:{i + 2}: column {c!r}: {what}")
-            out[i, j] = v
+    out = np.array([[r[c] for c in cols] for _, r in rows], dtype=float).reshape(len(rows), len(cols))
     return (out[:, 1:], out[:, 0], names) if label else (out, None, names)
 
 
@@ -112,7 +107,7 @@ class LabelDPDataModule(L.LightningDataModule):
     def __init__(
         self,
         dataset: Annotated[str, OneOf(DATASETS)] = "commuting-sf",
-        path: Annotated[str | None, DataFile("csv", column_args=("label", "features"))] = None,
+        path: Annotated[str | None, TABLE] = None,
         label: str | None = None,
         features: Annotated[list[str], NonEmpty] | None = None,
         y_min: float | None = None,

@@ -25,11 +25,14 @@ from typing import Annotated, Literal
 import lightning as L
 from torch.utils.data import DataLoader
 
-from zoo.core.constraints import DataFile, NonEmpty, NonNegativeInt, PositiveInt
-from zoo.core.data import DataError, read_csv_rows
-from zoo.methods.crh.pairs import PAIR_COLUMNS, read_pairs_csv
+from zoo.core.constraints import INTEGER, DataFile, NonEmpty, NonNegativeInt, PositiveInt
+from zoo.core.data import DataError
+from zoo.core.datafiles import read_declared
+from zoo.methods.crh.pairs import PAIRS, read_pairs_csv
 
 CONCEPT_COLUMNS = ("concept_id", "output_concept")
+#: The concepts CSV (``data.concepts_path``): an integer id per concept (checked before torch too).
+CONCEPTS = DataFile("csv", CONCEPT_COLUMNS, types={"concept_id": INTEGER})
 
 
 class CRHPairsDataModule(L.LightningDataModule):
@@ -43,9 +46,9 @@ class CRHPairsDataModule(L.LightningDataModule):
     def __init__(
         self,
         prompts_path: str = "data/crh-prompts/alpaca_805_prompts.json",
-        concepts_path: Annotated[str, DataFile("csv", CONCEPT_COLUMNS)] = "data/crh-prompts/concepts_100.csv",
+        concepts_path: Annotated[str, CONCEPTS] = "data/crh-prompts/concepts_100.csv",
         keywords_path: str = "data/crh-prompts/concept_keywords.json",
-        path: Annotated[str | None, DataFile("csv", PAIR_COLUMNS)] = None,
+        path: Annotated[str | None, PAIRS] = None,
         concepts: PositiveInt | Annotated[list[NonNegativeInt], NonEmpty] | None = None,
         n_questions: PositiveInt | None = None,
         insert: Literal["append", "after_first_sentence"] = "append",
@@ -69,15 +72,10 @@ class CRHPairsDataModule(L.LightningDataModule):
         if self.n_questions is not None:
             questions = {q: t for q, t in questions.items() if q < self.n_questions}
         keywords = _read_keywords(self.keywords_path)
-        _, rows = read_csv_rows(self.concepts_path, required=CONCEPT_COLUMNS)
+        _, rows = read_declared(self.concepts_path, CONCEPTS)
         concepts = []
-        for line, row in enumerate(rows, 2):
-            try:
-                cid = int(row["concept_id"])
-            except ValueError:
-                raise DataError(
-                    f"{self.concepts_path}:{line}: column 'concept_id': {row['concept_id']!r} is not an integer"
-                ) from None
+        for line, row in rows:
+            cid = row["concept_id"]
             if cid not in keywords:
                 raise DataError(f"{self.concepts_path}:{line}: concept {cid} has no keywords in {self.keywords_path}")
             concepts.append(

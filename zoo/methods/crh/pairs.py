@@ -13,9 +13,16 @@ from typing import NamedTuple
 
 import torch
 
-from zoo.core.data import DataError, read_csv_rows
+from zoo.core.constraints import INTEGER, TEXT, DataFile
+from zoo.core.datafiles import read_declared
 
 PAIR_COLUMNS = ("qid", "cid", "question", "concept", "resp_no_concept", "resp_with_concept")
+#: A user's pairs CSV (``data.path``): integer ids, non-empty responses (checked before torch too).
+PAIRS = DataFile(
+    "csv",
+    PAIR_COLUMNS,
+    types={"qid": INTEGER, "cid": INTEGER, "resp_no_concept": TEXT, "resp_with_concept": TEXT},
+)
 SENTENCES = (
     "This also brings to mind {0}, {1} and {2}.",
     "Think of {0}, {1} and {2} here.",
@@ -138,31 +145,16 @@ def cached_replies(
 
 
 def read_pairs_csv(path: str) -> list[Pair]:
-    """Read a pairs CSV with columns ``qid, cid, question, concept, resp_no_concept, resp_with_concept``.
+    """Read a pairs CSV with columns ``qid, cid, question, concept, resp_no_concept, resp_with_concept`` (``PAIRS``).
 
     Raises:
         DataError: ``file:line: column ...`` for a missing column, a non-integer id or an empty response.
     """
-    _, rows = read_csv_rows(path, required=PAIR_COLUMNS)
-    pairs = []
-    for line, row in enumerate(rows, 2):
-        for col in ("qid", "cid"):
-            if not re.fullmatch(r"\s*-?\d+\s*", row[col] or ""):
-                raise DataError(f"{path}:{line}: column {col!r}: {row[col]!r} is not an integer id")
-        for col in ("resp_no_concept", "resp_with_concept"):
-            if not (row[col] or "").strip():
-                raise DataError(f"{path}:{line}: column {col!r}: empty response")
-        pairs.append(
-            Pair(
-                int(row["qid"]),
-                int(row["cid"]),
-                row["question"],
-                row["concept"],
-                row["resp_no_concept"],
-                row["resp_with_concept"],
-            )
-        )
-    return pairs
+    _, rows = read_declared(path, PAIRS)
+    return [
+        Pair(r["qid"], r["cid"], r["question"], r["concept"], r["resp_no_concept"], r["resp_with_concept"])
+        for _, r in rows
+    ]
 
 
 def split_questions(qids: list[int], cid: int, n_train: int, n_test: int, seed: int) -> tuple[list[int], list[int]]:

@@ -22,7 +22,8 @@ Datasets (``data.dataset``):
     "line" = row number + 1 and column = the array's column.
 
   A NaN, a non-numeric cell, non-monotone quantiles, a density not integrating to one, a non-SPD matrix or a bad
-  composition raises ``DataError("file:line: column ...")`` before a run directory exists.
+  composition raises ``DataError("file:line: column ...")`` before a run directory exists; a CSV's non-numeric or
+  missing cell already in the recipe check, before torch is imported (``TABLE``).
 
 Inputs are standardised with the training split's mean and sd (kept in ``x_mean``, ``x_sd``).
 """
@@ -38,8 +39,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from zoo.core.constraints import NonNegativeInt, OneOf, OpenUnit, PositiveInt, Range
+from zoo.core.constraints import NUMBER, DataFile, NonNegativeInt, OneOf, OpenUnit, PositiveInt, Range
 from zoo.core.data import DataError, read_csv_rows, repo_root, seeded_split
+from zoo.core.datafiles import read_declared
 from zoo.methods.desi.spaces import SPACES, Space, quantiles_from_pmf
 from zoo.methods.desi.synthetic import simulate
 
@@ -119,10 +121,10 @@ def load_composition(name: str) -> dict:
     }
 
 
-def _check_rows(Y: np.ndarray, space: str, path: str, cols: list[str], support) -> None:
-    """Raise ``DataError`` at the first response row that is not a point of ``space``."""
+def _check_rows(Y: np.ndarray, space: str, path: str, cols: list[str], lines: list[int]) -> None:
+    """Raise ``DataError`` at the first response row that is not a point of ``space`` (``lines``: each row's line)."""
     for i, y in enumerate(Y):
-        where = f"{path}:{i + 2}"
+        where = f"{path}:{lines[i]}"
         if space == "distribution":
             bad = np.nonzero(np.diff(y) < 0)[0]
             if len(bad):
@@ -153,6 +155,11 @@ def _check_rows(Y: np.ndarray, space: str, path: str, cols: list[str], support) 
                 )
 
 
+#: A user's CSV (``data.path``): every column but ``id`` holds finite numbers (checked before torch too; the
+#: response space's own rules, per row, are checked by :func:`read_user_file`).
+TABLE = DataFile("csv", types={"*": NUMBER}, ignore=("id",))
+
+
 def read_user_file(path: str, space: str, support=None) -> dict:
     """A user's CSV or ``.npz`` (schema in the module docstring) -> ``{"X", "Y" objects, "feature_names"}``.
 
@@ -174,23 +181,16 @@ def read_user_file(path: str, space: str, support=None) -> dict:
                 i, j = np.argwhere(~np.isfinite(A))[0]
                 raise DataError(f"{path}:{i + 2}: column {cols[j]}: not a finite number ({A[i, j]})")
         names = [f"x{j}" for j in range(X.shape[1])]
+        lines = [i + 2 for i in range(len(X))]
     else:
-        header, rows = read_csv_rows(path)
+        header, rows = read_declared(path, TABLE)
         ycols = [h for h in header if h.startswith("y_")] or [h for h in header if h.startswith("density_")]
         xcols = [h for h in header if h not in ycols and h != "id" and not h.startswith(("y_", "density_"))]
         if not ycols:
             raise DataError(f"{path}:1: no response columns (names starting y_ or density_); header is {header}")
-        vals = np.empty((len(rows), len(header)))
-        for i, r in enumerate(rows):
-            for j, h in enumerate(xcols + ycols):
-                try:
-                    v = float(r[h])
-                except ValueError:
-                    raise DataError(f"{path}:{i + 2}: column {h}: not a number ({r[h]!r})") from None
-                if not math.isfinite(v):
-                    raise DataError(f"{path}:{i + 2}: column {h}: not a finite number ({r[h]!r})")
-                vals[i, j] = v
-        X, Y = vals[:, : len(xcols)], vals[:, len(xcols) : len(xcols) + len(ycols)]
+        vals = np.array([[r[h] for h in xcols + ycols] for _, r in rows], dtype=float).reshape(len(rows), -1)
+        X, Y = vals[:, : len(xcols)], vals[:, len(xcols) :]
+        lines = [line for line, _ in rows]
         names = xcols
         if ycols[0].startswith("density_"):
             if space != "distribution" or support is None:
@@ -200,7 +200,7 @@ def read_user_file(path: str, space: str, support=None) -> dict:
                 mass = np.trapezoid(dens, ages)
                 if (dens < 0).any() or abs(mass - 1) > 0.01:
                     raise DataError(
-                        f"{path}:{i + 2}: columns {ycols[0]}..{ycols[-1]}: density integrates to "
+                        f"{path}:{lines[i]}: columns {ycols[0]}..{ycols[-1]}: density integrates to "
                         f"{mass:.4g} (must be 1 within 1%) or is negative"
                     )
             mid = (Y[:, 1:] + Y[:, :-1]) / 2 * np.diff(ages)
@@ -208,7 +208,7 @@ def read_user_file(path: str, space: str, support=None) -> dict:
             ycols = [f"q{j}" for j in range(len(GRID))]
     if len(X) < 3 or X.shape[1] < 1:
         raise DataError(f"{path}: need >= 3 rows and >= 1 input column, got {X.shape}")
-    _check_rows(Y, space, str(path), ycols, support)
+    _check_rows(Y, space, str(path), ycols, lines)
     if space in ("spd", "laplacian"):
         Y = Y.reshape(len(Y), math.isqrt(Y.shape[1]), -1)
     return {"X": X, "Y": Y, "feature_names": names}
@@ -234,7 +234,7 @@ class FrechetDataModule(L.LightningDataModule):
     def __init__(
         self,
         dataset: Annotated[str, OneOf(DATASETS)] = "hmd-forecast",
-        path: str | None = None,
+        path: Annotated[str | None, TABLE] = None,
         space: Annotated[str, OneOf(SPACES)] = "distribution",
         support: list[float] | None = None,
         fold: Annotated[int, Range(0, 29)] = 0,

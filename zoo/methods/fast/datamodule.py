@@ -5,7 +5,8 @@ Data (all shipped): ``path`` is a chat JSON-lines file, one conversation per lin
 assistant turn (other keys ignored; default ``data/zoo-lm-chat/train.jsonl``, zoo-lm.chat's own SFT data);
 ``pretrain_path`` are plain-text files (BT(P); default zoo-lm's pre-training text, tinyshakespeare + Alpaca);
 ``val_path`` is a chat JSON-lines file evaluated one conversation at a time. A bad chat line raises
-:class:`zoo.core.data.DataError` ``file:line: key`` when the datamodule is built (before any run directory).
+:class:`zoo.core.data.DataError` ``file:line: key`` in the recipe check, before torch is imported, for a user's file,
+and when the datamodule is built (before any run directory).
 
 Pipeline (§3.2): conversations are deduplicated by the 20-gram hash rule (Alg. 1; the count is logged), shuffled
 once with ``data_seed`` and rendered with the LM's chat template. ``fast`` runs each alone (cut at
@@ -29,7 +30,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from zoo.core.constraints import NonNegativeInt, OneOf, PositiveInt
+from zoo.core.constraints import DataFile, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, repo_root
 from zoo.data.chat import read_conversations
 from zoo.methods.fast.pipelines import (
@@ -46,6 +47,9 @@ log = logging.getLogger(__name__)
 CHAT = "data/zoo-lm-chat/train.jsonl"
 PRETRAIN = ["data/tinyshakespeare/input.txt", "data/alpaca-subset/alpaca_5000.txt"]
 VAL = "data/zoo-lm-chat/val.jsonl"
+#: A chat file (``data.path``, ``data.val_path``), read as the datamodule reads it (with its ``empty_content``) in the
+#: recipe check, before torch.
+CHAT_FILE = DataFile("jsonl", reader="zoo.data.chat:read_conversations", option_args=("empty_content",))
 
 
 def _resolve(p: str) -> Path:
@@ -155,9 +159,9 @@ class FastSAEDataModule(L.LightningDataModule):
     def __init__(
         self,
         pipeline: Annotated[str, OneOf(PIPELINES)] = "fast",
-        path: str = CHAT,
+        path: Annotated[str, CHAT_FILE] = CHAT,
         pretrain_path: list[str] | None = None,
-        val_path: str = VAL,
+        val_path: Annotated[str, CHAT_FILE] = VAL,
         max_length: PositiveInt = 256,
         block_size: PositiveInt = 256,
         ngram: PositiveInt = 20,

@@ -8,7 +8,8 @@ Data (``dataset``):
 - ``folder``: a user's folder ``path`` holding ``captions.csv`` with columns ``file,caption`` (``file`` relative to
   the folder; png/jpg/bmp/gif/webp, converted to RGB and resized to ``size``). Class labels are unknown there
   (``y = -1``); colour and brightness come from the pixels. A missing file, an unreadable image or an empty
-  caption fails in ``setup()`` (before a run directory exists) as ``DataError: <csv>:<line>: column <name>: ...``;
+  caption fails in ``setup()`` (before a run directory exists) as ``DataError: <csv>:<line>: column <name>: ...``,
+  a missing file or an empty caption already in the recipe check, before torch is imported (``CAPTIONS``);
   a seeded 20 % of the rows is the test split.
 
 ``split`` picks the training images: ``provider`` (the first seeded half), ``proxy`` (the other half: the attacker's
@@ -30,8 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from zoo.core.constraints import NonNegativeInt, OneOf, PositiveInt
-from zoo.core.data import DataError, cache_dir, read_csv_rows
+from zoo.core.constraints import TEXT, Cell, DataFile, NonNegativeInt, OneOf, PositiveInt
+from zoo.core.data import DataError, cache_dir
+from zoo.core.datafiles import read_declared
 from zoo.data.images import IMAGE_SUFFIXES, ImageConversions, load_image, read_images
 from zoo.methods.sembind.captions import colour_attributes, make_captions
 
@@ -82,6 +84,17 @@ class CaptionSet:
         )
 
 
+#: A user's captioned folder (``data.path`` with ``dataset: folder``): ``captions.csv`` naming an image file (relative to
+#: the folder) and a non-empty caption per row, checked before torch too; an unreadable image is found when loaded.
+CAPTIONS = DataFile(
+    "csv",
+    ("file", "caption"),
+    types={"caption": TEXT, "file": Cell("file", choices=IMAGE_SUFFIXES)},
+    inside="captions.csv",
+    when={"dataset": "folder"},
+)
+
+
 def read_caption_folder(root: str, size: int) -> tuple[torch.Tensor, list[str]]:
     """Images ``(N, 3, size, size)`` in ``[0, 1]`` and captions from ``root/captions.csv`` (``file,caption``).
 
@@ -92,21 +105,14 @@ def read_caption_folder(root: str, size: int) -> tuple[torch.Tensor, list[str]]:
     base = Path(root)
     if not base.is_dir():
         raise DataError(f"{base}: no such folder (data.path; expected a folder with captions.csv: file,caption)")
-    csv = base / "captions.csv"
-    _, rows = read_csv_rows(csv, required=("file", "caption"))
+    csv = base / CAPTIONS.inside
+    _, rows = read_declared(csv, CAPTIONS)
     if not rows:
         raise DataError(f"{csv}: no rows after the header")
     xs, caps, seen = [], [], ImageConversions(str(base))
-    for line, row in enumerate(rows, 2):
+    for line, row in rows:
         f = base / row["file"].strip()
-        if not row["caption"].strip():
-            raise DataError(f"{csv}:{line}: column caption: empty caption for {row['file']!r}")
-        if not f.is_file() or f.suffix.lower() not in IMAGE_SUFFIXES:
-            raise DataError(
-                f"{csv}:{line}: column file: {row['file']!r} is not an image file in {base} "
-                f"({', '.join(IMAGE_SUFFIXES)})"
-            )
-        xs.append(load_image(f, size, 3, seen, f"{csv}:{line}: column file: {row['file']!r}"))
+        xs.append(load_image(f, size, 3, seen, f"{csv}:{line}: column 'file': {row['file']!r}"))
         caps.append(row["caption"].strip())
     seen.report()
     return torch.from_numpy(np.stack(xs)).permute(0, 3, 1, 2).float() / 255.0, caps
@@ -132,7 +138,7 @@ class CaptionDataModule(L.LightningDataModule):
     def __init__(
         self,
         dataset: Literal["cifar10-6000", "cifar10", "folder"] = "cifar10-6000",
-        path: str | None = None,
+        path: Annotated[str | None, CAPTIONS] = None,
         size: PositiveInt = 16,
         split: Annotated[str, OneOf(SPLITS)] = "provider",
         n_train: PositiveInt | None = None,

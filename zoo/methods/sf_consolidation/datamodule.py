@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from zoo.core.constraints import DataFile, Discount, NonNegativeInt, PositiveInt
+from zoo.core.constraints import Discount, NonNegativeInt, PositiveInt
 from zoo.core.recipe import RecipeError
-from zoo.methods.sf_consolidation.drift import COLUMNS, build_schedule
+from zoo.methods.sf_consolidation.drift import DRIFT, build_schedule
 from zoo.methods.sf_consolidation.envs import make_env
 from zoo.methods.sf_consolidation.losses import n_step_return
 
@@ -104,7 +104,7 @@ class DriftDataModule(L.LightningDataModule):
         env: Literal["fourrooms", "halfcheetah", "miniworld-fourrooms"] = "fourrooms",
         steps: PositiveInt = 50000,
         drift: str = "sine",
-        drift_path: Annotated[str | None, DataFile("csv", COLUMNS)] = None,
+        drift_path: Annotated[str | None, DRIFT] = None,
         drift_low: float = 0.0,
         drift_high: float = 0.45,
         drift_period: PositiveInt = 25000,

@@ -14,10 +14,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zoo.core.data import DataError, read_csv_rows
+from zoo.core.constraints import Cell, DataFile, Range
+from zoo.core.data import DataError
+from zoo.core.datafiles import read_declared
 from zoo.methods.sf_consolidation.modulators import aperiodic_sine, noisy_sine, ou_drift
 
 COLUMNS = ("step", "mass_scale", "friction_scale", "slip_prob")
+#: A user's drift CSV (``data.drift_path``), checked before torch too; the first step being 0 is checked here.
+SCALE = Cell("number", Range(0, min_open=True))
+DRIFT = DataFile(
+    "csv",
+    COLUMNS,
+    types={
+        "step": Cell("integer", Range(0), increasing=True),
+        "mass_scale": SCALE,
+        "friction_scale": SCALE,
+        "slip_prob": Cell("number", Range(0, 1)),
+    },
+)
 KINDS = ("sine", "aperiodic", "ou", "none", "csv")
 
 
@@ -81,36 +95,16 @@ def build_schedule(
 
 
 def read_drift_csv(path: str) -> DriftSchedule:
-    """Read a user's drift CSV (schema in the module docstring) and check every row.
+    """Read a user's drift CSV (schema in the module docstring, declared as ``DRIFT``) and check every row.
 
     Raises:
         DataError: ``path:line: column 'c': ...`` naming the first bad cell.
     """
-    _, rows = read_csv_rows(path, required=COLUMNS)
+    _, rows = read_declared(path, DRIFT)
     if not rows:
         raise DataError(f"{path}:2: no rows after the header")
-    out = {c: [] for c in COLUMNS}
-    for line, row in enumerate(rows, 2):
-        for c in COLUMNS:
-            try:
-                v = float(row[c])
-            except ValueError:
-                raise DataError(f"{path}:{line}: column {c!r}: {row[c]!r} is not a number") from None
-            if not np.isfinite(v):
-                raise DataError(f"{path}:{line}: column {c!r}: {v} is not finite")
-            if c == "step":
-                if v != int(v) or v < 0:
-                    raise DataError(f"{path}:{line}: column 'step': {row[c]!r} is not an integer >= 0")
-                if out["step"] and v <= out["step"][-1]:
-                    raise DataError(
-                        f"{path}:{line}: column 'step': {int(v)} does not increase "
-                        f"(previous row has {int(out['step'][-1])})"
-                    )
-                if not out["step"] and v != 0:
-                    raise DataError(f"{path}:{line}: column 'step': the first row must start at step 0")
-            elif c == "slip_prob" and not 0.0 <= v <= 1.0:
-                raise DataError(f"{path}:{line}: column 'slip_prob': {v} is outside [0, 1]")
-            elif c in ("mass_scale", "friction_scale") and v <= 0:
-                raise DataError(f"{path}:{line}: column {c!r}: {v} must be > 0 (a scale)")
-            out[c].append(v)
-    return DriftSchedule(np.asarray(out["step"], dtype=np.int64), *(np.asarray(out[c]) for c in COLUMNS[1:]))
+    line, first = rows[0]
+    if first["step"] != 0:
+        raise DataError(f"{path}:{line}: column 'step': the first row must start at step 0")
+    cols = {c: np.asarray([r[c] for _, r in rows]) for c in COLUMNS}
+    return DriftSchedule(cols["step"].astype(np.int64), *(cols[c].astype(np.float64) for c in COLUMNS[1:]))

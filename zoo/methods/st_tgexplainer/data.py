@@ -10,8 +10,6 @@ Node ids are remapped to ``1..N`` in order of first appearance after sorting by 
 
 from __future__ import annotations
 
-import csv
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +17,9 @@ import numpy as np
 import torch
 from torch_geometric.data import TemporalData
 
+from zoo.core.constraints import INTEGER, NUMBER, DataFile
 from zoo.core.data import DataError
+from zoo.core.datafiles import read_declared
 
 #: Column names of the two accepted layouts (see :func:`read_events`).
 DYGLIB_COLUMNS = ("u", "i", "ts", "label", "idx")
@@ -60,20 +60,23 @@ class TemporalGraph:
         return int(hit[0])
 
 
-def _number(value: str, kind, where: str, column: str):
-    try:
-        out = kind(value)
-    except ValueError:
-        raise DataError(
-            f"{where}: column {column!r} = {value!r} is not {'an integer' if kind is int else 'a number'}"
-        ) from None
-    if kind is float and not math.isfinite(out):
-        raise DataError(f"{where}: column {column!r} = {value!r} is not finite")
-    return out
+#: An interaction CSV (``data.path``) in either layout, checked before torch too (:func:`read_events`).
+EVENTS = DataFile(
+    "csv",
+    layouts=(
+        DataFile(
+            "csv",
+            DYGLIB_COLUMNS,
+            types={"u": INTEGER, "i": INTEGER, "ts": NUMBER, "label": NUMBER, "*": NUMBER},
+            ignore=("",),
+        ),
+        DataFile("csv", SNAP_COLUMNS, types={"src": INTEGER, "dst": INTEGER, "timestamp": NUMBER, "rating": NUMBER}),
+    ),
+)
 
 
 def read_events(path: str | Path) -> TemporalGraph:
-    """Read an interaction CSV in the DyGLib or the SNAP layout.
+    """Read an interaction CSV in the DyGLib or the SNAP layout (declared as ``EVENTS``).
 
     Layouts (header row required):
         * DyGLib ``ml_<name>.csv``: ``u, i, ts, label, idx`` (an unnamed leading index column is ignored);
@@ -93,44 +96,19 @@ def read_events(path: str | Path) -> TemporalGraph:
             fewer than two events.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
-            raise DataError(f"{path}:1: empty file, expected a header row")
-        header = [h.strip() for h in header]
-        cols = {h: j for j, h in enumerate(header) if h}
-        if all(c in cols for c in DYGLIB_COLUMNS):
-            s_col, d_col, t_col, y_col = cols["u"], cols["i"], cols["ts"], cols["label"]
-            feat_cols = [j for h, j in cols.items() if h not in DYGLIB_COLUMNS]
-        elif all(c in cols for c in SNAP_COLUMNS):
-            s_col, d_col, t_col = cols["src"], cols["dst"], cols["timestamp"]
-            y_col = cols.get("rating")
-            feat_cols = []
-        else:
-            raise DataError(
-                f"{path}:1: header {header} is neither the DyGLib layout {list(DYGLIB_COLUMNS)} "
-                f"nor the SNAP layout {list(SNAP_COLUMNS)}"
-            )
-        src, dst, ts, lab, feats = [], [], [], [], []
-        for lineno, rec in enumerate(reader, 2):
-            if not rec or all(not x.strip() for x in rec):
-                continue
-            where = f"{path}:{lineno}"
-            if len(rec) != len(header):
-                raise DataError(f"{where}: {len(rec)} fields, header has {len(header)}")
-            src.append(_number(rec[s_col].strip(), int, where, header[s_col]))
-            dst.append(_number(rec[d_col].strip(), int, where, header[d_col]))
-            ts.append(_number(rec[t_col].strip(), float, where, header[t_col]))
-            if y_col is None:
-                lab.append(0.0)
-            else:
-                y = _number(rec[y_col].strip(), float, where, header[y_col])
-                lab.append(float(y > 0) if header[y_col] == "rating" else y)
-            if feat_cols:
-                feats.append([_number(rec[j].strip(), float, where, header[j]) for j in feat_cols])
+    header, rows = read_declared(path, EVENTS)
+    dyglib = all(c in header for c in DYGLIB_COLUMNS)
+    s_col, d_col, t_col = ("u", "i", "ts") if dyglib else ("src", "dst", "timestamp")
+    y_col = "label" if dyglib else ("rating" if "rating" in header else None)
+    feat_cols = [h for h in header if h and h not in DYGLIB_COLUMNS] if dyglib else []
+    src = [r[s_col] for _, r in rows]
+    dst = [r[d_col] for _, r in rows]
+    ts = [r[t_col] for _, r in rows]
+    if y_col is None:
+        lab = [0.0] * len(rows)
+    else:
+        lab = [float(r[y_col] > 0) if y_col == "rating" else r[y_col] for _, r in rows]
+    feats = [[r[c] for c in feat_cols] for _, r in rows]
     if len(src) < 2:
         raise DataError(f"{path}: {len(src)} event(s); a temporal graph needs at least 2")
     order = np.argsort(np.asarray(ts, dtype=np.float64), kind="stable")

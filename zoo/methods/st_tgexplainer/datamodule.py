@@ -2,7 +2,8 @@
 
 Input schema (``path=``): a CSV in the DyGLib layout ``u, i, ts, label, idx[, feature columns...]`` or the
 SNAP layout ``src, dst, timestamp[, rating]`` (see :func:`.data.read_events`). ``u``/``i`` are integer node
-ids, ``ts`` a number (Unix seconds in the shipped files). A malformed row raises ``DataError("file:line: ...")``.
+ids, ``ts`` a number (Unix seconds in the shipped files). A malformed row raises ``DataError("file:line: ...")``, in
+the recipe check before torch is imported for a user's file (``data.EVENTS``).
 
 Every batch is a dict of tensors, already holding the recent-K neighbourhoods, so the model never sees the
 graph (and cannot look past an event's time): for the roles ``src``, ``dst`` and ``neg`` (the sampled
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Annotated
 
 import lightning as L
 import torch
@@ -38,6 +40,7 @@ from torch.utils.data import DataLoader
 from zoo.core.constraints import Fraction, NonNegativeInt, OpenUnit, PositiveInt, Probability
 from zoo.core.data import repo_root
 from zoo.methods.st_tgexplainer.data import (
+    EVENTS,
     RecentNeighborSampler,
     TemporalGraph,
     chronological_split,
@@ -80,7 +83,7 @@ class TemporalLinkDataModule(L.LightningDataModule):
 
     def __init__(
         self,
-        path: str = DEFAULT_PATH,
+        path: Annotated[str, EVENTS] = DEFAULT_PATH,
         batch_size: PositiveInt = 200,
         num_neighbors: PositiveInt = 20,
         val_ratio: OpenUnit = 0.15,

@@ -21,13 +21,13 @@ recipe's explanation times are in that unit); ``event`` (``event=``): 1 = event 
 categories (coded in sorted order). Missing values (empty, ``NA``, ``nan``) are not imputed.
 
 Raises:
-    DataError: at construction, before a run directory exists: a missing file or column, a time that is not a
-        number, negative or infinite, an event other than 0/1, or a missing value, naming the file, line and column.
+    DataError: in the recipe check before torch is imported (``TABLE``) and again at construction: a missing file or
+        column, a time that is not a number, negative or infinite, an event other than 0/1, or a missing value,
+        naming the file, line and column.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Annotated
 
 import lightning as L
@@ -35,8 +35,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from zoo.core.constraints import DataFile, Fraction, NonEmpty, NonNegativeInt, PositiveInt
-from zoo.core.data import DataError, read_csv_rows, seeded_split
+from zoo.core.constraints import PRESENT, Cell, DataFile, Fraction, NonEmpty, NonNegativeInt, PositiveInt, Range
+from zoo.core.data import DataError, seeded_split
+from zoo.core.datafiles import read_declared
 
 SHIPPED = {
     "gbsg2": "load_gbsg2",
@@ -46,8 +47,15 @@ SHIPPED = {
     "aids": "load_aids",
     "breast-cancer": "load_breast_cancer",
 }
-MISSING = {"", "na", "nan", "null", "none"}
 _EVENT = {"1": True, "0": False, "1.0": True, "0.0": False, "true": True, "false": False}
+#: A user's CSV (``data.path``): a time >= 0, an event 0/1 and feature values that are not missing (default: every
+#: other column), checked before torch too.
+TABLE = DataFile(
+    "csv",
+    column_args=("time", "event", "features"),
+    types={"time": Cell("number", Range(0)), "event": Cell("choice", choices=tuple(_EVENT)), "features": PRESENT},
+    rest_of="features",
+)
 
 
 def load_shipped(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
@@ -84,40 +92,23 @@ def load_shipped(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[st
 def read_survival_csv(
     path: str, time: str = "time", event: str = "event", features: list[str] | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """Read and validate a user's survival CSV (schema in the module docstring); returns like ``load_shipped``.
+    """Read and validate a user's survival CSV (schema in the module docstring, declared as ``TABLE``: the recipe
+    check reads it the same way before torch); returns like ``load_shipped``.
 
     Raises:
         DataError: ``path:line: column 'c': ...`` for every kind of bad value listed in the module docstring.
     """
-    header, rows = read_csv_rows(path, required=(time, event))
+    header, rows = read_declared(path, TABLE, {"time": time, "event": event, "features": features})
     if not rows:
         raise DataError(f"{path}:2: no data rows")
     names = features or [h for h in header if h not in (time, event)]
-    unknown = [f for f in names if f not in header]
-    if unknown:
-        raise DataError(f"{path}:1: data.features names unknown column(s) {unknown}; header is {header}")
     if not names:
         raise DataError(f"{path}:1: no feature columns besides {time!r} and {event!r}")
-    t, e = np.empty(len(rows)), np.empty(len(rows), dtype=bool)
-    for i, r in enumerate(rows):
-        line = i + 2
-        raw = r[time].strip()
-        try:
-            t[i] = float(raw)
-        except ValueError:
-            raise DataError(f"{path}:{line}: column {time!r}: {raw!r} is not a number") from None
-        if not math.isfinite(t[i]) or t[i] < 0:
-            raise DataError(f"{path}:{line}: column {time!r}: time must be a finite number >= 0, got {raw!r}")
-        ev = r[event].strip().lower()
-        if ev not in _EVENT:
-            raise DataError(f"{path}:{line}: column {event!r}: event must be 0 or 1, got {r[event]!r}")
-        e[i] = _EVENT[ev]
+    t = np.array([r[time] for _, r in rows], dtype=float)
+    e = np.array([_EVENT[r[event].strip().lower()] for _, r in rows], dtype=bool)
     X = np.empty((len(rows), len(names)))
     for j, c in enumerate(names):
-        raw = [r[c].strip() for r in rows]
-        for i, v in enumerate(raw):
-            if v.lower() in MISSING:
-                raise DataError(f"{path}:{i + 2}: column {c!r}: missing value (impute or drop the row first)")
+        raw = [r[c].strip() for _, r in rows]
         try:
             X[:, j] = [float(v) for v in raw]
         except ValueError:  # a text column: category codes in sorted order
@@ -145,7 +136,7 @@ class SurvivalDataModule(L.LightningDataModule):
     def __init__(
         self,
         dataset: str = "gbsg2",
-        path: Annotated[str | None, DataFile("csv", column_args=("time", "event", "features"))] = None,
+        path: Annotated[str | None, TABLE] = None,
         time: str = "time",
         event: str = "event",
         features: Annotated[list[str], NonEmpty] | None = None,

@@ -15,7 +15,7 @@
 
 Walking is haversine x ``circuity`` / ``speed_kmh``; shuttle between coordinates is ``shuttle_factor`` x walking +
 ``wait_minutes`` (ours). Bad files fail in ``setup()`` (run by zoo before a run directory exists) naming file, line
-and column.
+and column; the ``csv`` format's files already in the recipe check, before torch is imported (``TRIPS``, ``STOPS``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,14 @@ from torch.utils.data import DataLoader, TensorDataset
 from zoo.core.constraints import NonNegative, NonNegativeInt, OneOf, Positive, PositiveInt, Range
 from zoo.core.data import DataError
 from zoo.methods.trsp.costs import Instance
-from zoo.methods.trsp.instances import CANDIDATES, authors_instance, commuting_od_instance, csv_instance
+from zoo.methods.trsp.instances import (
+    CANDIDATES,
+    STOPS,
+    TRIPS,
+    authors_instance,
+    commuting_od_instance,
+    csv_instance,
+)
 
 FORMATS = ("commuting-od", "authors", "csv")
 
@@ -60,8 +67,8 @@ class TrSPDataModule(L.LightningDataModule):
         self,
         format: Annotated[str, OneOf(FORMATS)] = "commuting-od",
         county: str = "manhattan",
-        path: str | None = None,
-        stops_path: str | None = None,
+        path: Annotated[str | None, TRIPS] = None,
+        stops_path: Annotated[str | None, STOPS] = None,
         n_travellers: PositiveInt | None = 400,
         n_candidates: PositiveInt | None = None,
         seed: NonNegativeInt = 0,

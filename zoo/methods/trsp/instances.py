@@ -20,7 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo.core.constraints import Cell, DataFile, Range
 from zoo.core.data import DataError, read_csv_rows
+from zoo.core.datafiles import check_cell, read_declared
 from zoo.data.commuting_od import COUNTIES, county_fips, load_county
 from zoo.methods.trsp.costs import Instance, check_metric, from_points
 
@@ -121,37 +123,34 @@ def commuting_od_instance(
     return inst
 
 
-def _float_cell(raw: str, where: str, col: str, lo: float, hi: float) -> float:
-    try:
-        v = float(raw)
-    except ValueError:
-        raise DataError(f"{where}: column {col!r}: {raw!r} is not a number") from None
-    if not lo <= v <= hi:  # NaN fails too
-        raise DataError(f"{where}: column {col!r}: {v} is outside [{lo}, {hi}]")
-    return v
+LON, LAT = Cell("number", Range(-180, 180)), Cell("number", Range(-90, 90))
+#: The ``csv`` format's files (``data.path``: trips, ``data.stops_path``: candidate stops), degrees; checked before
+#: torch too.
+TRIPS = DataFile(
+    "csv",
+    ("a_lon", "a_lat", "b_lon", "b_lat"),
+    types={"a_lon": LON, "a_lat": LAT, "b_lon": LON, "b_lat": LAT},
+    when={"format": "csv"},
+)
+STOPS = DataFile("csv", ("lon", "lat"), types={"lon": LON, "lat": LAT}, when={"format": "csv"})
 
 
-def read_lonlat_csv(path: str, columns: tuple[str, ...]) -> np.ndarray:
-    """(N, len(columns)) floats from a CSV whose named columns alternate lon, lat in degrees.
+def read_lonlat_csv(path: str, spec: DataFile) -> np.ndarray:
+    """(N, len(columns)) floats from a CSV declared by ``spec`` (``TRIPS`` or ``STOPS``), in its column order.
 
     Raises:
         DataError: missing file or column, an empty file, a non-number or an out-of-range coordinate.
     """
-    _, rows = read_csv_rows(path, required=columns)
+    _, rows = read_declared(path, spec)
     if not rows:
         raise DataError(f"{path}:2: no data rows")
-    out = np.empty((len(rows), len(columns)))
-    for line, r in enumerate(rows, 2):
-        for j, col in enumerate(columns):
-            lim = 180.0 if j % 2 == 0 else 90.0
-            out[line - 2, j] = _float_cell(r[col], f"{path}:{line}", col, -lim, lim)
-    return out
+    return np.array([[r[c] for c in spec.columns] for _, r in rows], dtype=float)
 
 
 def csv_instance(trips_path: str, stops_path: str, **metric) -> Instance:
     """Trips ``a_lon, a_lat, b_lon, b_lat`` and candidate stops ``lon, lat`` (degrees) with haversine walking."""
-    trips = read_lonlat_csv(trips_path, ("a_lon", "a_lat", "b_lon", "b_lat"))
-    stops = read_lonlat_csv(stops_path, ("lon", "lat"))
+    trips = read_lonlat_csv(trips_path, TRIPS)
+    stops = read_lonlat_csv(stops_path, STOPS)
     inst = from_points(trips[:, :2], trips[:, 2:], stops, **metric)
     inst.info = {"source": "csv", "trips": str(trips_path), "stops": str(stops_path)}
     return inst
@@ -197,13 +196,13 @@ def authors_instance(
     _, rows = read_csv_rows(routes, required=("pickup_point_id", "dropoff_point_id"))
     ab = []
     for line, r in enumerate(rows, 2):
-        pair = []
-        for col in ("pickup_point_id", "dropoff_point_id"):
-            v = _float_cell(r[col], f"{routes}:{line}", col, 0, len(walk) - 1)
-            if v != int(v):
-                raise DataError(f"{routes}:{line}: column {col!r}: {r[col]!r} is not a whole point id")
-            pair.append(int(v))
-        ab.append(pair)
+        point = {"type": "integer", "min": 0, "max": len(walk) - 1}  # a point id: a row of the matrices
+        ab.append(
+            [
+                check_cell(r[c], point, f"{routes}:{line}", f"column {c!r}")
+                for c in ("pickup_point_id", "dropoff_point_id")
+            ]
+        )
     if not ab:
         raise DataError(f"{routes}:2: no data rows")
     ab = np.asarray(ab)

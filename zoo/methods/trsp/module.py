@@ -22,7 +22,7 @@ from zoo.core.registry import register_method
 from zoo.methods.trsp.audit import core_alpha, jr_factor
 from zoo.methods.trsp.costs import Instance, best_routes, from_points, pair_costs, paired_walking_hours
 from zoo.methods.trsp.datamodule import TrSPDataModule
-from zoo.methods.trsp.instances import read_lonlat_csv
+from zoo.methods.trsp.instances import TRIPS, read_lonlat_csv
 from zoo.methods.trsp.placement import ALGORITHMS, place
 from zoo.methods.trsp.plots import plot_map
 
@@ -232,7 +232,7 @@ class TrSPModule(ZooModule):
         names = self.meta.get("stop_names", [])
         files = []
         for path in inputs:
-            trips = read_lonlat_csv(path, ("a_lon", "a_lat", "b_lon", "b_lat"))
+            trips = read_lonlat_csv(path, TRIPS)
             cost, walk, board, alight = self.routes(trips)
             files.append(
                 {

@@ -14,7 +14,8 @@ one with no assistant token left is dropped (counted in ``dropped``). Without ``
 ``val_fraction`` of conversations is validation. Batches are padded on the right to their longest sequence with
 the pad token (``attention_mask`` 0, label -100).
 
-A bad line raises :class:`zoo.core.data.DataError` naming ``file:line`` and the key.
+A bad line raises :class:`zoo.core.data.DataError` naming ``file:line`` and the key; a chat file's, in the recipe check
+before torch is imported (``CHAT``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.core.constraints import Fraction, NonNegativeInt, OneOf, PositiveInt
+from zoo.core.constraints import DataFile, Fraction, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, repo_root, seeded_split
 from zoo.data.chat import read_conversations
 from zoo.data.text import wrap_document
@@ -35,6 +36,12 @@ from zoo.models.causal_lm import load_tokenizer
 from zoo.models.chat import IGNORE_INDEX, encode_chat
 
 MODES = ("pretrain", "chat")
+#: What a conversation with an empty message does: kept (zoo-lm-chat's shipped data holds three empty replies).
+EMPTY_CONTENT = "keep"
+#: ``mode: chat``'s files: conversations as :func:`zoo.data.chat.read_conversations` reads them (checked before torch).
+CHAT = DataFile(
+    "jsonl", reader="zoo.data.chat:read_conversations", options={"empty_content": EMPTY_CONTENT}, when={"mode": "chat"}
+)
 
 
 def validation_cut(n_lines: int, val_fraction: float) -> int:
@@ -133,8 +140,11 @@ class LMDataModule(L.LightningDataModule):
     def __init__(
         self,
         mode: Annotated[str, OneOf(MODES)] = "pretrain",
-        path: str | list[str] = ("data/tinyshakespeare/input.txt", "data/alpaca-subset/alpaca_5000.txt"),
-        val_path: str | list[str] | None = None,
+        path: Annotated[str | list[str], CHAT] = (
+            "data/tinyshakespeare/input.txt",
+            "data/alpaca-subset/alpaca_5000.txt",
+        ),
+        val_path: Annotated[str | list[str] | None, CHAT] = None,
         val_fraction: Fraction = 0.1,
         max_length: PositiveInt = 256,
         batch_size: PositiveInt = 16,
@@ -222,9 +232,9 @@ class LMDataModule(L.LightningDataModule):
         return out
 
     def _chat_sets(self):
-        train = [c for p in self.paths for c in read_conversations(p, empty_content="keep")[0]]
+        train = [c for p in self.paths for c in read_conversations(p, EMPTY_CONTENT)[0]]
         if self.val_paths:
-            val = [c for p in self.val_paths for c in read_conversations(p, empty_content="keep")[0]]
+            val = [c for p in self.val_paths for c in read_conversations(p, EMPTY_CONTENT)[0]]
         else:
             val_idx, _ = seeded_split(len(train), [self.val_fraction, 1 - self.val_fraction], self.seed)
             held = set(val_idx)

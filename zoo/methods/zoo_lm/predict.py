@@ -21,9 +21,10 @@ def labelled_chats(inputs: list[str]) -> list[tuple[str, str]] | None:
     if len(inputs) != 1 or not inputs[0].endswith(".jsonl") or not Path(inputs[0]).is_file():
         return None
     from zoo.data.chat import read_conversations
+    from zoo.methods.zoo_lm.datamodule import EMPTY_CONTENT
 
     pairs = []
-    for conv in read_conversations(inputs[0], empty_content="keep")[0]:
+    for conv in read_conversations(inputs[0], EMPTY_CONTENT)[0]:
         roles = [m["role"] for m in conv]
         if "user" in roles and "assistant" in roles[roles.index("user") :]:
             u = roles.index("user")
