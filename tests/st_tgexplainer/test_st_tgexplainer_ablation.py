@@ -26,3 +26,28 @@ def test_every_ablation_configuration_composes():
     for overrides in CONFIGS.values():
         cfg = compose_and_validate(["recipe=st-tgexplainer-bitcoin-otc.yaml", *overrides])
         assert cfg["method"] == "st-tgexplainer"
+
+
+def test_training_to_convergence_in_resumed_calls_equals_one_call(tmp_path):
+    """``fit_until_converged`` one epoch per call (resuming from last.ckpt) stops where one uninterrupted call stops,
+    with the same best epoch, validation AP and weights."""
+    from zoo.methods.st_tgexplainer.experiments import fit_until_converged
+
+    cfg = compose_and_validate(
+        [
+            "recipe=st-tgexplainer.yaml",
+            "overlay=tiny/st-tgexplainer.yaml",
+            "trainer.max_epochs=4",
+            "trainer.max_steps=-1",
+        ]
+    )
+    whole = fit_until_converged(cfg, 0, tmp_path / "whole", patience=1, epochs_per_call=10)
+    calls, parts = 0, None
+    while parts is None:
+        calls += 1
+        parts = fit_until_converged(cfg, 0, tmp_path / "parts", patience=1, epochs_per_call=1)
+    assert calls == parts[3]["epochs"] >= 2 and parts[3]["epochs"] == whole[3]["epochs"] <= 4
+    for key in ("early_stopped", "best_epoch", "best_val_ap"):
+        assert parts[3][key] == whole[3][key], key
+    a, b = whole[0].state_dict(), parts[0].state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

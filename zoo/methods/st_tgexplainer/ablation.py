@@ -33,7 +33,7 @@ import torch
 
 from zoo.cli import compose_and_validate
 from zoo.core.results import summarise, write_result
-from zoo.methods.st_tgexplainer.experiments import OUT, fidelity_curves, fit
+from zoo.methods.st_tgexplainer.experiments import OUT, fidelity_curves, fit, fit_until_converged
 from zoo.methods.st_tgexplainer.explain import gradient_importance
 from zoo.methods.st_tgexplainer.metrics import acc_auc
 from zoo.methods.st_tgexplainer.networks import pos_neg_inputs
@@ -49,6 +49,8 @@ CONFIGS = {
     "no-IB": ["model.info_weight=0"],
     "tau0.3": ["model.mask_temperature=0.3"],
     "r0.1-tau0.3": ["model.init_r=0.1", "model.final_r=0.1", "model.mask_temperature=0.3"],
+    # the paper's budget: up to 50 epochs, early stopping on val/ap (run with --patience)
+    "converged": ["trainer.max_epochs=50"],
 }
 KINDS = ["mask", "rho*mask", "(1-rho)*mask", "random", "gradient"]
 
@@ -122,9 +124,22 @@ def run(args) -> Path:
     cfg = compose_and_validate(overrides)
     dataset = Path(cfg["data"]["path"]).stem.replace("_", "-")
     levels = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3]
-    t0 = time.perf_counter()
-    st, dm, tr, _ = fit(cfg, args.seed)
-    train_s = time.perf_counter() - t0
+    extra = {}
+    if args.patience:
+        run_dir = Path(args.run_dir) / f"{dataset}-{args.config}-seed{args.seed}"
+        fitted = fit_until_converged(cfg, args.seed, run_dir, args.patience, args.epochs_per_call)
+        if fitted is None:
+            print(f"{run_dir}: {json.loads((run_dir / 'progress.json').read_text())}; rerun to continue", flush=True)
+            return run_dir
+        st, dm, tr, extra = fitted
+        train_s = extra["train_seconds"]
+        extra = {k: extra[k] for k in ("epochs", "early_stopped", "best_epoch", "best_val_ap")} | {
+            "patience": args.patience
+        }
+    else:
+        t0 = time.perf_counter()
+        st, dm, tr, _ = fit(cfg, args.seed)
+        train_s = time.perf_counter() - t0
     test = tr.test(st, dm, verbose=False)[0]
     curves = fidelity_curves(st.net, dm, levels, args.fid_events, KINDS, args.seed)
     rec = {
@@ -139,6 +154,7 @@ def run(args) -> Path:
         "test/ap": float(test["test/ap"]),
         "test/rho_auc": float(test.get("test/rho_auc", float("nan"))),
         "train_seconds": train_s,
+        **extra,
         **mask_diagnostics(st.net, dm, args.fid_events),
     }
     out = RAW / f"{dataset}-{args.config}-seed{args.seed}.json"
@@ -177,6 +193,8 @@ def aggregate(args=None) -> None:
                     "s~recency",
                     "s~count",
                     "train_seconds",
+                    "epochs",
+                    "best_epoch",
                 )
             }
             rows.append(row)
@@ -184,7 +202,7 @@ def aggregate(args=None) -> None:
         cmd = " && ".join(
             [
                 f"{CMD} run --recipe {r['recipe']} --config {r['config']} --seed {r['seed']} "
-                f"--fid-events {r['fid_events']}"
+                f"--fid-events {r['fid_events']}" + (f" --patience {r['patience']}" if r.get("patience") else "")
                 for r in rs
             ]
             + [f"{CMD} aggregate"]
@@ -217,6 +235,9 @@ def main() -> None:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--fid-events", type=int, default=2000)
     r.add_argument("--threads", type=int, default=1)
+    r.add_argument("--patience", type=int, default=0, help="early stopping on val/ap (0: train max_epochs, no val)")
+    r.add_argument("--epochs-per-call", type=int, default=10, help="with --patience: epochs per call (resumable)")
+    r.add_argument("--run-dir", default="runs/st-tgexplainer-converged", help="with --patience: checkpoints")
     sub.add_parser("aggregate")
     args = ap.parse_args()
     if args.cmd == "run":
