@@ -139,9 +139,11 @@ def fit_until_converged(cfg: dict, seed: int, run_dir: Path, patience: int, epoc
         progress_file.write_text(json.dumps(info, indent=1))
     if not info["stopped"]:
         return None
+    dm.setup("fit")
     if module.net is None:  # a run that had already stopped: build the network for the datamodule's graph
-        dm.setup("fit")
         module._build(dm.num_nodes, dm.edge_feat_dim)
+    elif module.net.node_emb.num_embeddings != dm.num_nodes + 1:  # ... or resize init_from weights to it
+        module._transfer_to(dm.num_nodes, dm.path)
     state = torch.load(info["best_path"], map_location="cpu", weights_only=False)
     module.load_state_dict(state["state_dict"])
     info["best_epoch"] = int(state["epoch"]) + 1
