@@ -18,7 +18,7 @@ STATUS = (
     "not at this scale: 3 seeds × 12k Four Rooms steps leave every AUC interval overlapping, SF + 5 "
     "beakers third by mean (0.200 vs 0.268 for Q + 5 beakers); the second goal is reached by six variants "
     "(0.26–0.39 success) but rarely by plain DQN (0.017) and SF + 5 beakers (0.038); HalfCheetah only a "
-    "3k-step smoke run; plain agent 1.28× / 1.38× SB3 DQN / TD3 steps/s, SF + beakers cost 1.74× / 2.07×"
+    "3k-step smoke run; plain agent 1.22× / 1.40× SB3 DQN / TD3 steps/s, SF + beakers cost 1.62× / 1.56× (limit argued in the card)"
 )
 EXAMPLE = {"recipe": "sf-consolidation", "predict": ["--slip", "0.3", "--episodes", "2"]}
 BAD_ROW = {
