@@ -162,6 +162,8 @@ def test_corpus_is_large_enough():
         (["recipe=zoo-lm.yaml", "trainer.devices=0"], "trainer.devices: must be >= 1"),
         (["recipe=zoo-lm.yaml", "model.optimizer.schedule=cosin"], "model.optimizer.schedule"),
         (["recipe=shapo.yaml", "trainer.accumulate_grad_batches=2"], "trainer.accumulate_grad_batches"),
+        (["recipe=cond-dp.yaml", "model.epsilon=-1"], "model.epsilon: must be > 0, got -1"),  # #42's examples
+        (["recipe=cond-dp.yaml", "model.conditioning=reparm"], "model.conditioning: expected one of"),
     ],
 )
 def test_train_py_fails_without_traceback_torch_or_run_dir(args, want, tmp_path):
