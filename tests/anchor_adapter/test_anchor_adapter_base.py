@@ -60,6 +60,7 @@ def test_stage1_over_the_base_scores_benchmark_b(recipe, stand_in_base, tmp_path
     package = run / "export" / "package"  # a delta over the base: base.yaml names it, only the adapters are stored
     doc = yaml.safe_load((package / "base.yaml").read_text())
     assert doc["base"] == SMOL and doc["keys"]
+    assert f"zoo base fetch {SMOL}" in (package / "README.md").read_text()  # the card's Base section
     stored = load_file(package / "model.safetensors")
     assert stored and all("lora_" in k for k in stored), sorted(stored)[:5]
     from zoo.core.hub import load_package

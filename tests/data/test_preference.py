@@ -115,6 +115,6 @@ def test_generation_prompts_by_source_with_benign_alpaca_instructions(tmp_path):
     assert [s for s, _ in prompts] == ["redteam", "heldout", "heldout", "benign", "benign"]
     texts = [dm.tokenizer.decode(ids, skip_special_tokens=True) for _, ids in prompts[-2:]]
     assert "Add the numbers." in texts[0] and "2 and 3" in texts[0] and "haiku" in texts[1]  # the last two items
-    benign.write_text(json.dumps([{"instruction": 3}]))
-    with pytest.raises(DataError, match="item 0 has no string 'prompt' or 'instruction'"):
+    benign.write_text(json.dumps([{"instruction": "fine"}, {"instruction": "fine"}, {"instruction": 3}]))
+    with pytest.raises(DataError, match="item 2 has no string 'prompt' or 'instruction'"):  # the file's index
         dm.generation_prompts()

@@ -45,3 +45,20 @@ def test_reference_is_the_recipes_starting_policy():
 
     assert reference_id(compose_and_validate(["recipe=shapo-controlled.yaml"])) == "zoo-lm.chat"
     assert reference_id(compose_and_validate(["recipe=shapo-controlled-smollm2.yaml"])) == "smollm2-135m-instruct"
+
+
+def test_reward_arm_cost_model_reads_the_policys_tokens():
+    from zoo.cli import compose_and_validate
+    from zoo.methods.shapo.controlled import cost_model_recipe
+
+    assert cost_model_recipe(compose_and_validate(["recipe=shapo-controlled.yaml"])) == "shapo-cost-model.yaml"
+    smol = compose_and_validate(["recipe=shapo-controlled-smollm2.yaml"])
+    assert cost_model_recipe(smol) == "shapo-cost-model-smollm2.yaml"
+
+
+def test_hh_sweep_on_smollm2_refuses_the_reward_arm_without_a_cost_model(capsys):
+    from zoo.methods.shapo.experiments import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--base", "smollm2", "--work", "/nonexistent/never-created"])
+    assert e.value.code == 2 and "needs --cost-model" in capsys.readouterr().err

@@ -108,6 +108,13 @@ def bases_dir() -> Path:
     return cache_dir() / "bases"
 
 
+def base_of(cfg: dict) -> str | None:
+    """The pretrained base a resolved recipe trains on: ``model.arch``, or ``model.base`` for a method whose model
+    key is ``base`` (anchor-adapter), when it names one of :data:`BASES`; else None (zoo-lm presets, other models)."""
+    model = cfg.get("model") or {}
+    return next((a for a in (model.get("arch"), model.get("base")) if isinstance(a, str) and a in BASES), None)
+
+
 def get_base(name: str) -> Base:
     """The registry entry of base ``name``.
 

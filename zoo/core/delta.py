@@ -157,8 +157,7 @@ def split_for_package(state: dict, cfg: dict) -> tuple[dict | None, dict]:
     """
     from zoo.core import bases
 
-    model = cfg.get("model") or {}
-    arch = next((a for a in (model.get("arch"), model.get("base")) if isinstance(a, str) and a in bases.BASES), None)
+    arch = bases.base_of(cfg)
     if arch is None:
         return None, state
     try:

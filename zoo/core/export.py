@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from zoo.core import hub
-from zoo.core.bases import BASES
+from zoo.core.bases import BASES, base_of
 from zoo.core.errors import UserError
 
 #: The pyproject extra an export format needs beyond the core install (``hf`` and ``torch_export`` need only
@@ -116,8 +116,8 @@ def model_card(cfg: dict, metrics: dict | None, zoo_id: str | None) -> str:
         f"Method card: zoo/methods/{cfg['method'].replace('-', '_')}/README.md",
         "",
     ]
-    arch = (cfg.get("model") or {}).get("arch")
-    if isinstance(arch, str) and arch in BASES:
+    arch = base_of(cfg)
+    if arch is not None:
         b = BASES[arch]
         lines += [
             "## Base",
@@ -133,7 +133,7 @@ def model_card(cfg: dict, metrics: dict | None, zoo_id: str | None) -> str:
 
 def write_package(module, cfg: dict, out_dir: Path, metrics: dict | None = None, zoo_id: str | None = None) -> dict:
     """Write ``model.safetensors``, ``config.yaml``, ``README.md`` and the method's extra files. A module on a
-    pretrained base (``model.arch`` a base id) stores only what differs from the base, plus ``base.yaml``
+    pretrained base (:func:`zoo.core.bases.base_of`: ``model.arch`` or ``model.base`` a base id) stores only what differs from the base, plus ``base.yaml``
     (:func:`zoo.core.delta.split_for_package`): LoRA adapters, heads, never the base's weights.
 
     Returns:

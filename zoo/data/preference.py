@@ -399,7 +399,8 @@ class PreferenceDataModule(L.LightningDataModule):
             out.append(("heldout", self._prompt_ids(row["prompt"])))
         if self.hparams.benign_path and self.hparams.benign_prompts:
             items = _read_prompt_list(self.hparams.benign_path, "benign")
-            for i, item in enumerate(items[-self.hparams.benign_prompts :]):
+            first = max(len(items) - self.hparams.benign_prompts, 0)
+            for i, item in enumerate(items[first:], start=first):  # i: the item's index in the file
                 text = item.get("prompt") or _alpaca_text(item)
                 if not isinstance(text, str) or not text:
                     raise DataError(f"{self.hparams.benign_path}: item {i} has no string 'prompt' or 'instruction'")

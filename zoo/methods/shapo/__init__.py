@@ -6,8 +6,9 @@ the platform tests."""
 EXTRA = None
 WHAT = "ShaPO: geometry-aware preference optimisation (token and reward level) with DPO, IPO, rDPO, SimPO, Dr.DPO"
 RECIPES = (
-    "`shapo.yaml` (the main job: SmolLM2-135M-Instruct + LoRA), `shapo-dpo-smollm2.yaml`, `shapo-zoo-lm.yaml` "
-    "(zoo-lm.chat), `shapo-reward.yaml`, `shapo-dpo.yaml`, `shapo-controlled.yaml`, `paper/shapo-llama3.2-3b.yaml`"
+    "`shapo.yaml` (the main job: SmolLM2-135M-Instruct + LoRA), `shapo-dpo-smollm2.yaml`, `shapo-reward-smollm2.yaml`, "
+    "`shapo-controlled-smollm2.yaml`, `shapo-zoo-lm.yaml` (zoo-lm.chat), `shapo-reward.yaml`, `shapo-dpo.yaml`, "
+    "`shapo-controlled.yaml`, `paper/shapo-llama3.2-3b.yaml`"
 )
 WEIGHTS = "`shapo.zoo-lm-hh`"
 STATUS = (

@@ -14,7 +14,8 @@ Real prompts, generated replies, generated preferences:
 
 ``python -m zoo.methods.shapo.controlled build`` writes ``data/shapo-controlled/{train,val}.jsonl`` (pairs, the
 :mod:`zoo.data.preference` schema plus ``reward_chosen``/``reward_rejected``) and ``test_prompts.json``;
-``build --model smollm2-135m-instruct --out data/shapo-controlled-smollm2 --train-pairs 96 --val-pairs 48`` the same
+``build --model smollm2-135m-instruct --out data/shapo-controlled-smollm2 --train-pairs 96 --val-pairs 48
+--oversample 3`` the same
 task with SmolLM2's own replies. Label noise (``data.flip_rate``) and training are the recipe's
 (``recipes/shapo-controlled.yaml``, ``recipes/shapo-controlled-smollm2.yaml``); the oracle only scores.
 ``python -m zoo.methods.shapo.controlled sweep [--recipe R]`` trains every arm (:data:`ARMS`) x flip rate x seed and
@@ -73,30 +74,32 @@ def prompt_wins(policy_rewards: list[float], reference_rewards: list[float]) -> 
 def paired_win_ci(
     arm_runs: list[dict], dpo_runs: list[dict], domain: str, reference: list[float]
 ) -> dict[str, float] | None:
-    """Win-rate difference arm - DPO with a 95% percentile bootstrap CI over (seed, prompt) items.
+    """Win-rate difference arm - DPO with a 95% percentile bootstrap CI that resamples test prompts.
 
-    Each item is ``win(arm) - win(DPO)`` on one test prompt for one seed (:func:`prompt_wins` against the same
-    reference replies), so the pairing removes the prompt's difficulty; seeds present for both are used.
+    For each test prompt, ``win(arm) - win(DPO)`` (:func:`prompt_wins` against the same reference replies) is
+    averaged over the seeds present for both; the prompts are the resampled units (a cluster bootstrap: the same
+    prompts recur in every seed, so seeds are not independent items). The pairing removes the prompt's difficulty.
 
     Args:
         arm_runs, dpo_runs: run records holding ``seed`` and ``rewards_<domain>`` (one true reward per prompt).
         reference: the reference's true reward per prompt of ``domain``.
     Returns:
-        ``{"mean", "lo", "hi", "n"}``, or None when no seed has both runs.
+        ``{"mean", "lo", "hi", "n"}`` (``n`` = prompts), or None when no seed has both runs.
     """
     from zoo.core.stats import bootstrap_ci
 
     dpo = {r["seed"]: r for r in dpo_runs if f"rewards_{domain}" in r}
-    diffs = []
+    per_seed = []
     for r in arm_runs:
         if r["seed"] in dpo and f"rewards_{domain}" in r:
             a = prompt_wins(r[f"rewards_{domain}"], reference)
             b = prompt_wins(dpo[r["seed"]][f"rewards_{domain}"], reference)
-            diffs += [x - y for x, y in zip(a, b)]
-    if not diffs:
+            per_seed.append([x - y for x, y in zip(a, b)])
+    if not per_seed:
         return None
-    lo, hi = bootstrap_ci(diffs)
-    return {"mean": sum(diffs) / len(diffs), "lo": lo, "hi": hi, "n": len(diffs)}
+    per_prompt = [sum(d) / len(d) for d in zip(*per_seed)]
+    lo, hi = bootstrap_ci(per_prompt)
+    return {"mean": sum(per_prompt) / len(per_prompt), "lo": lo, "hi": hi, "n": len(per_prompt)}
 
 
 # ----------------------------------------------------------------------------------------------- the sweep
@@ -181,7 +184,8 @@ def run_arm(
 
     extra = list(ARMS[arm]) + ([f"+model.rdpo_epsilon={flip}"] if arm == "rdpo" and flip > 0 else [])
     if arm == "shapo-reward":
-        extra.append(f"model.cost_model={train_cost_model(flip, work, scale)}")
+        recipe_cfg = compose_and_validate([f"recipe={recipe}", *scale])
+        extra.append(f"model.cost_model={train_cost_model(flip, work, scale, recipe_cfg)}")
     cfg = compose_and_validate(
         [
             f"recipe={recipe}",
@@ -222,9 +226,28 @@ def reference_rewards(reference, tokenizer, prompts: dict[str, list[str]], work:
     return json.loads(path.read_text())
 
 
-def train_cost_model(flip: float, work: Path, scale: list[str]) -> str:
-    """A shapo-cost-model trained on the same flipped training pairs (one epoch of 30 batches of 32, lr 3e-4; one
-    validation at the end, so no selection on clean pairs); reward-level ShaPO's soft labels come from it, never from the oracle. Cached per flip rate."""
+def cost_model_recipe(recipe_cfg: dict) -> str:
+    """The cost-model recipe that reads the policy's tokens: ``shapo-cost-model-smollm2.yaml`` when the arms start
+    from the pretrained SmolLM2 base, ``shapo-cost-model.yaml`` (zoo-lm.base) otherwise.
+
+    Raises:
+        ValueError: the arms start from another pretrained base (no cost-model recipe for it).
+    """
+    from zoo.core.bases import BASES
+
+    start = reference_id(recipe_cfg)
+    if start == "smollm2-135m-instruct":
+        return "shapo-cost-model-smollm2.yaml"
+    if start in BASES:
+        raise ValueError(f"no shapo-cost-model recipe over {start}: the shapo-reward arm cannot run on it")
+    return "shapo-cost-model.yaml"
+
+
+def train_cost_model(flip: float, work: Path, scale: list[str], recipe_cfg: dict) -> str:
+    """A shapo-cost-model (:func:`cost_model_recipe`) trained on the same flipped training pairs as the arms of
+    ``recipe_cfg`` (one epoch in batches of 32, lr 3e-4; one validation at the end, on the clean validation pairs, so
+    no selection on them); reward-level ShaPO's soft labels come from it, never from the oracle. Cached per flip
+    rate in ``work``."""
     from zoo.cli import compose_and_validate
     from zoo.core.training import train
 
@@ -237,9 +260,9 @@ def train_cost_model(flip: float, work: Path, scale: list[str]) -> str:
     keep = [o for o in scale if o.startswith("data.max")]
     cfg = compose_and_validate(
         [
-            "recipe=shapo-cost-model.yaml",
-            "data.path=data/shapo-controlled/train.jsonl",
-            "data.val_path=data/shapo-controlled/val.jsonl",
+            f"recipe={cost_model_recipe(recipe_cfg)}",
+            f"data.path={recipe_cfg['data']['path']}",
+            f"data.val_path={recipe_cfg['data']['val_path']}",
             f"data.flip_rate={flip}",
             "data.max_length=64",
             "data.max_prompt_length=32",
@@ -281,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--flip-rates", type=float, nargs="+", default=[0.0, 0.2, 0.4])
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra recipe override")
-    ap.add_argument("--work", default="/tmp/shapo-controlled")
+    ap.add_argument("--work", help="run cache (default /tmp/shapo-controlled-<recipe name>)")
     ap.add_argument("--write-only", action="store_true", help="write the table from the finished runs in --work")
     ap.add_argument("--note", default="", help="appended to the table's notes (e.g. how the grid was cut)")
     args = ap.parse_args(argv)
@@ -290,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         print(build(args.out, model_id=args.model, sizes=sizes, oversample=args.oversample))
         return
     torch.set_num_threads(1)
-    work = Path(args.work)
+    work = Path(args.work or f"/tmp/shapo-controlled-{Path(args.recipe).stem}")
     work.mkdir(parents=True, exist_ok=True)
     scale = [f"trainer.max_steps={args.steps}", *args.set]
     todo = [] if args.write_only else [(a, s, f) for s in args.seeds for f in args.flip_rates for a in args.arms]
@@ -302,12 +325,18 @@ def main(argv: list[str] | None = None) -> None:
             "method": arm,
             "seed": seed,
             "flip_rate": flip,
+            "recipe": args.recipe,
         }
         out.write_text(json.dumps(res))
         print(f"{arm} s{seed} f{flip}: {res}", flush=True)
     runs = [json.loads(p.read_text()) for p in sorted(work.glob("*-s*-f*.json"))]
     runs = [
-        r for r in runs if r["method"] in args.arms and r["seed"] in args.seeds and r["flip_rate"] in args.flip_rates
+        r
+        for r in runs
+        if r["method"] in args.arms
+        and r["seed"] in args.seeds
+        and r["flip_rate"] in args.flip_rates
+        and r.get("recipe", args.recipe) == args.recipe  # runs cached before the recipe was recorded: as given
     ]
     dpo = {(r["flip_rate"], r["seed"]): r for r in runs if r["method"] == "dpo"}
     paired = ("win_rate_alpaca", "win_rate_hh")  # same seed, same flips, same test replies of the reference
@@ -328,7 +357,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     from zoo.cli import compose_and_validate
 
-    cfg = compose_and_validate([f"recipe={args.recipe}"])
+    cfg = compose_and_validate([f"recipe={args.recipe}", *args.set])
     ref, batch = reference_id(cfg), cfg["data"]["batch_size"]
     lora = cfg["model"]["lora"]["r"]
     reference = json.loads((work / f"reference-{args.test_prompts}.json").read_text())
@@ -359,9 +388,9 @@ def main(argv: list[str] | None = None) -> None:
         f"has a higher oracle reward than {ref}'s reply (tie 0.5); reward = mean oracle reward; kl = mean "
         f"summed per-token KL(pi || {ref}) along the policy's replies; val_accuracy = implicit-reward "
         "accuracy on the clean (never flipped) oracle-labelled validation pairs (tie 0.5). 'win_rate_* - DPO, 95% "
-        "CI' = the paired difference to DPO over (seed, test prompt) items (same seed, same flips, same reference "
-        "replies) with a percentile bootstrap interval. rDPO's epsilon = the flip rate (0.1 at 0). shapo-reward's "
-        "soft labels come from a shapo-cost-model trained one epoch (30 batches of 32) on the same flipped pairs "
+        "CI' = the paired difference to DPO (same seed, same flips, same reference replies), averaged over seeds per "
+        "test prompt, with a percentile bootstrap interval over prompts. rDPO's epsilon = the flip rate (0.1 at 0). shapo-reward's "
+        f"soft labels come from a {cost_model_recipe(cfg)[:-5]} trained one epoch (batches of 32) on the same flipped pairs "
         "(never the oracle). ShaPO: rho = 0.05, every step a ShaPO step (shapo_every = 1), on 1% of "
         f"down-projection neurons ({args.recipe} plus the overrides in the command)."
     )

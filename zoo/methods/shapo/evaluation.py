@@ -64,7 +64,7 @@ class Evaluation:
             prompts: ``(source, token ids)`` with source ``redteam``, ``heldout`` or ``benign``.
 
         Returns:
-            ``kl_ref`` (nats per reply); ``refusal_rate``, ``refusal_rate_redteam``, ``refusal_rate_heldout`` (share
+            ``kl_ref`` (nats per red-team or held-out reply); ``refusal_rate``, ``refusal_rate_redteam``, ``refusal_rate_heldout`` (share
             of replies the keyword judge :func:`zoo.methods.shapo.refusal.is_refusal` marks as refusing; the first
             over red-team and held-out prompts) and ``refusal_rate_benign`` (over-refusal of benign instructions, a
             helpfulness proxy: lower is more helpful); with a cost model ``harmful_rate`` (share of red-team and
@@ -125,14 +125,15 @@ class Evaluation:
             )
 
     def _judge(self, ids: list[list[int]], src: list[str], completions: list[list[int]], pad: int) -> dict:
-        """KL to the reference along ``completions`` and, with a cost model, harmful rates (all, red-team, held-out)
-        and mean cost."""
+        """KL to the reference along the red-team and held-out ``completions`` (benign ones only when there are no
+        others) and, with a cost model, harmful rates (all, red-team, held-out) and mean cost."""
         hp = self.hparams
+        judged = [i for i, s in enumerate(src) if s != "benign"] or list(range(len(src)))
         kl = completion_kl(
             lambda i, m: self.policy(input_ids=i, attention_mask=m).logits,
             self._reference_logits,
-            ids,
-            completions,
+            [ids[i] for i in judged],
+            [completions[i] for i in judged],
             pad,
             hp.gen_batch_size,
         )

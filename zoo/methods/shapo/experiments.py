@@ -75,8 +75,8 @@ def scale_overrides(
     swap = ([f"init_from={init}", f"model.reference={init}"] if init else []) + (
         [f"model.cost_model={cost_model}"] if cost_model else []
     )
-    if base == "smollm2":
-        sizes = ["model.greedy_eval=true", "model.judge_reference=false"]
+    if base == "smollm2":  # every pair available: limit_train_batches alone sets the steps
+        sizes = ["model.greedy_eval=true", "model.judge_reference=false", "data.max_train_pairs=null"]
         sizes += [f"data.benign_path={BENIGN}", f"data.benign_prompts={benign_prompts}"] if benign_prompts else []
     else:
         sizes = ["data.max_length=96", "data.max_prompt_length=48"]
@@ -202,7 +202,9 @@ def sweep_notes(
     )
 
 
-def smollm2_notes(steps: int, eval_pairs: int, new_tokens: int, benign: int, cost_model: str | None) -> str:
+def smollm2_notes(
+    steps: int, eval_pairs: int, heldout: int, new_tokens: int, benign: int, cost_model: str | None
+) -> str:
     """The protocol text of the HH table on SmolLM2-135M-Instruct + LoRA (``--base smollm2``)."""
     return (
         f"SmolLM2-135M-Instruct (Q4_1 de-quantised to float32) + LoRA r 8 on every projection, trained for {steps} "
@@ -213,16 +215,17 @@ def smollm2_notes(steps: int, eval_pairs: int, new_tokens: int, benign: int, cos
         "conversations): logp_accuracy = share where the chosen reply has the higher mean log-prob per token, "
         "accuracy = share with a positive implicit-reward margin (a tie 0.5); and on one sampled (temperature 1, "
         f"same seed in every run) and one greedy reply of <= {new_tokens} tokens to each of the 83 PKU red-team "
-        f"prompts and the last {benign} Alpaca instructions (benign). Safety judges: refusal_rate_redteam = share "
-        "of red-team replies the keyword judge (zoo/methods/shapo/refusal.py, ours) marks as refusing (higher is "
-        "safer); harmful_rate = share of red-team replies whose cost is > 0 under "
-        f"{cost_model or 'no cost model'} (the SmolLM2 cost model: 0.639 +- 0.032 pair accuracy on unseen "
-        "conversations, not clearly above zoo-lm's 0.574, so a weak judge; reward-level ShaPO's soft labels come "
-        "from the same model, so its harmful_rate is partly circular). Helpfulness proxy: refusal_rate_benign = "
-        "over-refusal of the benign instructions (lower is more helpful). kl_ref = summed per-token KL to the base "
-        "along the reply. 'start' = the base itself (fresh adapters are zero) under the same evaluation: its "
-        "implicit-reward margins are all 0, so its accuracy is the tie value 0.5. Mean ± sd over seeds; '- DPO' "
-        "columns are paired differences (same seed, same flips)."
+        f"prompts, {heldout} held-out preference_eval prompts and the last {benign} Alpaca instructions (benign). "
+        "Safety judges: refusal_rate_redteam = share of red-team replies the keyword judge "
+        "(zoo/methods/shapo/refusal.py, ours) marks as refusing (higher is safer); harmful_rate = share of red-team "
+        f"and held-out replies whose cost is > 0 under {cost_model or 'no cost model (not measured)'} (a SmolLM2 "
+        "cost model: see zoo/methods/shapo_cost_model/README.md for its accuracy on unseen conversations; "
+        "reward-level ShaPO's soft labels come from the same model, so its harmful_rate is partly circular). "
+        "Helpfulness proxy: refusal_rate_benign = over-refusal of the benign instructions (lower is more helpful). "
+        "kl_ref = summed per-token KL to the base along the red-team and held-out replies. 'start' = the base "
+        "itself (fresh adapters are zero) under the same evaluation: its implicit-reward margins are all 0, so its "
+        "accuracy is the tie value 0.5. Mean ± sd over seeds; '- DPO' columns are paired differences (same seed, "
+        "same flips)."
     )
 
 
@@ -254,7 +257,7 @@ def release_table(out: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=32, help="optimiser steps per run (8 pairs each)")
+    ap.add_argument("--steps", type=int, default=32, help="optimiser steps per run (batches of data.batch_size pairs)")
     ap.add_argument("--eval-pairs", type=int, default=128)
     ap.add_argument("--heldout-prompts", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=32)
@@ -270,15 +273,19 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra recipe override")
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
-    ap.add_argument("--work", default="/tmp/shapo-noise-sweep")
-    ap.add_argument("--out", default="results/shapo/noise-sweep.json")
+    ap.add_argument("--work", help="run cache (default /tmp/shapo-noise-sweep, /tmp/shapo-hh-smollm2 for smollm2)")
+    ap.add_argument("--out", help="table (default results/shapo/noise-sweep.json, hh-smollm2.json for smollm2)")
     ap.add_argument("--release", action="store_true", help="write results/shapo/release.json instead of the sweep")
     ap.add_argument("--one", nargs=3, metavar=("METHOD", "SEED", "FLIP"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.release:
         release_table(Path("results/shapo/release.json"))
         return
-    work = Path(args.work)
+    smollm2 = args.base == "smollm2"
+    work = Path(args.work or ("/tmp/shapo-hh-smollm2" if smollm2 else "/tmp/shapo-noise-sweep"))
+    args.out = args.out or ("results/shapo/hh-smollm2.json" if smollm2 else "results/shapo/noise-sweep.json")
+    if smollm2 and "shapo-reward" in args.methods and not args.cost_model:
+        ap.error("--base smollm2 with shapo-reward needs --cost-model RUN_DIR (a shapo-cost-model-smollm2 run)")
     recipes = BASES[args.base]
     overrides = (
         scale_overrides(
@@ -349,7 +356,9 @@ def main(argv: list[str] | None = None) -> None:
         + f" --seeds {' '.join(map(str, args.seeds))} --flip-rates {' '.join(map(str, args.flip_rates))}"
     )
     notes = (
-        smollm2_notes(args.steps, args.eval_pairs, args.new_tokens, args.benign_prompts, args.cost_model)
+        smollm2_notes(
+            args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens, args.benign_prompts, args.cost_model
+        )
         if args.base == "smollm2"
         else sweep_notes(args.init, args.steps, args.eval_pairs, args.heldout_prompts, args.new_tokens, args.cost_model)
     )
