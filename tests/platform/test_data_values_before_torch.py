@@ -131,6 +131,16 @@ CASES = [
         ("zoo.methods.sembind.datamodule:read_caption_folder", (8,)),
     ),
     (
+        "pulse",
+        "pulse.yaml",
+        [],
+        {"s.csv": "date,n_posts,therapy\n2024-01-01,5,1\n2024-01-02,x,1\n"},
+        "series_path",
+        "s.csv",
+        "s.csv:3: column 'n_posts': 'x' is not an integer",
+        ("zoo.methods.pulse.series:read_series_csv", ()),
+    ),
+    (
         "zoo-lm",
         "zoo-lm-chat.yaml",
         [],
