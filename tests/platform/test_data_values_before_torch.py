@@ -13,12 +13,20 @@ import pytest
 
 from zoo.core.data import DataError
 
+
+def _load_event_log(events: str, labels: str):
+    """watchlog's reader of an events file with its labels CSV (the labels are the file under test)."""
+    from zoo.methods.watchlog.windows import load_event_log
+
+    return load_event_log(events, labels)
+
+
 PAIRS = "qid,cid,question,concept,resp_no_concept,resp_with_concept\n"
 CHAT_BAD_ROLE = '{"messages": [{"role": "user", "content": "hi"}, {"role": "bot", "content": "x"}]}\n'
 
 #: ``(method, recipe, overrides, files, data argument, bad file, message, reader)``: ``files`` are written into a
-#: temporary folder (the working directory); ``reader`` is ``(module:function, arguments after the path)`` or None
-#: when the method reads the file with the shared reader itself (the chat files).
+#: temporary folder (the working directory); ``reader`` is ``(module:function or a function, arguments after the
+#: path)``, or None when the method reads the file with the shared reader itself (the chat files).
 CASES = [
     (
         "cond-dp",
@@ -131,6 +139,26 @@ CASES = [
         ("zoo.methods.sembind.datamodule:read_caption_folder", (8,)),
     ),
     (
+        "pulse",
+        "pulse.yaml",
+        [],
+        {"s.csv": "date,n_posts,therapy\n2024-01-01,5,1\n2024-01-02,x,1\n"},
+        "series_path",
+        "s.csv",
+        "s.csv:3: column 'n_posts': 'x' is not an integer",
+        ("zoo.methods.pulse.series:read_series_csv", ()),
+    ),
+    (
+        "watchlog",
+        "watchlog.yaml",
+        [],
+        {"l.csv": "line,label\n1,0\n2,yes\n", "ev.jsonl": '{"a": 1}\n{"a": 2}\n'},
+        "labels_path",
+        "l.csv",
+        "l.csv:3: column 'label': 'yes' is not one of 0, 1",
+        (lambda labels: _load_event_log(str(Path(labels).parent / "ev.jsonl"), labels), ()),
+    ),
+    (
         "zoo-lm",
         "zoo-lm-chat.yaml",
         [],
@@ -187,11 +215,15 @@ def test_the_methods_reader_refuses_it_alike(method, recipe, overrides, files, k
         pytest.skip("read by zoo.data.chat.read_conversations, the function the early check calls")
     _write(tmp_path, files)
     target, extra = reader
-    mod_name, fn = target.split(":")
-    mod = importlib.import_module(mod_name)
-    extra = tuple(getattr(mod, a) if isinstance(a, str) and a.isupper() else a for a in extra)
+    if callable(target):
+        fn = target
+    else:
+        mod_name, name = target.split(":")
+        mod = importlib.import_module(mod_name)
+        fn = getattr(mod, name)
+        extra = tuple(getattr(mod, a) if isinstance(a, str) and a.isupper() else a for a in extra)
     with pytest.raises(DataError) as err:
-        getattr(mod, fn)(str(tmp_path / bad), *extra)
+        fn(str(tmp_path / bad), *extra)
     assert str(err.value).startswith(f"{tmp_path}/{want}"), str(err.value)
 
 

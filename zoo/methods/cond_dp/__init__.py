@@ -17,7 +17,7 @@ STATUS = (
     "partly: `reparam` beats DP-SGD, RR-on-Bins, Laplace and sufficient statistics on SF flows (linear at ε "
     "0.5/1/4, widest at 0.5; MLP at ε = 1), not on diabetes with an MLP; `precondition` loses to DP-SGD; part"
     " of the SF gain is preconditioning (non-private SGD with the same C: 0.361 vs 0.400 on SF linear); "
-    "reduced grid; step time 1.11× opacus (target 1.10×)"
+    "reduced grid; step time 0.99× / 1.04× opacus (target 1.10×)"
 )
 EXAMPLE = {
     "recipe": "cond-dp",

@@ -15,8 +15,9 @@ from typing import Annotated, ClassVar, Literal
 import numpy as np
 import torch
 
-from zoo.core.constraints import NonEmpty, NonNegative, NonNegativeInt, Positive, PositiveInt
-from zoo.core.data import DataError, read_csv_rows
+from zoo.core.constraints import NUMBER, DataFile, NonEmpty, NonNegative, NonNegativeInt, Positive, PositiveInt
+from zoo.core.data import DataError
+from zoo.core.datafiles import read_declared
 from zoo.core.module import ZooModule
 from zoo.core.prediction import tsv
 from zoo.core.registry import register_method
@@ -24,6 +25,9 @@ from zoo.methods.desi.datamodule import FrechetDataModule
 from zoo.methods.desi.index import SingleIndex, fit_index
 from zoo.methods.desi.plots import plot_along_index, plot_heldout, plot_importance
 from zoo.methods.desi.spaces import Space
+
+#: ``zoo predict desi``'s input CSVs: the model's feature columns (``features``), each a finite number.
+INPUTS = DataFile("csv", column_args=("features",), types={"features": NUMBER})
 
 _SIZED = ("X_ref", "Z_ref", "x_mean", "x_sd", "meta_json", "g_ref")
 
@@ -250,14 +254,8 @@ class DeSIModule(ZooModule):
             out.mkdir(parents=True, exist_ok=True)
         files = []
         for path in inputs:
-            _, rows = read_csv_rows(path, required=names)
-            X = np.empty((len(rows), len(names)))
-            for i, r in enumerate(rows):
-                for j, c in enumerate(names):
-                    try:
-                        X[i, j] = float(r[c])
-                    except ValueError:
-                        raise DataError(f"{path}:{i + 2}: column {c}: not a number ({r[c]!r})") from None
+            _, rows = read_declared(path, INPUTS, {"features": names})
+            X = np.array([[r[c] for c in names] for _, r in rows], dtype=float).reshape(len(rows), len(names))
             Y = self.predict_objects(X).reshape(len(X), -1)
             head = [f"{'q' if self.space.kind == 'distribution' else 'y'}{j}" for j in range(Y.shape[1])]
             done = {

@@ -36,7 +36,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from zoo.core.constraints import DataFile, Fraction, NonNegativeInt, OneOf, PositiveInt
 from zoo.core.data import DataError, read_csv_rows, seeded_split
 from zoo.methods.pulse.monitor import ARCHIVES
-from zoo.methods.pulse.series import read_posts, read_series
+from zoo.methods.pulse.series import SERIES, read_posts, read_series
 
 STAGES = ("sae", "replay")
 #: The columns a comments CSV needs (``comments_path``).
@@ -109,7 +109,7 @@ class PulseDataModule(L.LightningDataModule):
     def __init__(
         self,
         stage: Annotated[str, OneOf(STAGES)] = "replay",
-        series_path: Annotated[str | None, DataFile("csv", ("date", "n_posts"))] = SHIPPED_SERIES,
+        series_path: Annotated[str | None, SERIES] = SHIPPED_SERIES,
         archive_dir: str | None = SHIPPED_ARCHIVES,
         window: list[str] | None = None,
         posts_path: Annotated[str | None, DataFile("jsonl", ("title", "created_utc"), text=("title",))] = (

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.core.data import DataError, read_csv_rows, read_jsonl
+from zoo.core.constraints import Cell, DataFile, Range
+from zoo.core.data import DataError, read_jsonl
+from zoo.core.datafiles import read_declared
 
 _log = logging.getLogger("zoo")
 
@@ -208,39 +210,37 @@ def read_series_json(path: str | Path) -> FeatureSeries:
     return series
 
 
+#: A count in a series CSV: a whole number >= 0.
+COUNT = Cell("integer", Range(0))
+#: A user's series CSV (``data.series_path``): ``date``, ``n_posts`` and one count column per feature, every count an
+#: integer >= 0 (``day_error``, optional, may be blank). Checked before torch too; the dates and each count being at
+#: most ``n_posts`` are checked by :func:`read_series_csv`.
+SERIES = DataFile("csv", ("date", "n_posts"), types={"n_posts": COUNT, "*": COUNT}, ignore=("day_error",))
+
+
 def read_series_csv(path: str | Path) -> FeatureSeries:
-    """A CSV with columns ``date, n_posts``, optional ``day_error``, then one count column per feature (the header
-    names the feature: an integer index, or any label, numbered in column order).
+    """A CSV (``SERIES``) with columns ``date, n_posts``, optional ``day_error``, then one count column per feature
+    (the header names the feature: an integer index, or any label, numbered in column order).
 
     Raises:
-        DataError: ``file:line: column`` for a bad / duplicate / unsorted date, a non-number, a negative
-            ``n_posts``, or a count < 0 or > ``n_posts``.
+        DataError: ``file:line: column`` for a bad / duplicate / unsorted date, a count that is not an integer >= 0
+            (``n_posts`` too), or a count > ``n_posts``.
     """
-    header, rows = read_csv_rows(path, required=("date", "n_posts"))
+    header, rows = read_declared(path, SERIES)
     feats = [h for h in header if h not in ("date", "n_posts", "day_error")]
     if not rows or not feats:
         raise DataError(f"{path}:1: need at least one data row and one feature column; header is {header}")
-    values = np.zeros((len(feats), len(rows)))
-    n_posts, day_error = np.zeros(len(rows)), np.full(len(rows), np.nan)
-    for t, r in enumerate(rows):
-        for col, target, j in [("n_posts", n_posts, None)] + [(h, values, k) for k, h in enumerate(feats)]:
-            try:
-                v = float(r[col])
-            except ValueError:
-                raise DataError(f"{path}:{t + 2}: {col}: not a number: {r[col]!r}") from None
-            if j is None:
-                target[t] = v
-            else:
-                target[j, t] = v
-        if "day_error" in r and r["day_error"].strip():
-            day_error[t] = float(r["day_error"])
-    dates = [r["date"].strip() for r in rows]
+    lines = [line for line, _ in rows]
+    n_posts = np.array([r["n_posts"] for _, r in rows], dtype=float)
+    values = np.array([[r[h] for _, r in rows] for h in feats], dtype=float).reshape(len(feats), len(rows))
+    day_error = np.array([float(r["day_error"]) if r.get("day_error", "").strip() else np.nan for _, r in rows])
+    dates = [r["date"].strip() for _, r in rows]
     _check(
         dates,
         n_posts,
         values,
         lambda kind, t, f: (
-            f"{path}:{t + 2}: {'date' if kind == 'date' else 'n_posts' if kind == 'n_posts' else feats[f]}"
+            f"{path}:{lines[t]}: {'date' if kind == 'date' else 'n_posts' if kind == 'n_posts' else feats[f]}"
         ),
     )
     idx = [int(h) if h.isdigit() else k for k, h in enumerate(feats)]

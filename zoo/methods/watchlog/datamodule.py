@@ -26,6 +26,7 @@ from zoo.core.data import DataError, repo_root
 from zoo.methods.watchlog.event_images import RESERVED_KEYS, SYSMON_LAYOUT, EventRenderer, normalise_value
 from zoo.methods.watchlog.windows import (
     BENIGN,
+    LABELS,
     EventLog,
     Window,
     deduplicate_splits,
@@ -215,7 +216,7 @@ class WatchLogDataModule(L.LightningDataModule):
     def __init__(
         self,
         path: Annotated[str, DataFile("jsonl")] = "data/mordor-sysmon/events.jsonl.gz",
-        labels_path: Annotated[str | None, DataFile("csv", ("line", "label"))] = None,
+        labels_path: Annotated[str | None, LABELS] = None,
         metadata_path: str | None = "data/mordor-sysmon/datasets.json",
         recording_key: str = "dataset",
         window: PositiveInt = 16,

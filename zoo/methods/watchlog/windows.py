@@ -12,10 +12,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.core.data import DataError, read_csv_rows, read_jsonl, seeded_split
+from zoo.core.constraints import Cell, DataFile, Range
+from zoo.core.data import DataError, read_jsonl, seeded_split
+from zoo.core.datafiles import read_declared
 from zoo.methods.watchlog.event_images import RESERVED_KEYS, normalise_value
 
 BENIGN = "none"
+
+
+#: A labels CSV (``data.labels_path``): ``line`` (1-based line of the events file) and ``label`` 0 or 1 per row,
+#: optional ``technique``; checked before torch too (a line missing from the events file is found when both are read).
+LABELS = DataFile(
+    "csv", ("line", "label"), types={"line": Cell("integer", Range(1)), "label": Cell("choice", choices=("0", "1"))}
+)
 
 
 @dataclass
@@ -111,19 +120,11 @@ def load_event_log(
     if labels_path is not None:
         labels = [0] * len(events)
         line_to_idx = {ln: i for i, ln in enumerate(lines)}
-        _, lrows = read_csv_rows(labels_path, required=("line", "label"))
-        for k, r in enumerate(lrows, 2):
-            where = f"{labels_path}:{k}"
-            try:
-                ln, lab = int(r["line"]), int(r["label"])
-            except ValueError:
-                raise DataError(
-                    f"{where}: 'line' and 'label' must be integers, got {r['line']!r}, {r['label']!r}"
-                ) from None
+        _, lrows = read_declared(labels_path, LABELS)
+        for k, r in lrows:
+            ln, lab = r["line"], int(r["label"])
             if ln not in line_to_idx:
-                raise DataError(f"{where}: line {ln} is not an event line of {path}")
-            if lab not in (0, 1):
-                raise DataError(f"{where}: 'label' must be 0 or 1, got {lab}")
+                raise DataError(f"{labels_path}:{k}: line {ln} is not an event line of {path}")
             labels[line_to_idx[ln]] = lab
             if r.get("technique"):
                 techniques.setdefault(recs[line_to_idx[ln]], r["technique"])
