@@ -10,7 +10,7 @@ pytest.importorskip("math_verify")
 
 from zoo.core.data import DataError
 from zoo.methods.anchor_adapter import chain_sum
-from zoo.methods.anchor_adapter.datamodule import AnchorAdapterDataModule
+from zoo.methods.anchor_adapter.datamodule import AnchorAdapterDataModule, read_problems
 from zoo.methods.anchor_adapter.rewards import get_reward
 
 
@@ -69,6 +69,24 @@ def test_user_jsonl_errors_name_file_line_key(tmp_path):
     p.write_text(json.dumps({"question": "1 + 2", "answer": "three"}) + "\n")
     with pytest.raises(DataError, match=r"mine.jsonl:1: key 'answer': 'three' is not a number"):
         AnchorAdapterDataModule(path=str(p))
+    p.write_text(json.dumps({"question": "1 + 2", "answer": "1e3"}) + "\n")
+    with pytest.raises(DataError, match=r"mine.jsonl:1: key 'answer': '1e3' is not a plain decimal number"):
+        read_problems(str(p))
+
+
+def test_user_answers_written_as_text_are_kept_as_written(tmp_path):
+    from zoo.methods.anchor_adapter.chain_sum import wrong_label
+
+    p = tmp_path / "mine.jsonl"
+    p.write_text(
+        json.dumps({"question": "23 + 48 - 17", "answer": "54"})
+        + "\n"
+        + json.dumps({"question": "1 + 2", "answer": 3})
+        + "\n"
+    )
+    items = read_problems(str(p))
+    assert [it["answer"] for it in items] == ["54", "3"]  # not "54.0"
+    assert wrong_label(items[0]) != "54" and int(wrong_label(items[0])) - 54 in range(-9, 10)
 
 
 def test_user_items_colliding_with_b_are_reported(tmp_path, caplog):

@@ -142,7 +142,8 @@ def check_cell(value: Any, cell: dict, where: str, name: str, folder: Path | Non
 
 
 def read_declared(path: str | Path, spec, block: dict | None = None) -> tuple[list[str], list[tuple[int, dict]]]:
-    """Read a CSV or JSONL file as its declaration says, every typed value checked (and CSV cells converted).
+    """Read a CSV or JSONL file as its declaration says, every typed value checked (CSV cells converted, JSONL values
+    kept as written).
 
     The method's reader calls this with its ``DataFile``; the recipe check with the same declaration from the
     method's table: one declaration, one check.
@@ -167,7 +168,9 @@ def read_declared(path: str | Path, spec, block: dict | None = None) -> tuple[li
         for col, cell in types.items():
             if col not in row:
                 continue
-            row[col] = check_cell(row[col], cell, f"{path}:{line}", f"{label} {col!r}", path.parent)
+            value = check_cell(row[col], cell, f"{path}:{line}", f"{label} {col!r}", path.parent)
+            if label == "column":  # CSV cells are converted; a JSONL value is kept as written ("54" stays "54")
+                row[col] = value
             if cell.get("increasing"):
                 prev = increasing.get(col)
                 if prev is not None and not float(row[col]) > prev[0]:

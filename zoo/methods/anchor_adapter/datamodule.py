@@ -39,6 +39,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.constraints import NUMBER, TEXT, DataFile, NonNegativeInt, PositiveInt, Probability
+from zoo.core.data import DataError
 from zoo.core.datafiles import read_declared
 from zoo.methods.anchor_adapter import chain_sum
 
@@ -58,10 +59,13 @@ def read_problems(path: str) -> list[dict]:
         DataError: ``file:line: key ...`` for a missing key, an empty question or an answer that is not a number.
     """
     _, rows = read_declared(path, PROBLEMS)
-    return [
-        {"question": chain_sum.question_of(row["question"]), "answer": str(row["answer"]).strip(), "line": line}
-        for line, row in rows
-    ]
+    out = []
+    for line, row in rows:
+        answer = str(row["answer"]).strip()  # as written: "54" and 54 both give "54"
+        if not _NUMBER.match(answer):  # numeric, but not in the plain form the rewards compare ("1e3")
+            raise DataError(f"{path}:{line}: key 'answer': {row['answer']!r} is not a plain decimal number")
+        out.append({"question": chain_sum.question_of(row["question"]), "answer": answer, "line": line})
+    return out
 
 
 class _Lines(Dataset):
