@@ -17,7 +17,7 @@ STATUS = (
     "partly: on SmolLM2-135M-Instruct the mean pool beats every single token (CKA 0.364 vs 0.180 on "
     "held-out Alpaca, Δ 0.183 [0.120, 0.222]) and the prompt pool (0.246), where zoo-lm.chat on the same "
     "items shows no gain (Δ 0.001); the layer average falls below the best layer; hook pooling equals "
-    "output_hidden_states to 6.7e-6 at 1.15x the throughput, holding 0.0088x the memory"
+    "output_hidden_states to 5.7e-6 at 1.14x the throughput, holding 0.0088x the memory"
 )
 EXAMPLE = {"recipe": "pooled-reps", "predict": ["How do I bake bread?"]}
 BAD_ROW = {
