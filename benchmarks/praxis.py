@@ -17,6 +17,7 @@ through :func:`zoo.core.results.write_result`.
 from __future__ import annotations
 
 import argparse
+import gc
 import multiprocessing as mp
 import sys
 from pathlib import Path
@@ -203,6 +204,11 @@ def main(argv=None) -> int:
         setting = f"{name.removesuffix('.csv')} lam={lam} d={d} eps={eps}"
         if numba:  # the tiny warm_up left each forked child ~0.2 s of first-call work on MONK-2 with a cold cache
             fit_rashomon(X, y, lam, d, eps, backend="auto")  # this exact call, untimed, in the parent before forking
+        # the parent's objects go to the permanent generation: otherwise the first full collection in each forked
+        # child walks the whole inherited heap (torch, pandas, TreeFARMS imports), copying its pages: 0.13 s and
+        # 3.3 MiB of a 0.06 s, 0.1 MiB MONK-2 call, charged to whichever side it hits (the Python sides, not C++)
+        gc.collect()
+        gc.freeze()
         ours, ref, cpp = interleaved_best(
             args.repeats,
             {
@@ -288,7 +294,7 @@ def write_tables(out: Path, rows: list[dict], command: str, converted_from: str 
 
     notes = (
         "Each enumerator runs in a forked child of one process (peak = growth of resident memory during the "
-        "call; times are CPU seconds, the least of several runs, with the matching wall time beside them). 'ours' uses the compiled depth-2 kernel when numba is installed (compiled or loaded from its cache, and the setting's own call run once untimed in the parent, before the timed children fork, as the C++ package is compiled ahead: with a cold numba cache the tiny warm-up alone left each child ~0.2 s of first-call work on MONK-2); ours, the numpy path and tree-praxis run interleaved, alternating order; 'ours numpy-path' is the reference path in the same run. TreeFARMS gets depth_budget = d + 1 and regularization = round(lam n)/n. Recall is over "
+        "call; times are CPU seconds, the least of several runs, with the matching wall time beside them). 'ours' uses the compiled depth-2 kernel when numba is installed (compiled or loaded from its cache, and the setting's own call run once untimed in the parent, before the timed children fork, as the C++ package is compiled ahead: with a cold numba cache the tiny warm-up alone left each child ~0.2 s of first-call work on MONK-2; and the parent's objects frozen out of the garbage collector (gc.freeze) before forking, since a child's first full collection otherwise walks the whole inherited heap); ours, the numpy path and tree-praxis run interleaved, alternating order; 'ours numpy-path' is the reference path in the same run. TreeFARMS gets depth_budget = d + 1 and regularization = round(lam n)/n. Recall is over "
         "TreeFARMS' trees with objective <= (1 + eps) x optimum, the exact Rashomon set (TreeFARMS 0.2.4 also "
         "returned trees above that bound on some settings); 'share of all TreeFARMS output' counts every tree "
         "it returned. The machine is a shared "
