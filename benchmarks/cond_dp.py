@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 
 import torch
 from opacus import PrivacyEngine
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
             lambda dp=dp: dp.epsilon(1e-5),
         )
     load = [os.getloadavg()[0]]
+    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     t = compare(
         {name: (lambda side=side: _block(side[0], side[1], side[2], a.steps)) for name, side in sides.items()},
         repeats=a.repeats,
@@ -106,11 +108,13 @@ def main(argv: list[str] | None = None) -> None:
                 "side": name,
                 "ms_per_step": 1000 * med,
                 "ratio_to_opacus": ratio,
+                "cpu_ms_per_step": 1000 * t.median(name, "cpu") / a.steps,
+                "ratio_to_opacus_cpu": t.ratio(name, "opacus DP-SGD", "cpu"),
                 "epsilon_after_run": eps(),
                 "steps": a.steps * (a.repeats + 1),
             }
         )
-        print(f"{name:24s} {1000 * med:7.2f} ms/step  ratio {ratio:.3f}  ε {eps():.4f}")
+        print(f"{name:24s} {1000 * med:7.2f} ms/step  ratio {ratio:.3f} (CPU {rows[-1]['ratio_to_opacus_cpu']:.3f})")
     write_result(
         "cond-dp",
         "bench-step",
@@ -121,7 +125,8 @@ def main(argv: list[str] | None = None) -> None:
         notes=(
             f"SF OD pairs, MLP 271-64-64-1, Poisson q = {q:.5f} (expected batch {B}), σ = {a.sigma}, "
             f"clip 1, blocks of {a.steps} steps; {t.describe()} 1-min load average {load[0]:.1f} -> "
-            f"{load[1]:.1f} on 2 cores. "
+            f"{load[1]:.1f} on 2 cores ({uptime}). CPU columns: process time of the same blocks (the other core's "
+            "job inflates wall time, not ours). "
             "Equal steps at equal (σ, q) give identical ε on every side."
         ),
     )
