@@ -108,3 +108,61 @@ def test_recall_into_u0_starts_after_tau0():
             assert float(net.weight) == 1.0  # m_1 = [tau_0 = 20 < n] is 0 up to n = 20
     assert float(net.weight) < 1.0
     assert chain.distances(net)[0] == pytest.approx(abs(float(net.weight) - float(chain.beaker(net, 1)[0])))
+
+
+def _reference_step(beakers, g, caps, mask, leak, max_norm=10.0):
+    """The update flow by flow on per-tensor lists, as the module docstring writes it (the pre-flat code path)."""
+
+    def flow(dst, src, rate):
+        delta = [-rate * d for d in dst] if src is None else [rate * (s - d) for s, d in zip(src, dst)]
+        norm = float(torch.sqrt(sum((x * x).sum() for x in delta)))
+        for d, x in zip(dst, delta):
+            d += min(1.0, max_norm / (norm + 1e-6)) * x
+
+    K = len(beakers)
+    if mask[1]:
+        flow(beakers[0], beakers[1], g / caps[1])
+    for k in range(1, K - 1):
+        flow(beakers[k], beakers[k - 1], g / caps[k])
+        if mask[k + 1]:
+            flow(beakers[k], beakers[k + 1], g / caps[k + 1])
+    if leak:
+        flow(beakers[K - 1], None, g / caps[K])
+    flow(beakers[K - 1], beakers[K - 2], g / caps[K])
+
+
+def test_flat_chain_step_matches_the_per_tensor_update_and_round_trips():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+    chain = BeakerChain(net, num_beakers=4, g=0.2, max_norm=0.05)  # a small clip, so some flows are clipped
+    ref_net = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+    ref_net.load_state_dict(net.state_dict())
+    ref = [[p.detach().clone() for p in net.parameters()] for _ in range(4)]
+    for n in range(30):
+        with torch.no_grad():  # the online net moves between steps, as training does
+            for p, r in zip(net.parameters(), ref[0]):
+                step = torch.randn_like(p) * 0.1
+                p.add_(step)
+                r.add_(step)
+        _reference_step(ref, chain.g, chain.caps, recall_mask(n, chain.tau), leak=True, max_norm=0.05)
+        chain.step(net)
+        for k in range(4):
+            for a, b in zip(chain.beaker(net, k), ref[k]):
+                torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    # saved beakers are their own tensors (safetensors refuses shared memory); loading copies into the flat rows
+    state = chain.state_dict()
+    keys = [k for k in state if k.startswith("u")]
+    assert len({state[k].untyped_storage().data_ptr() for k in keys}) == len(keys)
+    other = BeakerChain(ref_net, num_beakers=4, g=0.2, max_norm=0.05)
+    other.step(ref_net)  # builds its flat storage first
+    other.load_state_dict(state)
+    for k in range(1, 4):
+        for a, b in zip(other.beaker(ref_net, k), chain.beaker(net, k)):
+            assert torch.equal(a, b)
+    # a dtype change replaces the buffers: the next step rebuilds the flat storage from them
+    net.double()
+    chain.double()
+    before = [b.clone() for b in chain.beaker(net, 3)]
+    chain.step(net)
+    assert chain.beaker(net, 3)[0].dtype == torch.float64
+    assert not torch.equal(chain.beaker(net, 3)[0], before[0])

@@ -46,10 +46,14 @@ class ReplayBuffer:
         action_shape: tuple[int, ...],
         obs_scale: float | None,
         seed: int = 0,
+        n_step: int = 1,
     ):
         self.capacity, self.size, self.pos, self.scale = int(capacity), 0, 0, obs_scale
         dt = np.uint8 if obs_scale else np.float32
-        self.obs = {k: np.zeros((self.capacity, *obs_shape), dt) for k in ("obs", "next_obs", "n_obs")}
+        # one-step returns: n_obs is next_obs, stored once and sampled as the same tensor (the module shares the
+        # forward on it)
+        self.keys = ("obs", "next_obs") if n_step == 1 else ("obs", "next_obs", "n_obs")
+        self.obs = {k: np.zeros((self.capacity, *obs_shape), dt) for k in self.keys}
         self.action = np.zeros((self.capacity, *action_shape), np.int64 if not action_shape else np.float32)
         self.scalars = {
             k: np.zeros(self.capacity, np.float32) for k in ("reward", "discount", "n_return", "n_discount")
@@ -58,7 +62,7 @@ class ReplayBuffer:
 
     def add(self, obs, action, reward, next_obs, discount, n_return, n_obs, n_discount) -> None:
         i = self.pos
-        for k, v in (("obs", obs), ("next_obs", next_obs), ("n_obs", n_obs)):
+        for k, v in zip(self.keys, (obs, next_obs, n_obs)):
             self.obs[k][i] = v * self.scale if self.scale else v
         self.action[i] = action
         for k, v in (("reward", reward), ("discount", discount), ("n_return", n_return), ("n_discount", n_discount)):
@@ -69,6 +73,7 @@ class ReplayBuffer:
     def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
         idx = self.rng.integers(0, self.size, batch_size)
         out = {k: torch.from_numpy(v[idx].astype(np.float32) / (self.scale or 1.0)) for k, v in self.obs.items()}
+        out.setdefault("n_obs", out["next_obs"])
         out["action"] = torch.from_numpy(self.action[idx])
         out.update({k: torch.from_numpy(v[idx]) for k, v in self.scalars.items()})
         return out
@@ -130,7 +135,7 @@ class DriftDataModule(L.LightningDataModule):
         obs_shape = self.env.observation_space.shape
         scale = {"fourrooms": 1.0, "miniworld-fourrooms": 255.0}.get(env)
         act_shape = () if self.discrete else self.env.action_space.shape
-        self.buffer = ReplayBuffer(buffer_size, obs_shape, act_shape, scale, seed)
+        self.buffer = ReplayBuffer(buffer_size, obs_shape, act_shape, scale, seed, n_step)
         self.policy: Callable | None = None
         self.episodes: list[dict] = []
         self.slips: list[bool] = []

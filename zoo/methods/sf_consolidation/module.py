@@ -216,15 +216,19 @@ class SFConsolidationModule(ReportingMixin, ZooModule):
         hp, net, tgt = self.hparams, self.nets[0], self.targets[0]
         with torch.no_grad():
             w = None if self.w is None else self.w.detach()
+            # SF: psi' and phi' of next_obs need no graph (phi is detached, psi' only picks a*), and with one-step
+            # returns n_obs is next_obs (the replay samples one tensor), so its online Q comes from the same forward
+            psi_next, phi_next = net(batch["next_obs"]) if self.w is not None else (None, None)
+            shared = psi_next is not None and batch["n_obs"] is batch["next_obs"]
+            q_next = psi_next @ w if shared else net.q_values(batch["n_obs"], w)
             y = n_step_double_dqn_target(
-                batch["n_return"], batch["n_discount"], net.q_values(batch["n_obs"], w), tgt.q_values(batch["n_obs"], w)
+                batch["n_return"], batch["n_discount"], q_next, tgt.q_values(batch["n_obs"], w)
             )
         q = net.q_values(batch["obs"], self.w).gather(-1, batch["action"][:, None]).squeeze(-1)
         loss_td = td_loss(q, y)
         loss = loss_td
         logs = {"td_loss": loss_td.item()}
         if self.w is not None:
-            psi_next, phi_next = net(batch["next_obs"])
             loss_w = reward_loss(phi_next, self.w, batch["reward"])
             loss = loss + loss_w
             logs["w_loss"] = loss_w.item()
