@@ -262,10 +262,11 @@ class SFConsolidationModule(ReportingMixin, ZooModule):
                 self.targets[0].q_values(nxt, w, a2)[:, 0],
                 self.targets[1].q_values(nxt, w, a2)[:, 0],
             )
-        loss = sum(F.mse_loss(n.q_values(obs, self.w, act)[:, 0], y) for n in self.nets)
+        heads = [n(obs, act) for n in self.nets]  # (Q or psi, phi): phi of net 0 comes from its TD forward
+        loss = sum(F.mse_loss((h if self.w is None else h @ self.w)[:, 0], y) for h, _ in heads)
         logs = {"td_loss": loss.item()}
         if self.w is not None:
-            _, phi = self.nets[0](obs, act)
+            phi = heads[0][1]
             loss_w = reward_loss(phi, self.w, batch["reward"])
             loss = loss + loss_w
             logs["w_loss"] = loss_w.item()
