@@ -224,11 +224,24 @@ class STTGExplainerNet(nn.Module):
             valid,
         )
 
+    #: events per Mixer call: larger batches are cut into chunks of this many events (*ours*, speed only). Every
+    #: event is mixed on its own, so the result is the unchunked one up to float rounding; on one CPU thread a step
+    #: whose (events·2K, 4H) activations outgrow the core's cache ran 26% slower unchunked (method card, throughput)
+    mix_chunk: int = 200
+
     def mix(self, x: torch.Tensor, n_u: torch.Tensor, n_v: torch.Tensor, w: torch.Tensor | None = None):
         """``Mixer(X, w)`` (§2.3 step 3) -> ``(S_u, S_v)``, each ``(B, K, H)``.
 
-        Keeps the code's cross addition: u's tokens receive ``n_v`` and v's tokens ``n_u``.
+        Keeps the code's cross addition: u's tokens receive ``n_v`` and v's tokens ``n_u``. Batches of more than
+        :attr:`mix_chunk` events run in chunks (not while exporting or tracing, which keep the batch size free).
         """
+        b, c = x.shape[0], self.mix_chunk
+        if b > c and not (torch.compiler.is_exporting() or torch.jit.is_tracing()):
+            parts = [
+                self.mix(x[i : i + c], n_u[i : i + c], n_v[i : i + c], None if w is None else w[i : i + c])
+                for i in range(0, b, c)
+            ]
+            return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
         for block in self.mixer:
             x = block(x, w)
         s_u = self.drop(self.norm(n_v.unsqueeze(1) + x[:, : self.K]))
