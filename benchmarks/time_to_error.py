@@ -5,7 +5,10 @@ Cases (each a fresh process, as a user runs it): for ``python train.py``, a YAML
 nested typo (``+model.optimizer.lrr=1`` on ``zoo-lm.yaml``), an out-of-range trainer value (``trainer.devices=0``),
 the method arguments of issue #42 (``model.epsilon=-1``, ``model.conditioning=reparm`` on ``cond-dp.yaml``) and
 a user's data file (#42): a CSV with a ragged row for praxis, one without cond-dp's label column, a binary CSV for
-survshap-iq; each must exit 2. ``zoo info cond-dp`` must exit 0 (the method's arguments from its table). For ``zoo
+survshap-iq, and one bad value in a user's file for each method that reads one through typed columns (``VALUES``:
+a text cell in a number column, an id that is not an integer, a negative time, a slip probability above 1, a
+latitude of 95, an answer that is not a number, a caption row naming a missing image, a chat turn with an unknown
+role); each must exit 2. ``zoo info cond-dp`` must exit 0 (the method's arguments from its table). For ``zoo
 eval zoo-lm.chat`` the time is to its first line on stderr ("loading ..."), after which it is stopped. The time is
 wall-clock to process exit (or that line). Repeats are interleaved (peer, then each case) so background load hits
 every side alike; the ratio is of medians. Target: <= 2x.
@@ -29,6 +32,50 @@ from pathlib import Path
 from zoo.core.results import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
+#: ``case: (recipe and overrides, {file: text})``: one bad value per method reading a user's file through typed
+#: columns; ``{dir}`` is the temporary folder the files are written to.
+VALUES = {
+    "cond-dp data value: text in a number column": (
+        ["recipe=cond-dp.yaml", "data.path={dir}/t.csv", "data.label=y", "data.y_min=0", "data.y_max=1"],
+        {"t.csv": "x1,y\n1,0\n2,abc\n"},
+    ),
+    "crh data value: id not an integer": (
+        ["recipe=crh.yaml", "data.path={dir}/p.csv"],
+        {"p.csv": "qid,cid,question,concept,resp_no_concept,resp_with_concept\nx,5,Q,c,A,B\n"},
+    ),
+    "desi data value: nan response": (
+        ["recipe=desi.yaml", "data.path={dir}/u.csv"],
+        {"u.csv": "x,y_0,y_1\n1,0.1,nan\n"},
+    ),
+    "survshap-iq data value: negative time": (
+        ["recipe=survshap-iq.yaml", "data.path={dir}/d.csv"],
+        {"d.csv": "time,event,age\n-1,1,60\n"},
+    ),
+    "sf-consolidation data value: slip_prob 1.5": (
+        ["recipe=sf-consolidation.yaml", "data.drift=csv", "data.drift_path={dir}/drift.csv"],
+        {"drift.csv": "step,mass_scale,friction_scale,slip_prob\n0,1,1,1.5\n"},
+    ),
+    "trsp data value: latitude 95": (
+        ["recipe=trsp.yaml", "data.format=csv", "data.path={dir}/trips.csv", "data.stops_path={dir}/stops.csv"],
+        {"trips.csv": "a_lon,a_lat,b_lon,b_lat\n-122.4,37.7,-122.4,95\n", "stops.csv": "lon,lat\n-122.4,37.7\n"},
+    ),
+    "st-tgexplainer data value: node id x": (
+        ["recipe=st-tgexplainer.yaml", "data.path={dir}/ev.csv"],
+        {"ev.csv": "src,dst,timestamp\n1,x,5\n"},
+    ),
+    "anchor-adapter data value: answer four": (
+        ["recipe=anchor-adapter.yaml", "data.path={dir}/p.jsonl"],
+        {"p.jsonl": '{"question": "2 + 2", "answer": "four"}\n'},
+    ),
+    "sembind data value: missing image": (
+        ["recipe=sembind.yaml", "data.dataset=folder", "data.path={dir}/imgs"],
+        {"imgs/captions.csv": "file,caption\nmissing.png,a red thing\n"},
+    ),
+    "zoo-lm data value: chat role bot": (
+        ["recipe=zoo-lm-chat.yaml", "data.path={dir}/c.jsonl"],
+        {"c.jsonl": '{"messages": [{"role": "bot", "content": "x"}]}\n'},
+    ),
+}
 
 
 def _time(cmd: list[str], want_rc: int) -> float:
@@ -65,6 +112,10 @@ def main(argv: list[str] | None = None) -> None:
         ragged.write_text("a,b,y\n1,0,1\n0,1\n")
         unlabelled.write_text("x1,x2\n1,2\n")
         binary.write_bytes(b"time,event,x\n" + bytes(range(128, 256)))
+        for _, files in VALUES.values():
+            for name, text in files.items():
+                (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
+                (Path(tmp) / name).write_text(text)
         out = f"out_dir={tmp}/runs"
         train = [sys.executable, "train.py"]
         zoo = [sys.executable, "-m", "zoo.cli"]
@@ -85,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
                 out,
             ],
             "survshap-iq data file: binary CSV": [*train, "recipe=survshap-iq.yaml", f"data.path={binary}", out],
+            **{case: [*train, *(a.format(dir=tmp) for a in args), out] for case, (args, _) in VALUES.items()},
             "zoo info cond-dp (exit 0)": [*zoo, "info", "cond-dp"],
         }
         first_line = {"zoo eval zoo-lm.chat: first line": ([*zoo, "eval", "zoo-lm.chat"], "zoo eval: loading")}
@@ -125,7 +177,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{a.repeats} interleaved repeats, ratio of medians against "
             '`python -c "import yaml, omegaconf"`. Validation reads only the recipe, the generated tables in '
             "zoo/core/schemas/, the registry names and the user's data files that a datamodule declares "
-            "(zoo.core.datafiles, through the shared line-numbered readers): torch, Lightning and method code "
+            "(zoo.core.datafiles, through the shared line-numbered readers and each file's typed columns): torch, "
+            "Lightning and method code "
             "are never imported. 'max load' is the machine's 1-minute load average (2 cores shared).",
         )
     )
