@@ -15,7 +15,8 @@ arms train to convergence (early stopping on val/ap, up to ``--epochs``; :func:`
 in resumable calls of ``--epochs-per-call`` epochs: rerun the command until it writes the table. ``--source`` is the
 zoo id or ``.ckpt`` file the fine-tuned arm starts from.
 
-Writes ``results/st-tgexplainer/transfer-bitcoin-otc.json`` through ``zoo.core.results.write_result``.
+Writes ``results/st-tgexplainer/transfer-bitcoin-otc.json`` (``-converged.json`` with ``--patience``) through
+``zoo.core.results.write_result``.
 """
 
 from __future__ import annotations
@@ -131,9 +132,9 @@ def main(argv: list[str] | None = None) -> None:
         if a.patience
         else f"{a.epochs} epoch(s) over the first 'train events' training events"
     )
-    write_result(
+    path = write_result(
         "st-tgexplainer",
-        "transfer-bitcoin-otc",
+        "transfer-bitcoin-otc-converged" if a.patience else "transfer-bitcoin-otc",
         rows,
         summary=summarise(
             rows, METRICS + (["epochs", "best_epoch"] if a.patience else []), by=["train events", "init"]
@@ -147,6 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         "from a fresh model. One collision-checked negative per positive for AP/AUC; MRR against "
         "the recipe's MRR negatives (20 TGB hist_rnd). train_seconds on the shared 2-core machine (load varies).",
     )
+    print(path)
 
 
 if __name__ == "__main__":
