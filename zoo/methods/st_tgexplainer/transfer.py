@@ -26,11 +26,13 @@ import time
 from pathlib import Path
 
 import lightning as L
+import torch
 
 from zoo.cli import compose_and_validate
 from zoo.core.build import build_datamodule, build_module
 from zoo.core.data import set_seed
 from zoo.methods.st_tgexplainer.experiments import fit_until_converged
+from zoo.methods.st_tgexplainer.module import STTGExplainer
 
 SOURCE = "st-tgexplainer.collegemsg"
 RECIPE = "st-tgexplainer-bitcoin-otc.yaml"
@@ -56,6 +58,9 @@ def run_arm(
     ]
     if max_train_events:
         overrides.append(f"data.max_train_events={max_train_events}")
+    if init_from and init_from.endswith(".ckpt"):  # a bare checkpoint has no package config: size the net from it
+        state = torch.load(init_from, map_location="cpu", weights_only=False)["state_dict"]
+        overrides += [f"+model.{k}={v}" for k, v in STTGExplainer.sizes_from_state(state).items()]
     cfg = compose_and_validate([f"recipe={RECIPE}", *overrides])
     if patience:
         fitted = fit_until_converged(cfg, seed, run_dir, patience, epochs_per_call)
