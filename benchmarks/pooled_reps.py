@@ -6,7 +6,8 @@ seed, ``T`` new tokens. Checks that the pooled vectors (mean, prompt, last, ever
 that all three sides sample the same tokens, then times them with ``zoo.core.timing.compare`` (interleaved repeats,
 alternating order, one untimed warm-up, one thread, medians of wall and CPU time) and measures the memory each
 pooling side keeps: the bytes of the tensors it holds (ours: the running sums; the peer: every step's hidden-state
-tuple) and the peak-RSS growth of a forked child running it once.
+tuple) and the peak-RSS growth of a forked child running it once, beside plain ``generate``'s (the sensible memory
+peer: it keeps no states, so ours' growth over plain's is what pooling costs in memory).
 
     python benchmarks/pooled_reps.py [--arch zoo-lm.chat] [--tokens 256] [--batch 16] [--repeats 3] [--json]
 
@@ -80,7 +81,8 @@ def _child_rss(which: str, T: int, batch: int, arch: str, queue) -> None:
     torch.set_num_threads(1)
     model, tok, ids, mask = _setup(batch, arch)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    _run(pooled_generate if which == "ours" else pooled_generate_hidden_states, model, tok, ids, mask, T)
+    fn = {"ours": pooled_generate, "peer": pooled_generate_hidden_states, "plain": plain_generate}[which]
+    _run(fn, model, tok, ids, mask, T)
     queue.put((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)  # KiB -> MiB
 
 
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     cpu = timing.cpu
     held_ours = sum(getattr(ours, k).numel() * 4 for k in ("mean", "prompt", "last"))
     held_peer = _held_bytes_peer(model, tok, ids, mask, T)
-    rss = {name: _rss_growth(name, T, args.batch, args.arch) for name in ("ours", "peer")}
+    rss = {name: _rss_growth(name, T, args.batch, args.arch) for name in ("ours", "peer", "plain")}
     tokens = args.batch * T
     row = {
         "arch": args.arch,
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> None:
         "held_memory_ratio": held_ours / held_peer,
         "ours_rss_growth_mib": rss["ours"],
         "peer_rss_growth_mib": rss["peer"],
+        "plain_rss_growth_mib": rss["plain"],
+        "rss_growth_ratio_vs_plain": rss["ours"] / rss["plain"] if rss["plain"] > 0 else None,
         "load_1min": os.getloadavg()[0],
     }
     for k, v in row.items():
@@ -180,7 +184,10 @@ def main(argv: list[str] | None = None) -> None:
                 "states). Peer: generate(output_hidden_states=True, return_dict_in_generate=True) then masked means. "
                 "Plain: the same generate call with no hooks and no pooling (what pooling costs a batched "
                 "generation; same_tokens_as_plain says whether it sampled the same tokens). held = bytes of the "
-                "tensors each pooling side keeps; rss = peak-RSS growth of a forked child running it once."
+                "tensors each pooling side keeps; rss = peak-RSS growth of a forked child running it once; "
+                "the memory peer that keeps no states on purpose is plain generate (rss_growth_ratio_vs_plain: ours' "
+                "growth over plain's, the KV cache and logits being common to both). "
+                + f"Load at the end: {os.getloadavg()[0]:.2f}."
             ),
         )
         print(f"wrote {path}")
