@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import resource
 import statistics
 import sys
 from pathlib import Path
@@ -31,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from zoo.core.data import set_seed
+from zoo.core.measure import measure
 from zoo.core.results import write_result
 from zoo.core.timing import compare
 from zoo.methods.pooled_reps.datamodule import PromptReferenceDataModule
@@ -80,10 +80,9 @@ def _held_bytes_peer(model, tok, ids, mask, T) -> int:
 def _child_rss(which: str, T: int, batch: int, arch: str, queue) -> None:
     torch.set_num_threads(1)
     model, tok, ids, mask = _setup(batch, arch)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     fn = {"ours": pooled_generate, "peer": pooled_generate_hidden_states, "plain": plain_generate}[which]
-    _run(fn, model, tok, ids, mask, T)
-    queue.put((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)  # KiB -> MiB
+    # the high-water mark is reset first (ru_maxrss would carry the parent's peak into the forked child)
+    queue.put(measure(lambda: _run(fn, model, tok, ids, mask, T)).peak_mib)
 
 
 def _rss_growth(which: str, T: int, batch: int, arch: str) -> float:

@@ -1,7 +1,7 @@
 """PRAXIS benchmark: ours vs the authors' ``tree-praxis`` (C++) vs ``treefarms`` (exact), same data and settings.
 
 Each enumerator runs in its own forked child of this one process, so its CPU time and peak-RSS growth are measured
-the same way (``zoo.methods.praxis.measure``) and a TreeFARMS run that exceeds the time limit can be stopped. Times
+the same way (``zoo.core.measure``) and a TreeFARMS run that exceeds the time limit can be stopped. Times
 are CPU seconds (user + system), the least of ``--repeats`` runs: the machine is shared, and wall time under other
 load varies several-fold between runs.
 Recall = share of the exact Rashomon set (TreeFARMS' trees with objective <= (1 + eps) x optimum; PRAXIS depth
@@ -29,10 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
+from zoo.core.measure import measure
 from zoo.core.results import write_result
 from zoo.methods.praxis.enumerate import contains, count_trees, histogram
 from zoo.methods.praxis.kernel import warm_up
-from zoo.methods.praxis.measure import measure
 from zoo.methods.praxis.peers import run_tree_praxis, run_treefarms, treefarms_source_to_tree, within_bound
 from zoo.methods.praxis.problem import gamma_from_lambda
 from zoo.methods.praxis.rashomon import fit_rashomon, resolve_backend

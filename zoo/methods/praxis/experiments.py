@@ -18,12 +18,12 @@ import json
 import yaml
 
 from zoo.core.data import repo_root
+from zoo.core.measure import measure
 from zoo.core.results import summarise, write_result
 from zoo.methods.praxis.datamodule import BinaryCSVDataModule
 from zoo.methods.praxis.enumerate import count_trees, count_within_mult, feature_usage, histogram, tree_at
 from zoo.methods.praxis.kernel import available as kernel_available
 from zoo.methods.praxis.kernel import warm_up
-from zoo.methods.praxis.measure import measure
 from zoo.methods.praxis.plots import plot_importance, plot_size_vs_eps, plot_tree, size_vs_eps, tree_text
 from zoo.methods.praxis.rashomon import fit_rashomon
 from zoo.methods.praxis.rid import rashomon_importance, variable_groups

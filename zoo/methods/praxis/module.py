@@ -16,12 +16,12 @@ import numpy as np
 import torch
 
 from zoo.core.constraints import NonNegative, NonNegativeInt, PositiveInt, Range
+from zoo.core.measure import measure
 from zoo.core.module import ZooModule
 from zoo.core.registry import register_method
 from zoo.methods.praxis.datamodule import BinaryCSVDataModule
 from zoo.methods.praxis.encoding import decode_tree, encode_trees, predict_encoded
 from zoo.methods.praxis.enumerate import count_trees, feature_usage, histogram, iter_trees
-from zoo.methods.praxis.measure import measure
 from zoo.methods.praxis.plots import plot_importance, plot_size_vs_eps, plot_tree, size_vs_eps, tree_text
 from zoo.methods.praxis.predict import as_json, predict_files, report
 from zoo.methods.praxis.rashomon import fit_rashomon

@@ -1,4 +1,4 @@
-"""Wall time and peak resident memory of one call (ours; used by the module and the benchmark).
+"""Wall time, CPU time and peak resident memory of one call (praxis' module and benchmark, the pooled-reps benchmark).
 
 Peak memory is the growth of the process' resident set during the call: the kernel's high-water mark is reset to
 the current RSS first (``/proc/self/clear_refs`` with ``5``, Linux >= 4.0), then ``VmHWM - VmRSS(before)`` is read
