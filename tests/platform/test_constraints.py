@@ -161,3 +161,25 @@ def test_refusals_come_before_torch_is_imported(tmp_path):
     for _k, _v, named in firsts.values():
         assert f"error: {named}: " in out.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_setting_without_the_argument_it_needs_is_refused_before_torch(tmp_path):
+    """ShaPO's model_rules: ``variant: reward`` without ``cost_model`` fails naming model.cost_model, exit 2, torch
+    never imported, no run directory (the module would refuse it only after the torch import)."""
+    probe = (
+        "import sys; from zoo.cli import main\n"
+        f"code = main(['train', 'recipe=shapo-reward-smollm2.yaml', 'model.cost_model=null', 'out_dir={tmp_path / 'runs'}'])\n"
+        "ok = main(['config', 'recipe=shapo-reward-smollm2.yaml'])\n"
+        "print(code, ok, 'torch imported' if 'torch' in sys.modules else 'torch not imported')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert out.stdout.strip().splitlines()[-1] == "2 0 torch not imported", (out.stdout, out.stderr[-2000:])
+    assert "model.cost_model: model.variant=reward takes its soft labels from a cost model" in out.stderr
+    assert not (tmp_path / "runs").exists()

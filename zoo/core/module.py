@@ -25,6 +25,9 @@ class ZooModule(L.LightningModule):
             processes, devices x nodes) or ``{"when": {...}, "refused_strategies": ["fsdp", "deepspeed"], "why": ...}``
             (a strategy name, and its ``_``-suffixed variants such as ``deepspeed_stage_2``); ``when`` lists model
             argument values the rule applies under (empty: always).
+        model_rules: model arguments a setting needs, checked with the recipe, before torch is imported (recorded in
+            the table): ``{"when": {"variant": ["reward"]}, "requires": ["cost_model"], "why": "..."}`` refuses a
+            recipe where ``when`` holds and a ``requires`` argument is empty (None or ""), naming ``model.<arg>``.
         fit_sized_buffers: names of buffers whose shape is only known after fit (a stored Rashomon set, a
             background sample, stop placements): loading takes the saved shape instead of refusing a reshape, and
             the loader (``zoo.core.hub.check_fit``) checks only that they are present.
@@ -37,6 +40,7 @@ class ZooModule(L.LightningModule):
     fit_sized_buffers: ClassVar[tuple[str, ...]] = ()
     arg_schemas: ClassVar[dict[str, dict]] = {}  # nested dict arguments' keys -> type specs (see zoo.core.schema)
     trainer_rules: ClassVar[tuple[dict, ...]] = ()  # trainer settings a method refuses (see zoo.core.schema)
+    model_rules: ClassVar[tuple[dict, ...]] = ()  # model arguments a setting needs (see zoo.core.preflight)
     init_from_ref: str | None = None  # set by ``zoo.core.build.build_module`` after loading ``init_from`` weights
 
     def log(self, name: str, value, *args, **kwargs) -> None:

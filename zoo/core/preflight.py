@@ -102,6 +102,22 @@ def check_trainer_rules(table: dict, cfg: dict, processes: int | None) -> None:
             raise RecipeError(f"trainer.strategy: {rule['why']} (got {strategy!r})")
 
 
+def check_model_rules(table: dict, cfg: dict) -> None:
+    """Refuse a recipe that leaves empty a model argument its settings need (``ZooModule.model_rules``, from the
+    method's table, so no torch import): e.g. ShaPO's ``variant: reward`` without ``cost_model``.
+
+    Raises:
+        RecipeError: naming ``model.<argument>`` and the method's reason.
+    """
+    model = cfg.get("model") or {}
+    for rule in table["module"].get("model_rules", []):
+        if not all(model.get(k, rule["defaults"].get(k)) in values for k, values in rule["when"].items()):
+            continue
+        for key in rule["requires"]:
+            if model.get(key, rule["defaults"].get(key)) in (None, ""):
+                raise RecipeError(f"model.{key}: {rule['why']}")
+
+
 def check_processes(cfg: dict) -> None:
     """The method's trainer rules (``ZooModule.trainer_rules``, from its table) against the processes this machine
     will start: ``devices: auto`` (which the recipe check cannot count) is every visible GPU for a GPU accelerator,

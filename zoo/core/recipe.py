@@ -366,7 +366,7 @@ def validate(cfg: dict, check_files: bool = True) -> None:
     """
     from zoo.core import schema
     from zoo.core.export import format_not_ready
-    from zoo.core.preflight import check_trainer_rules, planned_processes
+    from zoo.core.preflight import check_model_rules, check_trainer_rules, planned_processes
     from zoo.core.registry import RegistryError, known_methods
 
     where = cfg.get("_recipe") or "recipe"
@@ -400,6 +400,7 @@ def validate(cfg: dict, check_files: bool = True) -> None:
             raise RecipeError(f"method: {e}") from None
     for block in ("model", "data"):
         schema.check_method_block(table, block, cfg.get(block) or {}, method)
+    check_model_rules(table, cfg)
     trainer = cfg.get("trainer") or {}
     schema.check_trainer(trainer)
     check_trainer_rules(table, cfg, planned_processes(trainer))

@@ -446,6 +446,14 @@ def generate_method(name: str) -> dict:
     ]
     if rules:
         module["trainer_rules"] = rules
+    needs = [
+        dict(
+            r, defaults={k: defaults.get(k) for k in [*r.get("when", {}), *r["requires"]]}, when=dict(r.get("when", {}))
+        )
+        for r in getattr(entry.module_cls, "model_rules", ())
+    ]
+    if needs:
+        module["model_rules"] = needs
     src = "".join(inspect.getsource(c) for c in entry.module_cls.__mro__ if c.__module__.startswith("zoo."))
     module["manual_optimization"] = "automatic_optimization = False" in src
     return {

@@ -93,6 +93,14 @@ class ShaPOModule(PolicyLifecycle, StageA, Evaluation, ZooModule):
             "FSDP1's flat shards or DeepSpeed; model.variant=dpo runs the baselines under them",
         },
     )
+    model_rules = (
+        {
+            "when": {"variant": ["reward"]},
+            "requires": ["cost_model"],
+            "why": "model.variant=reward takes its soft labels from a cost model: name a shapo-cost-model zoo id, "
+            "package or run that reads the policy's tokens (over SmolLM2: a shapo-cost-model-smollm2.yaml run)",
+        },
+    )
     # stage-A outputs (recomputed when masks_ready is False) and LoRA adapters (fresh when full weights are wrapped)
     head_keys = ("neuron_masks", "probe_direction", "masks_ready", "policy.*lora_*")
     weight_settings: ClassVar[dict[str, str]] = {"lm.arch": "model.arch", "lm.tokenizer": "model.tokenizer"}
