@@ -14,7 +14,7 @@ WEIGHTS = "`shapo.zoo-lm-hh`"
 STATUS = (
     "on a generated task with a known reward, token-level ShaPO's win rate equals DPO's within noise at 40% "
     "flips (paired +0.01 ± 0.02); the released weights reach 0.625 accuracy on unseen HH conversations; the main "
-    "job on SmolLM2-135M-Instruct + LoRA (15 steps, one seed) moves held-out accuracy 0.475 → 0.575 on 40 pairs; "
+    "job on SmolLM2-135M-Instruct + LoRA (15 steps, one seed) moves held-out accuracy 0.475 → 0.575 on 40 pairs; on SmolLM2's controlled task (3 seeds × 3 flip rates) ShaPO-token equals DPO within noise, but 16 LoRA steps barely move the base; "
     "multi-GPU via FSDP2 (tested on 2 CPU processes only); DDP is allowed but untested"
 )
 EXAMPLE = {"recipe": "shapo", "predict": ["How do I pick a lock?"]}
