@@ -2,7 +2,7 @@
 
 The module holds construction, the DPO-family loss of a batch and stage C (the masked sharpness-aware step); the
 policy/reference lifecycle and FSDP2 sharding are in ``policy.py``, stage A in ``stage_a.py`` and evaluation in
-``evaluation.py`` (mixins of :class:`ShaPOModule`).
+``evaluation.py`` (mixins of :class:`ShaPOModule`); what stays here (~400 lines) shares one set of hyperparameters.
 """
 
 from __future__ import annotations
