@@ -5,29 +5,24 @@
 2. Harvest + train tokens/s: our pipeline (BT(P) blocks run through zoo-lm.chat up to block 2, then the SAE
    trained on them) vs sae-lens ``LanguageModelSAETrainingRunner`` on the same blocks. Target ratio >= 0.8.
 
-Both sides run single-threaded, interleaved ``--repeats`` times; the speed is steps (tokens) per CPU second of this
-process (``time.process_time``), the least-loaded repeat of each side: the 2 cores are shared and wall time varies
-several-fold with other jobs' load (the load average is recorded).
+The four sides are timed by ``zoo.core.timing.compare``: one thread each, one untimed warm-up call per side (lazy
+imports, allocator growth), then ``--repeats`` interleaved repeats in alternating order. The speed is steps (tokens)
+per CPU second of this process (``time.process_time``), the median over repeats: the 2 cores are shared and wall
+time varies several-fold with other jobs' load (wall medians and the load average are recorded too).
 
-    python benchmarks/fast.py [--steps 150] [--tokens 32768] [--repeats 2]
+    python benchmarks/fast.py [--steps 150] [--tokens 32768] [--repeats 2] [--batch 1024] [--results-dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
-import time
+from pathlib import Path
 
 import torch
 
 from zoo.core.results import write_result
-
-
-def timed(fn):
-    cpu, wall = time.process_time(), time.perf_counter()
-    fn()
-    return time.process_time() - cpu, time.perf_counter() - wall
+from zoo.core.timing import compare, machine_load
 
 
 def ours_steps(acts: torch.Tensor, steps: int, batch: int) -> None:
@@ -99,55 +94,54 @@ def ours_harvest_train(blocks: torch.Tensor, batch: int) -> None:
     ours_steps(acts, len(acts) // batch, batch)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=150)
-    p.add_argument("--tokens", type=int, default=32_768)
-    p.add_argument("--repeats", type=int, default=2)
-    args = p.parse_args()
-    torch.set_num_threads(1)
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=150, help="SAE steps of comparison 1")
+    p.add_argument("--tokens", type=int, default=32_768, help="activations (tokens) harvested, 256-token blocks")
+    p.add_argument("--repeats", type=int, default=2, help="timed repeats per side (after one warm-up call)")
+    p.add_argument("--batch", type=int, default=1024, help="SAE batch size (activations)")
+    p.add_argument("--results-dir", default=None, help="write the results file under this folder instead")
+    args = p.parse_args(argv)
     logging.disable(logging.WARNING)
     from zoo.methods.fast.baselines import train_runner
     from zoo.methods.fast.pipelines import harvest, pack_blocks, pretrain_documents
     from zoo.models.causal_lm import load_causal_lm
 
-    batch = 1024
+    batch = args.batch
+    torch.set_num_threads(1)
     model, tok = load_causal_lm("zoo-lm.chat")
     docs = pretrain_documents(tok, ["data/tinyshakespeare/input.txt", "data/alpaca-subset/alpaca_5000.txt"])
-    blocks = pack_blocks(docs, 256)[0]
-    acts = torch.cat(harvest(model, blocks[: args.tokens // 256], [2])[2])
-    step_blocks = blocks[: args.tokens // 256]
-    load = [os.getloadavg()[0]]
-    t = {"ours_steps": [], "saelens_steps": [], "ours_pipeline": [], "saelens_runner": []}
-    for _ in range(args.repeats):
-        t["ours_steps"].append(timed(lambda: ours_steps(acts, args.steps, batch)))
-        t["saelens_steps"].append(timed(lambda: saelens_steps(acts, args.steps, batch)))
-        t["ours_pipeline"].append(timed(lambda: ours_harvest_train(step_blocks, batch)))
-        t["saelens_runner"].append(
-            timed(lambda: train_runner(step_blocks, training_tokens=len(acts) // batch * batch, batch_size=batch))
-        )
-        load.append(os.getloadavg()[0])
-    best = {k: min(v) for k, v in t.items()}  # (cpu, wall) of the fastest repeat by CPU time
+    step_blocks = pack_blocks(docs, 256)[0][: args.tokens // 256]
+    acts = torch.cat(harvest(model, step_blocks, [2])[2])
     tokens = len(acts) // batch * batch
+    load_start = machine_load()
+    t = compare(
+        {
+            "ours_steps": lambda: ours_steps(acts, args.steps, batch),
+            "saelens_steps": lambda: saelens_steps(acts, args.steps, batch),
+            "ours_pipeline": lambda: ours_harvest_train(step_blocks, batch),
+            "saelens_runner": lambda: train_runner(step_blocks, training_tokens=tokens, batch_size=batch),
+        },
+        repeats=args.repeats,
+        warmup=1,
+        threads=1,
+    )
     rows = [
         {
-            "comparison": "SAE steps/s on identical cached activations",
-            "ours": args.steps / best["ours_steps"][0],
-            "peer": args.steps / best["saelens_steps"][0],
-            "ratio": best["saelens_steps"][0] / best["ours_steps"][0],
-            "ours_wall_s": best["ours_steps"][1],
-            "peer_wall_s": best["saelens_steps"][1],
+            "comparison": comparison,
+            "ours": work / t.median(ours, "cpu"),
+            "peer": work / t.median(peer, "cpu"),
+            "ratio": t.ratio(peer, ours, "cpu"),
+            "ours_wall_s": t.median(ours),
+            "peer_wall_s": t.median(peer),
+            "ours_cpu_s": t.median(ours, "cpu"),
+            "peer_cpu_s": t.median(peer, "cpu"),
             "target": 0.8,
-        },
-        {
-            "comparison": "harvest + train tokens/s (BT(P) blocks)",
-            "ours": tokens / best["ours_pipeline"][0],
-            "peer": tokens / best["saelens_runner"][0],
-            "ratio": best["saelens_runner"][0] / best["ours_pipeline"][0],
-            "ours_wall_s": best["ours_pipeline"][1],
-            "peer_wall_s": best["saelens_runner"][1],
-            "target": 0.8,
-        },
+        }
+        for comparison, work, ours, peer in (
+            ("SAE steps/s on identical cached activations", args.steps, "ours_steps", "saelens_steps"),
+            ("harvest + train tokens/s (BT(P) blocks)", tokens, "ours_pipeline", "saelens_runner"),
+        )
     ]
     for r in rows:
         print(f"{r['comparison']}: ours {r['ours']:.1f}/CPU-s, sae-lens {r['peer']:.1f}/CPU-s, ratio {r['ratio']:.2f}")
@@ -162,9 +156,10 @@ def main() -> None:
         notes=f"zoo-lm.chat block 2, Standard SAE 8x (2,048 features), batch {batch}; {args.steps} steps on "
         f"{len(acts):,} cached activations; pipeline: {tokens:,} tokens of BT(P) 256-token blocks "
         f"harvested then trained (ours: Lightning Trainer; sae-lens: its runner incl. model wrapping "
-        f"and norm estimate). One thread each, interleaved, {args.repeats} repeats, best CPU time "
-        f"per side; ratio = peer CPU time / ours (> 1: ours faster). Load average during the run: "
-        f"{', '.join(f'{x:.1f}' for x in load)} on 2 cores.",
+        f"and norm estimate). zoo.core.timing.compare over the four sides: {t.describe()} ours/peer = work per "
+        f"median CPU second; ratio = peer median CPU time / ours (> 1: ours faster). Machine: {load_start} "
+        f"before the timed calls, {machine_load()} after.",
+        results_dir=None if args.results_dir is None else Path(args.results_dir),
     )
 
 

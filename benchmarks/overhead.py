@@ -5,13 +5,15 @@ The zoo side composes and validates ``recipes/zoo-lm.yaml`` exactly as ``python 
 extra callback that stamps the time at the start of every training batch. The bare side builds the same
 model, datamodule batches and AdamW, and stamps the time at the start of every step of a plain loop. The
 per-step time is the median interval between consecutive stamps (data loading, forward, backward, optimiser
-and, on the zoo side, logging and callbacks), so one-off set-up does not blur the ratio. Repeats are
-interleaved (back to back, the first side alternating) so each repeat's ratio compares both sides under the same background
-load; the headline is the **median of the per-repeat ratios** (a paired estimate). The ratio of the two sides'
-median step times is also reported, but it pairs steps from different repeats and so carries the load drift
-between repeats. Also times ``import zoo`` and ``zoo list``.
+and, on the zoo side, logging and callbacks), so one-off set-up does not blur the ratio. The sides are run by
+``zoo.core.timing.compare``: one thread each, one untimed warm-up run per side, then ``--repeats`` interleaved
+repeats (both sides back to back, the first side alternating), so each repeat's ratio compares both sides under the
+same background load; the headline is the **median of the per-repeat ratios** (a paired estimate). The ratio of the
+two sides' median step times is also reported, but it pairs steps from different repeats and so carries the load
+drift between repeats. Also times ``import zoo`` and ``zoo list``.
 
     python benchmarks/overhead.py [--arch zoo-lm-small] [--batch-size 16] [--max-length 256] [--steps 40]
+        [--repeats 2] [--results-dir DIR]
 
 Writes ``results/platform/overhead.json`` (``kind: benchmark``; the machine load at start and end is in its
 provenance and in each row, since on a shared machine the ratio is load-dominated).
@@ -33,6 +35,7 @@ from pathlib import Path
 import lightning as L
 
 from zoo.core.results import write_result
+from zoo.core.timing import compare, machine_load
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,6 +51,7 @@ class StepClock(L.Callback):
 
 
 def _median_step(stamps: list[float], skip: int = 3) -> float:
+    """Median seconds between consecutive step starts, the first ``skip`` intervals left out."""
     gaps = [b - a for a, b in itertools.pairwise(stamps)][skip:]
     return statistics.median(gaps)
 
@@ -117,28 +121,31 @@ def _time_cmd(cmd: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="zoo-lm-small")
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--max-length", type=int, default=256)
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--repeats", type=int, default=2)
-    args = ap.parse_args()
+    ap.add_argument("--max-length", type=int, default=256, help="tokens per sequence")
+    ap.add_argument("--steps", type=int, default=40, help="training steps per run")
+    ap.add_argument("--repeats", type=int, default=2, help="timed runs per side (after one warm-up run)")
+    ap.add_argument("--results-dir", default=None, help="write the results file under this folder instead")
+    args = ap.parse_args(argv)
     os.environ.update(HF_HUB_OFFLINE="1", WANDB_MODE="disabled")
     os.chdir(ROOT)
     logging.disable(logging.WARNING)
     tmp = tempfile.mkdtemp()
     shape = (args.arch, args.batch_size, args.max_length)
-    zoo_s, bare_s, loads = [], [], []
-    for i in range(args.repeats):  # the side that runs first alternates, so order effects cancel in the median
-        sides = [
-            lambda: zoo_s.append(_median_step(zoo_steps(args.steps, *shape, tmp))),
-            lambda: bare_s.append(_median_step(bare_steps(args.steps, *shape))),
-        ]
-        for run_side in sides if i % 2 == 0 else sides[::-1]:
-            run_side()
-        loads.append(os.getloadavg()[0])
+    # compare times whole runs (set-up included); the per-step figure is each run's median step, appended per call
+    # with the 1-minute load average after it
+    runs = {"train.py": lambda: zoo_steps(args.steps, *shape, tmp), "bare loop": lambda: bare_steps(args.steps, *shape)}
+    done = {side: [] for side in runs}
+
+    def run(side: str):
+        return lambda: done[side].append((_median_step(runs[side]()), os.getloadavg()[0]))
+
+    load_start = machine_load()
+    t = compare({side: run(side) for side in runs}, repeats=args.repeats, warmup=1, threads=1)
+    (zoo_s, loads), (bare_s, _) = (zip(*done[side][t.warmup :]) for side in runs)  # warm-up runs left out
     z, b = statistics.median(zoo_s), statistics.median(bare_s)
     ratios = [zs / bs for zs, bs in zip(zoo_s, bare_s)]
     paired = statistics.median(ratios)
@@ -147,7 +154,7 @@ def main() -> None:
     lst = statistics.median(_time_cmd([sys.executable, "-m", "zoo.cli", "list"]) for _ in range(3))
     print(
         f"model {args.arch}, batch {args.batch_size} x {args.max_length} tokens, {args.steps} steps, "
-        f"median step of {args.repeats} interleaved repeats"
+        f"median step of {args.repeats} interleaved repeats after one warm-up run"
     )
     print(
         f"per-step  train.py {z * 1e3:.1f} ms   bare loop {b * 1e3:.1f} ms   median of per-repeat ratios "
@@ -179,11 +186,13 @@ def main() -> None:
             kind="benchmark",
             paper="n/a (zoo targets: ratio <= 1.05, import zoo < 0.3 s, zoo list < 1 s)",
             notes=f"Model {args.arch}, batch {args.batch_size} x {args.max_length} tokens, {args.steps} "
-            f"steps, per-step = median interval between step starts, {args.repeats} interleaved "
-            "repeats; the median row's 'ratio' is the median of the per-repeat (paired) ratios, "
-            "'ratio of medians' divides the two sides' median steps; 'load (1 min)' is the machine's 1-minute load average after each repeat (2 "
-            "cores). On a loaded machine the ratio is dominated by contention; the idle figure "
-            "needs a quiet machine and >= 5 runs.",
+            f"steps, per-step = median interval between step starts of each run. zoo.core.timing.compare: "
+            f"{t.describe()} The median row's 'ratio' is the median of the per-repeat (paired) ratios, "
+            "'ratio of medians' divides the two sides' median steps; 'load (1 min)' is the machine's 1-minute load "
+            "average after each repeat's train.py run. On a loaded machine the ratio is dominated by contention; "
+            f"the idle figure needs a quiet machine and >= 5 runs. Machine: {load_start} before the runs, "
+            f"{machine_load()} after.",
+            results_dir=None if args.results_dir is None else Path(args.results_dir),
         )
     )
 

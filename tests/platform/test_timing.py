@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from zoo.core.timing import compare
+from zoo.core.timing import compare, machine_load
 
 
 class FakeClock:
@@ -52,3 +52,11 @@ def test_rejects_empty_or_zero_repeats():
         compare({"a": lambda: 0}, repeats=0)
     with pytest.raises(ValueError, match="side"):
         compare({}, repeats=1)
+
+
+def test_machine_load_states_the_three_averages_and_the_cores():
+    text = machine_load()
+    assert text.startswith("load average ") and f" on {os.cpu_count()} cores at " in text and text.endswith(" UTC")
+    assert [float(x) for x in text.split(" on ")[0].removeprefix("load average ").split(", ")] == pytest.approx(
+        os.getloadavg(), abs=0.5
+    )

@@ -1,5 +1,5 @@
 """Fair side-by-side timing for benchmarks (issue #41): the shared loop behind the ratios of benchmarks/{trsp, desi,
-cond_dp, crh, sf_consolidation, survshap_iq, threads}.py, so that no script writes its own.
+cond_dp, crh, sf_consolidation, survshap_iq, threads, fast, pulse, overhead}.py, so that no script writes its own.
 
 Fair by construction:
 
@@ -15,6 +15,9 @@ Fair by construction:
     from zoo.core.timing import compare
     t = compare({"ours": lambda: f(x), "peer": lambda: g(x)}, repeats=5, warmup=1)
     t.ratio("peer", "ours"), t.row("ours", "peer"), t.describe()
+
+:func:`machine_load` words the load averages for a results file's notes (a shared 2-core machine's other jobs
+inflate wall time, so every benchmark states the load it ran under).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -43,6 +47,13 @@ def set_threads(threads: int) -> int:
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
     return threads
+
+
+def machine_load() -> str:
+    """The 1-, 5- and 15-minute load averages now, the core count and the UTC time, as a phrase for notes:
+    ``"load average 1.90, 1.17, 0.55 on 2 cores at 21:03 UTC"``."""
+    loads = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"load average {loads} on {os.cpu_count()} cores at {datetime.now(UTC):%H:%M} UTC"
 
 
 @dataclass
