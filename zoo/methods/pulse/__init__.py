@@ -11,7 +11,7 @@ STATUS = (
     "therapy and attachment break at GPT-4o (2024-05-13) and nowhere else as in the paper (its trend "
     "objective on the fraction); the paper's OLS ratio is x22.0 / x12.9 on our activation fractions vs "
     "its x5.1 / x4.8; feature alarm 2024-10-19 vs the paper's 2024-10-20; no false alarms on 6,000 null "
-    "streams; accuracy-test retrain dates not reproduced; subset fits 20.7x statsmodels"
+    "streams; accuracy-test retrain dates not reproduced; subset fits 13.8x statsmodels"
 )
 EXAMPLE = {"recipe": "pulse", "predict": ["I talk to ChatGPT every night", "It helps me more than my therapist"]}
 BAD_ROW = {
