@@ -8,8 +8,14 @@ measures each model's recall and times, alternating the two models over the same
 alone and (b) end to end from raw events (rendering the key-slot images vs serialising and hashing the tokens).
 It prints the ratios and writes ``results/watchlog/throughput.json`` (``kind: benchmark``, docs/benchmarks.md).
 
+With ``--predict EVENTS.jsonl`` it times ``zoo predict <zoo weights> EVENTS.jsonl`` instead (``predict_record``: read
+the file, cut and render the windows, detect, generate and ground an explanation per window) in two modes, fed one
+window at a time (stream) and ``inference.PREDICT_BATCH`` windows at a time (batch, zoo predict's default), by
+``zoo.core.timing.compare`` (one untimed warm-up call per mode, ``--repeats`` interleaved repeats in alternating
+order, ``--threads`` threads, medians), and writes windows/s to ``results/watchlog/predict-throughput.json``.
+
     python benchmarks/watchlog.py [--repeats 3] [--batch-size 64] [--threads 2] [--zoo-weights watchlog.mordor]
-                                  [--train-steps 300]
+                                  [--train-steps 300] [--predict EVENTS.jsonl] [--results-dir DIR]
 """
 
 from __future__ import annotations
@@ -18,16 +24,19 @@ import argparse
 import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
 from torch.utils.data import DataLoader
 
 from zoo.core.results import write_result
+from zoo.core.timing import compare, machine_load
 from zoo.methods.watchlog import detection as E
 from zoo.methods.watchlog import protocol as P
 from zoo.methods.watchlog.datamodule import WindowDataset
 from zoo.methods.watchlog.event_images import value_bins
+from zoo.methods.watchlog.inference import PREDICT_BATCH
 from zoo.methods.watchlog.metrics import classification_metrics
 from zoo.methods.watchlog.module import WatchLogModule
 
@@ -60,6 +69,55 @@ def load(setting: str, train_steps: int = 300, eval_every: int = 50) -> WatchLog
     return m.eval()
 
 
+def predict_throughput(args: argparse.Namespace, command: str | None) -> Path:
+    """Windows/s of ``zoo predict`` with explanations on ``args.predict``, stream (1 window per forward and
+    generate call) vs batch (:data:`PREDICT_BATCH`); writes and returns ``results/watchlog/predict-throughput.json``.
+    """
+    from zoo.core.loading import load_module
+
+    model = load_module(args.zoo_weights)[0].eval()
+    if model.lm is None:
+        raise ValueError(f"{args.zoo_weights} has no language decoder: zoo predict would write no explanations")
+    modes = {"stream": 1, "batch": PREDICT_BATCH}
+    load_start = machine_load()
+    t = compare(
+        {mode: lambda b=b: model.predict_record([args.predict], batch_size=b) for mode, b in modes.items()},
+        repeats=args.repeats,
+        warmup=1,
+        threads=args.threads,
+    )
+    windows = t.outputs["stream"]["summary"]["windows"]
+    texts = {mode: [w["explanation"] for w in t.outputs[mode]["windows"]] for mode in modes}
+    rows = [
+        {
+            "mode": mode,
+            "windows_per_forward": b,
+            "windows": windows,
+            "seconds": t.median(mode),
+            "windows_per_s": windows / t.median(mode),
+            "cpu_seconds": t.median(mode, "cpu"),
+            "windows_per_cpu_s": windows / t.median(mode, "cpu"),
+            "explanations_as_stream": texts[mode] == texts["stream"],
+        }
+        for mode, b in modes.items()
+    ]
+    for r in rows:
+        print("  " + ", ".join(f"{k}={v}" for k, v in r.items()))
+    return write_result(
+        "watchlog",
+        "predict-throughput",
+        rows,
+        kind="benchmark",
+        notes=f"zoo predict {args.zoo_weights} {args.predict} with explanations (predict_record: read the events, "
+        "cut and render the windows, detection forward, greedy generate, grounding; the clip PNG not written), "
+        f"CPU. zoo.core.timing.compare: {t.describe()} windows_per_s = windows / median wall seconds of one whole "
+        f"call. Machine: {load_start} before the timed calls, {machine_load()} after.",
+        paper={"target": "issue 41: state zoo predict's windows/s with explanations, stream and batch"},
+        command=command,
+        results_dir=None if args.results_dir is None else Path(args.results_dir),
+    )
+
+
 @torch.no_grad()
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
@@ -68,7 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--zoo-weights", default="watchlog.mordor", help="also time this zoo id ('' to skip)")
     ap.add_argument("--train-steps", type=int, default=300, help="steps for a model whose weights are missing")
+    ap.add_argument("--predict", default=None, help="time zoo predict on this events file instead (module doc)")
+    ap.add_argument("--results-dir", default=None, help="write the results file under this folder instead")
     args = ap.parse_args(argv)
+    command = None if argv is None else "python benchmarks/watchlog.py " + " ".join(argv)
+    if args.predict:
+        print(predict_throughput(args, command))
+        return 0
     torch.set_num_threads(args.threads)
     dm = P.datamodule(args.batch_size)
     ds = dm.splits["test"]
@@ -164,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
                 "claim": "significantly improved inference efficiency (abstract; no number)",
                 "target": ">= 5x windows/s at equal or better recall (issue 6)",
             },
-            command=None if argv is None else "python benchmarks/watchlog.py " + " ".join(argv),
+            command=command,
+            results_dir=None if args.results_dir is None else Path(args.results_dir),
         )
     )
     return 0

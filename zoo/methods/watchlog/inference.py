@@ -26,6 +26,7 @@ from zoo.methods.watchlog.windows import describe_event, load_event_log, make_wi
 
 TECHNIQUE_BUFFERS = ("technique_prototypes", "technique_names", "technique_tau")
 NAME_BYTES = 24
+PREDICT_BATCH = 32  # windows per detection forward and per generate call of zoo predict (benchmarks/watchlog.py)
 
 
 def _drop_empty_index(module, state_dict, prefix, local_metadata) -> None:
@@ -84,7 +85,7 @@ class Inference:
         return {"techniques": len(names), "tau": tau}
 
     @torch.no_grad()
-    def predict_dataset(self, ds: WindowDataset, batch_size: int = 32, explain: bool = True) -> list[dict]:
+    def predict_dataset(self, ds: WindowDataset, batch_size: int = PREDICT_BATCH, explain: bool = True) -> list[dict]:
         """Verdicts (and explanations when a decoder is present) for every window of ``ds``.
 
         Returns:
@@ -188,14 +189,15 @@ class Inference:
         },
     }
 
-    def predict_record(self, inputs: list[str], out_dir: str | None = None) -> dict:
+    def predict_record(self, inputs: list[str], out_dir: str | None = None, batch_size: int = PREDICT_BATCH) -> dict:
         """``zoo predict watchlog.<tag> events.jsonl [labels.csv]``: a verdict and explanation per window.
 
         Windows are cut per ``group_by`` with this model's ``window``. Each window gives the generated verdict (from
         the explanation; ``explanation_verdict``), the detection head's probability and verdict against the
         threshold (``detector``), the label when the file has labels, and the explanation with the events it cites
         as evidence; ``summary`` counts them. With ``out_dir`` the clip of the most suspicious window is saved as
-        ``<out_dir>/watchlog_clip.png`` (``clip``).
+        ``<out_dir>/watchlog_clip.png`` (``clip``). ``batch_size`` windows go through the model and the greedy
+        decoder at a time (1: one window as it arrives, as a stream would feed them).
 
         Raises:
             ValueError: no input file, or more than two. DataError: a malformed or empty events file, or a stage-1/2
@@ -226,7 +228,7 @@ class Inference:
             self.enc_cfg["vocab_size"],
             render=self.enc_cfg["kind"] == "video",
         )
-        preds = self.predict_dataset(ds)
+        preds = self.predict_dataset(ds, batch_size)
         s, thr = self.hparams.frame_stride, float(self.threshold)
         out = {"threshold": thr, "clip": None, "windows": []}
         for k, (w, p) in enumerate(zip(windows, preds)):
