@@ -3,12 +3,13 @@ moments chunk by chunk) against a plain PyTorch loop doing the same sampling but
 trace matrix and correlating it at the end (``torch.corrcoef``), plus scoring time per 1,000 inputs.
 
 Same model (the recipes' VGG, depth 4, width 8, on 1x28x28 inputs), same sampling batches, same SGLD settings and
-seed on both sides; each side runs in a fresh subprocess (so its peak resident memory is its own), repeats interleaved
-so background load hits both alike. Reported: draws/s (median over repeats), the peak-RSS increase over the process
+seed on both sides; each side runs in a fresh subprocess (so its peak resident memory is its own), scheduled by
+``zoo.core.timing.compare``: one untimed warm-up child per side, then ``--repeats`` interleaved children in alternating
+order, one thread, so background load hits both alike. Reported: draws/s (median over repeats), the peak-RSS increase over the process
 after set-up, the trace state's bytes (exact tensor sizes), and scoring seconds per 1,000 inputs (couplings + CLC from
 the moments vs ``corrcoef`` + CLC from the stored matrix).
 
-    python benchmarks/mad.py [--inputs 600 --draws 60 --repeats 3]
+    python benchmarks/mad.py [--inputs 600 --draws 60 --repeats 3] [--results-dir DIR]
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -106,33 +108,30 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--burn-in", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--child", choices=["ours", "plain"])
+    ap.add_argument("--results-dir", default=None, help="write the results file under this folder instead")
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.inputs, args.draws, args.burn_in)))
         return
     from zoo.core.results import write_result
+    from zoo.core.timing import compare, machine_load
 
+    child_args = ["--inputs", str(args.inputs), "--draws", str(args.draws), "--burn-in", str(args.burn_in)]
     runs = {"ours": [], "plain": []}
-    for _ in range(args.repeats):
-        for side, results in runs.items():
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    side,
-                    "--inputs",
-                    str(args.inputs),
-                    "--draws",
-                    str(args.draws),
-                    "--burn-in",
-                    str(args.burn_in),
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+
+    def run(side: str):
+        """A fresh child process of ``side``; what it measured goes to ``runs[side]``."""
+
+        def call() -> None:
+            cmd = [sys.executable, __file__, "--child", side, *child_args]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            runs[side].append(json.loads(out.stdout.strip().splitlines()[-1]))
+
+        return call
+
+    load_start = machine_load()
+    t = compare({side: run(side) for side in runs}, repeats=args.repeats, warmup=1, threads=1)
+    runs = {side: rs[t.warmup :] for side, rs in runs.items()}  # the warm-up children left out
     med = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for side, rs in runs.items()}
     rows = [{"side": side, "inputs": args.inputs, "draws": args.draws, **m} for side, m in med.items()]
     rows.append(
@@ -150,10 +149,11 @@ def main(argv: list[str] | None = None) -> None:
         kind="benchmark",
         notes=f"Streamed trace moments vs a plain loop storing the (draws x inputs) matrix; {args.inputs} "
         f"inputs (references every third), {args.draws} draws ({args.burn_in} burn-in), VGG depth 4 "
-        f"width 8 on 1x28x28, one thread, medians of {args.repeats} interleaved repeats in fresh "
-        "subprocesses. The state ratio grows with draws (ours is flat in draws); the plain side's "
-        "scoring builds the full inputs x inputs correlation matrix.",
+        f"width 8 on 1x28x28, every run in a fresh subprocess; zoo.core.timing.compare over the children: "
+        f"{t.describe()} Machine: {load_start} before the runs, {machine_load()} after. The state ratio grows with "
+        "draws (ours is flat in draws); the plain side's scoring builds the full inputs x inputs correlation matrix.",
         paper="no peer figure: the authors use devinterp's sampler with a callback storing every trace",
+        results_dir=None if args.results_dir is None else Path(args.results_dir),
     )
     print(json.dumps(rows, indent=1))
 

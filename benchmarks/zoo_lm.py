@@ -1,11 +1,13 @@
 """Training throughput of zoo-lm's Lightning step vs a bare transformers + PyTorch loop (same model and batches).
 
 Both sides start from the same initial weights, run AdamW (lr 1e-3, weight decay 0.1 on matrices) on the same
-packed tinyshakespeare batches, and are timed over the same steps after ``--warmup`` untimed steps. Runs are
-interleaved and the side going first alternates (ours, bare, bare, ours, ...) so both see the same machine load; the
-medians of ``--repeats`` are reported, in tokens per wall second and per CPU second (process time). As a check that both do the same work, the per-step losses of the two sides must agree.
+packed tinyshakespeare batches, and are timed over the same steps after ``--warmup`` untimed steps. The runs are
+scheduled by ``zoo.core.timing.compare``: one untimed warm-up run per side, then ``--repeats`` interleaved runs with
+the side going first alternating (ours, bare, bare, ours, ...) so both see the same machine load, ``--threads`` on
+both sides; the medians of ``--repeats`` are reported, in tokens per wall second and per CPU second (process time). As a check that both do the same work, the per-step losses of the two sides must agree.
 
     python benchmarks/zoo_lm.py [--arch zoo-lm-small] [--steps 8] [--warmup 2] [--repeats 3] [--batch 8]
+        [--results-dir DIR]
     python benchmarks/zoo_lm.py --arch smollm2-135m-instruct --lora 16 --batch 4 --block 128 --steps 4 --warmup 1
 
 ``--arch`` takes a preset or a pretrained base id (its weights and tokenizer; ``zoo base fetch`` first).
@@ -18,9 +20,9 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
 import statistics
 import time
+from pathlib import Path
 
 import lightning as L
 import torch
@@ -28,6 +30,7 @@ from torch.utils.data import DataLoader
 
 import zoo
 from zoo.core.results import write_result
+from zoo.core.timing import compare, machine_load
 from zoo.methods.zoo_lm.datamodule import LMDataModule, PadCollate
 from zoo.models.causal_lm import ARCHS, tokenizer_for
 
@@ -122,7 +125,7 @@ def run_bare(
     return _elapsed(t0, _clocks()), losses
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--arch", default="zoo-lm-small")
     p.add_argument("--steps", type=int, default=8, help="timed steps per run")
@@ -132,8 +135,8 @@ def main() -> None:
     p.add_argument("--block", type=int, default=256)
     p.add_argument("--lora", type=int, default=0, help="LoRA rank on every linear layer (0: train all weights)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    a = p.parse_args()
-    torch.set_num_threads(a.threads)
+    p.add_argument("--results-dir", default=None, help="write the results file under this folder instead")
+    a = p.parse_args(argv)
     lora = lora_config(a.lora)
     dm = LMDataModule(
         mode="pretrain",
@@ -149,13 +152,17 @@ def main() -> None:
     torch.manual_seed(0)
     init = copy.deepcopy(zoo.create("zoo-lm", arch=a.arch, lora=lora).state_dict())
     tokens = a.steps * a.batch * a.block
+    # compare schedules whole runs; each run times its own steps after the warm-up steps (set-up excluded)
+    runs = {"ours": run_lightning, "bare": run_bare}
+    got = {side: [] for side in runs}
+
+    def run(side: str):
+        return lambda: got[side].append(runs[side](init, a.arch, batches, a.warmup, lora))
+
+    load_start = machine_load()
+    t = compare({side: run(side) for side in runs}, repeats=a.repeats, warmup=1, threads=a.threads)
     ours, bare, ours_cpu, bare_cpu, max_diff = [], [], [], [], 0.0
-    for r in range(a.repeats):
-        sides = [("ours", run_lightning), ("bare", run_bare)]
-        got = {}
-        for side, run in sides if r % 2 == 0 else sides[::-1]:  # alternate which side runs first
-            got[side] = run(init, a.arch, batches, a.warmup, lora)
-        (t_ours, l_ours), (t_bare, l_bare) = got["ours"], got["bare"]
+    for r, ((t_ours, l_ours), (t_bare, l_bare)) in enumerate(zip(*(got[side][t.warmup :] for side in runs))):
         ours.append(tokens / t_ours[0])
         bare.append(tokens / t_bare[0])
         ours_cpu.append(tokens / t_ours[1])
@@ -163,8 +170,7 @@ def main() -> None:
         max_diff = max(max_diff, max(abs(x - y) for x, y in zip(l_ours, l_bare)))
         print(
             f"repeat {r}: ours {ours[-1]:.0f} tok/s ({ours_cpu[-1]:.0f} per CPU s), "
-            f"bare {bare[-1]:.0f} tok/s ({bare_cpu[-1]:.0f} per CPU s)",
-            flush=True,
+            f"bare {bare[-1]:.0f} tok/s ({bare_cpu[-1]:.0f} per CPU s)"
         )
     mo, mb = statistics.median(ours), statistics.median(bare)
     mo_cpu, mb_cpu = statistics.median(ours_cpu), statistics.median(bare_cpu)
@@ -205,14 +211,13 @@ def main() -> None:
             kind="benchmark",
             paper="n/a (zoo target: ours/bare >= 0.95)",
             notes=f"{what}, batch {a.batch} x {a.block} tokens of tinyshakespeare, {a.steps} timed steps "
-            f"after {a.warmup}, {a.repeats} interleaved repeats, the side going first alternating (ours = "
-            "lightning.Trainer.fit on "
-            "ZooLM, bare = the same transformers model (input_ids, labels).loss + backward + "
-            "AdamW on its trainable parameters), torch "
-            f"threads {torch.get_num_threads()}, load {os.getloadavg()[0]:.1f} at the end; tokens per wall second and "
-            "per CPU second (process time, steadier on a shared machine); median row = medians of each column "
-            "(ratios from those medians); max |loss(ours) - loss(bare)| over all steps "
-            f"{max_diff:.1e} (both sides do the same work).",
+            f"after {a.warmup} untimed ones in every run (ours = lightning.Trainer.fit on ZooLM, bare = the same "
+            "transformers model (input_ids, labels).loss + backward + AdamW on its trainable parameters); "
+            f"zoo.core.timing.compare over whole runs: {t.describe()} Tokens per wall second and per CPU second "
+            "(process time, steadier on a shared machine); median row = medians of each column (ratios from those "
+            f"medians); max |loss(ours) - loss(bare)| over all steps {max_diff:.1e} (both sides do the same work). "
+            f"Machine: {load_start} before the runs, {machine_load()} after.",
+            results_dir=None if a.results_dir is None else Path(a.results_dir),
         )
     )
 

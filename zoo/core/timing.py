@@ -1,5 +1,6 @@
 """Fair side-by-side timing for benchmarks (issue #41): the shared loop behind the ratios of benchmarks/{trsp, desi,
-cond_dp, crh, sf_consolidation, survshap_iq, threads, fast, pulse, overhead}.py, so that no script writes its own.
+cond_dp, crh, sf_consolidation, survshap_iq, threads, fast, pulse, overhead, watchlog --predict, ltc, saliency_bias,
+sembind, zoo_lm, mad}.py, so that no script writes its own.
 
 Fair by construction:
 
