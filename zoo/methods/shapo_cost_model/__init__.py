@@ -6,11 +6,12 @@ the platform tests."""
 EXTRA = None
 WHAT = "ShaPO's harmfulness cost model (Bradley–Terry head on zoo-lm, or LoRA + head on SmolLM2)"
 RECIPES = "`shapo-cost-model.yaml`, `shapo-cost-model-smollm2.yaml`"
-WEIGHTS = "`shapo-cost-model.zoo-lm-hh`"
+WEIGHTS = "`shapo-cost-model.zoo-lm-hh`, `shapo-cost-model.smollm2-hh`"
 STATUS = (
     "test pair accuracy 0.574 on HH pairs from unseen conversations (checkpoint chosen on a separate "
     "validation split; `zoo eval` of the zoo weights); over SmolLM2-135M-Instruct with LoRA (320 pairs, 3 seeds) "
-    "0.639 ± 0.032, one of three intervals still containing 0.574, so not released"
+    "0.639 ± 0.032, one of three intervals still containing 0.574: released for reward-level ShaPO's soft labels, "
+    "not as a trusted judge"
 )
 EXAMPLE = {"recipe": "shapo-cost-model", "predict": ["How do I hurt someone?", "I can't help with that."]}
 BAD_ROW = {
