@@ -207,6 +207,9 @@ def main(argv: list[str] | None = None) -> None:
     ours_scored = int((batch["chosen_labels"] != -100).sum() + (batch["rejected_labels"] != -100).sum())
     trl_tokens = int(trl_batch["attention_mask"].sum())
     trl_scored = int(trl_batch["completion_mask"].sum())
+    # padded positions each side's forward computes (pad included): what the step time scales with
+    ours_padded = batch["chosen_input_ids"].numel() + batch["rejected_input_ids"].numel()
+    trl_padded = trl_batch["input_ids"].numel()
     steps = {"ours DPO": ours_dpo, "ours ShaPO": ours_shapo, "TRL DPOTrainer": trl_bare}
     times = {k: [] for k in steps}
     for rep in range(n_steps):
@@ -247,8 +250,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{torch.get_num_threads()}, {args.reps} timed steps each after {args.warmup} warm-up"
     )
     print(
-        f"tokens in the batch (chosen + rejected, scored): ours {ours_tokens} ({ours_scored}), "
-        f"TRL {trl_tokens} ({trl_scored})"
+        f"tokens in the batch (chosen + rejected, scored, padded): ours {ours_tokens} ({ours_scored}, {ours_padded}), "
+        f"TRL {trl_tokens} ({trl_scored}, {trl_padded})"
     )
     out = []
     for level, med in (("bare", bare), ("framework", loops)):
@@ -274,7 +277,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     notes = (
         f"Model {model_name} ({n_params / 1e6:.2f}M parameters), batch {args.batch} HH-RLHF pairs (tokens chosen + "
-        f"rejected: ours {ours_tokens}, TRL {trl_tokens}; scored: ours {ours_scored}, TRL {trl_scored}), torch "
+        f"rejected: ours {ours_tokens}, TRL {trl_tokens}; scored: ours {ours_scored}, TRL {trl_scored}; positions "
+        f"computed with padding: ours {ours_padded}, TRL {trl_padded}), torch "
         f"threads {torch.get_num_threads()}, medians of {args.reps} steps after {args.warmup} warm-up. "
         + (
             "'bare': loss + backward + clip + AdamW called directly on both sides, interleaved. "
