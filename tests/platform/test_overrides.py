@@ -78,3 +78,40 @@ def test_a_fips_county_on_the_command_line_stays_a_string():
 
     cfg = compose_and_validate(["recipe=trsp.yaml", "data.county=06075"], check_files=False)
     assert cfg["data"]["county"] == "06075"
+
+
+def test_overrides_between_round_trips_through_the_grammar():
+    """The tokens a release's card prints turn the recipe back into the run's resolved recipe when applied."""
+    import copy
+    import shlex
+
+    from zoo.core.recipe import overrides_between
+
+    run = copy.deepcopy(BASE)
+    run["model"]["lr"] = 1e-3
+    run["model"]["opt"] = {"name": "adamw", "betas": [0.9, 0.95]}  # a key the recipe lacks
+    del run["model"]["hidden"]
+    run["data"]["path"] = "123"  # a string that YAML would read as a number
+    run["data"]["tokens"] = "a b: c"  # needs quoting
+    run |= {"name": "other-run", "out_dir": "/tmp/x", "_recipe": "recipes/x.yaml"}  # where it ran: never tokens
+    tokens = overrides_between(BASE, run)
+    assert sorted(tokens) == sorted(
+        ["model.lr=0.001", "+model.opt.betas=[0.9, 0.95]", 'data.path="123"', '+data.tokens="a b: c"', "~model.hidden"]
+    )
+    rebuilt = copy.deepcopy(BASE)
+    for token in shlex.split(" ".join(map(shlex.quote, tokens))):  # as a shell hands them to train.py
+        apply_override(rebuilt, token)
+    assert rebuilt == {k: v for k, v in run.items() if k not in ("name", "out_dir", "_recipe")}
+
+
+def test_reproduce_command_names_a_shipped_recipe_and_only_what_changed():
+    from zoo.core.recipe import load_recipe, reproduce_command
+
+    run = load_recipe("zoo-lm.yaml", ["seed=3", "trainer.max_epochs=2", "out_dir=/tmp/elsewhere"])
+    assert reproduce_command(run) == "python train.py recipe=zoo-lm.yaml seed=3 trainer.max_epochs=2"
+    assert reproduce_command(load_recipe("zoo-lm.yaml")) == "python train.py recipe=zoo-lm.yaml"
+    # a saved checkpoint spells out constructor defaults the recipe leaves unset: those are not overrides
+    run["model"] |= {"dropout_extra": 0.0, "width_extra": 8}
+    assert reproduce_command(run, {"model.dropout_extra": 0.0}) == (
+        "python train.py recipe=zoo-lm.yaml seed=3 trainer.max_epochs=2 +model.width_extra=8"
+    )

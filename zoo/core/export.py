@@ -16,25 +16,12 @@ import yaml
 from zoo.core import hub
 from zoo.core.bases import BASES, base_of
 from zoo.core.errors import UserError
-
-#: The pyproject extra an export format needs beyond the core install (``hf`` and ``torch_export`` need only
-#: transformers and torch).
-FORMAT_EXTRAS: dict[str, str] = {"onnx": "export"}
+from zoo.core.recipe import format_not_ready, reproduce_command
 
 
 class ExportError(UserError, ValueError):
     """An export format the method does not support or whose extra is not installed, or an export whose parity check
     failed."""
-
-
-def format_not_ready(fmt: str) -> str | None:
-    """``onnx export needs: pip install -e ".[export]" (missing onnxruntime)`` when export format ``fmt`` needs an
-    extra (:data:`FORMAT_EXTRAS`) that is not installed, else None; imports nothing of the extra."""
-    from zoo.core.registry import install_command, missing_requirements
-
-    extra = FORMAT_EXTRAS.get(fmt)
-    missing = missing_requirements(extra) if extra else []
-    return f"{fmt} export needs: {install_command(extra)} (missing {', '.join(missing)})" if missing else None
 
 
 class Bound:
@@ -84,8 +71,10 @@ def _plain(value):
     return value
 
 
-def model_card(cfg: dict, metrics: dict | None, zoo_id: str | None) -> str:
-    """A model card: YAML front matter (license, method, data, metrics) and how to load the weights."""
+def model_card(cfg: dict, metrics: dict | None, zoo_id: str | None, defaults: dict | None = None) -> str:
+    """A model card: YAML front matter (license, method, data, metrics), how to load the weights and the command
+    that trains them (``defaults``: the module's constructor defaults as ``{"model.<arg>": value}``, which the
+    command leaves out)."""
     card = cfg.get("card") or {}
     front = {
         "zoo_id": zoo_id,
@@ -111,7 +100,9 @@ def model_card(cfg: dict, metrics: dict | None, zoo_id: str | None) -> str:
         f"model = zoo.load({(zoo_id or 'PATH')!r})  # verifies sha256",
         "```",
         "",
-        f"Reproduce: `python train.py recipe={front['recipe']}` (the resolved recipe is config.yaml).",
+        f"Reproduce: `{reproduce_command(cfg, defaults)}` (the resolved recipe is config.yaml)."
+        if cfg.get("_recipe")
+        else "Reproduce: no recipe file was recorded; config.yaml holds the resolved recipe.",
         "",
         f"Method card: zoo/methods/{cfg['method'].replace('-', '_')}/README.md",
         "",
@@ -161,13 +152,14 @@ def write_package(module, cfg: dict, out_dir: Path, metrics: dict | None = None,
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(out_dir / "model.safetensors", 0o666 & ~umask)  # safetensors writes 0600; readable like the others
+    from zoo.core.registry import constructor_defaults, constructor_kwargs
+
     clean = {k: v for k, v in cfg.items() if k not in ("resume", "init_from")}
     if module.hparams:
-        from zoo.core.registry import constructor_kwargs
-
         clean["model"] = _plain(constructor_kwargs(type(module), dict(module.hparams)))
     (out_dir / "config.yaml").write_text(yaml.safe_dump(clean, sort_keys=False))
-    (out_dir / "README.md").write_text(model_card(cfg, metrics, zoo_id))
+    defaults = {f"model.{k}": v for k, v in constructor_defaults(type(module)).items()}
+    (out_dir / "README.md").write_text(model_card(cfg, metrics, zoo_id, defaults))
     for name, src in module.package_extras().items():
         dst = out_dir / name
         if Path(src).is_dir():

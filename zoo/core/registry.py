@@ -217,6 +217,12 @@ def check_kwargs(cls: type, kwargs: dict[str, Any], where: str) -> None:
             )
 
 
+def constructor_defaults(cls) -> dict[str, Any]:
+    """``{argument: default}`` of ``cls.__init__`` for every argument that has one."""
+    params = inspect.signature(cls.__init__).parameters
+    return {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
+
+
 def constructor_kwargs(cls, kwargs: dict) -> dict:
     """``kwargs`` restricted to what ``cls.__init__`` takes (saved hparams may carry extra entries)."""
     params = inspect.signature(cls.__init__).parameters
