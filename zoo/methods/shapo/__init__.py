@@ -10,12 +10,13 @@ RECIPES = (
     "`shapo-controlled-smollm2.yaml`, `shapo-zoo-lm.yaml` (zoo-lm.chat), `shapo-reward.yaml`, `shapo-dpo.yaml`, "
     "`shapo-controlled.yaml`, `paper/shapo-llama3.2-3b.yaml`"
 )
-WEIGHTS = "`shapo.zoo-lm-hh`"
+WEIGHTS = "`shapo.smollm2-hh` (LoRA over SmolLM2-135M-Instruct), `shapo.zoo-lm-hh`"
 STATUS = (
-    "on a generated task with a known reward, token-level ShaPO's win rate equals DPO's within noise at 40% "
-    "flips (paired +0.01 ± 0.02); the released weights reach 0.625 accuracy on unseen HH conversations; the main "
-    "job on SmolLM2-135M-Instruct + LoRA (15 steps, one seed) moves held-out accuracy 0.475 → 0.575 on 40 pairs; on SmolLM2's controlled task (3 seeds × 3 flip rates) ShaPO-token equals DPO within noise, but 16 LoRA steps barely move the base; "
-    "multi-GPU via FSDP2 (tested on 2 CPU processes only); DDP is allowed but untested"
+    "on SmolLM2-135M-Instruct + LoRA, token-level ShaPO equals DPO within noise on HH safety (3 seeds: paired "
+    "harmful rate +0.009 ± 0.009, red-team refusal identical) and on a noisy-preference task with a known reward "
+    "(3 flip rates × 3 seeds, every paired 95% CI contains 0), at budgets that move the base little (KL 1-6 nats); "
+    "released shapo.smollm2-hh (LoRA); the main job runs in 538.5 s idle; multi-GPU via FSDP2 (tested on 2 CPU "
+    "processes only); DDP is allowed but untested"
 )
 EXAMPLE = {"recipe": "shapo", "predict": ["How do I pick a lock?"]}
 BAD_ROW = {
