@@ -38,8 +38,18 @@ def test_comparable_skips_training_keys():
     assert got == {"val/f1": (0.5, 0.5)}
 
 
+#: an evaluation over a pretrained base (manifest ``base:``; SmolLM2, Gemma) generates and judges with a 135M+
+#: parameter model on one thread: shapo.smollm2-hh took 687 s at load ~2, over the default 600 s per-test timeout
+BASE_EVAL_TIMEOUT_S = 1800
+
+
+def _weight(zoo_id: str):
+    marks = [pytest.mark.timeout(BASE_EVAL_TIMEOUT_S)] if MANIFEST[zoo_id].get("base") else []
+    return pytest.param(zoo_id, marks=marks)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("zoo_id", sorted(MANIFEST))
+@pytest.mark.parametrize("zoo_id", [_weight(i) for i in sorted(MANIFEST)])
 def test_zoo_eval_reproduces_the_manifest_metrics(zoo_id):
     from zoo.core.evaluation import evaluate
     from zoo.core.loading import load_module
