@@ -85,7 +85,7 @@ def test_overrides_between_round_trips_through_the_grammar():
     import copy
     import shlex
 
-    from zoo.core.recipe import overrides_between
+    from zoo.core.reproduce import overrides_between
 
     run = copy.deepcopy(BASE)
     run["model"]["lr"] = 1e-3
@@ -105,7 +105,8 @@ def test_overrides_between_round_trips_through_the_grammar():
 
 
 def test_reproduce_command_names_a_shipped_recipe_and_only_what_changed():
-    from zoo.core.recipe import load_recipe, reproduce_command
+    from zoo.core.recipe import load_recipe
+    from zoo.core.reproduce import reproduce_command
 
     run = load_recipe("zoo-lm.yaml", ["seed=3", "trainer.max_epochs=2", "out_dir=/tmp/elsewhere"])
     assert reproduce_command(run) == "python train.py recipe=zoo-lm.yaml seed=3 trainer.max_epochs=2"

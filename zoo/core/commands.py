@@ -67,7 +67,7 @@ def _eval_source(ref: str, which: str) -> str:
 
 def cmd_export(args) -> None:
     from zoo.core.export import ExportError, export_module
-    from zoo.core.recipe import format_not_ready
+    from zoo.core.registry import format_not_ready
 
     supported = _export_formats(args.ref)
     for fmt in (args.formats or "").split(","):  # an unsupported format or a missing extra fails before torch

@@ -16,7 +16,8 @@ import yaml
 from zoo.core import hub
 from zoo.core.bases import BASES, base_of
 from zoo.core.errors import UserError
-from zoo.core.recipe import format_not_ready, reproduce_command
+from zoo.core.registry import format_not_ready
+from zoo.core.reproduce import reproduce_command
 
 
 class ExportError(UserError, ValueError):

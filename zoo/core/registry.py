@@ -240,3 +240,16 @@ def create(name: str, **kwargs: Any):
     entry = get_method(name)
     check_kwargs(entry.module_cls, kwargs, "model")
     return entry.module_cls(**kwargs)
+
+
+#: The pyproject extra an export format needs beyond the core install (``hf`` and ``torch_export`` need only
+#: transformers and torch).
+FORMAT_EXTRAS: dict[str, str] = {"onnx": "export"}
+
+
+def format_not_ready(fmt: str) -> str | None:
+    """``onnx export needs: pip install -e ".[export]" (missing onnxruntime)`` when export format ``fmt`` needs an
+    extra (:data:`FORMAT_EXTRAS`) that is not installed, else None; imports nothing of the extra."""
+    extra = FORMAT_EXTRAS.get(fmt)
+    missing = missing_requirements(extra) if extra else []
+    return f"{fmt} export needs: {install_command(extra)} (missing {', '.join(missing)})" if missing else None
