@@ -54,8 +54,7 @@ def overrides_between(recipe: dict, run: dict, defaults: dict | None = None) -> 
 def reproduce_command(run: dict, defaults: dict | None = None) -> str:
     """``python train.py recipe=NAME k=v ...``: the command that trains ``run`` (a resolved recipe with ``_recipe``)
     from the recipe as shipped now, every override shell-quoted (``defaults``: see :func:`overrides_between`). A
-    recipe that no longer loads gives the bare
-    ``recipe=NAME`` with a pointer to the resolved file.
+    recipe that no longer loads gives the bare ``recipe=NAME`` with a pointer to the resolved file.
 
     Raises:
         KeyError: ``run`` has no ``_recipe``.
