@@ -1,6 +1,6 @@
 """RLCracker's tables and pictures (results/rlcracker/*.json, docs/rlcracker/*.png).
 
-    python -m zoo.methods.rlcracker.experiments removal --unigram RUN_OR_ID --kgw RUN_OR_ID \
+    python -m zoo.methods.rlcracker.experiments removal --unigram RUN_OR_ID [...] --kgw RUN_OR_ID [...] \
         [--unigram-no-token RUN_OR_ID] [--copier rlcracker.copy] [--n-short 40 --n-long 20] [--seeds 0 1 2]
     python -m zoo.methods.rlcracker.experiments radius --run RUN_DIR --watermark unigram [--copier rlcracker.copy]
     python -m zoo.methods.rlcracker.experiments calibration
@@ -8,7 +8,8 @@
 
 ``removal``: {KGW, Unigram} × {short, long} × attacks × seeds on the first n test texts of data/rlcracker
 (rows ``seed, watermark, length, attack, removal, success, sim``), the substitution sweep (z vs similarity) and z
-histograms before/after. ``radius``: every checkpoint of a stage-1 run on the val texts: per-token
+histograms before/after. An attack takes one run (every seed samples from it) or one run per seed (the row's seed
+is then the attacker's training seed too). ``radius``: every checkpoint of a stage-1 run on the val texts: per-token
 KL(π_θ‖π_0) against success and z; r̂ = the KL where success first reaches 50% (ours, notes §3.1).
 ``calibration``: MiniLM similarity of same-question and unrelated answer pairs (to judge the 0.7 cut) and the
 detectors' AUC on marked vs unmarked answers.
@@ -88,16 +89,40 @@ def reusable_rows(path: Path) -> tuple[list[dict], dict]:
     return list(doc["rows"]), {"file": str(path), "git_sha": prov["git_sha"], "date": prov.get("date")}
 
 
+def attacker_per_seed(runs: list[str], seeds: list[int]) -> dict[int, str]:
+    """Which attacker run rewrites the texts of each evaluation seed.
+
+    No run: no attacker. One run serves every seed (the seeds then vary only the sampling); ``k`` runs, one per training seed, pair up
+    with the ``k`` evaluation seeds in order, so a table row's seed is the attacker's training seed as well.
+
+    Raises:
+        SystemExit: more than one run, but not one per seed.
+    """
+    if not runs:
+        return {}
+    if len(runs) == 1:
+        return dict.fromkeys(seeds, runs[0])
+    if len(runs) != len(seeds):
+        raise SystemExit(f"{len(runs)} attacker runs for {len(seeds)} seeds {seeds}: give one run, or one per seed")
+    return dict(zip(seeds, runs))
+
+
 def removal(args) -> None:
     torch.set_num_threads(1)
     copier = _load(args.copier)
-    attackers = {
+    given = {
         ("unigram", "rlcracker"): args.unigram,
         ("kgw", "rlcracker"): args.kgw,
         ("unigram", "rlcracker-no-token-reward"): args.unigram_no_token,
         ("kgw", "rlcracker-no-token-reward"): args.kgw_no_token,
     }
-    attackers = {k: _load(v) for k, v in attackers.items() if v}
+    loaded: dict[str, object] = {}  # one module per distinct run, however many (watermark, seed) cells use it
+    attackers = {}
+    for (w, a), refs in given.items():
+        for seed, ref in attacker_per_seed(refs or [], args.seeds).items():
+            if ref not in loaded:
+                loaded[ref] = _load(ref)
+            attackers[(w, a, seed)] = loaded[ref]
     tok = copier.tokenizer
     rows, sweep, hist = [], [], {}
     old, reused = Path(f"results/rlcracker/removal{args.suffix}.json"), None
@@ -113,7 +138,10 @@ def removal(args) -> None:
             for seed in args.seeds:
                 g = torch.Generator().manual_seed(seed)
                 torch.manual_seed(seed)
-                models = {"plain-paraphrase": copier, **{a: m for (w, a), m in attackers.items() if w == wname}}
+                models = {
+                    "plain-paraphrase": copier,
+                    **{a: m for (w, a, s), m in attackers.items() if w == wname and s == seed},
+                }
                 for name in ("none", "regenerate", "random-substitution", "minilm-swap", *models):
                     if (wname, length, seed, name) in done and name != "none":
                         continue
@@ -329,7 +357,7 @@ def main(argv=None) -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("removal")
     for k in ("unigram", "kgw", "unigram-no-token", "kgw-no-token"):
-        r.add_argument(f"--{k}")
+        r.add_argument(f"--{k}", nargs="+", help="an attacker run or id, or one per --seeds (its training seed)")
     r.add_argument("--copier", default="rlcracker.copy")
     r.add_argument("--n-short", type=int, default=200)
     r.add_argument("--n-long", type=int, default=100)
