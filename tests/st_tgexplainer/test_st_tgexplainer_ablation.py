@@ -31,7 +31,7 @@ def test_every_ablation_configuration_composes():
 def test_training_to_convergence_in_resumed_calls_equals_one_call(tmp_path):
     """``fit_until_converged`` one epoch per call (resuming from last.ckpt) stops where one uninterrupted call stops,
     with the same best epoch, validation AP and weights."""
-    from zoo.methods.st_tgexplainer.experiments import fit_until_converged
+    from zoo.methods.st_tgexplainer.fitting import fit_until_converged
 
     cfg = compose_and_validate(
         [

@@ -11,7 +11,7 @@ here (``model.fidelity_levels=[]``), only link prediction.
     python -m zoo.methods.st_tgexplainer.transfer --seeds 0 --epochs 50 --patience 5 --source RUN/best.ckpt
 
 ``--budgets`` lists training-event budgets (the first N training events; 0 = all of them). With ``--patience`` both
-arms train to convergence (early stopping on val/ap, up to ``--epochs``; :func:`.experiments.fit_until_converged`),
+arms train to convergence (early stopping on val/ap, up to ``--epochs``; :func:`.fitting.fit_until_converged`),
 in resumable calls of ``--epochs-per-call`` epochs: rerun the command until it writes the table. ``--source`` is the
 zoo id or ``.ckpt`` file the fine-tuned arm starts from.
 
@@ -31,7 +31,7 @@ import torch
 from zoo.cli import compose_and_validate
 from zoo.core.build import build_datamodule, build_module
 from zoo.core.data import set_seed
-from zoo.methods.st_tgexplainer.experiments import fit_until_converged
+from zoo.methods.st_tgexplainer.fitting import fit_until_converged
 from zoo.methods.st_tgexplainer.module import STTGExplainer
 
 SOURCE = "st-tgexplainer.collegemsg"
