@@ -22,6 +22,15 @@ def test_bit_layout_is_row_i_at_bit_i_mod_64():
     assert int(w[0]) == (1 << 0) | (1 << 5) and int(w[1]) == (1 << 0) | (1 << 5)
 
 
-def test_pack_rejects_non_binary():
+@pytest.mark.parametrize(
+    "bad", [np.array([[0, 2]]), np.array([[-1, 0]]), np.array([[0.0, 0.5]]), np.array([[1, 0]], dtype=np.uint8) * 3]
+)
+def test_pack_rejects_non_binary(bad):
     with pytest.raises(ValueError, match="0/1"):
-        pack_columns(np.array([[0, 2]]))
+        pack_columns(bad)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint8, np.int64, np.float32])
+def test_pack_accepts_zeros_and_ones_of_any_dtype(dtype):
+    X = np.array([[1, 0], [0, 1], [1, 1]], dtype=dtype)
+    assert pack_columns(X).tolist() == [[0b101], [0b110]]
