@@ -1,6 +1,8 @@
 """The CRH protocol end to end for one LM: pairs -> last-token difference vectors -> the four directions and the
 cylinder geometry -> steered generations -> labels -> steerability (§5.2-5.5). Shared by ``CRHModule`` (a recipe
-run) and ``experiments.py`` (the seed x layer grid)."""
+run) and ``experiments.py`` (the seed x layer grid). One file (~450 lines) because it is one ordered protocol whose
+steps hand each other the same pairs, vectors and labels; the geometry, labels and steering it calls live in their
+own modules."""
 
 from __future__ import annotations
 

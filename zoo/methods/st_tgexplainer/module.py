@@ -1,4 +1,8 @@
-"""``st-tgexplainer``: the LightningModule (manual optimisation: main model + discriminator)."""
+"""``st-tgexplainer``: the LightningModule (manual optimisation: main model + discriminator).
+
+One class over ~400 lines: its two optimisers, the loss terms' schedule and the transfer/resize of node-indexed
+weights share the module's state; the network is in ``networks.py``, the losses in ``losses.py``, the data in
+``datamodule.py``/``data.py``, the explanation measures in ``explain.py``."""
 
 from __future__ import annotations
 

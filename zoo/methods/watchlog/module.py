@@ -2,7 +2,8 @@
 causal-LM explanation (WatchLog, ICML 2026; only the abstract is public, see README.md for what is ours).
 
 Construction, the losses of the four stages and threshold calibration live here; verdicts, explanations and
-``zoo predict`` in ``inference.py``; the baselines in ``baselines.py``.
+``zoo predict`` in ``inference.py``; the baselines in ``baselines.py``. The class stays one file (~450 lines): the
+four stages switch the same encoders, decoder and loss weights on and off, so splitting it would scatter one state.
 """
 
 from __future__ import annotations
