@@ -190,6 +190,124 @@ def in_child(fn, args, timeout):
     return {"error": f"timeout after {timeout} s"}
 
 
+MEMORY_KEYS = ("peak_mib", "rss_mib", "file_mib", "how")
+
+
+def fresh_memory(fn, name: str, tail: tuple) -> dict:
+    """``fn(X, y, *tail)`` (one of the measured enumerator calls) on data file ``name``, in this (freshly spawned)
+    interpreter: its resident-memory growth is then its own need, not a reuse of memory an earlier call freed. The
+    numba kernels are compiled or loaded first (a tiny problem), outside the measured call, as for the timed runs."""
+    X, y = load(name)
+    if fn is _ours and resolve_backend("auto") == "numba":
+        warm_up()
+    gc.collect()
+    return fn(X, y, *tail)
+
+
+def measure_setting(name: str, lam: float, d: int, eps: float, args) -> dict:
+    """One setting's row: every enumerator timed and measured in forked children of this process, then recall.
+
+    Memory is measured apart, each side's call alone in a freshly spawned interpreter (:func:`fresh_memory`): a
+    forked child reuses whatever its parent freed (an earlier setting's 20-million-tree MONK-2 graph, a warm-up call)
+    without growing its resident set, so the timed children's memory figures are not kept.
+    """
+    X, y = load(name)
+    setting = f"{name.removesuffix('.csv')} lam={lam} d={d} eps={eps}"
+    numba = resolve_backend("auto") == "numba"
+    if numba:
+        warm_up()  # compiles (or loads) the numba kernels before the timed children fork
+        # the tiny warm_up left each forked child ~0.2 s of first-call work on MONK-2 with a cold cache: this exact
+        # call, untimed, before forking
+        fit_rashomon(X, y, lam, d, eps, backend="auto")
+    # the parent's objects go to the permanent generation: otherwise the first full collection in each forked
+    # child walks the whole inherited heap (torch, pandas, TreeFARMS imports), copying its pages: 0.13 s and
+    # 3.3 MiB of a 0.06 s, 0.1 MiB MONK-2 call, charged to whichever side it hits (the Python sides, not C++)
+    gc.collect()
+    gc.freeze()
+    ours, ref, cpp = interleaved_best(
+        args.repeats,
+        {
+            "ours": (_ours, (X, y, lam, d, eps, "auto")),
+            "numpy": (_ours, (X, y, lam, d, eps, "numpy")),
+            "cpp": (_tree_praxis, (X, y, lam, d, eps)),
+        },
+        args.timeout,
+    )
+    tf = best_of(args.tf_repeats, _treefarms, (X, y, lam, d, eps, args.timeout), args.timeout + 30)
+    for side, fn, tail in (
+        (ours, _ours, (lam, d, eps, "auto")),
+        (cpp, _tree_praxis, (lam, d, eps)),
+        (tf, _treefarms, (lam, d, eps, args.timeout)),
+    ):
+        if "error" not in side:
+            side.update({k: v for k, v in in_fresh_process(fresh_memory, (fn, name, tail)).items() if k in MEMORY_KEYS})
+    rec = rec_all = n_exact = None
+    if "error" not in tf and not tf.get("timeout"):
+        trees = in_child(_tf_trees, (X, y, lam, d, eps, args.timeout), args.timeout + 30)
+        if isinstance(trees, list):
+            rs = fit_rashomon(X, y, lam, d, eps)
+            exact, _ = within_bound(rs.problem, trees, eps)
+            memo: dict = {}
+            found = [contains(rs.problem, rs.root, rs.problem.root, t, memo) for t in trees]
+            inside = {id(t) for t in exact}
+            rec_all = sum(found) / len(trees) if trees else 1.0
+            rec = (sum(f for t, f in zip(trees, found) if id(t) in inside) / len(exact)) if exact else 1.0
+            n_exact = len(exact)
+    row = {
+        "setting": setting,
+        "n": len(y),
+        "features": int(X.shape[1]),
+        "backend": resolve_backend("auto"),
+        "ours_numpy_s": ref.get("seconds"),
+        "numpy_same_set": (ref.get("n_trees"), ref.get("min_objective"))
+        == (ours.get("n_trees"), ours.get("min_objective")),
+        "ours_s": ours.get("seconds"),
+        "tree_praxis_s": cpp.get("seconds"),
+        "treefarms_s": tf.get("seconds"),
+        "ours_wall_s": ours.get("wall_seconds"),
+        "tree_praxis_wall_s": cpp.get("wall_seconds"),
+        "treefarms_wall_s": tf.get("wall_seconds"),
+        "ours_peak_mib": ours.get("peak_mib"),
+        "tree_praxis_peak_mib": cpp.get("peak_mib"),
+        "treefarms_peak_mib": tf.get("peak_mib"),
+        "ours_rss_mib": ours.get("rss_mib"),
+        "tree_praxis_rss_mib": cpp.get("rss_mib"),
+        "treefarms_rss_mib": tf.get("rss_mib"),
+        "ours_trees": ours.get("n_trees"),
+        "tree_praxis_trees": cpp.get("n_trees"),
+        "identical_to_tree_praxis": (
+            ours.get("n_trees") == cpp.get("n_trees")
+            and ours.get("min_objective") == cpp.get("min_objective")
+            and "error" not in ours
+        ),
+        "treefarms_trees": tf.get("n_trees"),
+        "treefarms_trees_within_bound": n_exact,
+        "recall_of_treefarms": rec,
+        "recall_of_all_treefarms_output": rec_all,
+        "errors": {k: v["error"] for k, v in (("ours", ours), ("tree_praxis", cpp), ("treefarms", tf)) if "error" in v},
+    }
+
+    row["speedup_vs_treefarms"] = ratio(row, "treefarms_s", "ours_s")
+    row["memory_ratio_vs_treefarms"] = memory_ratio(row["treefarms_peak_mib"], row["ours_peak_mib"])
+    row["rss_ratio_vs_treefarms"] = ratio(row, "treefarms_rss_mib", "ours_rss_mib")
+    row["slowdown_vs_tree_praxis"] = ratio(row, "ours_s", "tree_praxis_s")
+    row["numpy_slowdown_vs_tree_praxis"] = ratio(row, "ours_numpy_s", "tree_praxis_s")
+    return row
+
+
+def in_fresh_process(fn, args):
+    """``fn(*args)`` in a newly spawned interpreter (a clean heap); its return value."""
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child, fn, args))
+    proc.start()
+    status, value = parent.recv()
+    proc.join()
+    if status != "ok":
+        raise RuntimeError(value)
+    return value
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="two small settings only")
@@ -206,9 +324,6 @@ def main(argv=None) -> int:
         + (f" --json {args.json}" if args.json else "")
     )
     rows = []
-    numba = resolve_backend("auto") == "numba"
-    if numba:
-        warm_up()  # compiles (or loads) the numba kernels before the timed children fork
     print("times: CPU seconds, least of repeats; memory: private peak (RSS growth less file pages faulted in, MiB)")
     print(
         f"{'setting':42s} {'ours s':>8s} {'C++ s':>8s} {'TF s':>8s} {'ours MiB':>9s} {'C++ MiB':>8s} {'TF MiB':>8s}"
@@ -216,78 +331,7 @@ def main(argv=None) -> int:
         f" {'ours/C++ t':>10s} {'numpy/C++':>9s}"
     )
     for name, lam, d, eps in QUICK if args.quick else SETTINGS:
-        X, y = load(name)
-        setting = f"{name.removesuffix('.csv')} lam={lam} d={d} eps={eps}"
-        if numba:  # the tiny warm_up left each forked child ~0.2 s of first-call work on MONK-2 with a cold cache
-            fit_rashomon(X, y, lam, d, eps, backend="auto")  # this exact call, untimed, in the parent before forking
-        # the parent's objects go to the permanent generation: otherwise the first full collection in each forked
-        # child walks the whole inherited heap (torch, pandas, TreeFARMS imports), copying its pages: 0.13 s and
-        # 3.3 MiB of a 0.06 s, 0.1 MiB MONK-2 call, charged to whichever side it hits (the Python sides, not C++)
-        gc.collect()
-        gc.freeze()
-        ours, ref, cpp = interleaved_best(
-            args.repeats,
-            {
-                "ours": (_ours, (X, y, lam, d, eps, "auto")),
-                "numpy": (_ours, (X, y, lam, d, eps, "numpy")),
-                "cpp": (_tree_praxis, (X, y, lam, d, eps)),
-            },
-            args.timeout,
-        )
-        tf = best_of(args.tf_repeats, _treefarms, (X, y, lam, d, eps, args.timeout), args.timeout + 30)
-        rec = rec_all = n_exact = None
-        if "error" not in tf and not tf.get("timeout"):
-            trees = in_child(_tf_trees, (X, y, lam, d, eps, args.timeout), args.timeout + 30)
-            if isinstance(trees, list):
-                rs = fit_rashomon(X, y, lam, d, eps)
-                exact, _ = within_bound(rs.problem, trees, eps)
-                memo: dict = {}
-                found = [contains(rs.problem, rs.root, rs.problem.root, t, memo) for t in trees]
-                inside = {id(t) for t in exact}
-                rec_all = sum(found) / len(trees) if trees else 1.0
-                rec = (sum(f for t, f in zip(trees, found) if id(t) in inside) / len(exact)) if exact else 1.0
-                n_exact = len(exact)
-        row = {
-            "setting": setting,
-            "n": len(y),
-            "features": int(X.shape[1]),
-            "backend": resolve_backend("auto"),
-            "ours_numpy_s": ref.get("seconds"),
-            "numpy_same_set": (ref.get("n_trees"), ref.get("min_objective"))
-            == (ours.get("n_trees"), ours.get("min_objective")),
-            "ours_s": ours.get("seconds"),
-            "tree_praxis_s": cpp.get("seconds"),
-            "treefarms_s": tf.get("seconds"),
-            "ours_wall_s": ours.get("wall_seconds"),
-            "tree_praxis_wall_s": cpp.get("wall_seconds"),
-            "treefarms_wall_s": tf.get("wall_seconds"),
-            "ours_peak_mib": ours.get("peak_mib"),
-            "tree_praxis_peak_mib": cpp.get("peak_mib"),
-            "treefarms_peak_mib": tf.get("peak_mib"),
-            "ours_rss_mib": ours.get("rss_mib"),
-            "tree_praxis_rss_mib": cpp.get("rss_mib"),
-            "treefarms_rss_mib": tf.get("rss_mib"),
-            "ours_trees": ours.get("n_trees"),
-            "tree_praxis_trees": cpp.get("n_trees"),
-            "identical_to_tree_praxis": (
-                ours.get("n_trees") == cpp.get("n_trees")
-                and ours.get("min_objective") == cpp.get("min_objective")
-                and "error" not in ours
-            ),
-            "treefarms_trees": tf.get("n_trees"),
-            "treefarms_trees_within_bound": n_exact,
-            "recall_of_treefarms": rec,
-            "recall_of_all_treefarms_output": rec_all,
-            "errors": {
-                k: v["error"] for k, v in (("ours", ours), ("tree_praxis", cpp), ("treefarms", tf)) if "error" in v
-            },
-        }
-
-        row["speedup_vs_treefarms"] = ratio(row, "treefarms_s", "ours_s")
-        row["memory_ratio_vs_treefarms"] = memory_ratio(row["treefarms_peak_mib"], row["ours_peak_mib"])
-        row["rss_ratio_vs_treefarms"] = ratio(row, "treefarms_rss_mib", "ours_rss_mib")
-        row["slowdown_vs_tree_praxis"] = ratio(row, "ours_s", "tree_praxis_s")
-        row["numpy_slowdown_vs_tree_praxis"] = ratio(row, "ours_numpy_s", "tree_praxis_s")
+        row = in_fresh_process(measure_setting, (name, lam, d, eps, args))
         rows.append(row)
 
         def f(v, fmt):
@@ -296,11 +340,11 @@ def main(argv=None) -> int:
             return format(v, fmt) if isinstance(v, (int, float)) and v is not None else "-"
 
         print(
-            f"{setting:42s} {f(row['ours_s'], '8.3f')} {f(row['tree_praxis_s'], '8.3f')} "
+            f"{row['setting']:42s} {f(row['ours_s'], '8.3f')} {f(row['tree_praxis_s'], '8.3f')} "
             f"{f(row['treefarms_s'], '8.2f')} {f(row['ours_peak_mib'], '9.1f')} "
             f"{f(row['tree_praxis_peak_mib'], '8.1f')} {f(row['treefarms_peak_mib'], '8.1f')} "
             f"{f(row['ours_trees'], '10d')} {row['identical_to_tree_praxis']!s:>5s} "
-            f"{f(row['treefarms_trees'], '9d')} {f(n_exact, '9d')} {f(rec, '7.3f')} {f(rec_all, '7.3f')} {f(row['speedup_vs_treefarms'], '9.1f')} "
+            f"{f(row['treefarms_trees'], '9d')} {f(row['treefarms_trees_within_bound'], '9d')} {f(row['recall_of_treefarms'], '7.3f')} {f(row['recall_of_all_treefarms_output'], '7.3f')} {f(row['speedup_vs_treefarms'], '9.1f')} "
             f"{f(row['memory_ratio_vs_treefarms'], '9.1f')} {f(row['slowdown_vs_tree_praxis'], '10.1f')} "
             f"{f(row['numpy_slowdown_vs_tree_praxis'], '9.1f')}"
             + (f"  errors: {row['errors']}" if row["errors"] else ""),
@@ -316,11 +360,12 @@ def write_tables(out: Path, rows: list[dict], command: str, converted_from: str 
 
     notes = (
         "Each enumerator runs in a forked child of one process (times are CPU seconds, the least of several runs, "
-        "with the matching wall time beside them). Memory (zoo.core.measure): 'MiB' is the call's private peak, the "
-        "growth of resident memory less the file-backed pages faulted in during the call: a forked child does not "
-        "inherit its parent's page-table entries for file mappings, so library code the parent already ran is "
-        "faulted in again in every child and counted as growth (praxis on COMPAS d 3: 3.5 MiB, all of it file "
-        "pages); 'RSS growth' is the whole growth, those pages included. 'ours' uses the compiled depth-2 kernel when numba is installed (compiled or loaded from its cache, and the setting's own call run once untimed in the parent, before the timed children fork, as the C++ package is compiled ahead: with a cold numba cache the tiny warm-up alone left each child ~0.2 s of first-call work on MONK-2; and the parent's objects frozen out of the garbage collector (gc.freeze) before forking, since a child's first full collection otherwise walks the whole inherited heap); ours, the numpy path and tree-praxis run interleaved, alternating order; 'ours numpy-path' is the reference path in the same run. TreeFARMS gets depth_budget = d + 1 and regularization = round(lam n)/n. Recall is over "
+        "with the matching wall time beside them). Memory (zoo.core.measure) is measured apart: each side's call alone in a "
+        "freshly spawned interpreter (after the imports and, for ours, loading the numba kernels), since a forked "
+        "child reuses what its parent freed (a warm-up call, an earlier setting) without growing its resident set. "
+        "'MiB' is the call's private peak, the growth of resident memory less the file-backed pages faulted in "
+        "during the call (library code running for the first time: ours 3.5 MiB on COMPAS d 3, nearly all of its "
+        "growth there); 'RSS growth' is the whole growth, those pages included. 'ours' uses the compiled depth-2 kernel when numba is installed (compiled or loaded from its cache, and the setting's own call run once untimed in the parent, before the timed children fork, as the C++ package is compiled ahead: with a cold numba cache the tiny warm-up alone left each child ~0.2 s of first-call work on MONK-2; each setting runs in a freshly spawned interpreter; and the parent's objects frozen out of the garbage collector (gc.freeze) before forking, since a child's first full collection otherwise walks the whole inherited heap); ours, the numpy path and tree-praxis run interleaved, alternating order; 'ours numpy-path' is the reference path in the same run. TreeFARMS gets depth_budget = d + 1 and regularization = round(lam n)/n. Recall is over "
         "TreeFARMS' trees with objective <= (1 + eps) x optimum, the exact Rashomon set (TreeFARMS 0.2.4 also "
         "returned trees above that bound on some settings); 'share of all TreeFARMS output' counts every tree "
         "it returned. The machine is a shared "
