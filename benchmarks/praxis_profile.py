@@ -209,7 +209,7 @@ def main(argv=None) -> int:
                 f"{name}, lambda {lam}, depth {d}, eps {eps}: ms per fit_rashomon + histogram call, median of "
                 f"{args.repeats} stage-timed calls; each stage's own time (its wrapped calls' time less the wrapped "
                 "calls nested in them); the CONSTRUCT recursion row is what no wrapper claims. " + t.describe() + " "
-                f"Load {load_before} -> {machine_load()}. Totals: {totals}."
+                f"Machine: {load_before} -> {machine_load()}. Totals: {totals}."
             ),
             packages=["tree-praxis", "numba"],
             extra={"totals": totals, "setting": {"data": name, "lambda": lam, "depth": d, "eps": eps}},
