@@ -16,6 +16,8 @@ from zoo.core.data import set_seed
 
 
 def trainer(max_epochs: int) -> L.Trainer:
+    """A one-CPU Lightning trainer for ``max_epochs`` epochs with no validation, logging, checkpoints or progress bar
+    (the experiment scripts validate and checkpoint themselves)."""
     return L.Trainer(
         accelerator="cpu",
         devices=1,

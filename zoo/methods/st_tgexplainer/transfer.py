@@ -25,13 +25,13 @@ import argparse
 import time
 from pathlib import Path
 
-import lightning as L
 import torch
 
 from zoo.cli import compose_and_validate
 from zoo.core.build import build_datamodule, build_module
 from zoo.core.data import set_seed
 from zoo.methods.st_tgexplainer.fitting import fit_until_converged
+from zoo.methods.st_tgexplainer.fitting import trainer as one_cpu_trainer
 from zoo.methods.st_tgexplainer.module import STTGExplainer
 
 SOURCE = "st-tgexplainer.collegemsg"
@@ -76,16 +76,7 @@ def run_arm(
         }
     set_seed(seed)
     module, dm = build_module(cfg), build_datamodule(cfg)
-    trainer = L.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=epochs,
-        limit_val_batches=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = one_cpu_trainer(epochs)
     start = time.perf_counter()
     trainer.fit(module, datamodule=dm)
     seconds = time.perf_counter() - start
