@@ -1,6 +1,7 @@
 """The st-tgexplainer tables from raw per-seed records: one row per (model, seed), ACC-AUC by hand (issue 11)."""
 
 import pytest
+import torch
 
 from zoo.core.results import summarise
 from zoo.methods.st_tgexplainer.experiments import curve_rows, table_rows
@@ -47,3 +48,53 @@ def test_table_and_curve_rows_by_hand():
         "GM random": 0.5,
         "GM gradient": 0.6,
     }
+
+
+TINY = ["overlay=tiny/st-tgexplainer.yaml", "trainer.max_steps=-1"]
+
+
+def test_tgn_early_stopping_keeps_the_best_validation_epoch():
+    from zoo.cli import compose_and_validate
+    from zoo.core.build import build_datamodule
+    from zoo.methods.st_tgexplainer import tgn
+
+    cfg = compose_and_validate(["recipe=st-tgexplainer.yaml", *TINY])
+    dm = build_datamodule(cfg)
+    dm.setup("fit")
+    model = tgn.build_tgn(dm)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    with pytest.raises(ValueError, match="patience"):
+        tgn.train_until_converged(model, dm, opt, torch.Generator().manual_seed(0), 0, 3)
+    best, info = tgn.train_until_converged(model, dm, opt, torch.Generator().manual_seed(0), 1, 4)
+    assert 1 <= info["best_epoch"] <= info["epochs"] <= 4 and info["train_seconds"] > 0
+    assert best["val/ap"] == info["best_val_ap"] and 0 <= best["test/ap"] <= 1 and "test/mrr" in best
+    # patience 1: it stops at the first epoch without a new best, i.e. one epoch after the best, or at the cap
+    assert info["epochs"] == (info["best_epoch"] + 1 if info["early_stopped"] else 4)
+
+
+def test_converged_run_resumes_then_writes_its_own_table(tmp_path, monkeypatch):
+    """``run --patience`` trains in resumable calls (a record only once both models have stopped), keeps its
+    records apart from the fixed-epoch ones, and ``aggregate --converged`` tables epochs and best epochs."""
+    import argparse
+    import json
+
+    from zoo.methods.st_tgexplainer import experiments
+
+    monkeypatch.setattr(experiments, "OUT", tmp_path / "results" / "st-tgexplainer")
+    args = argparse.Namespace(
+        recipe="st-tgexplainer.yaml", seed=0, fid_events=32, override=TINY, tgn_lr=None, only_tgn=False,
+        patience=1, max_epochs=3, epochs_per_call=1, run_dir=str(tmp_path / "runs"),
+    )  # fmt: skip
+    calls = 1
+    while not (path := experiments.run(args)).is_file():
+        calls += 1
+        assert calls <= 4
+    assert calls >= 2 and path.parent.name == "raw-converged"
+    rec = json.loads(path.read_text())
+    for key in ("st", "gm", "tgn"):
+        assert 1 <= rec[key]["best_epoch"] <= rec[key]["epochs"] <= 3, key
+    experiments.aggregate(argparse.Namespace(converged=True))
+    table = json.loads((tmp_path / "results" / "st-tgexplainer" / "collegemsg-converged.json").read_text())
+    assert "--patience 1 --max-epochs 3" in table["command"] and "aggregate --converged" in table["command"]
+    assert {r["model"] for r in table["rows"]} == {m for m, _, _ in experiments.MODELS}
+    assert all(r["best epoch"] <= r["epochs"] for r in table["rows"])

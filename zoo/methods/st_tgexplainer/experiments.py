@@ -15,6 +15,10 @@ and their mean/sd, through :func:`zoo.core.results.write_result`).
 
     python -m zoo.methods.st_tgexplainer.experiments run --recipe st-tgexplainer.yaml --seed 0
     python -m zoo.methods.st_tgexplainer.experiments aggregate
+
+With ``run --patience 5`` every model trains to convergence instead (early stopping on validation AP, up to
+``--max-epochs``; ST-TGExplainer and GraphMixer in resumable calls: rerun until the record is written); its records
+go to ``raw-converged/`` and ``aggregate --converged`` writes ``<dataset>-converged.json``.
 """
 
 from __future__ import annotations
@@ -22,18 +26,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 
 import torch
 
 from zoo.cli import compose_and_validate
 from zoo.core.build import build_datamodule
-from zoo.core.data import repo_root, set_seed
+from zoo.core.data import repo_root
 from zoo.core.results import summarise, write_result
-from zoo.methods.st_tgexplainer import tgn
 from zoo.methods.st_tgexplainer.explain import fidelity_agreement, gradient_importance, random_importance
-from zoo.methods.st_tgexplainer.fitting import fit
+from zoo.methods.st_tgexplainer.fitting import fit_all, run_tgn
 from zoo.methods.st_tgexplainer.metrics import acc_auc
 from zoo.methods.st_tgexplainer.networks import pos_neg_inputs
 
@@ -106,32 +108,23 @@ def fidelity_curves(net, dm, levels: list[float], n_events: int, importances: li
     return {k: torch.cat(v, 1).float().mean(1).tolist() for k, v in agree.items()}
 
 
-def run_tgn(cfg: dict, dm, seed: int, lr: float) -> dict:
-    """Train TGN for the recipe's number of epochs on ``dm``'s training events and evaluate it."""
-    set_seed(seed)
-    model = tgn.build_tgn(dm)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    g = torch.Generator().manual_seed(seed)
-    t0 = time.perf_counter()
-    epochs = int(cfg["trainer"]["max_epochs"])
-    for _ in range(epochs):
-        tgn.train_epoch(model, dm, opt, g)
-    out = tgn.evaluate(model, dm)
-    out["train_events_per_s"] = dm.train_idx.numel() * epochs / (time.perf_counter() - t0)
-    out["lr"] = lr
-    return out
+def raw_dir(converged: bool) -> Path:
+    """Where ``run`` keeps its per-seed records: ``raw/`` (fixed epochs) or ``raw-converged/`` (``--patience``)."""
+    return OUT / ("raw-converged" if converged else "raw")
 
 
 def run(args) -> Path:
     cfg = compose_and_validate([f"recipe={args.recipe}", f"seed={args.seed}"] + args.override)
+    if args.patience:
+        cfg["trainer"]["max_epochs"] = args.max_epochs
     dataset = Path(cfg["data"]["path"]).stem.replace("_", "-")
-    out = OUT / "raw" / f"{dataset}-seed{args.seed}.json"
+    out = raw_dir(bool(args.patience)) / f"{dataset}-seed{args.seed}.json"
     tgn_lr = args.tgn_lr if args.tgn_lr is not None else float(cfg["model"]["optimizer"]["lr"])
     if args.only_tgn:  # re-run the TGN baseline into an existing record
         rec = json.loads(out.read_text())
         dm = build_datamodule(cfg)
         dm.setup("fit")
-        rec["tgn"] = run_tgn(cfg, dm, args.seed, tgn_lr)
+        rec["tgn"] = run_tgn(cfg, dm, args.seed, tgn_lr, args.patience)
         print(dataset, args.seed, "tgn", rec["tgn"], flush=True)
         out.write_text(json.dumps(rec, indent=1))
         return out
@@ -146,22 +139,23 @@ def run(args) -> Path:
     }
 
     rec["fid_events"] = args.fid_events
-    st, dm, tr, speed = fit(cfg, args.seed)
-    st.hparams.fidelity_levels = []  # fidelity is measured below, on the same events for every importance
-    rec["st"] = {k: float(v) for k, v in tr.test(st, dm, verbose=False)[0].items()}
-    rec["st"]["train_events_per_s"] = speed
-    rec["st_fid"] = fidelity_curves(st.net, dm, levels, args.fid_events, ["mask", "random", "gradient"], args.seed)
-    print(dataset, args.seed, "st", rec["st"], flush=True)
-
+    if args.patience:
+        rec["patience"], rec["max_epochs"] = args.patience, args.max_epochs
     gm_cfg = json.loads(json.dumps(cfg))
     gm_cfg["model"]["explainer"] = False
-    gm, dm, tr, speed = fit(gm_cfg, args.seed)
-    rec["gm"] = {k: float(v) for k, v in tr.test(gm, dm, verbose=False)[0].items()}
-    rec["gm"]["train_events_per_s"] = speed
-    rec["gm_fid"] = fidelity_curves(gm.net, dm, levels, args.fid_events, ["random", "gradient"], args.seed)
-    print(dataset, args.seed, "gm", rec["gm"], flush=True)
+    run_dir = Path(args.run_dir) / f"{dataset}-seed{args.seed}"
+    fitted = fit_all({"st": cfg, "gm": gm_cfg}, args.seed, args.patience, run_dir, args.epochs_per_call)
+    if fitted is None:
+        print(f"{run_dir}: still training; rerun to continue", flush=True)
+        return out.parent
+    for key, kinds in (("st", ["mask", "random", "gradient"]), ("gm", ["random", "gradient"])):
+        module, dm, tr, info = fitted[key]
+        module.hparams.fidelity_levels = []  # fidelity is measured below, on the same events for every importance
+        rec[key] = {k: float(v) for k, v in tr.test(module, dm, verbose=False)[0].items()} | info
+        rec[f"{key}_fid"] = fidelity_curves(module.net, dm, levels, args.fid_events, kinds, args.seed)
+        print(dataset, args.seed, key, rec[key], flush=True)
 
-    rec["tgn"] = run_tgn(cfg, dm, args.seed, tgn_lr)
+    rec["tgn"] = run_tgn(cfg, dm, args.seed, tgn_lr, args.patience)
     print(dataset, args.seed, "tgn", rec["tgn"], flush=True)
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -182,6 +176,8 @@ METRICS = (
     ("MRR", "test/mrr"),
     ("train events/s", "train_events_per_s"),
 )
+#: recorded by runs trained to convergence (``run --patience``)
+CONVERGENCE = (("epochs", "epochs"), ("best epoch", "best_epoch"))
 PRIOR_METRICS = (
     ("rho AUC vs seen", "test/rho_auc"),
     ("rho Spearman", "test/rho_spearman"),
@@ -205,6 +201,7 @@ def table_rows(rs: list[dict]) -> list[dict]:
         for r in rs:
             row = {"model": name, "seed": r["seed"]}
             row |= {col: r[key].get(metric) for col, metric in METRICS}
+            row |= {col: r[key][metric] for col, metric in CONVERGENCE if metric in r[key]}
             if fid:
                 row |= {
                     f"ACC-AUC {kind}": acc_auc(levels, r[fid][kind])
@@ -231,17 +228,20 @@ def aggregate(args=None, converted_from: str | None = None) -> None:
 
     ``converted_from`` (a git commit) marks tables whose raw records were made at that commit and not rerun here.
     """
-    raws = [json.loads(p.read_text()) for p in sorted((OUT / "raw").glob("*.json"))]
+    converged = bool(getattr(args, "converged", False))
+    suffix = "-converged" if converged else ""
+    raws = [json.loads(p.read_text()) for p in sorted(raw_dir(converged).glob("*.json"))]
     for dataset in sorted({r["dataset"] for r in raws}):
         rs = sorted((r for r in raws if r["dataset"] == dataset), key=lambda r: r["seed"])
         seeds = [r["seed"] for r in rs]
+        budget = f" --patience {rs[0]['patience']} --max-epochs {rs[0]['max_epochs']}" if converged else ""
         cmd = " && ".join(
             [
-                f"{CMD} run --recipe {rs[0]['recipe']} --seed {s} --fid-events {rs[0]['fid_events']}"
+                f"{CMD} run --recipe {rs[0]['recipe']} --seed {s} --fid-events {rs[0]['fid_events']}{budget}"
                 + "".join(f" --override {o}" for o in rs[0]["override"])
                 for s in seeds
             ]
-            + [f"{CMD} aggregate"]
+            + [f"{CMD} aggregate{' --converged' if converged else ''}"]
         )
         levels = rs[0]["levels"]
         rows = table_rows(rs)
@@ -259,9 +259,17 @@ def aggregate(args=None, converted_from: str | None = None) -> None:
             "when the model's own count -> rho map decreases (no labels used); count AUC is the raw "
             "co-occurrence count's AUC. CPU-size recipe, not the paper's sizes."
         )
+        if converged:
+            notes += (
+                f" Every model trained to convergence: early stopping on validation AP (patience "
+                f"{rs[0]['patience']}, up to {rs[0]['max_epochs']} epochs); ST-TGExplainer and GraphMixer tested "
+                "with their best-validation weights, TGN with its best validation epoch's test metrics (its "
+                "memory streams validation, then test, after each training pass); train events/s over the "
+                "training passes only."
+            )
         write_result(
             "st-tgexplainer",
-            dataset,
+            dataset + suffix,
             rows,
             summary=summarise(rows, metrics, by=["model"]),
             paper=PAPER.get(dataset, ""),
@@ -273,7 +281,7 @@ def aggregate(args=None, converted_from: str | None = None) -> None:
         crows = curve_rows(rs)
         write_result(
             "st-tgexplainer",
-            f"fidelity-{dataset}",
+            f"fidelity-{dataset}{suffix}",
             crows,
             summary=summarise(crows, [n for n, _, _ in CURVES], by=["sparsity"]),
             paper=PAPER.get(dataset, ""),
@@ -283,7 +291,7 @@ def aggregate(args=None, converted_from: str | None = None) -> None:
             notes="Fraction of test events (positives and negatives) whose prediction from only the top-s "
             "tokens has the same sign as the full prediction, per sparsity s; mean ± sd over seeds.",
         )
-        plot_curves(dataset, levels, rs)
+        plot_curves(dataset + suffix, levels, rs)
 
 
 PROTOCOLS = {
@@ -375,13 +383,18 @@ def main() -> None:
         "the PyG example uses 1e-4 for 50 epochs)",
     )
     r.add_argument("--only-tgn", action="store_true", help="re-run only TGN into an existing raw record")
+    r.add_argument("--patience", type=int, default=0, help="train every model to convergence: early stopping on val/ap")
+    r.add_argument("--max-epochs", type=int, default=50, help="with --patience: the cap (the paper's 50 epochs)")
+    r.add_argument("--epochs-per-call", type=int, default=10, help="with --patience: epochs per call (resumable)")
+    r.add_argument("--run-dir", default="runs/st-tgexplainer-results", help="with --patience: checkpoints")
     r.add_argument(
         "--threads",
         type=int,
         default=1,
         help="torch threads (1: on an oversubscribed machine more threads are much slower)",
     )
-    sub.add_parser("aggregate")
+    ag = sub.add_parser("aggregate")
+    ag.add_argument("--converged", action="store_true", help="the records of runs with --patience")
     pc = sub.add_parser("protocol", help="released weights under the old and the TGB MRR negatives")
     pc.add_argument("--id", default="st-tgexplainer.collegemsg")
     pc.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

@@ -1,6 +1,6 @@
 """Training loops of the experiment scripts: a fixed number of epochs (``fit``) or early stopping on ``val/ap`` in
 resumable calls (``fit_until_converged``), on the recipe's module and datamodule, without the run-directory machinery
-of ``train.py`` (the scripts keep their own checkpoints and tables)."""
+of ``train.py`` (the scripts keep their own checkpoints and tables); and the TGN baseline's loop (``run_tgn``)."""
 
 from __future__ import annotations
 
@@ -97,3 +97,60 @@ def fit_until_converged(cfg: dict, seed: int, run_dir: Path, patience: int, epoc
     module.load_state_dict(state["state_dict"])
     info["best_epoch"] = int(state["epoch"]) + 1
     return module, dm, tr, info
+
+
+def run_tgn(cfg: dict, dm, seed: int, lr: float, patience: int = 0) -> dict:
+    """Train PyG's TGN on ``dm``'s training events and evaluate it on the same test events as the other models: for
+    the recipe's ``trainer.max_epochs`` epochs, or with ``patience`` up to that many with early stopping on
+    validation AP (:func:`zoo.methods.st_tgexplainer.tgn.train_until_converged`, the best epoch's test metrics).
+
+    Returns:
+        ``test/*`` metrics, ``train_events_per_s`` (training passes only) and ``lr``; with ``patience`` also
+        ``epochs``, ``best_epoch``, ``best_val_ap``, ``early_stopped``.
+    """
+    from zoo.methods.st_tgexplainer import tgn
+
+    set_seed(seed)
+    model = tgn.build_tgn(dm)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    epochs = int(cfg["trainer"]["max_epochs"])
+    if patience:
+        out, info = tgn.train_until_converged(model, dm, opt, g, patience, epochs)
+        out |= {k: info[k] for k in ("epochs", "best_epoch", "best_val_ap", "early_stopped")}
+        epochs, seconds = info["epochs"], info["train_seconds"]
+    else:
+        t0 = time.perf_counter()
+        for _ in range(epochs):
+            tgn.train_epoch(model, dm, opt, g)
+        seconds = time.perf_counter() - t0
+        out = tgn.evaluate(model, dm)
+    out["train_events_per_s"] = dm.train_idx.numel() * epochs / seconds
+    out["lr"] = lr
+    return out
+
+
+def fit_all(
+    cfgs: dict[str, dict], seed: int, patience: int = 0, run_dir: Path | None = None, epochs_per_call: int = 10
+):
+    """Fit each named recipe: for its ``trainer.max_epochs`` (:func:`fit`), or with ``patience`` to convergence in
+    ``run_dir/<name>`` (:func:`fit_until_converged`; every unfinished run advances ``epochs_per_call`` epochs per call).
+
+    Returns:
+        ``{name: (module, datamodule, trainer, info)}`` with ``info["train_events_per_s"]`` (and, converged, the
+        ``fit_until_converged`` info), or None while a run still needs calls.
+    """
+    if not patience:
+        out = {}
+        for name, cfg in cfgs.items():
+            module, dm, tr, speed = fit(cfg, seed)
+            out[name] = (module, dm, tr, {"train_events_per_s": speed})
+        return out
+    out = {
+        name: fit_until_converged(cfg, seed, run_dir / name, patience, epochs_per_call) for name, cfg in cfgs.items()
+    }
+    if any(v is None for v in out.values()):
+        return None
+    for _, dm, _, info in out.values():
+        info["train_events_per_s"] = dm.train_idx.numel() * info["epochs"] / info["train_seconds"]
+    return out

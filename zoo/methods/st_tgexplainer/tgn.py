@@ -163,9 +163,10 @@ def evaluate(model: TGN, dm: TemporalLinkDataModule, batch_size: int = 200) -> d
     """Stream validation then test events after training (memory continues from the training pass).
 
     Returns:
-        ``test/ap``, ``test/auc``, ``test/ap_inductive``, ``test/auc_inductive`` and, when the datamodule has
-        MRR negatives, ``test/mrr`` and ``test/mrr_inductive``; the same fixed negatives as the other models
-        (the inductive metrics against the datamodule's separate inductive negatives).
+        ``val/ap``, ``val/auc`` (what early stopping watches), ``test/ap``, ``test/auc``, ``test/ap_inductive``,
+        ``test/auc_inductive`` and, when the datamodule has MRR negatives, ``test/mrr`` and ``test/mrr_inductive``;
+        the same fixed negatives as the other models (the inductive metrics against the datamodule's separate
+        inductive negatives).
     """
     model.eval()
     out = {}
@@ -199,6 +200,8 @@ def evaluate(model: TGN, dm: TemporalLinkDataModule, batch_size: int = 200) -> d
                 if mrr:
                     ind_rr.append(reciprocal_ranks(ind_logits[:, 0], ind_logits[:, 2:]))
             model.observe(src, dst, t, msg)
+        if name == "val":
+            out.update({f"val/{k}": v for k, v in link_metrics(torch.cat(pos), torch.cat(neg)).items()})
         if name == "test":
             out.update({f"test/{k}": v for k, v in link_metrics(torch.cat(pos), torch.cat(neg)).items()})
             empty = torch.zeros(0)
@@ -212,3 +215,50 @@ def evaluate(model: TGN, dm: TemporalLinkDataModule, batch_size: int = 200) -> d
                 out["test/mrr"] = float(torch.cat(rr).mean())
                 out["test/mrr_inductive"] = float(torch.cat(ind_rr).mean()) if ind_rr else math.nan
     return out
+
+
+def train_until_converged(
+    model: TGN,
+    dm: TemporalLinkDataModule,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+    patience: int,
+    max_epochs: int,
+) -> tuple[dict[str, float], dict]:
+    """Train epoch by epoch with early stopping on validation AP, as ``fitting.fit_until_converged`` does for the
+    Lightning models: stop once ``patience`` epochs in a row bring no new best (or at ``max_epochs``).
+
+    Every epoch ends with :func:`evaluate` (validation, then test, streamed after the training pass), so the test
+    metrics of the best-validation epoch are kept without storing weights or memory.
+
+    Returns:
+        ``(metrics of the best epoch, info)``; ``info``: ``epochs`` trained, ``best_epoch`` (1-based),
+        ``best_val_ap``, ``early_stopped``, ``train_seconds`` (training passes only, evaluation excluded).
+
+    Raises:
+        ValueError: ``patience < 1`` or ``max_epochs < 1``.
+    """
+    import time
+
+    if patience < 1 or max_epochs < 1:
+        raise ValueError(f"need patience >= 1 and max_epochs >= 1, got {patience}, {max_epochs}")
+    best, since, train_s = None, 0, 0.0
+    for epoch in range(1, max_epochs + 1):
+        t0 = time.perf_counter()
+        train_epoch(model, dm, optimizer, generator)
+        train_s += time.perf_counter() - t0
+        out = evaluate(model, dm)
+        if best is None or out["val/ap"] > best[0]["val/ap"]:
+            best, since = (out, epoch), 0
+        else:
+            since += 1
+        if since >= patience:
+            break
+    info = {
+        "epochs": epoch,
+        "best_epoch": best[1],
+        "best_val_ap": best[0]["val/ap"],
+        "early_stopped": since >= patience,
+        "train_seconds": train_s,
+    }
+    return best[0], info
