@@ -33,8 +33,8 @@ import torch
 
 from zoo.cli import compose_and_validate
 from zoo.core.results import summarise, write_result
-from zoo.methods.st_tgexplainer.experiments import OUT, fidelity_curves
-from zoo.methods.st_tgexplainer.explain import gradient_importance
+from zoo.methods.st_tgexplainer.experiments import OUT
+from zoo.methods.st_tgexplainer.explain import fidelity_curves, gradient_importance
 from zoo.methods.st_tgexplainer.fitting import fit, fit_until_converged
 from zoo.methods.st_tgexplainer.metrics import acc_auc
 from zoo.methods.st_tgexplainer.networks import pos_neg_inputs

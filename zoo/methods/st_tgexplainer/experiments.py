@@ -34,10 +34,9 @@ from zoo.cli import compose_and_validate
 from zoo.core.build import build_datamodule
 from zoo.core.data import repo_root
 from zoo.core.results import summarise, write_result
-from zoo.methods.st_tgexplainer.explain import fidelity_agreement, gradient_importance, random_importance
+from zoo.methods.st_tgexplainer.explain import fidelity_curves
 from zoo.methods.st_tgexplainer.fitting import fit_all, run_tgn
 from zoo.methods.st_tgexplainer.metrics import acc_auc
-from zoo.methods.st_tgexplainer.networks import pos_neg_inputs
 
 OUT = repo_root() / "results" / "st-tgexplainer"
 CMD = "python -m zoo.methods.st_tgexplainer.experiments"
@@ -68,44 +67,6 @@ def protocol(data: dict) -> str:
         f"and MRR ({m} negatives) on the events touching a node unseen in training, against destinations drawn "
         "from the nodes unseen in training by a separate sampler (own seed)"
     )
-
-
-#: importances read off the model's own outputs: the mask s, and s weighted into the stability channel (ρ·s, the
-#: token weight of the ρ pass) or the transition channel ((1-ρ)·s): the two orientations of ρ
-MASK_IMPORTANCE = {
-    "mask": lambda out: out["s"],
-    "rho*mask": lambda out: out["rho"] * out["s"],
-    "(1-rho)*mask": lambda out: (1 - out["rho"]) * out["s"],
-}
-
-
-def fidelity_curves(net, dm, levels: list[float], n_events: int, importances: list[str], seed: int) -> dict:
-    """Agreement per level for each importance kind on the first ``n_events`` test events (pos + neg).
-
-    Kinds: ``mask``, ``rho*mask``, ``(1-rho)*mask`` (:data:`MASK_IMPORTANCE`), ``random``, ``gradient``.
-    """
-    net.eval()
-    g = torch.Generator().manual_seed(seed)
-    agree = {k: [] for k in importances}
-    loader = dm.test_dataloader()
-    seen = 0
-    for batch in loader:
-        if seen >= n_events:
-            break
-        seen += batch["src"].numel()
-        inputs = pos_neg_inputs(batch)
-        with torch.no_grad():
-            full = net(**inputs)
-        valid = full["valid"]
-        for kind in importances:
-            if kind in MASK_IMPORTANCE:
-                imp = MASK_IMPORTANCE[kind](full)
-            elif kind == "random":
-                imp = random_importance(valid, g)
-            else:
-                imp = gradient_importance(net, inputs)
-            agree[kind].append(fidelity_agreement(net, inputs, imp, levels, full["logit"]))
-    return {k: torch.cat(v, 1).float().mean(1).tolist() for k, v in agree.items()}
 
 
 def raw_dir(converged: bool) -> Path:

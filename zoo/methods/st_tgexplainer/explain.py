@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from zoo.methods.st_tgexplainer.metrics import top_fraction_keep
-from zoo.methods.st_tgexplainer.networks import STTGExplainerNet
+from zoo.methods.st_tgexplainer.networks import STTGExplainerNet, pos_neg_inputs
 
 
 @torch.no_grad()
@@ -217,3 +217,41 @@ def plot_explanation(src: int, dst: int, t: float, score: float, records: list[d
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+#: importances read off the model's own outputs: the mask s, and s weighted into the stability channel (ρ·s, the
+#: token weight of the ρ pass) or the transition channel ((1-ρ)·s): the two orientations of ρ
+MASK_IMPORTANCE = {
+    "mask": lambda out: out["s"],
+    "rho*mask": lambda out: out["rho"] * out["s"],
+    "(1-rho)*mask": lambda out: (1 - out["rho"]) * out["s"],
+}
+
+
+def fidelity_curves(net, dm, levels: list[float], n_events: int, importances: list[str], seed: int) -> dict:
+    """Agreement per level for each importance kind on the first ``n_events`` test events (pos + neg).
+
+    Kinds: ``mask``, ``rho*mask``, ``(1-rho)*mask`` (:data:`MASK_IMPORTANCE`), ``random``, ``gradient``.
+    """
+    net.eval()
+    g = torch.Generator().manual_seed(seed)
+    agree = {k: [] for k in importances}
+    loader = dm.test_dataloader()
+    seen = 0
+    for batch in loader:
+        if seen >= n_events:
+            break
+        seen += batch["src"].numel()
+        inputs = pos_neg_inputs(batch)
+        with torch.no_grad():
+            full = net(**inputs)
+        valid = full["valid"]
+        for kind in importances:
+            if kind in MASK_IMPORTANCE:
+                imp = MASK_IMPORTANCE[kind](full)
+            elif kind == "random":
+                imp = random_importance(valid, g)
+            else:
+                imp = gradient_importance(net, inputs)
+            agree[kind].append(fidelity_agreement(net, inputs, imp, levels, full["logit"]))
+    return {k: torch.cat(v, 1).float().mean(1).tolist() for k, v in agree.items()}
