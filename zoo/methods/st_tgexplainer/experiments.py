@@ -225,8 +225,10 @@ def aggregate(args=None, converted_from: str | None = None) -> None:
                 f" Every model trained to convergence: early stopping on validation AP (patience "
                 f"{rs[0]['patience']}, up to {rs[0]['max_epochs']} epochs); ST-TGExplainer and GraphMixer tested "
                 "with their best-validation weights, TGN with its best validation epoch's test metrics (its "
-                "memory streams validation, then test, after each training pass); train events/s over the "
-                "training passes only."
+                "memory streams validation, then test, after each training pass). train events/s = training "
+                "events x epochs over the training time, which for ST-TGExplainer and GraphMixer is the whole "
+                "Lightning fit, each epoch's validation included, and for TGN its training passes alone: not a "
+                "throughput comparison (benchmarks/st_tgexplainer.py is)."
             )
         write_result(
             "st-tgexplainer",
