@@ -11,12 +11,13 @@ WHAT = (
 )
 RECIPES = (
     "`rlcracker-copy.yaml` → `rlcracker.yaml` (`model.watermark=unigram|kgw`), `rlcracker-smollm2.yaml` "
-    "(SmolLM2-135M-Instruct as provider and attacker, not yet run), `paper/rlcracker-qwen2.5-3b.yaml`"
+    "(SmolLM2-135M-Instruct as provider and attacker), `paper/rlcracker-qwen2.5-3b.yaml`"
 )
-WEIGHTS = "`rlcracker.copy`, `rlcracker.unigram`, `rlcracker.kgw`"
+WEIGHTS = "`rlcracker.copy`, `rlcracker.unigram`, `rlcracker.kgw`, `rlcracker.smollm2-unigram`, `rlcracker.smollm2-unigram-seed1`"
 STATUS = (
     "not at this scale: the Unigram and KGW attackers remove 100 % of marks but with 0 % success (MiniLM "
-    "sim 0.21-0.30; paper 98.5 %); same-question answers of zoo-lm.chat score only 0.25"
+    "sim 0.21-0.30; paper 98.5 %); same-question answers of zoo-lm.chat score only 0.25; on SmolLM2-135M two "
+    "attacker seeds so far: removal 0.47-0.54, success 0.18-0.21 on 100 short texts"
 )
 EXAMPLE = {
     "recipe": "rlcracker-copy",
