@@ -86,3 +86,13 @@ def test_grpo_tiny_trains_with_the_detector_patched_to_raise(tmp_path, monkeypat
 def test_grpo_tiny_end_to_end_with_report(tmp_path, capsys):
     assert main(["train", "recipe=rlcracker.yaml", "overlay=recipes/tiny/rlcracker.yaml", f"out_dir={tmp_path}"]) == 0
     assert "held-out removal" in capsys.readouterr().out
+
+
+def test_predict_refuses_an_empty_text_before_generating(tmp_path):
+    from zoo.core.errors import UserError
+    from zoo.methods.rlcracker.module import RLCrackerModule
+
+    empty = tmp_path / "empty.txt"
+    empty.write_text(" \n")
+    with pytest.raises(UserError, match="empty.txt: no text to rewrite"):
+        RLCrackerModule.predict_record(None, [str(empty)])  # fails before the module is touched

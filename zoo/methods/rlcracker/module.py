@@ -317,12 +317,21 @@ class RLCrackerModule(ZooModule):
 
     def predict_record(self, inputs: list[str], out_dir: str | None = None) -> list[dict]:
         """``zoo predict rlcracker.unigram text.txt``: per text (a file's content, or the argument) the rewrite, z
-        before and after, and similarity (:func:`.evaluation.predict_record`)."""
+        before and after, and similarity (:func:`.evaluation.predict_record`).
+
+        Raises:
+            UserError: an empty (or whitespace-only) text, named by its file or argument, before any generation.
+        """
         from pathlib import Path
 
+        from zoo.core.errors import UserError
         from zoo.methods.rlcracker.evaluation import predict_record
 
-        return [predict_record(self, Path(p).read_text(encoding="utf-8") if Path(p).is_file() else p) for p in inputs]
+        texts = [Path(p).read_text(encoding="utf-8") if Path(p).is_file() else p for p in inputs]
+        for p, text in zip(inputs, texts):
+            if not text.strip():
+                raise UserError(f"{p}: no text to rewrite (empty or whitespace only)")
+        return [predict_record(self, text) for text in texts]
 
     def predict_cli(self, inputs: list[str], out_dir: str | None = None) -> str:
         """:meth:`predict_record` as two lines per text, blank-line separated."""
