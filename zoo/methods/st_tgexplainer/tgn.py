@@ -11,6 +11,7 @@ negatives as ST-TGExplainer, and times are shifted to start at 0.
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 from torch import nn
@@ -238,8 +239,6 @@ def train_until_converged(
     Raises:
         ValueError: ``patience < 1`` or ``max_epochs < 1``.
     """
-    import time
-
     if patience < 1 or max_epochs < 1:
         raise ValueError(f"need patience >= 1 and max_epochs >= 1, got {patience}, {max_epochs}")
     best, since, train_s = None, 0, 0.0
