@@ -93,6 +93,7 @@ def test_converged_run_resumes_then_writes_its_own_table(tmp_path, monkeypatch):
     rec = json.loads(path.read_text())
     for key in ("st", "gm", "tgn"):
         assert 1 <= rec[key]["best_epoch"] <= rec[key]["epochs"] <= 3, key
+        assert str(tmp_path) not in json.dumps(rec[key]), key  # no path of this machine in a committed record
     experiments.aggregate(argparse.Namespace(converged=True))
     table = json.loads((tmp_path / "results" / "st-tgexplainer" / "collegemsg-converged.json").read_text())
     assert "--patience 1 --max-epochs 3" in table["command"] and "aggregate --converged" in table["command"]

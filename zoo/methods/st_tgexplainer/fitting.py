@@ -96,7 +96,7 @@ def fit_until_converged(cfg: dict, seed: int, run_dir: Path, patience: int, epoc
     state = torch.load(info["best_path"], map_location="cpu", weights_only=False)
     module.load_state_dict(state["state_dict"])
     info["best_epoch"] = int(state["epoch"]) + 1
-    return module, dm, tr, info
+    return module, dm, tr, {k: v for k, v in info.items() if k != "best_path"}  # best_path: this machine's only
 
 
 def run_tgn(cfg: dict, dm, seed: int, lr: float, patience: int = 0) -> dict:
