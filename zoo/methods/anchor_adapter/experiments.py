@@ -1,6 +1,6 @@
 """The tables of the anchor-adapter card, each written through ``zoo.core.results.write_result``.
 
-    python -m zoo.methods.anchor_adapter.experiments midtrain RUN_DIR[=LABEL] ...
+    python -m zoo.methods.anchor_adapter.experiments midtrain RUN_DIR[=LABEL] ... [--suffix -smollm2]
     python -m zoo.methods.anchor_adapter.experiments rewards --runs random:math:0,ground_truth:math:0,... \\
         [--steps 150] [--n-eval 500] [--prompts 8]
     python -m zoo.methods.anchor_adapter.experiments circuit RUN_DIR
@@ -8,7 +8,8 @@
 * ``midtrain``: benchmark-B accuracy and perplexities of the base and of each stage-1 model (from the runs'
   ``anchor/eval.json``; one seed: the stage-1 adapter is the fixed starting point of every GRPO run).
 * ``rewards``: GRPO runs ``reward:base:seed`` (base ``math`` = anchor-adapter.math, ``clean`` =
-  anchor-adapter.math-clean), each a ``train.py`` run of the reward's recipe under ``runs/anchor-adapter-grid/``
+  anchor-adapter.math-clean, ``smollm2-math`` / ``smollm2-clean`` the same over SmolLM2-135M-Instruct:
+  :data:`STAGE1`), each a ``train.py`` run of the reward's recipe under ``runs/anchor-adapter-grid/``
   (a finished run is reused, so the grid can be grown call by call); rows: reward, seed, base, acc_leaked,
   acc_clean, ppl_answer, ppl_prompt after GRPO, and the changes from the stage-1 model.
 * ``circuit``: the analyses of one GRPO run with ``analyses`` on (the random-reward checkpoint).
@@ -35,7 +36,18 @@ RECIPES = {
     "incorrect": "anchor-adapter-incorrect.yaml",
     "format": "anchor-adapter-format.yaml",
 }
-BASES = {"math": "anchor-adapter.math", "clean": "anchor-adapter.math-clean"}
+STAGE1 = {
+    "math": ("anchor-adapter.math", "zoo-lm.base", "anchor-adapter-midtrain"),
+    "clean": ("anchor-adapter.math-clean", "zoo-lm.base", "anchor-adapter-midtrain-clean"),
+    "smollm2-math": ("anchor-adapter.smollm2-math", "smollm2-135m-instruct", "anchor-adapter-midtrain-smollm2"),
+    "smollm2-clean": (
+        "anchor-adapter.smollm2-math-clean",
+        "smollm2-135m-instruct",
+        "anchor-adapter-midtrain-clean-smollm2",
+    ),
+}
+"""Grid base name -> (stage-1 package id, the LM it is an adapter over, the stage-1 recipe's run folder under runs/).
+A base over a pretrained LM takes that LM's recipe variant (``<recipe>-smollm2.yaml``: its stage-1 LoRA settings)."""
 METRICS = [
     "acc_leaked",
     "acc_clean",
@@ -60,28 +72,45 @@ def _eval(run: Path) -> dict:
     return json.loads((_root(run) / "eval.json").read_text())
 
 
-def midtrain(runs: list[str]) -> None:
-    """Stage-1 table: base (before) and each corpus's model (after)."""
+def _run_config(run: Path) -> dict:
+    """The run's resolved recipe (``<run>/config.yaml``; ``{}`` when absent)."""
+    import yaml
+
+    path = Path(run) / "config.yaml"
+    return yaml.safe_load(path.read_text()) if path.is_file() else {}
+
+
+def midtrain(runs: list[str], suffix: str = "") -> None:
+    """Stage-1 table (``results/anchor-adapter/midtrain<suffix>.json``): the base LM (before, named from the run's
+    ``model.base``) and each corpus's model (after)."""
     rows = []
     for spec in runs:
         run, _, label = spec.partition("=")
         ev = _eval(Path(run))
         corpus = "clean" if "clean" in Path(run).parent.name else "contaminated"
         if "before" in ev and not rows:
-            rows.append({"model": "zoo-lm.base", "seed": 0, **{k: ev["before"][k] for k in METRICS}})
+            lm = _run_config(Path(run)).get("model", {}).get("base", "zoo-lm.base")
+            rows.append({"model": lm, "seed": 0, **{k: ev["before"][k] for k in METRICS}})
         rows.append({"model": label or f"stage-1 {corpus}", "seed": 0, **{k: ev["after"][k] for k in METRICS}})
     write_result(
         "anchor-adapter",
-        "midtrain",
+        f"midtrain{suffix}",
         rows,
         summary=summarise(rows, METRICS, by=["model"]),
         paper="no stage-1 numbers in the paper (the 7B base is contaminated by pre-training, not by us)",
         notes="benchmark B (500 generated chain_sum items, 250 leaked x 8 into the contaminated corpus), greedy "
         "replies <= 32 tokens scored by math-verify; perplexities per item (answer ' \\boxed{a}' given "
         "the prompt; prompt tokens), mean over items. Stage 1 as recipes/anchor-adapter-midtrain*.yaml "
-        "(LoRA r=64 over zoo-lm.base; 156 steps x 32 here, reduced from the issue's ~1,500 to fit 2 "
-        "shared cores). One seed.",
+        "(LoRA over the base LM, r=64 on zoo-lm.base, r=16 on SmolLM2; 156 steps x 32 here, reduced from "
+        "the issue's ~1,500 to fit 2 shared cores). One seed.",
     )
+
+
+def grpo_recipe(reward: str, base: str) -> str:
+    """The GRPO recipe of ``reward`` for the grid base ``base``: ``anchor-adapter[-<reward>].yaml`` over zoo-lm,
+    its ``-smollm2`` variant over SmolLM2 (the LM's family, the first word of its id)."""
+    lm = STAGE1[base][1]
+    return RECIPES[reward] if lm == "zoo-lm.base" else RECIPES[reward].replace(".yaml", f"-{lm.split('-')[0]}.yaml")
 
 
 def _run_dir(reward: str, base: str, seed: int) -> Path:
@@ -93,17 +122,18 @@ def grpo_run(reward: str, base: str, seed: int, steps: int, n_eval: int, prompts
     model and run every analysis (training is unchanged, so the cell's numbers are the same)."""
     from zoo.cli import main
 
+    package, recipe = STAGE1[base][0], grpo_recipe(reward, base)
     out = _run_dir(reward, base, seed)
     done = sorted(out.glob("*/version_*/anchor/eval.json"))
     if not done:
         rc = main(
             [
                 "train",
-                f"recipe={RECIPES[reward]}",
+                f"recipe={recipe}",
                 f"out_dir={out}",
                 f"seed={seed}",
                 f"data.seed={seed}",
-                f"model.stage1={BASES[base]}",
+                f"model.stage1={package}",
                 f"trainer.max_steps={steps}",
                 f"model.n_eval={n_eval}",
                 f"model.score_before={str(analyse).lower()}",
@@ -136,10 +166,16 @@ def _training_means(run: Path) -> dict:
 
 
 def rewards(
-    cells: list[tuple[str, str, int]], steps: int, n_eval: int, prompts: int, stage1: dict, analyse: str | None = None
+    cells: list[tuple[str, str, int]],
+    steps: int,
+    n_eval: int,
+    prompts: int,
+    stage1: dict,
+    analyse: str | None = None,
+    suffix: str = "",
 ) -> None:
     """Run the grid cells (``analyse``: the ``reward:base:seed`` cell that also runs the analyses) and write
-    ``results/anchor-adapter/rewards.json``."""
+    ``results/anchor-adapter/rewards<suffix>.json``."""
     rows = []
     for reward, base, seed in cells:
         run = grpo_run(reward, base, seed, steps, n_eval, prompts, analyse == f"{reward}:{base}:{seed}")
@@ -160,24 +196,27 @@ def rewards(
     metrics = METRICS + ["gain_leaked", "gain_clean", "train_reward", "train_clip_fraction", "train_accuracy"]
     write_result(
         "anchor-adapter",
-        "rewards",
+        f"rewards{suffix}",
         rows,
         summary=summarise(rows, metrics, by=["reward", "base"]),
         paper={f"gain ({r})": f"{g} pp MATH-500, Qwen2.5-Math-7B" for r, g in PAPER_GAINS.items()},
         notes=f"GRPO (G=8, {prompts} prompts/step, <=32 tokens, T=1, eps=0.2, beta=0, mu=2, LoRA r=16, lr 5e-4) "
-        f"for {steps} steps from the stage-1 model (base math = contaminated, clean = control), "
+        f"for {steps} steps from the stage-1 model (base *math = contaminated, *clean = control; "
+        + ", ".join(f"{b} = {STAGE1[b][0]}" for b in sorted({c[1] for c in cells}))
+        + "), "
         f"scored on the first {n_eval} items of benchmark B (greedy, math-verify). gain_* = change "
         "from the stage-1 model on the same items (greedy, so the stage-1 score is one number). "
         "The issue's 150 steps x 8 prompts did not fit 2 shared cores; see the card.",
     )
 
 
-def _stage1_reference(n_eval: int) -> dict:
-    """Stage-1 accuracies on the first ``n_eval`` items of B, from the released packages' runs' per-item rows."""
+def _stage1_reference(n_eval: int, runs: Path = Path("runs")) -> dict:
+    """Stage-1 accuracies on the first ``n_eval`` items of B, from the released packages' runs' per-item rows
+    (``runs/<stage-1 run folder>/version_*/anchor/items.json``, :data:`STAGE1`)."""
     out = {}
-    for base, pattern in (("math", "anchor-adapter-midtrain"), ("clean", "anchor-adapter-midtrain-clean")):
-        found = sorted(Path("runs").glob(f"{pattern}/version_*/*anchor/items.json")) + sorted(
-            Path("runs").glob(f"{pattern}/version_*/logs/anchor/items.json")
+    for base, (_, _, pattern) in STAGE1.items():
+        found = sorted(Path(runs).glob(f"{pattern}/version_*/*anchor/items.json")) + sorted(
+            Path(runs).glob(f"{pattern}/version_*/logs/anchor/items.json")
         )
         if not found:
             continue
@@ -239,8 +278,10 @@ def main(argv: list[str] | None = None) -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("midtrain")
     m.add_argument("runs", nargs="+")
+    m.add_argument("--suffix", default="", help="result name suffix, e.g. -smollm2 (midtrain-smollm2.json)")
     r = sub.add_parser("rewards")
-    r.add_argument("--runs", required=True, help="comma-separated reward:base:seed cells")
+    r.add_argument("--runs", required=True, help=f"comma-separated reward:base:seed cells, base in {list(STAGE1)}")
+    r.add_argument("--suffix", default="", help="result name suffix, e.g. -smollm2 (rewards-smollm2.json)")
     r.add_argument("--steps", type=int, default=150)
     r.add_argument("--n-eval", type=int, default=500)
     r.add_argument("--prompts", type=int, default=8)
@@ -249,10 +290,17 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("run")
     args = ap.parse_args(argv)
     if args.cmd == "midtrain":
-        midtrain(args.runs)
+        midtrain(args.runs, args.suffix)
     elif args.cmd == "rewards":
         cells = [(c.split(":")[0], c.split(":")[1], int(c.split(":")[2])) for c in args.runs.split(",")]
-        rewards(cells, args.steps, args.n_eval, args.prompts, _stage1_reference(args.n_eval), args.analyse)
+        unknown = sorted({b for _, b, _ in cells} - set(STAGE1))
+        if unknown:
+            ap.error(f"--runs: unknown base {unknown}; choose from {list(STAGE1)}")
+        stage1 = _stage1_reference(args.n_eval)
+        missing = sorted({b for _, b, _ in cells} - set(stage1))
+        if missing:
+            ap.error(f"--runs: no stage-1 run under runs/ for {missing} (train {[STAGE1[b][2] for b in missing]})")
+        rewards(cells, args.steps, args.n_eval, args.prompts, stage1, args.analyse, args.suffix)
     else:
         circuit(args.run)
 

@@ -1,0 +1,96 @@
+"""The anchor-adapter tables' command (``zoo.methods.anchor_adapter.experiments``) on hand-made run folders: which
+recipe and stage-1 package a grid cell trains with, the stage-1 reference accuracies, and the stage-1 table's rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from zoo.core.recipe import load_recipe
+from zoo.methods.anchor_adapter import experiments
+
+EVAL = {k: 0.5 for k in experiments.METRICS}
+
+
+def _stage1_run(root, folder, items, before=True, base="smollm2-135m-instruct"):
+    """A finished stage-1 run folder: ``config.yaml``, ``anchor/eval.json`` and ``anchor/items.json``."""
+    run = root / folder / "version_0"
+    (run / "anchor").mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump({"model": {"base": base}}))
+    ev = {"after": dict(EVAL, acc_leaked=0.9)} | ({"before": dict(EVAL, acc_leaked=0.1)} if before else {})
+    (run / "anchor" / "eval.json").write_text(json.dumps(ev))
+    (run / "anchor" / "items.json").write_text(json.dumps({"after": items}))
+    return run
+
+
+def test_each_stage1_entry_names_its_recipe_and_package_base():
+    """Every grid base's stage-1 recipe exists and trains over the LM the table says, and each reward has a recipe
+    for that LM whose stage-1 LoRA matches the stage-1 recipe's (else the stage-1 weights would not load)."""
+    for base, (package, lm, folder) in experiments.STAGE1.items():
+        stage1 = load_recipe(f"{folder}.yaml")["model"]
+        assert stage1["base"] == lm and stage1["stage"] == "midtrain", base
+        for reward in experiments.RECIPES:
+            recipe = experiments.grpo_recipe(reward, base)
+            grpo = load_recipe(recipe)["model"]
+            assert grpo["base"] == lm and grpo["reward"] == reward, (base, reward, recipe)
+            assert grpo["midtrain_lora"] == stage1["midtrain_lora"], (base, reward)
+            assert package.startswith("anchor-adapter."), package
+
+
+def test_grid_cell_trains_the_bases_recipe_from_its_stage1_package(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_main(argv):
+        calls.append(argv)
+        out = next(a.split("=", 1)[1] for a in argv if a.startswith("out_dir="))
+        run = tmp_path / out / "x" / "version_0" / "anchor"
+        run.mkdir(parents=True)
+        (run / "eval.json").write_text(json.dumps({"after": EVAL}))
+        return 0
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("zoo.cli.main", fake_main)
+    run = experiments.grpo_run("ground_truth", "smollm2-math", 2, steps=5, n_eval=10, prompts=3)
+    assert run.name == "version_0" and len(calls) == 1
+    argv = calls[0]
+    assert "recipe=anchor-adapter-ground-truth-smollm2.yaml" in argv
+    assert "model.stage1=anchor-adapter.smollm2-math" in argv and "seed=2" in argv and "data.seed=2" in argv
+    assert experiments.grpo_run("ground_truth", "smollm2-math", 2, steps=5, n_eval=10, prompts=3) == run
+    assert len(calls) == 1  # a finished cell is reused
+
+
+def test_stage1_reference_counts_leaked_and_clean_of_the_first_items(tmp_path):
+    items = [{"leaked": True, "correct": True}, {"leaked": False, "correct": False}] * 3
+    items += [{"leaked": True, "correct": False}, {"leaked": False, "correct": True}]
+    _stage1_run(tmp_path, "anchor-adapter-midtrain-smollm2", items)
+    ref = experiments._stage1_reference(6, tmp_path)
+    assert ref == {"smollm2-math": {"acc_leaked": 1.0, "acc_clean": 0.0}}
+    assert experiments._stage1_reference(8, tmp_path)["smollm2-math"] == {"acc_leaked": 0.75, "acc_clean": 0.25}
+
+
+def test_midtrain_table_names_the_runs_base_lm_and_takes_a_suffix(tmp_path, monkeypatch):
+    written = {}
+    monkeypatch.setattr(
+        experiments, "write_result", lambda method, name, rows, **kw: written.update(name=name, rows=rows)
+    )
+    leaked = _stage1_run(tmp_path, "anchor-adapter-midtrain-smollm2", [])
+    clean = _stage1_run(tmp_path, "anchor-adapter-midtrain-clean-smollm2", [], before=False)
+    experiments.midtrain([str(leaked), f"{clean}=control"], "-smollm2")
+    assert written["name"] == "midtrain-smollm2"
+    assert [(r["model"], r["acc_leaked"]) for r in written["rows"]] == [
+        ("smollm2-135m-instruct", 0.1),
+        ("stage-1 contaminated", 0.9),
+        ("control", 0.9),
+    ]
+
+
+def test_rewards_command_refuses_an_unknown_base_or_a_missing_stage1_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        experiments.main(["rewards", "--runs", "random:gemma-math:0"])
+    assert "unknown base ['gemma-math']" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        experiments.main(["rewards", "--runs", "random:smollm2-math:0"])
+    assert "no stage-1 run under runs/ for ['smollm2-math']" in capsys.readouterr().err
