@@ -90,7 +90,12 @@ def test_grpo_stage_over_the_base_starts_from_the_stage1_checkpoint(stand_in_bas
     stage2 = tmp_path / "stage2"
     assert (
         main(
-            ["train", "recipe=anchor-adapter.yaml", "overlay=tiny/anchor-adapter.yaml", f"model.stage1={ckpt}"]
+            [
+                "train",
+                "recipe=anchor-adapter-smollm2.yaml",  # its stage-1 LoRA settings are the stage-1 recipe's
+                "overlay=tiny/anchor-adapter-smollm2.yaml",
+                f"model.stage1={ckpt}",
+            ]
             + common
             + ["model.analyses=[logit_lens,key_scaling]", "export.formats=[]", f"out_dir={stage2}"]
         )
