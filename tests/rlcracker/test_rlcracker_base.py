@@ -148,3 +148,16 @@ def test_baselines_table_with_the_base_as_plain_paraphraser(stand_in_base, provi
         (w, n) for w in ("unigram", "kgw") for n in ("short", "long")
     }
     assert "substitution-sweep-t" in written and (tmp_path / "z_histograms-t.png").is_file()
+    # --reuse keeps every row, yet the histogram still shows the plain paraphrase (its z's are not in the rows)
+    hists = []
+    monkeypatch.setattr(experiments, "reusable_rows", lambda path: (list(written.pop(path.stem)), {"git_sha": "x"}))
+    monkeypatch.setattr(experiments, "_plots", lambda hist, sweep, suffix: hists.append(hist))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results" / "rlcracker").mkdir(parents=True)
+    (tmp_path / "results" / "rlcracker" / "removal-t.json").write_text("{}")
+    experiments.main(
+        ["removal", "--data", str(out), "--suffix=-t", "--copier", SMOL, "--n-short", "1", "--n-long", "1"]
+        + ["--seeds", "0", "--reuse"]
+    )
+    assert written["removal-t"] == rows
+    assert {k for k in hists[0] if k[0] == "unigram"} == {("unigram", "none"), ("unigram", "plain-paraphrase")}

@@ -107,6 +107,10 @@ def attacker_per_seed(runs: list[str], seeds: list[int]) -> dict[int, str]:
     return dict(zip(seeds, runs))
 
 
+HISTOGRAM = ("none", "plain-paraphrase", "rlcracker")
+"""The attacks whose z's on the first seed's short texts the histogram PNG shows (rerun under ``--reuse``)."""
+
+
 def removal(args) -> None:
     torch.set_num_threads(1)
     copier = _load(args.copier)
@@ -143,12 +147,13 @@ def removal(args) -> None:
                     **{a: m for (w, a, s), m in attackers.items() if w == wname and s == seed},
                 }
                 for name in ("none", "regenerate", "random-substitution", "minilm-swap", *models):
-                    if (wname, length, seed, name) in done and name != "none":
+                    plotted = seed == args.seeds[0] and length == "short" and name in HISTOGRAM
+                    if (wname, length, seed, name) in done and not plotted:  # a reused row; its z's not needed
                         continue
                     torch.manual_seed(seed)
                     texts = _attack(name, data, length, tok, g, models)
                     s = score(texts, marked, wm, tok)
-                    if seed == args.seeds[0] and length == "short":
+                    if plotted:
                         hist[(wname, name)] = s["z"].tolist()
                     if (wname, length, seed, name) in done:
                         continue
@@ -217,7 +222,7 @@ def _plots(hist: dict, sweep: list[dict], suffix: str = "") -> None:
     PNG.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
     for ax, w in zip(axes, ("unigram", "kgw")):
-        for name in ("none", "plain-paraphrase", "rlcracker"):
+        for name in HISTOGRAM:
             if (w, name) in hist:
                 ax.hist([z for z in hist[(w, name)] if not math.isnan(z)], bins=20, alpha=0.5, label=name)
         ax.axvline(4.0, color="k", ls="--", lw=1)
