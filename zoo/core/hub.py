@@ -18,6 +18,9 @@ Manifest layout::
         metrics: {val/ppl: ...}
         license: ...
         created: 2026-11-30T07:00:00Z
+
+Kept as one module (~410 lines): the manifest, its sha256 checks and the loaders are one trust boundary; a
+package's weights load only after the check in this file.
 """
 
 from __future__ import annotations

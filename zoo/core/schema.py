@@ -15,6 +15,9 @@ checked by importing it, as before. A type spec is ``{"types": [...], "choices":
 argument: ``min`` / ``max`` (``min_exclusive`` / ``max_exclusive``), ``min_length``, ``items`` (a list's item spec) and
 ``keys`` (a dict block's key specs); no spec means anything goes. Each part also records ``docs``, every argument's
 one-line meaning from the class's ``Args:`` docstring, for ``zoo info``.
+
+Kept as one module (~500 lines): the checker (no torch) and the generator of the tables it checks (which
+imports the classes, lazily) share one definition of a type spec.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ a small per-method grid of 3 values (extended by 3x, up to 4 times, while the be
 it is re-picked from {1/3, 1, 3} x that value (extended up to twice); clip c = 1, momentum 0.9, Cond-DP ridge λ = 0.01 (relative to σ₁)
 with ‖C‖₂ = 1; sufficient statistics' ridge is picked per ε on validation. Rows are appended to
 ``runs/cond-dp-grid/<grid>.jsonl`` as they finish, so a killed run resumes where it stopped.
+
+Kept as one module (~410 lines): tuning, the grid and the two writers share the grid's records and its
+protocol notes.
 """
 
 from __future__ import annotations

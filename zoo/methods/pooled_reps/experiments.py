@@ -16,6 +16,9 @@ cknna), ``delta...json`` (Δ = mean − max_t single token, with bootstrap CIs, 
 model (:func:`write_scale`). ``<-model>`` is empty for zoo-lm.chat (its files keep their names). Generations are
 cached under ``runs/pooled-reps-cache/`` per model, domain, item count, seed and ``T`` (a killed run resumes from
 them; delete the folder to regenerate). The world LoRA is fitted once (seed 0) and shared by the decoding seeds.
+
+Kept as one module (~400 lines): one command; its helpers (the generations, the generated-world task, the
+scale table) serve only it.
 """
 
 from __future__ import annotations

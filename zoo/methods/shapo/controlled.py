@@ -25,6 +25,9 @@ and KL, in and out of the training domain.
 The oracle, the prompts and the builder live in :mod:`zoo.methods.shapo.controlled_data`; this module holds the
 win-rate statistics, the sweep and the command line of both (one experiment read top to bottom: run an arm, score
 it, tabulate; ~430 lines).
+
+Kept as one module (~430 lines): the controlled task's command; its win rates, intervals and arms all
+read the same generated task.
 """
 
 from __future__ import annotations
