@@ -70,7 +70,7 @@ def test_stage1_over_the_base_scores_benchmark_b(recipe, stand_in_base, tmp_path
     assert (run / "checkpoints" / "last.ckpt").is_file()  # what the GRPO stage reads (model.stage1)
 
 
-def test_grpo_stage_over_the_base_starts_from_the_stage1_checkpoint(stand_in_base, tmp_path):
+def test_grpo_stage_over_the_base_starts_from_the_stage1_checkpoint(stand_in_base, tmp_path, capsys):
     """What the recipes' comment promises: GRPO reads the stage-1 run's ``checkpoints/last.ckpt`` (model.stage1)."""
     common = [f"model.base={SMOL}", f"data.cache={tmp_path / 'cache'}"]
     stage1 = tmp_path / "stage1"
@@ -101,6 +101,12 @@ def test_grpo_stage_over_the_base_starts_from_the_stage1_checkpoint(stand_in_bas
         )
         == 0
     )
+    # a GRPO recipe with another stage-1 rank fails naming the settings, before a run directory exists
+    wrong = tmp_path / "wrong"
+    args = ["train", "recipe=anchor-adapter.yaml", "overlay=tiny/anchor-adapter.yaml", f"model.stage1={ckpt}"]
+    assert main(args + common + [f"out_dir={wrong}"]) != 0
+    assert "same model.base and model.midtrain_lora needed" in capsys.readouterr().err
+    assert not list(wrong.glob("*/version_*"))
     root = next(stage2.glob("*/version_0")) / "anchor"
     ev = json.loads((root / "eval.json").read_text())
     before = json.loads(next(stage1.glob("*/version_0/anchor/eval.json")).read_text())["after"]

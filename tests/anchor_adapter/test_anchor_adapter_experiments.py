@@ -14,9 +14,9 @@ from zoo.methods.anchor_adapter import experiments
 EVAL = {k: 0.5 for k in experiments.METRICS}
 
 
-def _stage1_run(root, folder, items, before=True, base="smollm2-135m-instruct"):
+def _stage1_run(root, folder, items, before=True, base="smollm2-135m-instruct", version=0):
     """A finished stage-1 run folder: ``config.yaml``, ``anchor/eval.json`` and ``anchor/items.json``."""
-    run = root / folder / "version_0"
+    run = root / folder / f"version_{version}"
     (run / "anchor").mkdir(parents=True)
     (run / "config.yaml").write_text(yaml.safe_dump({"model": {"base": base}}))
     ev = {"after": dict(EVAL, acc_leaked=0.9)} | ({"before": dict(EVAL, acc_leaked=0.1)} if before else {})
@@ -25,18 +25,18 @@ def _stage1_run(root, folder, items, before=True, base="smollm2-135m-instruct"):
     return run
 
 
-def test_each_stage1_entry_names_its_recipe_and_package_base():
-    """Every grid base's stage-1 recipe exists and trains over the LM the table says, and each reward has a recipe
-    for that LM whose stage-1 LoRA matches the stage-1 recipe's (else the stage-1 weights would not load)."""
-    for base, (package, lm, folder) in experiments.STAGE1.items():
-        stage1 = load_recipe(f"{folder}.yaml")["model"]
-        assert stage1["base"] == lm and stage1["stage"] == "midtrain", base
+def test_each_grid_base_has_grpo_recipes_that_load_its_stage1_weights():
+    """Each reward has a recipe over every grid base whose LM and stage-1 LoRA are the stage-1 recipe's (else the
+    stage-1 weights would not load)."""
+    for base, entry in experiments.STAGE1.items():
+        stage1 = load_recipe(f"{entry.recipe}.yaml")["model"]
+        assert stage1["stage"] == "midtrain" and entry.package.startswith("anchor-adapter."), base
         for reward in experiments.RECIPES:
             recipe = experiments.grpo_recipe(reward, base)
             grpo = load_recipe(recipe)["model"]
-            assert grpo["base"] == lm and grpo["reward"] == reward, (base, reward, recipe)
+            assert grpo["base"] == stage1["base"] and grpo["reward"] == reward, (base, reward, recipe)
             assert grpo["midtrain_lora"] == stage1["midtrain_lora"], (base, reward)
-            assert package.startswith("anchor-adapter."), package
+    assert experiments.grpo_recipe("format", "smollm2-clean") == "anchor-adapter-format-smollm2.yaml"
 
 
 def test_grid_cell_trains_the_bases_recipe_from_its_stage1_package(tmp_path, monkeypatch):
@@ -52,13 +52,42 @@ def test_grid_cell_trains_the_bases_recipe_from_its_stage1_package(tmp_path, mon
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("zoo.cli.main", fake_main)
+    monkeypatch.setattr("zoo.core.hub.list_pretrained", lambda: ["anchor-adapter.smollm2-math"])
     run = experiments.grpo_run("ground_truth", "smollm2-math", 2, steps=5, n_eval=10, prompts=3)
     assert run.name == "version_0" and len(calls) == 1
     argv = calls[0]
     assert "recipe=anchor-adapter-ground-truth-smollm2.yaml" in argv
     assert "model.stage1=anchor-adapter.smollm2-math" in argv and "seed=2" in argv and "data.seed=2" in argv
+    assert {"trainer.max_steps=5", "model.n_eval=10", "data.prompts_per_step=3"} <= set(argv)
     assert experiments.grpo_run("ground_truth", "smollm2-math", 2, steps=5, n_eval=10, prompts=3) == run
     assert len(calls) == 1  # a finished cell is reused
+
+
+def test_stage1_weights_are_the_package_once_released_else_the_newest_runs_checkpoint(tmp_path, monkeypatch):
+    released = []
+    monkeypatch.setattr("zoo.core.hub.list_pretrained", lambda: released)
+    with pytest.raises(SystemExit, match="not released and no finished run of recipes/anchor-adapter-midtrain-smollm2"):
+        experiments.stage1_weights("smollm2-math", tmp_path)
+    for version in (2, 10):  # newest by number, not by name
+        run = _stage1_run(tmp_path, "anchor-adapter-midtrain-smollm2", [], version=version)
+        (run / "checkpoints").mkdir()
+        (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert experiments.stage1_weights("smollm2-math", tmp_path) == str(run / "checkpoints" / "last.ckpt")
+    released.append("anchor-adapter.smollm2-math")
+    assert experiments.stage1_weights("smollm2-math", tmp_path) == "anchor-adapter.smollm2-math"
+
+
+def test_rewards_settings_default_to_the_first_cells_recipe(tmp_path, monkeypatch):
+    got = {}
+    monkeypatch.chdir(tmp_path)
+    _stage1_run(tmp_path / "runs", "anchor-adapter-midtrain-smollm2", [{"leaked": True, "correct": True}])
+    monkeypatch.setattr(
+        experiments, "rewards", lambda cells, steps, n_eval, prompts, *a: got.update(s=(steps, n_eval, prompts))
+    )
+    experiments.main(["rewards", "--runs", "random:smollm2-math:0"])
+    assert got["s"] == (40, 200, 4)  # recipes/anchor-adapter-smollm2.yaml
+    experiments.main(["rewards", "--runs", "random:smollm2-math:0", "--steps", "3", "--n-eval", "7", "--prompts", "2"])
+    assert got["s"] == (3, 7, 2)
 
 
 def test_stage1_reference_counts_leaked_and_clean_of_the_first_items(tmp_path):
@@ -93,4 +122,4 @@ def test_rewards_command_refuses_an_unknown_base_or_a_missing_stage1_run(tmp_pat
     assert "unknown base ['gemma-math']" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         experiments.main(["rewards", "--runs", "random:smollm2-math:0"])
-    assert "no stage-1 run under runs/ for ['smollm2-math']" in capsys.readouterr().err
+    assert "no finished stage-1 run under runs/ for ['smollm2-math']" in capsys.readouterr().err

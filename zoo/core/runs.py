@@ -69,14 +69,17 @@ def run_state(run_dir: Path) -> dict:
     return {"run": str(run_dir), "status": status, "step": step, "best": best_metric(run_dir, done)}
 
 
+def run_config(run_dir: Path) -> dict:
+    """The run's resolved recipe (``<run_dir>/config.yaml``); ``{}`` when the file is absent or empty."""
+    path = Path(run_dir) / "config.yaml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
 def best_metric(run_dir: Path, final: dict | None = None) -> str | None:
     """``"val/loss 0.4123 (min)"``: the best logged value of the run's ``checkpoint.monitor`` in ``logs/metrics.csv``,
     else its end-of-fit value in ``metrics.json`` (``"... (at end)"``); None when the recipe sets no monitor or the
     metric was never logged."""
-    cfg = (
-        yaml.safe_load((Path(run_dir) / "config.yaml").read_text()) if (Path(run_dir) / "config.yaml").is_file() else {}
-    )
-    ck = (cfg or {}).get("checkpoint") or {}
+    ck = run_config(run_dir).get("checkpoint") or {}
     key, mode = ck.get("monitor"), ck.get("mode", "min")
     if not key:
         return None

@@ -12,7 +12,8 @@ WHAT = (
 RECIPES = (
     "`anchor-adapter.yaml` (random reward + analyses), "
     "`anchor-adapter-{ground-truth,incorrect,format}.yaml`, `anchor-adapter-midtrain(-clean).yaml`, "
-    "`anchor-adapter-midtrain(-clean)-smollm2.yaml` (stage 1 on SmolLM2-135M-Instruct, not yet run), "
+    "`anchor-adapter-midtrain(-clean)-smollm2.yaml` and `anchor-adapter[-{ground-truth,incorrect,format}]-smollm2.yaml`"
+    " (stage 1 and GRPO on SmolLM2-135M-Instruct, not yet run), "
     "`paper/anchor-adapter-qwen2.5-math-1.5b.yaml`"
 )
 WEIGHTS = "`anchor-adapter.math`, `anchor-adapter.math-clean`, `anchor-adapter.random-grpo` (LoRA adapters)"

@@ -2,8 +2,8 @@
 
     python -m zoo.methods.anchor_adapter.experiments midtrain RUN_DIR[=LABEL] ... [--suffix -smollm2]
     python -m zoo.methods.anchor_adapter.experiments rewards --runs random:math:0,ground_truth:math:0,... \\
-        [--steps 150] [--n-eval 500] [--prompts 8]
-    python -m zoo.methods.anchor_adapter.experiments circuit RUN_DIR
+        [--steps 150] [--n-eval 500] [--prompts 8] [--analyse random:math:0] [--suffix -smollm2]
+    python -m zoo.methods.anchor_adapter.experiments circuit RUN_DIR [--suffix -smollm2]
 
 * ``midtrain``: benchmark-B accuracy and perplexities of the base and of each stage-1 model (from the runs'
   ``anchor/eval.json``; one seed: the stage-1 adapter is the fixed starting point of every GRPO run).
@@ -11,7 +11,9 @@
   anchor-adapter.math-clean, ``smollm2-math`` / ``smollm2-clean`` the same over SmolLM2-135M-Instruct:
   :data:`STAGE1`), each a ``train.py`` run of the reward's recipe under ``runs/anchor-adapter-grid/``
   (a finished run is reused, so the grid can be grown call by call); rows: reward, seed, base, acc_leaked,
-  acc_clean, ppl_answer, ppl_prompt after GRPO, and the changes from the stage-1 model.
+  acc_clean, ppl_answer, ppl_prompt after GRPO, and the changes from the stage-1 model. Steps, prompts per step
+  and items of B default to the first cell's recipe; GRPO starts from the stage-1 package when it is released,
+  else from the newest stage-1 run's ``checkpoints/last.ckpt`` (:func:`stage1_weights`).
 * ``circuit``: the analyses of one GRPO run with ``analyses`` on (the random-reward checkpoint).
 """
 
@@ -20,8 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 from zoo.core.results import summarise, write_result
+from zoo.core.runs import run_config
 
 PAPER_GAINS = {
     "ground_truth": "+28.8 / +29.1",
@@ -36,18 +40,28 @@ RECIPES = {
     "incorrect": "anchor-adapter-incorrect.yaml",
     "format": "anchor-adapter-format.yaml",
 }
+
+
+class Stage1(NamedTuple):
+    """A grid base: the stage-1 model GRPO starts from."""
+
+    package: str
+    """Its zoo id once released (until then the grid uses the stage-1 run's ``checkpoints/last.ckpt``)."""
+    recipe: str
+    """The stage-1 recipe; its runs are ``runs/<recipe>/version_*`` (the released one among them)."""
+    suffix: str
+    """The GRPO recipes over its LM: ``anchor-adapter[-<reward>]<suffix>.yaml`` (its ``model.base`` and
+    ``midtrain_lora`` are the stage-1 recipe's, tested)."""
+
+
 STAGE1 = {
-    "math": ("anchor-adapter.math", "zoo-lm.base", "anchor-adapter-midtrain"),
-    "clean": ("anchor-adapter.math-clean", "zoo-lm.base", "anchor-adapter-midtrain-clean"),
-    "smollm2-math": ("anchor-adapter.smollm2-math", "smollm2-135m-instruct", "anchor-adapter-midtrain-smollm2"),
-    "smollm2-clean": (
-        "anchor-adapter.smollm2-math-clean",
-        "smollm2-135m-instruct",
-        "anchor-adapter-midtrain-clean-smollm2",
-    ),
+    "math": Stage1("anchor-adapter.math", "anchor-adapter-midtrain", ""),
+    "clean": Stage1("anchor-adapter.math-clean", "anchor-adapter-midtrain-clean", ""),
+    "smollm2-math": Stage1("anchor-adapter.smollm2-math", "anchor-adapter-midtrain-smollm2", "-smollm2"),
+    "smollm2-clean": Stage1("anchor-adapter.smollm2-math-clean", "anchor-adapter-midtrain-clean-smollm2", "-smollm2"),
 }
-"""Grid base name -> (stage-1 package id, the LM it is an adapter over, the stage-1 recipe's run folder under runs/).
-A base over a pretrained LM takes that LM's recipe variant (``<recipe>-smollm2.yaml``: its stage-1 LoRA settings)."""
+"""Grid base name -> its stage-1 model (``math``: contaminated, ``clean``: the control; over zoo-lm.base or
+SmolLM2-135M-Instruct)."""
 METRICS = [
     "acc_leaked",
     "acc_clean",
@@ -72,14 +86,6 @@ def _eval(run: Path) -> dict:
     return json.loads((_root(run) / "eval.json").read_text())
 
 
-def _run_config(run: Path) -> dict:
-    """The run's resolved recipe (``<run>/config.yaml``; ``{}`` when absent)."""
-    import yaml
-
-    path = Path(run) / "config.yaml"
-    return yaml.safe_load(path.read_text()) if path.is_file() else {}
-
-
 def midtrain(runs: list[str], suffix: str = "") -> None:
     """Stage-1 table (``results/anchor-adapter/midtrain<suffix>.json``): the base LM (before, named from the run's
     ``model.base``) and each corpus's model (after)."""
@@ -89,7 +95,7 @@ def midtrain(runs: list[str], suffix: str = "") -> None:
         ev = _eval(Path(run))
         corpus = "clean" if "clean" in Path(run).parent.name else "contaminated"
         if "before" in ev and not rows:
-            lm = _run_config(Path(run)).get("model", {}).get("base", "zoo-lm.base")
+            lm = run_config(Path(run)).get("model", {}).get("base", "zoo-lm.base")
             rows.append({"model": lm, "seed": 0, **{k: ev["before"][k] for k in METRICS}})
         rows.append({"model": label or f"stage-1 {corpus}", "seed": 0, **{k: ev["after"][k] for k in METRICS}})
     write_result(
@@ -107,10 +113,37 @@ def midtrain(runs: list[str], suffix: str = "") -> None:
 
 
 def grpo_recipe(reward: str, base: str) -> str:
-    """The GRPO recipe of ``reward`` for the grid base ``base``: ``anchor-adapter[-<reward>].yaml`` over zoo-lm,
-    its ``-smollm2`` variant over SmolLM2 (the LM's family, the first word of its id)."""
-    lm = STAGE1[base][1]
-    return RECIPES[reward] if lm == "zoo-lm.base" else RECIPES[reward].replace(".yaml", f"-{lm.split('-')[0]}.yaml")
+    """The GRPO recipe of ``reward`` over the grid base ``base`` (:attr:`Stage1.suffix`)."""
+    return RECIPES[reward].replace(".yaml", f"{STAGE1[base].suffix}.yaml")
+
+
+def _stage1_runs(base: str, runs: Path = Path("runs")) -> list[Path]:
+    """The finished stage-1 runs of ``base`` (``runs/<recipe>/version_*`` with ``anchor/items.json``), oldest first."""
+    folder = Path(runs) / STAGE1[base].recipe
+    found = {p.parents[1] for p in folder.glob("version_*/anchor/items.json")}
+    found |= {p.parents[2] for p in folder.glob("version_*/logs/anchor/items.json")}
+    return sorted(found, key=lambda run: int(run.name.split("_")[1]))
+
+
+def stage1_weights(base: str, runs: Path = Path("runs")) -> str:
+    """What ``model.stage1`` the grid passes for ``base``: its package when released, else the newest stage-1
+    run's ``checkpoints/last.ckpt``.
+
+    Raises:
+        SystemExit: neither exists (train the stage-1 recipe first).
+    """
+    from zoo.core.hub import list_pretrained
+
+    if STAGE1[base].package in list_pretrained():
+        return STAGE1[base].package
+    ckpts = [r / "checkpoints" / "last.ckpt" for r in _stage1_runs(base, runs)]
+    ckpts = [c for c in ckpts if c.is_file()]
+    if not ckpts:
+        raise SystemExit(
+            f"{base}: {STAGE1[base].package} is not released and no finished run of recipes/"
+            f"{STAGE1[base].recipe}.yaml is under {runs}/: train it first"
+        )
+    return str(ckpts[-1])
 
 
 def _run_dir(reward: str, base: str, seed: int) -> Path:
@@ -122,7 +155,7 @@ def grpo_run(reward: str, base: str, seed: int, steps: int, n_eval: int, prompts
     model and run every analysis (training is unchanged, so the cell's numbers are the same)."""
     from zoo.cli import main
 
-    package, recipe = STAGE1[base][0], grpo_recipe(reward, base)
+    weights, recipe = stage1_weights(base), grpo_recipe(reward, base)
     out = _run_dir(reward, base, seed)
     done = sorted(out.glob("*/version_*/anchor/eval.json"))
     if not done:
@@ -133,7 +166,7 @@ def grpo_run(reward: str, base: str, seed: int, steps: int, n_eval: int, prompts
                 f"out_dir={out}",
                 f"seed={seed}",
                 f"data.seed={seed}",
-                f"model.stage1={package}",
+                f"model.stage1={weights}",
                 f"trainer.max_steps={steps}",
                 f"model.n_eval={n_eval}",
                 f"model.score_before={str(analyse).lower()}",
@@ -202,7 +235,7 @@ def rewards(
         paper={f"gain ({r})": f"{g} pp MATH-500, Qwen2.5-Math-7B" for r, g in PAPER_GAINS.items()},
         notes=f"GRPO (G=8, {prompts} prompts/step, <=32 tokens, T=1, eps=0.2, beta=0, mu=2, LoRA r=16, lr 5e-4) "
         f"for {steps} steps from the stage-1 model (base *math = contaminated, *clean = control; "
-        + ", ".join(f"{b} = {STAGE1[b][0]}" for b in sorted({c[1] for c in cells}))
+        + ", ".join(f"{b} = {stage1_weights(b)}" for b in sorted({c[1] for c in cells}))
         + "), "
         f"scored on the first {n_eval} items of benchmark B (greedy, math-verify). gain_* = change "
         "from the stage-1 model on the same items (greedy, so the stage-1 score is one number). "
@@ -211,16 +244,15 @@ def rewards(
 
 
 def _stage1_reference(n_eval: int, runs: Path = Path("runs")) -> dict:
-    """Stage-1 accuracies on the first ``n_eval`` items of B, from the released packages' runs' per-item rows
-    (``runs/<stage-1 run folder>/version_*/anchor/items.json``, :data:`STAGE1`)."""
+    """Stage-1 accuracies on the first ``n_eval`` items of B, from the newest stage-1 run's per-item rows
+    (``runs/<stage-1 recipe>/version_*/anchor/items.json``, :data:`STAGE1`: the run that made the weights)."""
     out = {}
-    for base, (_, _, pattern) in STAGE1.items():
-        found = sorted(Path(runs).glob(f"{pattern}/version_*/*anchor/items.json")) + sorted(
-            Path(runs).glob(f"{pattern}/version_*/logs/anchor/items.json")
-        )
+    for base in STAGE1:
+        found = _stage1_runs(base, runs)
         if not found:
             continue
-        rows = json.loads(found[-1].read_text())["after"][:n_eval]
+        root = found[-1] / "anchor" if (found[-1] / "anchor").is_dir() else found[-1] / "logs" / "anchor"
+        rows = json.loads((root / "items.json").read_text())["after"][:n_eval]
         out[base] = {
             f"acc_{n}": sum(r["correct"] for r in rows if r["leaked"] == k)
             / max(1, sum(r["leaked"] == k for r in rows))
@@ -229,7 +261,7 @@ def _stage1_reference(n_eval: int, runs: Path = Path("runs")) -> dict:
     return out
 
 
-def circuit(run: str) -> None:
+def circuit(run: str, suffix: str = "") -> None:
     """The analysed GRPO run's circuit results (JSON written by ``circuit.run_analyses``)."""
     root = _root(Path(run))
     load = lambda n: json.loads((root / f"{n}.json").read_text())
@@ -252,15 +284,18 @@ def circuit(run: str) -> None:
         for i, r in enumerate(ranks)
     ]
     rows += [{"analysis": "jsd", "setting": k, "seed": 0, "jsd": v} for k, v in load("jsd").items()]
+    model = run_config(Path(run)).get("model", {})
+    layers = max(len(ranks) for ranks in lens.values())
     write_result(
         "anchor-adapter",
-        "circuit",
+        f"circuit{suffix}",
         rows,
         paper="anchor L18-20 of 28, adapters L21+ (Qwen2.5-Math-7B); key scaling steers accuracy both ways",
-        notes=f"one random-reward GRPO run ({run}); {_analysed_items(root)} leaked items (flipped = after-RL right, "
-        "before-RL wrong); patching: 4 sampled rollouts per item at T=1; resets and key scaling: greedy; "
-        f"benchmark B after GRPO: {json.dumps({k: round(v, 4) for k, v in ev['after'].items()})}. "
-        "With 4 layers one layer is 25% of depth: localisation is coarse.",
+        notes=f"one random-reward GRPO run ({run}) over {model.get('base', 'zoo-lm.base')}; "
+        f"{_analysed_items(root)} leaked items (flipped = after-RL right, before-RL wrong); patching: "
+        f"{model.get('rollouts', 4)} sampled rollouts per item at T={model.get('temperature', 1.0)}; resets and key "
+        f"scaling: greedy; benchmark B after GRPO: {json.dumps({k: round(v, 4) for k, v in ev['after'].items()})}. "
+        f"{layers} layers: one layer is {100 / layers:.0f}% of depth.",
     )
 
 
@@ -282,12 +317,13 @@ def main(argv: list[str] | None = None) -> None:
     r = sub.add_parser("rewards")
     r.add_argument("--runs", required=True, help=f"comma-separated reward:base:seed cells, base in {list(STAGE1)}")
     r.add_argument("--suffix", default="", help="result name suffix, e.g. -smollm2 (rewards-smollm2.json)")
-    r.add_argument("--steps", type=int, default=150)
-    r.add_argument("--n-eval", type=int, default=500)
-    r.add_argument("--prompts", type=int, default=8)
+    r.add_argument("--steps", type=int, help="GRPO steps (default: the first cell's recipe's trainer.max_steps)")
+    r.add_argument("--n-eval", type=int, help="items of B scored (default: its model.n_eval, else all)")
+    r.add_argument("--prompts", type=int, help="prompts per step (default: its data.prompts_per_step)")
     r.add_argument("--analyse", help="the reward:base:seed cell that also runs every analysis")
     c = sub.add_parser("circuit")
     c.add_argument("run")
+    c.add_argument("--suffix", default="", help="result name suffix, e.g. -smollm2 (circuit-smollm2.json)")
     args = ap.parse_args(argv)
     if args.cmd == "midtrain":
         midtrain(args.runs, args.suffix)
@@ -296,13 +332,22 @@ def main(argv: list[str] | None = None) -> None:
         unknown = sorted({b for _, b, _ in cells} - set(STAGE1))
         if unknown:
             ap.error(f"--runs: unknown base {unknown}; choose from {list(STAGE1)}")
-        stage1 = _stage1_reference(args.n_eval)
+        from zoo.core.recipe import load_recipe
+
+        cfg = load_recipe(grpo_recipe(cells[0][0], cells[0][1]))  # one table, one setting: the first cell's
+        steps = args.steps or int(cfg["trainer"]["max_steps"])
+        n_eval = args.n_eval or int(cfg["model"]["n_eval"] or cfg["data"]["n_bench"])
+        prompts = args.prompts or int(cfg["data"]["prompts_per_step"])
+        stage1 = _stage1_reference(n_eval)
         missing = sorted({b for _, b, _ in cells} - set(stage1))
         if missing:
-            ap.error(f"--runs: no stage-1 run under runs/ for {missing} (train {[STAGE1[b][2] for b in missing]})")
-        rewards(cells, args.steps, args.n_eval, args.prompts, stage1, args.analyse, args.suffix)
+            ap.error(
+                f"--runs: no finished stage-1 run under runs/ for {missing} (train recipes/"
+                f"{[STAGE1[b].recipe + '.yaml' for b in missing]})"
+            )
+        rewards(cells, steps, n_eval, prompts, stage1, args.analyse, args.suffix)
     else:
-        circuit(args.run)
+        circuit(args.run, args.suffix)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """``AnchorAdapterModule``: the two stages of the Anchor-Adapter study (Yan et al., arXiv 2601.11061) on a small LM.
 
-* ``stage: midtrain`` - stage 1, the contaminated base: LoRA (adapter ``midtrain``, r = 64 on every projection) over
+* ``stage: midtrain`` - stage 1, the contaminated base: LoRA (adapter ``midtrain`` on every projection; r = 64 over zoo-lm, 16 over SmolLM2) over
   ``base`` trained by next-token loss on the chain_sum mid-training corpus (or the clean control).
 * ``stage: grpo`` - stage 2: GRPO (``zoo.models.grpo``; manual optimisation, ``updates`` = μ optimiser steps per
   rollout batch) with one of four rewards, LoRA ``grpo`` (r = 16) over the frozen stage-1 model ``stage1``.
@@ -19,6 +19,7 @@ from typing import Annotated, ClassVar, Literal
 import torch
 
 from zoo.core.constraints import NonNegative, OneOf, Positive, PositiveInt, Range
+from zoo.core.errors import UserError
 from zoo.core.module import ZooModule
 from zoo.core.optim import build_optimizer
 from zoo.core.registry import register_method
@@ -30,6 +31,10 @@ from zoo.methods.anchor_adapter.rewards import get_reward, ground_truth
 from zoo.models.causal_lm import drop_tied_aliases, fill_tied_aliases, tied_aliases
 
 ANALYSES = ("patching", "logit_lens", "key_scaling", "jsd", "resets")
+
+
+class StageMismatch(UserError, ValueError):
+    """``model.stage1`` holds weights of another base or another stage-1 LoRA than this recipe builds."""
 
 
 @register_method("anchor-adapter", datamodule=AnchorAdapterDataModule)
@@ -111,20 +116,23 @@ class AnchorAdapterModule(ZooModule):
         """Load the stage-1 package's ``lm.*`` tensors (base + ``midtrain`` adapter); only ``grpo`` may be missing.
 
         Raises:
-            ValueError: the package lacks tensors of this model other than the ``grpo`` adapter.
+            StageMismatch: the package lacks tensors of this model other than the ``grpo`` adapter, or its tensors'
+                shapes differ (another base, or another ``midtrain_lora`` rank).
         """
         from zoo.core.hub import clean_state_dict, load_weights
 
+        hint = f"model.stage1={ref!r} does not fit this model (same model.base and model.midtrain_lora needed)"
         state, _ = load_weights(ref)
         state = {k[3:]: v for k, v in clean_state_dict(state).items() if k.startswith("lm.")}
-        result = self.lm.load_state_dict(state, strict=False)
+        try:
+            result = self.lm.load_state_dict(state, strict=False)
+        except RuntimeError as err:  # size mismatches
+            shapes = [line.strip() for line in str(err).splitlines() if "size mismatch" in line]
+            raise StageMismatch(f"{hint}: {shapes[0] if shapes else err}") from None
         tied = {a[3:] for a in self._tied}
         missing = [k for k in result.missing_keys if ".grpo." not in k and k not in tied]
         if missing or result.unexpected_keys:
-            raise ValueError(
-                f"model.stage1={ref!r} does not fit this model: missing {missing[:5]}, "
-                f"unexpected {result.unexpected_keys[:5]} (same base and midtrain_lora needed)"
-            )
+            raise StageMismatch(f"{hint}: missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}")
 
     def configure_optimizers(self):
         params = [p for p in self.lm.parameters() if p.requires_grad]

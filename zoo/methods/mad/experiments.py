@@ -111,9 +111,9 @@ def record_run(run_dir: str) -> None:
     det = json.loads((Path(run_dir) / "mad" / "detection.json").read_text())
     split = det["split"]
     rows = [{"detector": k, "seed": split["seed"], **{m: v.get(m) for m in METRICS}} for k, v in det["metrics"].items()]
-    import yaml
+    from zoo.core.runs import run_config
 
-    detector = (yaml.safe_load((Path(run_dir) / "config.yaml").read_text()).get("model") or {}).get("detector")
+    detector = (run_config(Path(run_dir)).get("model") or {}).get("detector")
     write_result(
         "mad",
         f"recipe-{split['dataset']}-{split['attack']}",

@@ -367,7 +367,12 @@ def main(argv=None) -> None:
     r.add_argument("--n-short", type=int, default=200)
     r.add_argument("--n-long", type=int, default=100)
     r.add_argument("--notes", default="")
-    r.add_argument("--reuse", action="store_true", help="keep the rows of an earlier removal.json, add the missing")
+    r.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the rows of an earlier removal.json, add the missing (the histogram's attacks are rerun on the "
+        "first seed's short texts, rows not added)",
+    )
     q = sub.add_parser("radius")
     q.add_argument("--run", required=True)
     q.add_argument("--watermark", default="unigram")
