@@ -19,7 +19,7 @@ Manifest layout::
         license: ...
         created: 2026-11-30T07:00:00Z
 
-Kept as one module (~410 lines): the manifest, its sha256 checks and the loaders are one trust boundary; a
+Kept as one module: the manifest, its sha256 checks and the loaders are one trust boundary; a
 package's weights load only after the check in this file.
 """
 

@@ -12,7 +12,7 @@ A bare recipe name is looked up in ``recipes/``; ``.yaml`` may be omitted. Every
 ``RecipeError`` whose message starts with the recipe file or the full key path, and, for a typo,
 ends with a "did you mean".
 
-Kept as one module (~450 lines): composition, overrides and validation of one format; validation needs the
+Kept as one module: composition, overrides and validation of one format; validation needs the
 composed tree and the override grammar together.
 """
 

@@ -16,7 +16,7 @@ argument: ``min`` / ``max`` (``min_exclusive`` / ``max_exclusive``), ``min_lengt
 ``keys`` (a dict block's key specs); no spec means anything goes. Each part also records ``docs``, every argument's
 one-line meaning from the class's ``Args:`` docstring, for ``zoo info``.
 
-Kept as one module (~500 lines): the checker (no torch) and the generator of the tables it checks (which
+Kept as one module: the checker (no torch) and the generator of the tables it checks (which
 imports the classes, lazily) share one definition of a type spec.
 """
 

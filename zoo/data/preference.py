@@ -18,7 +18,7 @@ gets a seeded 90/10 split (validation = test), or pass ``val_path``.
 ``flip_rate`` swaps chosen and rejected for a seeded fraction of the *training* pairs only (the noisy-preference
 setting of the paper); held-out pairs are never flipped.
 
-Kept as one module (~440 lines): reading, encoding and the datamodule of one format; the encoders are
+Kept as one module: reading, encoding and the datamodule of one format; the encoders are
 shared by the datamodule and the cost model.
 """
 

@@ -19,7 +19,7 @@ overlay names, builds those under one folder and sets ``ZOO_STAND_INS`` to it. T
 
 Everything is seeded, so a kind built twice is the same bytes.
 
-Kept as one module (~420 lines): one small builder per input kind, found by name through :func:`kinds`;
+Kept as one module: one small builder per input kind, found by name through :func:`kinds`;
 they share the seeded writers.
 """
 

@@ -14,7 +14,7 @@ it is re-picked from {1/3, 1, 3} x that value (extended up to twice); clip c = 1
 with ‖C‖₂ = 1; sufficient statistics' ridge is picked per ε on validation. Rows are appended to
 ``runs/cond-dp-grid/<grid>.jsonl`` as they finish, so a killed run resumes where it stopped.
 
-Kept as one module (~410 lines): tuning, the grid and the two writers share the grid's records and its
+Kept as one module: tuning, the grid and the two writers share the grid's records and its
 protocol notes.
 """
 

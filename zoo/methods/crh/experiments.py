@@ -8,8 +8,8 @@ lambda sweep of v(L, lambda) with the baselines, and the unsteered concept and g
 Each (seed, concept, layer) result is appended to ``runs/crh-exp/<table>.jsonl`` as it finishes, so an interrupted
 run resumes; the table is then written through ``write_result`` from every line present.
 
-Kept as one module (~400 lines): the three subcommands share the resumable grid (``_run_grid``) and its
-JSONL log.
+Kept as one module: ``correlation`` and ``lambda`` share the resumable grid (``_run_grid``) and
+``figures`` reads its JSONL log.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ model (:func:`write_scale`). ``<-model>`` is empty for zoo-lm.chat (its files ke
 cached under ``runs/pooled-reps-cache/`` per model, domain, item count, seed and ``T`` (a killed run resumes from
 them; delete the folder to regenerate). The world LoRA is fitted once (seed 0) and shared by the decoding seeds.
 
-Kept as one module (~400 lines): one command; its helpers (the generations, the generated-world task, the
+Kept as one module: one command; its helpers (the generations, the generated-world task, the
 scale table) serve only it.
 """
 

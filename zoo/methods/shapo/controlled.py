@@ -26,7 +26,7 @@ The oracle, the prompts and the builder live in :mod:`zoo.methods.shapo.controll
 win-rate statistics, the sweep and the command line of both (one experiment read top to bottom: run an arm, score
 it, tabulate; ~430 lines).
 
-Kept as one module (~430 lines): the controlled task's command; its win rates, intervals and arms all
+Kept as one module: the controlled task's command; its win rates, intervals and arms all
 read the same generated task.
 """
 

@@ -6,7 +6,7 @@ baseline, and C-index / IBS on real data. Every number goes through ``zoo.core.r
     python -m zoo.methods.survshap_iq.experiments baseline   # results/survshap-iq/additive-baseline.json
     python -m zoo.methods.survshap_iq.experiments real       # results/survshap-iq/real-data.json
 
-Kept as one module (~420 lines): four tables of one command, each a function under ~70 lines sharing the
+Kept as one module: four tables of one command, each a function under ~70 lines sharing the
 seeded splits and the writer.
 """
 
