@@ -13,7 +13,7 @@ RECIPES = (
     "`rlcracker-copy.yaml` → `rlcracker.yaml` (`model.watermark=unigram|kgw`), `rlcracker-smollm2.yaml` "
     "(SmolLM2-135M-Instruct as provider and attacker), `paper/rlcracker-qwen2.5-3b.yaml`"
 )
-WEIGHTS = "`rlcracker.copy`, `rlcracker.unigram`, `rlcracker.kgw`, `rlcracker.smollm2-unigram`, `rlcracker.smollm2-unigram-seed1`"
+WEIGHTS = "`rlcracker.copy`, `rlcracker.unigram`, `rlcracker.kgw`, `rlcracker.smollm2-unigram`, `rlcracker.smollm2-unigram-seed1`, `rlcracker.smollm2-unigram-seed2`"
 STATUS = (
     "not at this scale: the Unigram and KGW attackers remove 100 % of marks but with 0 % success (MiniLM "
     "sim 0.21-0.30; paper 98.5 %); same-question answers of zoo-lm.chat score only 0.25; on SmolLM2-135M two "
