@@ -15,9 +15,9 @@ RECIPES = (
 )
 WEIGHTS = "`rlcracker.copy`, `rlcracker.unigram`, `rlcracker.kgw`, `rlcracker.smollm2-unigram`, `rlcracker.smollm2-unigram-seed1`, `rlcracker.smollm2-unigram-seed2`"
 STATUS = (
-    "not at this scale: the Unigram and KGW attackers remove 100 % of marks but with 0 % success (MiniLM "
-    "sim 0.21-0.30; paper 98.5 %); same-question answers of zoo-lm.chat score only 0.25; on SmolLM2-135M two "
-    "attacker seeds so far: removal 0.47-0.54, success 0.18-0.21 on 100 short texts"
+    "not at this scale: on zoo-lm the attackers remove 100 % of marks at 0 % success (MiniLM sim 0.21-0.30; "
+    "paper 98.5 %); on SmolLM2-135M three attacker seeds remove 0.62 of short Unigram marks at success 0.20, "
+    "about SmolLM2's own paraphrase (0.58 / 0.15)"
 )
 EXAMPLE = {
     "recipe": "rlcracker-copy",
