@@ -34,10 +34,9 @@ import torch
 from zoo.cli import compose_and_validate
 from zoo.core.results import summarise, write_result
 from zoo.methods.st_tgexplainer.experiments import OUT
-from zoo.methods.st_tgexplainer.explain import fidelity_curves, gradient_importance
+from zoo.methods.st_tgexplainer.explain import fidelity_curves, first_test_batches, gradient_importance
 from zoo.methods.st_tgexplainer.fitting import fit, fit_until_converged
 from zoo.methods.st_tgexplainer.metrics import acc_auc
-from zoo.methods.st_tgexplainer.networks import pos_neg_inputs
 
 CMD = "python -m zoo.methods.st_tgexplainer.ablation"
 RAW = OUT / "ablation-raw"
@@ -84,14 +83,8 @@ def mask_diagnostics(net, dm, n_events: int) -> dict:
     token's position in its endpoint's window, most recent last) and with the co-occurrence count (``s~count``).
     """
     net.eval()
-    acc, seen = {k: [] for k in ("sd", "mean", "grad", "rec", "count")}, 0
-    for batch in dm.test_dataloader():
-        if seen >= n_events:
-            break
-        seen += batch["src"].numel()
-        inputs = pos_neg_inputs(batch)
-        with torch.no_grad():
-            out = net(**inputs)
+    acc = {k: [] for k in ("sd", "mean", "grad", "rec", "count")}
+    for inputs, out in first_test_batches(net, dm, n_events):
         grad = gradient_importance(net, inputs)
         valid, s = out["valid"], out["s"]
         v = valid.float()

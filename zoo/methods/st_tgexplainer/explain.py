@@ -228,6 +228,21 @@ MASK_IMPORTANCE = {
 }
 
 
+def first_test_batches(net, dm, n_events: int):
+    """Yield ``(inputs, outputs)`` for the test batches that cover the first ``n_events`` events: the network's
+    positive + negative inputs (:func:`pos_neg_inputs`) and its outputs on them, computed without gradient (the
+    consumer may differentiate ``net`` on ``inputs`` itself)."""
+    seen = 0
+    for batch in dm.test_dataloader():
+        if seen >= n_events:
+            return
+        seen += batch["src"].numel()
+        inputs = pos_neg_inputs(batch)
+        with torch.no_grad():
+            out = net(**inputs)
+        yield inputs, out
+
+
 def fidelity_curves(net, dm, levels: list[float], n_events: int, importances: list[str], seed: int) -> dict:
     """Agreement per level for each importance kind on the first ``n_events`` test events (pos + neg).
 
@@ -236,15 +251,7 @@ def fidelity_curves(net, dm, levels: list[float], n_events: int, importances: li
     net.eval()
     g = torch.Generator().manual_seed(seed)
     agree = {k: [] for k in importances}
-    loader = dm.test_dataloader()
-    seen = 0
-    for batch in loader:
-        if seen >= n_events:
-            break
-        seen += batch["src"].numel()
-        inputs = pos_neg_inputs(batch)
-        with torch.no_grad():
-            full = net(**inputs)
+    for inputs, full in first_test_batches(net, dm, n_events):
         valid = full["valid"]
         for kind in importances:
             if kind in MASK_IMPORTANCE:
