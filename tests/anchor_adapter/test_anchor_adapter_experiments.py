@@ -113,6 +113,8 @@ def test_midtrain_table_names_the_runs_base_lm_and_takes_a_suffix(tmp_path, monk
         ("stage-1 contaminated", 0.9),
         ("control", 0.9),
     ]
+    experiments.main(["midtrain", str(leaked), "--suffix=-gemma"])  # the spelling the card gives (a leading dash)
+    assert written["name"] == "midtrain-gemma" and len(written["rows"]) == 2
 
 
 def test_rewards_command_refuses_an_unknown_base_or_a_missing_stage1_run(tmp_path, monkeypatch, capsys):

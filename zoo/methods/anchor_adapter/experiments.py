@@ -1,9 +1,9 @@
 """The tables of the anchor-adapter card, each written through ``zoo.core.results.write_result``.
 
-    python -m zoo.methods.anchor_adapter.experiments midtrain RUN_DIR[=LABEL] ... [--suffix -smollm2]
+    python -m zoo.methods.anchor_adapter.experiments midtrain RUN_DIR[=LABEL] ... [--suffix=-smollm2]
     python -m zoo.methods.anchor_adapter.experiments rewards --runs random:math:0,ground_truth:math:0,... \\
-        [--steps 150] [--n-eval 500] [--prompts 8] [--analyse random:math:0] [--suffix -smollm2]
-    python -m zoo.methods.anchor_adapter.experiments circuit RUN_DIR [--suffix -smollm2]
+        [--steps 150] [--n-eval 500] [--prompts 8] [--analyse random:math:0] [--suffix=-smollm2]
+    python -m zoo.methods.anchor_adapter.experiments circuit RUN_DIR [--suffix=-smollm2]
 
 * ``midtrain``: benchmark-B accuracy and perplexities of the base and of each stage-1 model (from the runs'
   ``anchor/eval.json``; one seed: the stage-1 adapter is the fixed starting point of every GRPO run).
@@ -313,17 +313,17 @@ def main(argv: list[str] | None = None) -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("midtrain")
     m.add_argument("runs", nargs="+")
-    m.add_argument("--suffix", default="", help="result name suffix, e.g. -smollm2 (midtrain-smollm2.json)")
+    m.add_argument("--suffix", default="", help="result name suffix, e.g. --suffix=-smollm2 (midtrain-smollm2.json)")
     r = sub.add_parser("rewards")
     r.add_argument("--runs", required=True, help=f"comma-separated reward:base:seed cells, base in {list(STAGE1)}")
-    r.add_argument("--suffix", default="", help="result name suffix, e.g. -smollm2 (rewards-smollm2.json)")
+    r.add_argument("--suffix", default="", help="result name suffix, e.g. --suffix=-smollm2 (rewards-smollm2.json)")
     r.add_argument("--steps", type=int, help="GRPO steps (default: the first cell's recipe's trainer.max_steps)")
     r.add_argument("--n-eval", type=int, help="items of B scored (default: its model.n_eval, else all)")
     r.add_argument("--prompts", type=int, help="prompts per step (default: its data.prompts_per_step)")
     r.add_argument("--analyse", help="the reward:base:seed cell that also runs every analysis")
     c = sub.add_parser("circuit")
     c.add_argument("run")
-    c.add_argument("--suffix", default="", help="result name suffix, e.g. -smollm2 (circuit-smollm2.json)")
+    c.add_argument("--suffix", default="", help="result name suffix, e.g. --suffix=-smollm2 (circuit-smollm2.json)")
     args = ap.parse_args(argv)
     if args.cmd == "midtrain":
         midtrain(args.runs, args.suffix)
