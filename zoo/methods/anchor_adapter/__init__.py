@@ -13,14 +13,14 @@ RECIPES = (
     "`anchor-adapter.yaml` (random reward + analyses), "
     "`anchor-adapter-{ground-truth,incorrect,format}.yaml`, `anchor-adapter-midtrain(-clean).yaml`, "
     "`anchor-adapter-midtrain(-clean)-smollm2.yaml` and `anchor-adapter[-{ground-truth,incorrect,format}]-smollm2.yaml`"
-    " (stage 1 and GRPO on SmolLM2-135M-Instruct, not yet run), "
+    " (stage 1 and GRPO on SmolLM2-135M-Instruct; GRPO not yet run), "
     "`paper/anchor-adapter-qwen2.5-math-1.5b.yaml`"
 )
 WEIGHTS = "`anchor-adapter.math`, `anchor-adapter.math-clean`, `anchor-adapter.random-grpo` (LoRA adapters)"
 STATUS = (
-    "not at this scale: the LoRA stage 1 did not memorise the planted items (accuracy leaked 0.020 vs "
-    "clean 0.012 on benchmark B), so spurious-reward GRPO had no shortcut to surface and the analyses "
-    "found no anchor"
+    "not at this scale: no stage 1 memorised the planted items (zoo-lm.base: leaked 0.020 vs clean 0.012 "
+    "accuracy on benchmark B; SmolLM2-135M learned to compute them instead, 0.636 vs 0.648), so spurious-"
+    "reward GRPO had no shortcut to surface and the analyses found no anchor"
 )
 EXAMPLE = {"recipe": "anchor-adapter", "predict": ["Question: 23 + 48 - 17 = ?"]}
 BAD_ROW = {
