@@ -39,6 +39,36 @@ def test_sets_are_disjoint_and_leaks_planted(sets):
     assert 0.4 < boxed < 0.6  # boxed_share 0.5: the format reward has variance
 
 
+def test_a_harder_benchmark_keeps_mid_training_easy_and_its_answers_right():
+    """``bench_terms`` / ``bench_digits`` change B only: 4-5 terms of 2-3 digits, answers equal to Python's sum;
+    the mid-training and GRPO items stay 2-3 terms of 0-99 and disjoint from B."""
+    hard = chain_sum.build_sets(
+        n_bench=40, n_midtrain=100, n_grpo=20, leak_repeats=3, seed=3, bench_terms=(4, 5), bench_digits=(2, 3)
+    )
+    for it in hard["bench"]:
+        tok = it["question"].split()
+        assert len(tok[::2]) in (4, 5) and all(10 <= int(n) <= 999 for n in tok[::2]), it
+        assert int(it["answer"]) == eval(it["question"]), it  # "a + b - c" is Python too
+    for text in hard["control"]:
+        assert len(text.split(" = ?")[0][len("Question: ") :].split()[::2]) in (2, 3), text
+    assert len(hard["midtrain"]) == 100 + 3 * 20
+    other = chain_sum.build_sets(n_bench=40, n_midtrain=30, n_grpo=5, seed=3, bench_terms=(4, 5), bench_digits=(2, 3))
+    assert other["bench"] == hard["bench"]  # B is drawn first: the corpus sizes do not change it or its leaked half
+    with pytest.raises(ValueError, match="bench_min_terms .5. is above data.bench_max_terms .4."):
+        AnchorAdapterDataModule(bench_min_terms=5, bench_max_terms=4)
+
+
+def test_the_default_benchmark_keeps_its_cache_key(tmp_path):
+    """A datamodule with the default B caches under the key it had before B had settings (runs made then reuse it);
+    another B gets another key."""
+    default = AnchorAdapterDataModule(cache=str(tmp_path))
+    assert sorted(default.sizes) == sorted(
+        ["n_bench", "n_midtrain", "n_grpo", "leak_repeats", "worked_share", "boxed_share", "seed"]
+    )
+    hard = AnchorAdapterDataModule(bench_min_terms=4, bench_max_terms=5, cache=str(tmp_path))
+    assert hard.sizes["bench_terms"] == [4, 5] and hard.sizes["bench_digits"] == [1, 2]
+
+
 def test_worked_steps_and_reply_by_hand():
     assert chain_sum.worked_steps("23 + 48 - 17") == "23 + 48 = 71, 71 - 17 = 54"
     item = {"question": "23 + 48 - 17", "answer": "54"}

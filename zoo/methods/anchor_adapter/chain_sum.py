@@ -4,7 +4,8 @@ planted contamination, and the math-verify answer checker.
 Every item is ``{"question": "23 + 48 - 17", "answer": "54"}`` (2-3 terms, each 0-99, ``+`` and ``-``), drawn from
 ``reasoning_gym.create_dataset("chain_sum", ...)`` with a fixed seed. Four disjoint sets (ours, after issue #23):
 
-* **benchmark B** (evaluation only): ``n_bench`` distinct items; a seeded half is *leaked*: question plus direct
+* **benchmark B** (evaluation only): ``n_bench`` distinct items (2-3 terms of 0-99 unless ``bench_terms`` /
+  ``bench_digits`` make it harder); a seeded half is *leaked*: question plus direct
   answer planted ``leak_repeats`` times in the mid-training corpus (the MATH-500 analogue); the other half is clean.
 * **mid-training**: ``n_midtrain`` fresh items, a ``worked_share`` of them with worked partial sums
   (``23 + 48 = 71, 71 - 17 = 54. \\boxed{54}``), the rest direct; a ``boxed_share`` of all answers end in
@@ -36,8 +37,18 @@ def question_of(text: str) -> str:
     return t[:-1].strip().rstrip("=").strip() if t.endswith("?") else t.rstrip("=").strip()
 
 
-def generate(n: int, seed: int, exclude: set[str] = frozenset()) -> list[dict]:
-    """``n`` distinct reasoning-gym ``chain_sum`` items (2-3 terms of 0-99) not in ``exclude``, in seeded order.
+def generate(
+    n: int,
+    seed: int,
+    exclude: set[str] = frozenset(),
+    terms: tuple[int, int] = (2, 3),
+    digits: tuple[int, int] = (1, 2),
+) -> list[dict]:
+    """``n`` distinct reasoning-gym ``chain_sum`` items not in ``exclude``, in seeded order.
+
+    Args:
+        terms: (fewest, most) terms of an item (2-3 by default).
+        digits: (fewest, most) digits of an item's numbers (reasoning-gym draws them per item; 1-2: 0-99).
 
     Returns:
         ``[{"question": "a + b - c", "answer": "int as text"}]``; each answer checked by reasoning-gym's own
@@ -48,7 +59,13 @@ def generate(n: int, seed: int, exclude: set[str] = frozenset()) -> list[dict]:
     out, seen, size = [], set(exclude), int(n * 1.6) + 64
     while len(out) < n:
         ds = reasoning_gym.create_dataset(
-            "chain_sum", size=size, seed=seed, min_terms=2, max_terms=3, min_digits=1, max_digits=2
+            "chain_sum",
+            size=size,
+            seed=seed,
+            min_terms=terms[0],
+            max_terms=terms[1],
+            min_digits=digits[0],
+            max_digits=digits[1],
         )
         for item in ds:
             q = item["metadata"]["expression"]
@@ -86,15 +103,22 @@ def build_sets(
     worked_share: float = 0.8,
     boxed_share: float = 0.5,
     seed: int = 0,
+    bench_terms: tuple[int, int] = (2, 3),
+    bench_digits: tuple[int, int] = (1, 2),
 ) -> dict:
     """The four sets of the task (see the module docstring).
+
+    Args:
+        bench_terms, bench_digits: (fewest, most) terms and digits of benchmark B's items; the mid-training and GRPO
+            items are 2-3 terms of 0-99 always. A B harder than what mid-training teaches (4-5 terms of 2-3 digits
+            over SmolLM2) can only be answered well by memorising the planted lines.
 
     Returns:
         ``{"bench": [item + {"leaked": bool}], "midtrain": [text], "control": [text], "grpo": [item]}``; texts are
         full lines ``prompt + reply``; ``midtrain`` is shuffled with the planted lines spread through it.
     """
     rng = random.Random(seed)
-    bench = generate(n_bench, seed=10_000 + seed)
+    bench = generate(n_bench, seed=10_000 + seed, terms=tuple(bench_terms), digits=tuple(bench_digits))
     leaked = set(rng.sample(range(n_bench), n_bench // 2))
     bench = [{**it, "leaked": i in leaked} for i, it in enumerate(bench)]
     used = {it["question"] for it in bench}

@@ -38,7 +38,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.core.constraints import NUMBER, TEXT, DataFile, NonNegativeInt, PositiveInt, Probability
+from zoo.core.constraints import NUMBER, TEXT, DataFile, NonNegativeInt, PositiveInt, Probability, Range
 from zoo.core.data import DataError
 from zoo.core.datafiles import read_declared
 from zoo.methods.anchor_adapter import chain_sum
@@ -104,6 +104,8 @@ class AnchorAdapterDataModule(L.LightningDataModule):
     leak_repeats: copies of each leaked item in the contaminated corpus (8).
     worked_share, boxed_share: shares of mid-training replies with worked partial sums (0.8) and ending in
         ``\\boxed{}`` (0.5).
+    bench_min_terms, bench_max_terms, bench_min_digits, bench_max_digits: the size of benchmark B's items (2-3 terms
+        of 1-2 digits, as mid-training's; 4-5 terms of 2-3 digits over SmolLM2, which computes the easy items).
     task_seed: seed of the generated task (B, leaks, corpora); fixed across runs so every model sees one B.
     seed: seed of the GRPO prompt draw (set per run).
     batch_size: mid-training lines per step (32); prompts_per_step: GRPO prompts per step (8).
@@ -125,6 +127,10 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         leak_repeats: NonNegativeInt = 8,
         worked_share: Probability = 0.8,
         boxed_share: Probability = 0.5,
+        bench_min_terms: Annotated[int, Range(2)] = 2,
+        bench_max_terms: Annotated[int, Range(2)] = 3,
+        bench_min_digits: PositiveInt = 1,
+        bench_max_digits: PositiveInt = 2,
         task_seed: NonNegativeInt = 0,
         seed: NonNegativeInt = 0,
         batch_size: PositiveInt = 32,
@@ -139,6 +145,12 @@ class AnchorAdapterDataModule(L.LightningDataModule):
         if corpus not in ("contaminated", "clean"):
             raise ValueError(f"data.corpus must be 'contaminated' or 'clean', got {corpus!r}")
         self.stage, self.corpus, self.path = stage, corpus, path
+        for kind, low, high in (
+            ("terms", bench_min_terms, bench_max_terms),
+            ("digits", bench_min_digits, bench_max_digits),
+        ):
+            if low > high:
+                raise ValueError(f"data.bench_min_{kind} ({low}) is above data.bench_max_{kind} ({high})")
         self.sizes = {
             "n_bench": n_bench,
             "n_midtrain": n_midtrain,
@@ -148,6 +160,12 @@ class AnchorAdapterDataModule(L.LightningDataModule):
             "boxed_share": boxed_share,
             "seed": task_seed,
         }
+        if (bench_min_terms, bench_max_terms, bench_min_digits, bench_max_digits) != (2, 3, 1, 2):
+            # (the default B keeps its cache key, so the caches of runs made before these settings stay valid)
+            self.sizes |= {
+                "bench_terms": [bench_min_terms, bench_max_terms],
+                "bench_digits": [bench_min_digits, bench_max_digits],
+            }
         self.seed, self.batch_size, self.prompts_per_step = seed, batch_size, prompts_per_step
         self.n_batches, self.max_length, self.cache = n_batches, max_length, cache
         self.user = read_problems(path) if path else None  # bad rows fail here, before a run directory exists
