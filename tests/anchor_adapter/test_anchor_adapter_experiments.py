@@ -14,11 +14,11 @@ from zoo.methods.anchor_adapter import experiments
 EVAL = {k: 0.5 for k in experiments.METRICS}
 
 
-def _stage1_run(root, folder, items, before=True, base="smollm2-135m-instruct", version=0):
+def _stage1_run(root, folder, items, before=True, base="smollm2-135m-instruct", version=0, data=None):
     """A finished stage-1 run folder: ``config.yaml``, ``anchor/eval.json`` and ``anchor/items.json``."""
     run = root / folder / f"version_{version}"
     (run / "anchor").mkdir(parents=True)
-    (run / "config.yaml").write_text(yaml.safe_dump({"model": {"base": base}}))
+    (run / "config.yaml").write_text(yaml.safe_dump({"model": {"base": base}, "data": data or {}}))
     ev = {"after": dict(EVAL, acc_leaked=0.9)} | ({"before": dict(EVAL, acc_leaked=0.1)} if before else {})
     (run / "anchor" / "eval.json").write_text(json.dumps(ev))
     (run / "anchor" / "items.json").write_text(json.dumps({"after": items}))
@@ -112,9 +112,10 @@ def test_stage1_reference_counts_leaked_and_clean_of_the_first_items(tmp_path):
 def test_midtrain_table_names_the_runs_base_lm_and_takes_a_suffix(tmp_path, monkeypatch):
     written = {}
     monkeypatch.setattr(
-        experiments, "write_result", lambda method, name, rows, **kw: written.update(name=name, rows=rows)
+        experiments, "write_result", lambda method, name, rows, **kw: written.update(name=name, rows=rows, **kw)
     )
-    leaked = _stage1_run(tmp_path, "anchor-adapter-midtrain-smollm2", [])
+    hard = {"n_bench": 200, "leak_repeats": 20, "bench_min_terms": 4, "bench_max_terms": 5, "bench_max_digits": 3}
+    leaked = _stage1_run(tmp_path, "anchor-adapter-midtrain-smollm2", [], data=hard)
     clean = _stage1_run(tmp_path, "anchor-adapter-midtrain-clean-smollm2", [], before=False)
     experiments.midtrain([str(leaked), f"{clean}=control"], "-smollm2")
     assert written["name"] == "midtrain-smollm2"
@@ -123,6 +124,8 @@ def test_midtrain_table_names_the_runs_base_lm_and_takes_a_suffix(tmp_path, monk
         ("stage-1 contaminated", 0.9),
         ("control", 0.9),
     ]
+    assert "200 generated chain_sum items of 4-5 terms of 1-3 digits; 100 leaked x 20" in written["notes"]
+    assert "over smollm2-135m-instruct" in written["notes"]
     experiments.main(["midtrain", str(leaked), "--suffix=-gemma"])  # the spelling the card gives (a leading dash)
     assert written["name"] == "midtrain-gemma" and len(written["rows"]) == 2
 

@@ -89,13 +89,14 @@ def _eval(run: Path) -> dict:
 def midtrain(runs: list[str], suffix: str = "") -> None:
     """Stage-1 table (``results/anchor-adapter/midtrain<suffix>.json``): the base LM (before, named from the run's
     ``model.base``) and each corpus's model (after)."""
-    rows = []
+    rows, cfg = [], {}
     for spec in runs:
         run, _, label = spec.partition("=")
         ev = _eval(Path(run))
         corpus = "clean" if "clean" in Path(run).parent.name else "contaminated"
         if "before" in ev and not rows:
-            lm = run_config(Path(run)).get("model", {}).get("base", "zoo-lm.base")
+            cfg = run_config(Path(run))
+            lm = cfg.get("model", {}).get("base", "zoo-lm.base")
             rows.append({"model": lm, "seed": 0, **{k: ev["before"][k] for k in METRICS}})
         rows.append({"model": label or f"stage-1 {corpus}", "seed": 0, **{k: ev["after"][k] for k in METRICS}})
     write_result(
@@ -104,11 +105,24 @@ def midtrain(runs: list[str], suffix: str = "") -> None:
         rows,
         summary=summarise(rows, METRICS, by=["model"]),
         paper="no stage-1 numbers in the paper (the 7B base is contaminated by pre-training, not by us)",
-        notes="benchmark B (500 generated chain_sum items, 250 leaked x 8 into the contaminated corpus), greedy "
-        "replies <= 32 tokens scored by math-verify; perplexities per item (answer ' \\boxed{a}' given "
-        "the prompt; prompt tokens), mean over items. Stage 1 as recipes/anchor-adapter-midtrain*.yaml "
-        "(LoRA over the base LM, r=64 on zoo-lm.base, r=16 on SmolLM2; 156 steps x 32 here, reduced from "
-        "the issue's ~1,500 to fit 2 shared cores). One seed.",
+        notes=_stage1_notes(cfg or run_config(Path(runs[0].partition("=")[0]))),
+    )
+
+
+def _stage1_notes(cfg: dict) -> str:
+    """What the stage-1 table measured, read from a stage-1 run's ``config.yaml``."""
+    model, data, trainer = cfg.get("model", {}), cfg.get("data", {}), cfg.get("trainer", {})
+    n = data.get("n_bench", 500)
+    terms = f"{data.get('bench_min_terms', 2)}-{data.get('bench_max_terms', 3)}"
+    digits = f"{data.get('bench_min_digits', 1)}-{data.get('bench_max_digits', 2)}"
+    return (
+        f"benchmark B ({n} generated chain_sum items of {terms} terms of {digits} digits; {n // 2} leaked x "
+        f"{data.get('leak_repeats', 8)} into the contaminated corpus among {data.get('n_midtrain')} fresh 2-3-term "
+        f"problems), greedy replies <= {model.get('eval_tokens', 32)} tokens scored by math-verify; perplexities per "
+        "item (answer ' \\boxed{a}' given the prompt; prompt tokens), mean over items. Stage 1 as "
+        f"recipes/anchor-adapter-midtrain*.yaml: LoRA r {model.get('midtrain_lora', {}).get('r', 64)} over "
+        f"{model.get('base', 'zoo-lm.base')}, {trainer.get('max_steps')} steps x {data.get('batch_size')} (the "
+        "issue's ~1,500 did not fit 2 shared cores). One seed."
     )
 
 
