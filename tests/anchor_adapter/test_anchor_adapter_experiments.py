@@ -125,7 +125,7 @@ def test_midtrain_table_names_the_runs_base_lm_and_takes_a_suffix(tmp_path, monk
         ("control", 0.9),
     ]
     assert "200 generated chain_sum items of 4-5 terms of 1-3 digits; 100 leaked x 20" in written["notes"]
-    assert "over smollm2-135m-instruct" in written["notes"]
+    assert "over smollm2-135m-instruct, lr None," in written["notes"]  # (the hand-made config has no optimizer)
     experiments.main(["midtrain", str(leaked), "--suffix=-gemma"])  # the spelling the card gives (a leading dash)
     assert written["name"] == "midtrain-gemma" and len(written["rows"]) == 2
 

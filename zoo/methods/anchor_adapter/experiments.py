@@ -121,7 +121,8 @@ def _stage1_notes(cfg: dict) -> str:
         f"problems), greedy replies <= {model.get('eval_tokens', 32)} tokens scored by math-verify; perplexities per "
         "item (answer ' \\boxed{a}' given the prompt; prompt tokens), mean over items. Stage 1 as "
         f"recipes/anchor-adapter-midtrain*.yaml: LoRA r {model.get('midtrain_lora', {}).get('r', 64)} over "
-        f"{model.get('base', 'zoo-lm.base')}, {trainer.get('max_steps')} steps x {data.get('batch_size')} (the "
+        f"{model.get('base', 'zoo-lm.base')}, lr {model.get('optimizer', {}).get('lr')}, "
+        f"{trainer.get('max_steps')} steps x {data.get('batch_size')} (the "
         "issue's ~1,500 did not fit 2 shared cores). One seed."
     )
 
