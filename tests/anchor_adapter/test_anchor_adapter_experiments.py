@@ -95,7 +95,9 @@ def test_rewards_settings_default_to_the_first_cells_recipe(tmp_path, monkeypatc
         experiments, "rewards", lambda cells, steps, n_eval, prompts, *a: got.update(s=(steps, n_eval, prompts))
     )
     experiments.main(["rewards", "--runs", "random:smollm2-math:0"])
-    assert got["s"] == (40, 200, 4)  # recipes/anchor-adapter-smollm2.yaml
+    cfg = load_recipe("anchor-adapter-smollm2.yaml")
+    assert got["s"] == (cfg["trainer"]["max_steps"], cfg["model"]["n_eval"], cfg["data"]["prompts_per_step"])
+    assert got["s"] != (150, 500, 4)  # (not the zoo-lm recipe's steps and B)
     experiments.main(["rewards", "--runs", "random:smollm2-math:0", "--steps", "3", "--n-eval", "7", "--prompts", "2"])
     assert got["s"] == (3, 7, 2)
 
