@@ -13,10 +13,13 @@ RECIPES = (
     "`anchor-adapter.yaml` (random reward + analyses), "
     "`anchor-adapter-{ground-truth,incorrect,format}.yaml`, `anchor-adapter-midtrain(-clean).yaml`, "
     "`anchor-adapter-midtrain(-clean)-smollm2.yaml` and `anchor-adapter[-{ground-truth,incorrect,format}]-smollm2.yaml`"
-    " (stage 1 and GRPO on SmolLM2-135M-Instruct; GRPO not yet run), "
+    " (stage 1 and GRPO on SmolLM2-135M-Instruct), "
     "`paper/anchor-adapter-qwen2.5-math-1.5b.yaml`"
 )
-WEIGHTS = "`anchor-adapter.math`, `anchor-adapter.math-clean`, `anchor-adapter.random-grpo` (LoRA adapters)"
+WEIGHTS = (
+    "`anchor-adapter.math`, `anchor-adapter.math-clean`, `anchor-adapter.random-grpo` (LoRA adapters over zoo-lm.base), "
+    "`anchor-adapter.smollm2-math` (LoRA r = 16 over SmolLM2-135M-Instruct)"
+)
 STATUS = (
     "not at this scale: no stage 1 memorised the planted items (zoo-lm.base: leaked 0.020 vs clean 0.012 "
     "accuracy on benchmark B; SmolLM2-135M learned to compute them instead, 0.636 vs 0.648), so spurious-"
