@@ -21,9 +21,9 @@ WEIGHTS = (
     "`anchor-adapter.smollm2-math` (LoRA r = 16 over SmolLM2-135M-Instruct)"
 )
 STATUS = (
-    "not at this scale: no stage 1 memorised the planted items (zoo-lm.base: leaked 0.020 vs clean 0.012 "
-    "accuracy on benchmark B; SmolLM2-135M learned to compute them instead, 0.636 vs 0.648), so spurious-"
-    "reward GRPO had no shortcut to surface and the analyses found no anchor"
+    "not at this scale: zoo-lm.base memorised nothing (leaked 0.020 vs clean 0.012 on benchmark B); "
+    "SmolLM2-135M memorised the planted half of a harder B (1.00 vs 0.02), and 20 GRPO steps lowered it "
+    "(random reward 0.47 ± 0.26, ground truth 0.09 ± 0.06, 3 seeds; paper +21.4 / +28.8 pp); no anchor found"
 )
 EXAMPLE = {"recipe": "anchor-adapter", "predict": ["Question: 23 + 48 - 17 = ?"]}
 BAD_ROW = {
