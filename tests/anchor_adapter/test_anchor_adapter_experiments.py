@@ -97,7 +97,6 @@ def test_rewards_settings_default_to_the_first_cells_recipe(tmp_path, monkeypatc
     experiments.main(["rewards", "--runs", "random:smollm2-math:0"])
     cfg = load_recipe("anchor-adapter-smollm2.yaml")
     assert got["s"] == (cfg["trainer"]["max_steps"], cfg["model"]["n_eval"], cfg["data"]["prompts_per_step"])
-    assert got["s"] != (150, 500, 4)  # (not the zoo-lm recipe's steps and B)
     experiments.main(["rewards", "--runs", "random:smollm2-math:0", "--steps", "3", "--n-eval", "7", "--prompts", "2"])
     assert got["s"] == (3, 7, 2)
 
