@@ -89,13 +89,12 @@ def _eval(run: Path) -> dict:
 def midtrain(runs: list[str], suffix: str = "") -> None:
     """Stage-1 table (``results/anchor-adapter/midtrain<suffix>.json``): the base LM (before, named from the run's
     ``model.base``) and each corpus's model (after)."""
-    rows, cfg = [], {}
+    rows, cfg = [], run_config(Path(runs[0].partition("=")[0]))  # the notes describe the first run
     for spec in runs:
         run, _, label = spec.partition("=")
         ev = _eval(Path(run))
         corpus = "clean" if "clean" in Path(run).parent.name else "contaminated"
         if "before" in ev and not rows:
-            cfg = run_config(Path(run))
             lm = cfg.get("model", {}).get("base", "zoo-lm.base")
             rows.append({"model": lm, "seed": 0, **{k: ev["before"][k] for k in METRICS}})
         rows.append({"model": label or f"stage-1 {corpus}", "seed": 0, **{k: ev["after"][k] for k in METRICS}})
@@ -105,7 +104,7 @@ def midtrain(runs: list[str], suffix: str = "") -> None:
         rows,
         summary=summarise(rows, METRICS, by=["model"]),
         paper="no stage-1 numbers in the paper (the 7B base is contaminated by pre-training, not by us)",
-        notes=_stage1_notes(cfg or run_config(Path(runs[0].partition("=")[0]))),
+        notes=_stage1_notes(cfg),
     )
 
 
